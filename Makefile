@@ -1,0 +1,39 @@
+# mha-course: the two commands of the README are `make course` and `make test`.
+# Each creates .venv if missing and installs the course into it; a second run
+# reinstalls nothing unless pyproject.toml changed.
+PYTHON ?= python3
+VENV   ?= .venv
+EXTRAS ?= test
+BIN    := $(VENV)/bin
+comma  := ,
+STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+
+.PHONY: course test notebooks student bench clean-venv
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mha-course needs Python >= 3.10")'
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
+	@touch $@
+
+## Open the course in JupyterLab on the first notebook.
+course: $(STAMP)
+	$(BIN)/jupyter lab notebooks/00_overview.ipynb
+
+## Run the whole test suite: unit, property and parity tests, then every notebook under nbval.
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+## Re-execute every notebook in place (reproducibly, one BLAS thread, timeout and retry).
+notebooks: $(STAMP)
+	$(BIN)/mha-course execute notebooks/*.ipynb
+
+## Speed benchmarks (prints the tables that go into the README).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_mha.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,20 @@
+"""mha_course: multi-head attention from first principles, in numpy.
+
+``import mha_course`` loads the numpy core only (floors 0-1); plots, widgets, checkers and
+the explorer live in their own modules (``mha_course.plots``, ``mha_course.widgets``, ...).
+
+Mask convention everywhere: boolean, **True = may attend**.
+"""
+from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .heads import combine_heads, split_heads, valid_heads
+from .mha import (STAGES, MHAParams, Stage, Trace, count_params, init_params,
+                  multi_head_attention, trace)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
+    "split_heads", "combine_heads", "valid_heads",
+    "MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
+    "Trace", "Stage", "STAGES",
+]

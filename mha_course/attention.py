@@ -1,0 +1,152 @@
+"""Softmax, masks and scaled dot-product attention (floor 0, numpy only).
+
+Shapes: ``T`` queries, ``S`` keys, ``d_k`` query/key size, ``d_v`` value size,
+``...`` any batch axes (for example ``(B, h)``).
+
+Mask convention of the whole course: a boolean array, **True = may attend**
+(as in ``torch.nn.functional.scaled_dot_product_attention``; the opposite of
+``torch.nn.MultiheadAttention``'s ``attn_mask``, where True = blocked).
+
+Taught in 02_scaled_dot_product.ipynb.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _validate
+
+__all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask"]
+
+
+def softmax(x, axis: int = -1) -> np.ndarray:
+    """x (...) -> same shape; entries along ``axis`` are >= 0 and sum to 1.
+
+    Numerically stable: the row maximum is subtracted before ``exp``, so logits of
+    1e4 do not overflow. A row that is all ``-inf`` (every key masked) becomes all zeros
+    instead of NaN. float32 stays float32; integers are promoted to float64.
+
+    >>> softmax(np.array([1000.0, 1000.0, -np.inf]))
+    array([0.5, 0.5, 0. ])
+    """
+    arr = _validate.float_array(x, "x")
+    if arr.ndim == 0:
+        raise ValueError("softmax needs at least a 1-D array, got a scalar; wrap it as [x]")
+    if not -arr.ndim <= axis < arr.ndim:
+        raise ValueError(f"axis={axis} is out of range for an array of shape {arr.shape}; "
+                         f"use an axis in {-arr.ndim}..{arr.ndim - 1}")
+    return _softmax_inplace(arr.copy(), axis)
+
+
+def _softmax_inplace(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Stable softmax computed in the buffer ``z`` itself (overwritten and returned)."""
+    m = z.max(axis=axis, keepdims=True)
+    m[~np.isfinite(m)] = 0  # all-masked rows: keep exp(-inf - 0) = 0, avoid inf - inf
+    z -= m
+    np.exp(z, out=z)
+    total = z.sum(axis=axis, keepdims=True)
+    total[total == 0] = 1  # all-masked rows stay all-zero
+    z /= total
+    return z
+
+
+def _scaled_scores(Q: np.ndarray, K: np.ndarray, mask) -> np.ndarray:
+    """Q (..., T, d_k), K (..., S, d_k) -> Q K^T / sqrt(d_k) (..., T, S), masked entries -inf."""
+    scale = Q.dtype.type(1.0 / math.sqrt(Q.shape[-1]))  # a scalar of Q's dtype: no float64 upcast
+    scores = np.matmul(Q, np.swapaxes(K, -1, -2))  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    scores *= scale
+    if mask is not None:
+        np.copyto(scores, -np.inf, where=~mask)
+    return scores
+
+
+def _attend(Q, K, V, mask, record=None):
+    """Shared core of attention: returns out (..., T, d_v) and weights (..., T, S).
+
+    ``record``, when given, is called as ``record(name, array)`` for ``scores``
+    (a copy, taken before the softmax overwrites the buffer) and ``weights``.
+    """
+    scores = _scaled_scores(Q, K, mask)
+    if record is not None:
+        record("scores", scores.copy())
+    weights = _softmax_inplace(scores)  # reuses the scores buffer
+    if record is not None:
+        record("weights", weights)
+    out = np.matmul(weights, V)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
+    return out, weights
+
+
+def _check_qkv(Q, K, V):
+    Q, K, V = (_validate.float_array(a, n) for a, n in ((Q, "Q"), (K, "K"), (V, "V")))
+    shapes = f"Q {Q.shape}, K {K.shape}, V {V.shape}"
+    if min(Q.ndim, K.ndim, V.ndim) < 2:
+        raise ValueError(f"Q, K and V need at least 2 dims (..., seq, features); got {shapes}")
+    for a, n in ((Q, "Q"), (K, "K"), (V, "V")):
+        _validate.nonempty(a, n, "(..., seq, features)")
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(f"Q and K must share their last dim d_k; got {shapes}; "
+                         "project queries and keys to the same size")
+    if K.shape[-2] != V.shape[-2]:
+        raise ValueError(f"K and V must have the same number of keys S (axis -2); got {shapes}; "
+                         "every key needs exactly one value")
+    try:
+        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    except ValueError:
+        raise ValueError(f"the batch axes of Q, K and V do not broadcast; got {shapes}") from None
+    dtype = np.result_type(Q, K, V)
+    return Q.astype(dtype, copy=False), K.astype(dtype, copy=False), V.astype(dtype, copy=False), batch
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), weights (..., T, S).
+
+    weights = softmax(Q K^T / sqrt(d_k)) over the keys, out = weights V.
+    ``mask`` is boolean, **True = may attend**, broadcastable to (..., T, S). A query
+    whose keys are all masked gets all-zero weights and a zero output (no NaN).
+
+    >>> rng = np.random.default_rng(0)
+    >>> out, w = scaled_dot_product_attention(rng.normal(size=(3, 4)), rng.normal(size=(5, 4)),
+    ...                                       rng.normal(size=(5, 2)))
+    >>> out.shape, w.shape, bool(np.allclose(w.sum(-1), 1))
+    ((3, 2), (3, 5), True)
+    """
+    Q, K, V, batch = _check_qkv(Q, K, V)
+    if mask is not None:
+        target = (*batch, Q.shape[-2], K.shape[-2])
+        mask = _validate.bool_mask(mask, target, "(..., T, S)")
+    return _attend(Q, K, V, mask)
+
+
+def causal_mask(T: int) -> np.ndarray:
+    """T -> (T, T) bool, True on and below the diagonal (query t may attend keys 0..t).
+
+    >>> causal_mask(3).astype(int)
+    array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]])
+    """
+    T = _validate.positive_int(T, "T")
+    return np.tril(np.ones((T, T), dtype=bool))
+
+
+def padding_mask(lengths, S: int) -> np.ndarray:
+    """lengths (B,) ints in 0..S, S -> (B, 1, 1, S) bool, True for real (non-padding) keys.
+
+    Broadcasts against scores of shape (B, h, T, S). True = may attend.
+
+    >>> padding_mask([2, 3], 3)[:, 0, 0].astype(int)
+    array([[1, 1, 0],
+           [1, 1, 1]])
+    """
+    S = _validate.positive_int(S, "S")
+    arr = np.asarray(lengths)
+    if arr.ndim != 1 or arr.size == 0 or not (np.issubdtype(arr.dtype, np.integer)
+                                              or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))):
+        raise ValueError(f"lengths must be a non-empty 1-D list of whole numbers, one per sequence; "
+                         f"got {np.asarray(lengths).tolist()!r}")
+    bad = arr[(arr < 0) | (arr > S)]
+    if bad.size:
+        raise ValueError(f"lengths {arr.tolist()} must lie in 0..S=0..{S}; {bad.tolist()} do not. "
+                         "A length counts the real tokens of a sequence padded to S")
+    return (np.arange(S) < arr[:, None].astype(int))[:, None, None, :]  # (B, 1, 1, S)

@@ -1,0 +1,61 @@
+"""Splitting d_model into h heads and putting them back together (floor 0, numpy only).
+
+Shapes: ``B`` batch, ``T`` positions, ``h`` heads, ``d_k = d_model // h``.
+
+Taught in 03_multi_head_split.ipynb.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _validate
+
+__all__ = ["split_heads", "combine_heads", "valid_heads"]
+
+
+def valid_heads(d_model: int) -> list[int]:
+    """d_model -> every h that divides it, smallest first (the values an h slider may take).
+
+    >>> valid_heads(12)
+    [1, 2, 3, 4, 6, 12]
+    """
+    return _validate.divisors(_validate.positive_int(d_model, "d_model"))
+
+
+def split_heads(x, h: int) -> np.ndarray:
+    """x (B, T, d_model) -> (B, h, T, d_k) with d_k = d_model // h.
+
+    Head i gets features ``i*d_k:(i+1)*d_k`` of every position. The transpose matters:
+    reshaping straight to (B, h, T, d_k) would mix positions into heads.
+
+    >>> split_heads(np.zeros((2, 5, 12)), 3).shape
+    (2, 3, 5, 4)
+    """
+    x = _validate.float_array(x, "x")
+    _validate.ndim(x, "x", 3, "(B, T, d_model)")
+    B, T, d_model = x.shape
+    return _split(x, _validate.heads(d_model, h))
+
+
+def _split(x: np.ndarray, h: int) -> np.ndarray:
+    """Unchecked split_heads: x (B, T, d_model) -> (B, h, T, d_k)."""
+    B, T, d_model = x.shape
+    return x.reshape(B, T, h, d_model // h).transpose(0, 2, 1, 3)  # (B, T, h, d_k) -> (B, h, T, d_k)
+
+
+def combine_heads(x) -> np.ndarray:
+    """x (B, h, T, d_k) -> (B, T, h * d_k): the inverse of ``split_heads``.
+
+    >>> x = np.arange(24.0).reshape(1, 2, 3, 4)
+    >>> bool(np.array_equal(split_heads(combine_heads(x), 2), x))
+    True
+    """
+    x = _validate.float_array(x, "x")
+    _validate.ndim(x, "x", 4, "(B, h, T, d_k)")
+    return _combine(x)
+
+
+def _combine(x: np.ndarray) -> np.ndarray:
+    """Unchecked combine_heads: x (B, h, T, d_k) -> (B, T, h * d_k)."""
+    B, h, T, d_k = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)  # (B, T, h, d_k) -> (B, T, h*d_k)
