@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _validate
 
-__all__ = ["split_heads", "combine_heads", "valid_heads"]
+__all__ = ["split_heads", "combine_heads", "valid_heads", "nearest_valid_h"]
 
 
 def valid_heads(d_model: int) -> list[int]:
@@ -20,6 +20,18 @@ def valid_heads(d_model: int) -> list[int]:
     [1, 2, 3, 4, 6, 12]
     """
     return _validate.divisors(_validate.positive_int(d_model, "d_model"))
+
+
+def nearest_valid_h(d_model: int, h: int) -> int:
+    """d_model, h -> the divisor of d_model closest to h (the larger one on a tie).
+
+    What an h control jumps to when d_model changes, so h always divides d_model.
+
+    >>> nearest_valid_h(12, 5), nearest_valid_h(16, 3), nearest_valid_h(10, 4)
+    (6, 4, 5)
+    """
+    h = _validate.positive_int(h, "h")
+    return min(valid_heads(d_model), key=lambda d: (abs(d - h), -d))
 
 
 def split_heads(x, h: int) -> np.ndarray:
