@@ -1,0 +1,118 @@
+"""The cost ledger of multi-head attention: FLOPs, memory, parameters (floor 2, numpy only).
+
+One multiply-add counts as 2 FLOPs. With ``T`` queries, ``S`` keys, ``D = d_model``:
+
+- projections: Q and the output  2·T·D² each, K and V  2·S·D² each  (self-attention: 8·T·D²)
+- attention:   Q Kᵀ  2·T·S·D,  weights · V  2·T·S·D                   (self-attention: 4·T²·D)
+
+Neither depends on h: h heads of width d_k = D/h do h·(2·T·S·d_k) = 2·T·S·D work in total.
+In self-attention the two parts are equal at T = 2·D. The score matrix holds B·h·T·S numbers.
+
+Taught in 05_complexity.ipynb.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _validate
+
+__all__ = ["Ledger", "ledger", "projection_flops", "attention_flops", "crossover_seq_len",
+           "score_memory_bytes", "param_count", "format_count", "format_bytes"]
+
+
+def projection_flops(T: int, d_model: int, S: int | None = None) -> int:
+    """FLOPs of the four projections: 2·T·D² (Q) + 2·S·D² (K) + 2·S·D² (V) + 2·T·D² (out).
+
+    >>> projection_flops(10, 4)  # 8·T·D² for self-attention
+    1280
+    """
+    S = T if S is None else S
+    return 4 * (T + S) * d_model * d_model
+
+
+def attention_flops(T: int, d_model: int, S: int | None = None) -> int:
+    """FLOPs of Q Kᵀ and weights · V over all heads: 4·T·S·D (independent of h).
+
+    >>> attention_flops(10, 4)  # 4·T²·D for self-attention
+    1600
+    """
+    S = T if S is None else S
+    return 4 * T * S * d_model
+
+
+def crossover_seq_len(d_model: int) -> int:
+    """The seq_len where attention FLOPs equal projection FLOPs in self-attention: 2·d_model."""
+    return 2 * d_model
+
+
+def score_memory_bytes(B: int, h: int, T: int, S: int | None = None, dtype=np.float32) -> int:
+    """Bytes of the (B, h, T, S) score (or weight) matrix: B·h·T·S·itemsize."""
+    S = T if S is None else S
+    return B * h * T * S * np.dtype(dtype).itemsize
+
+
+def param_count(d_model: int, bias: bool = False) -> int:
+    """4·d_model² weights (+ 4·d_model biases); h does not appear."""
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+class Ledger(NamedTuple):
+    """The cost of one forward pass at given sizes (all exact integers)."""
+    d_model: int
+    h: int
+    seq_len: int
+    batch: int
+    d_k: int
+    projection_flops: int
+    attention_flops: int
+    total_flops: int
+    score_bytes: int
+    params: int
+
+    def table(self) -> str:
+        """A fixed-format text table (the live widget and nbval both show this)."""
+        att = self.attention_flops / self.total_flops
+        rows = [
+            f"sizes            d_model={self.d_model}, h={self.h}, d_k={self.d_k}, "
+            f"seq_len={self.seq_len}, batch={self.batch}",
+            f"projections      {format_count(self.projection_flops)}FLOP  (8·T·d_model²)",
+            f"attention        {format_count(self.attention_flops)}FLOP  (4·T²·d_model)",
+            f"total            {format_count(self.total_flops)}FLOP  (attention share {att:.1%})",
+            f"score matrix     {format_bytes(self.score_bytes)}  (B·h·T²·4 bytes, float32)",
+            f"parameters       {self.params:,}  (4·d_model², whatever h is)",
+        ]
+        return "\n".join(rows)
+
+
+def ledger(d_model: int, h: int, seq_len: int, batch: int = 1, dtype=np.float32) -> Ledger:
+    """Sizes -> Ledger of FLOPs, score-matrix bytes and parameter count (self-attention).
+
+    >>> ledger(512, 8, 1024).attention_flops == ledger(512, 1, 1024).attention_flops
+    True
+    """
+    d_model = _validate.positive_int(d_model, "d_model")
+    h = _validate.heads(d_model, h)
+    T = _validate.positive_int(seq_len, "seq_len")
+    B = _validate.positive_int(batch, "batch")
+    proj = B * projection_flops(T, d_model)
+    att = B * attention_flops(T, d_model)
+    return Ledger(d_model, h, T, B, d_model // h, proj, att, proj + att,
+                  score_memory_bytes(B, h, T, dtype=dtype), param_count(d_model))
+
+
+def format_count(n: float) -> str:
+    """12_345_678 -> '12.35 M' (SI prefixes, two decimals, trailing space for the unit)."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= factor:
+            return f"{n / factor:.2f} {prefix}"
+    return f"{n:.0f} "
+
+
+def format_bytes(n: float) -> str:
+    """1_048_576 -> '1.00 MiB' (binary prefixes)."""
+    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(n) >= factor:
+            return f"{n / factor:.2f} {unit}"
+    return f"{n:.0f} B"
