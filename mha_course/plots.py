@@ -65,8 +65,7 @@ def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None
                          "pick one batch element and head, e.g. weights[0, head]")
     T, S = w.shape
     ax = _new_ax(ax)
-    cmap = plt.get_cmap(WEIGHTS_CMAP).copy()
-    cmap.set_bad(MASKED_COLOR)
+    cmap = plt.get_cmap(WEIGHTS_CMAP).with_extremes(bad=MASKED_COLOR)
     img = ax.imshow(np.ma.masked_invalid(w), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     _label_axes(ax, tokens_for(T, q_tokens), tokens_for(S, k_tokens), "query", "key")
     if annotate if annotate is not None else max(T, S) <= 8:
@@ -93,8 +92,7 @@ def matrix_heatmap(values, row_labels=None, ax=None, title=None, col_label="feat
     ax = _new_ax(ax)
     finite = v[np.isfinite(v)]
     lim = vlim if vlim is not None else (float(np.abs(finite).max()) if finite.size else 1.0) or 1.0
-    cmap = plt.get_cmap(VALUES_CMAP).copy()
-    cmap.set_bad(MASKED_COLOR)
+    cmap = plt.get_cmap(VALUES_CMAP).with_extremes(bad=MASKED_COLOR)
     img = ax.imshow(np.ma.masked_invalid(v), cmap=cmap, norm=mcolors.Normalize(-lim, lim),
                     aspect="auto", interpolation="nearest")
     rows = None if row_labels is None else list(row_labels)

@@ -1,0 +1,91 @@
+"""The linked size controls keep h a divisor of d_model, and the shared plot helpers behave."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import mha_course as mc  # noqa: E402
+from mha_course import plots  # noqa: E402
+from mha_course.widgets import SizeControls, live_view  # noqa: E402
+
+OPTIONS = (4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
+
+
+@pytest.mark.parametrize("d_model, h, expected", [(12, 5, 6), (16, 3, 4), (10, 4, 5), (7, 3, 1),
+                                                  (64, 64, 64), (64, 100, 64), (9, 2, 3)])
+def test_nearest_valid_h(d_model, h, expected):
+    assert mc.nearest_valid_h(d_model, h) == expected
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from(OPTIONS), st.integers(1, 64)), min_size=1, max_size=6))
+def test_h_always_divides_d_model(changes):
+    controls = SizeControls(d_model=12, h=4)
+    calls = []
+    controls.on_change(lambda **v: calls.append(v))
+    for d_model, h in changes:
+        controls.d_model.value = d_model  # as a user dragging the d_model slider
+        assert controls.values["d_model"] % controls.values["h"] == 0
+        assert list(controls.h.options) == mc.valid_heads(d_model)
+        controls.set(h=h)  # as code asking for any h
+        assert controls.values["h"] == mc.nearest_valid_h(d_model, h)
+    assert all(v["d_model"] % v["h"] == 0 for v in calls), "a callback saw an invalid h"
+
+
+def test_one_callback_per_change():
+    controls = SizeControls(d_model=12, h=4)
+    calls = []
+    controls.on_change(lambda **v: calls.append(v))
+    controls.d_model.value = 10   # h options change and h moves: still one redraw
+    controls.h.value = 2
+    controls.seq_len.value = 9
+    controls.set(d_model=16, h=8, seq_len=3)
+    assert calls == [{"d_model": 10, "h": 5, "seq_len": 6}, {"d_model": 10, "h": 2, "seq_len": 6},
+                     {"d_model": 10, "h": 2, "seq_len": 9}, {"d_model": 16, "h": 8, "seq_len": 3}]
+
+
+def test_set_rejects_unknown_d_model():
+    with pytest.raises(ValueError, match="d_model=13 is not one of"):
+        SizeControls().set(d_model=13)
+
+
+def test_live_view_redraws_with_the_shown_sizes():
+    seen = []
+
+    def draw(d_model, h):
+        seen.append((d_model, h))
+        fig, _ = plt.subplots()
+        return fig
+
+    view = live_view(draw, d_model=8, h=2, show=("d_model", "h"))
+    view.controls.set(d_model=24, h=5)
+    assert seen == [(24, 6)]
+    assert isinstance(view.redraw(), plt.Figure)
+    assert seen[-1] == (24, 6)
+
+
+def test_head_heatmaps_one_axis_per_head_masked_cells_grey():
+    rng = np.random.default_rng(0)
+    t = mc.trace(rng.normal(size=(1, 5, 12)), mc.init_params(12, rng=rng), 3, mask=mc.causal_mask(5))
+    axes = plots.head_heatmaps(t, tokens=plots.tokens_for(5))
+    assert [ax.get_title() for ax in axes] == ["head 0", "head 1", "head 2"]
+    assert [tick.get_text() for tick in axes[0].get_yticklabels()] == ["the", "cat", "sat", "on", "the"]
+    shown = axes[0].images[0].get_array()
+    assert shown.mask[0, 1] and not shown.mask[1, 0], "future keys should be masked (grey)"
+    assert axes[0].images[0].get_cmap().name.startswith(plots.WEIGHTS_CMAP)
+    plt.close("all")
+
+
+def test_plot_helpers_reject_wrong_shapes_and_token_counts():
+    with pytest.raises(ValueError, match="weights\\[0, head\\]"):
+        plots.attention_heatmap(np.zeros((1, 2, 3)))
+    with pytest.raises(ValueError, match="got 2 tokens for a sequence of length 3"):
+        plots.tokens_for(3, ["a", "b"])
+    assert plots.tokens_for(18)[-2:] == ["tok16", "tok17"]
