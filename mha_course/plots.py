@@ -134,3 +134,125 @@ def _label_axes(ax, rows, cols, row_label, col_label):
         ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
     ax.set_ylabel(row_label)
     ax.set_xlabel(col_label)
+
+
+# --- Views of the course sentence: 00_overview.ipynb and 01_qkv.ipynb -------------------
+from .mha import init_params, trace as _trace  # noqa: E402
+from .qkv import (diagonal_curve, identity_params, mean_diagonal_weight,  # noqa: E402
+                  sentence_trace)
+
+__all__ += ["stage_flow", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure"]
+
+# (column, row, operation that produced it) of each stage in the stage_flow diagram
+_FLOW = {"X": (0, 1, ""), "Q": (1, 0, "X W_Q"), "K": (1, 1, "X W_K"), "V": (1, 2, "X W_V"),
+         "Q_heads": (2, 0, "split"), "K_heads": (2, 1, "split"), "V_heads": (2, 2, "split"),
+         "scores": (3, 0.5, "Q Kᵀ/√d_k"), "weights": (4, 0.5, "softmax"),
+         "head_outputs": (5, 1.25, "weights V"), "concat": (6, 1.25, "concat"),
+         "output": (7, 1.25, "concat W_O")}
+_FLOW_EDGES = [("X", "Q"), ("X", "K"), ("X", "V"), ("Q", "Q_heads"), ("K", "K_heads"),
+               ("V", "V_heads"), ("Q_heads", "scores"), ("K_heads", "scores"),
+               ("scores", "weights"), ("weights", "head_outputs"), ("V_heads", "head_outputs"),
+               ("head_outputs", "concat"), ("concat", "output")]
+
+
+def stage_flow(trace, ax=None):
+    """Trace -> ax: every stage as a box with its concrete shape, arrows in computation order.
+
+    Boxes of per-head stages (h, ...) are outlined in head 0's colour.
+    """
+    ax = _new_ax(ax, figsize=(13, 3.6))
+    shapes = trace.shapes
+    for a, b in _FLOW_EDGES:
+        (xa, ya, _), (xb, yb, _) = _FLOW[a], _FLOW[b]
+        ax.annotate("", xy=(xb - 0.42, -yb), xytext=(xa + 0.42, -ya),
+                    arrowprops=dict(arrowstyle="->", color="0.45", lw=1.0))
+    for name, (x, y, op) in _FLOW.items():
+        per_head = len(shapes[name]) == 4
+        ax.text(x, -y, f"{name}\n{shapes[name]}", ha="center", va="center", fontsize=8.5,
+                bbox=dict(boxstyle="round,pad=0.35", fc="white",
+                          ec=head_color(0) if per_head else "0.3", lw=1.6 if per_head else 1.0))
+        if op:
+            ax.text(x, -y + 0.36, op, ha="center", va="bottom", fontsize=7.5, color="0.35",
+                    style="italic")
+    ax.set_xlim(-0.6, 7.6)
+    ax.set_ylim(-2.5, 0.55)
+    ax.set_axis_off()
+    ax.set_title(f"one forward pass: h={trace.h}, d_model={trace.d_model}, d_k={trace.d_k}")
+    return ax
+
+
+def _head_grid(h: int, ncols: int = 4):
+    """h -> (Figure, h axes) laid out in rows of at most ``ncols`` heatmaps."""
+    ncols = min(h, ncols)
+    nrows = -(-h // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.0 * nrows + 0.4),
+                             layout="constrained", squeeze=False)
+    for ax in axes.flat[h:]:
+        ax.set_axis_off()
+    return fig, list(axes.flat[:h])
+
+
+def sentence_heads_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
+    """Sizes -> Figure: one weights heatmap per head for the course sentence cut or extended to seq_len.
+
+    The trace is ``qkv.sentence_trace(tokens_for(seq_len), d_model, h, seed)``; the view of
+    the live sliders in 00_overview.ipynb.
+    """
+    tokens = tokens_for(seq_len)
+    t = sentence_trace(tokens, d_model, h, seed)
+    fig, axes = _head_grid(h)
+    head_heatmaps(t, tokens, axes=axes)
+    fig.suptitle(f"d_model={d_model}, h={h}, d_k={t.d_k}, seq_len={seq_len}: "
+                 f"weights {t.shapes['weights']}")
+    return fig
+
+
+def qkv_matrices_figure(trace, tokens=None, batch: int = 0):
+    """Trace -> Figure: X, Q, K, V side by side (rows = tokens, columns = features), one colour scale."""
+    names = ("X", "Q", "K", "V")
+    arrays = [trace[n][batch] for n in names]  # each (T, d_model)
+    lim = float(max(np.abs(a).max() for a in arrays)) or 1.0
+    fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), layout="constrained", sharey=True)
+    rows = tokens_for(arrays[0].shape[0], tokens)
+    for i, (ax, name, a) in enumerate(zip(axes, names, arrays)):
+        matrix_heatmap(a, rows, ax=ax, vlim=lim, colorbar=(i == 3),
+                       title=f"{name} {trace.shapes[name]}")
+        if i:
+            ax.set_ylabel("")
+    return fig
+
+
+def qkv_comparison_figure(d_model: int, seq_len: int, seed: int = 0):
+    """Sizes -> Figure: weights with Q = K = V = X, weights with W_Q, W_K, W_V, and the
+    mean diagonal weight as the projections are blended in (0 = none, 1 = full); h = 1.
+
+    The view of the live sliders in 01_qkv.ipynb.
+    """
+    tokens = tokens_for(seq_len)
+    t = sentence_trace(tokens, d_model, 1, seed)
+    X = t["X"]  # (1, T, d_model)
+    params = init_params(d_model, rng=np.random.default_rng(seed))  # sentence_trace's params
+    t_id = _trace(X, identity_params(d_model), 1)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), layout="constrained",
+                             gridspec_kw={"width_ratios": [1, 1.2, 1]})
+    for ax, tt, label, cbar in ((axes[0], t_id, "Q = K = V = X", False),
+                                (axes[1], t, "Q = X W_Q, K = X W_K, V = X W_V", True)):
+        attention_heatmap(tt["weights"][0, 0], tokens, tokens, ax=ax, colorbar=cbar,
+                          title=f"{label}\nmean diagonal {mean_diagonal_weight(tt['weights']):.2f}")
+    axes[1].set_ylabel("")
+    _diagonal_curve_ax(X, params, axes[2])
+    fig.suptitle(f"d_model={d_model}, seq_len={seq_len}, h=1")
+    return fig
+
+
+def _diagonal_curve_ax(X, params, ax):
+    """Mean diagonal weight against projection strength, with the uniform level 1/T."""
+    s = np.linspace(0.0, 1.0, 11)
+    ax.plot(s, diagonal_curve(X, params, s), "o-", color=head_color(0), label="mean diagonal weight")
+    ax.axhline(1.0 / X.shape[1], color="0.5", ls="--", label=f"uniform 1/T = {1.0 / X.shape[1]:.2f}")
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel("projection strength s   (W = (1-s) I + s W)")
+    ax.set_ylabel("mean diagonal weight")
+    ax.set_title("blending the projections in")
+    ax.legend(loc="upper right", fontsize=8)
+    return ax
