@@ -12,14 +12,17 @@ Taught in 05_complexity.ipynb.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import time
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
 from . import _validate
+from .mha import init_params, multi_head_attention
 
 __all__ = ["Ledger", "ledger", "projection_flops", "attention_flops", "crossover_seq_len",
-           "score_memory_bytes", "param_count", "format_count", "format_bytes"]
+           "score_memory_bytes", "param_count", "format_count", "format_bytes",
+           "time_sweep", "loglog_slope"]
 
 
 def projection_flops(T: int, d_model: int, S: int | None = None) -> int:
@@ -116,3 +119,58 @@ def format_bytes(n: float) -> str:
         if abs(n) >= factor:
             return f"{n / factor:.2f} {unit}"
     return f"{n:.0f} B"
+
+
+def time_sweep(seq_lens, d_model: int, h: int, *, rng: np.random.Generator, repeats: int = 3,
+               batch: int = 1, progress: Optional[Callable[[int, int], None]] = None) -> np.ndarray:
+    """seq_lens (N,) -> median wall-clock seconds (N,) of one multi_head_attention forward pass.
+
+    For each T: x ~ N(0, 1) of shape (batch, T, d_model), one warm-up call, then ``repeats``
+    timed calls (``time.perf_counter``); the median resists the noise of a shared machine.
+    ``progress(done, total)`` is called after each size (for a progress bar). The numbers
+    depend on this machine; only their growth with T is meaningful (see ``loglog_slope``).
+
+    >>> t = time_sweep([4, 8], 8, 2, rng=np.random.default_rng(0), repeats=1)
+    >>> t.shape, bool(np.all(t > 0))
+    ((2,), True)
+    """
+    lens = [_validate.positive_int(T, "seq_len") for T in np.atleast_1d(seq_lens).tolist()]
+    h = _validate.heads(_validate.positive_int(d_model, "d_model"), h)
+    repeats = _validate.positive_int(repeats, "repeats")
+    batch = _validate.positive_int(batch, "batch")
+    params = init_params(d_model, rng=rng)
+    medians = np.empty(len(lens))
+    for i, T in enumerate(lens):
+        x = rng.normal(size=(batch, T, d_model))
+        multi_head_attention(x, params, h)  # warm-up: first-touch memory, caches
+        medians[i] = np.median([_time_once(x, params, h) for _ in range(repeats)])
+        if progress is not None:
+            progress(i + 1, len(lens))
+    return medians
+
+
+def _time_once(x, params, h) -> float:
+    start = time.perf_counter()
+    multi_head_attention(x, params, h)
+    return time.perf_counter() - start
+
+
+def loglog_slope(xs, ys) -> float:
+    """xs (N,), ys (N,) positive -> slope p of the least-squares line log y = p·log x + c.
+
+    If y grows like x^p, the slope is p: 1 for linear cost, 2 for quadratic.
+
+    >>> print(f"{loglog_slope([1, 2, 4, 8], [3, 12, 48, 192]):.4f}")
+    2.0000
+    """
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(f"xs and ys must be 1-D of the same length >= 2, got shapes "
+                         f"{x.shape} and {y.shape}; pass one y per x")
+    if not (np.all(x > 0) and np.all(y > 0) and np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise ValueError("xs and ys must be positive and finite to take logarithms; "
+                         f"got xs={x.tolist()}, ys={y.tolist()}")
+    if np.ptp(x) == 0:
+        raise ValueError(f"xs are all equal ({x[0]}); a slope needs at least two different x")
+    slope, _ = np.polyfit(np.log(x), np.log(y), 1)
+    return float(slope)

@@ -1,0 +1,170 @@
+"""The cost ledger: FLOP formulas agree with a count from the shapes, h changes memory not FLOPs.
+
+Timing is only checked for shape and sign (no timed assertions).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha_course as mc
+from mha_course import complexity as cx
+
+
+def _matmul_flops(a_shape, b_shape) -> int:
+    """2·m·k·n per matrix product, times the batch axes of ``a``."""
+    *batch, m, k = a_shape
+    k2, n = b_shape[-2:]
+    assert k == k2
+    return 2 * int(np.prod(batch, dtype=np.int64)) * m * k * n
+
+
+def _flops_from_trace(t):
+    """Count every matrix product of a forward pass from the shapes its Trace recorded."""
+    B, T, D = t.shapes["X"]
+    S = t.shapes["K"][1]
+    dk = t.d_k
+    proj = (_matmul_flops((B, T, D), (D, D)) + 2 * _matmul_flops((B, S, D), (D, D))
+            + _matmul_flops(t.shapes["concat"], (D, D)))
+    att = (_matmul_flops(t.shapes["Q_heads"], (dk, S))          # Q_i K_i^T
+           + _matmul_flops(t.shapes["weights"], (S, dk)))       # weights_i V_i
+    return proj, att
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(1, 3), st.integers(1, 9), st.sampled_from([4, 6, 8, 12]), st.data())
+def test_formulas_match_a_count_from_the_trace(B, T, D, data):
+    h = data.draw(st.sampled_from(mc.valid_heads(D)))
+    t = mc.trace(np.zeros((B, T, D)), mc.init_params(D, rng=np.random.default_rng(0)), h)
+    proj, att = _flops_from_trace(t)
+    led = cx.ledger(D, h, T, batch=B)
+    assert (led.projection_flops, led.attention_flops) == (proj, att)
+    assert proj == B * 8 * T * D * D and att == B * 4 * T * T * D
+
+
+def test_cross_attention_formulas_count_T_and_S_separately():
+    D, T, S = 8, 3, 7
+    ctx = np.zeros((1, S, D))
+    t = mc.trace(np.zeros((1, T, D)), mc.init_params(D, rng=np.random.default_rng(0)), 2,
+                 context=ctx)
+    assert _flops_from_trace(t) == (cx.projection_flops(T, D, S), cx.attention_flops(T, D, S))
+
+
+@pytest.mark.parametrize("D", [8, 12, 64, 512])
+def test_flops_and_params_do_not_depend_on_h_but_score_memory_does(D):
+    ledgers = [cx.ledger(D, h, 128) for h in mc.valid_heads(D)]
+    assert len({(l.projection_flops, l.attention_flops, l.params) for l in ledgers}) == 1
+    mem = [l.score_bytes for l in ledgers]
+    assert mem == [l.h * mem[0] for l in ledgers]  # B·h·T²·bytes: linear in h
+
+
+@pytest.mark.parametrize("D", [1, 4, 64, 768])
+def test_crossover_is_where_the_two_parts_are_equal(D):
+    T = cx.crossover_seq_len(D)
+    assert cx.attention_flops(T, D) == cx.projection_flops(T, D)
+    assert cx.attention_flops(T - 1, D) < cx.projection_flops(T - 1, D)
+    assert cx.attention_flops(T + 1, D) > cx.projection_flops(T + 1, D)
+
+
+def test_score_memory_examples():
+    assert cx.score_memory_bytes(1, 1, 1024) == 4 * 1024 ** 2
+    assert cx.score_memory_bytes(2, 12, 1024, dtype=np.float64) == 2 * 12 * 8 * 1024 ** 2
+    assert cx.score_memory_bytes(1, 2, 3, 5, dtype=np.float16) == 2 * 3 * 5 * 2
+
+
+def test_param_count_agrees_with_real_parameters():
+    for D in (4, 12, 64):
+        for bias in (False, True):
+            assert cx.param_count(D, bias) == mc.count_params(
+                mc.init_params(D, rng=np.random.default_rng(0), bias=bias))
+
+
+def test_ledger_table_names_every_line():
+    table = cx.ledger(512, 8, 1024).table()
+    assert "d_model=512, h=8, d_k=64, seq_len=1024" in table
+    assert "projections      2.15 GFLOP" in table and "attention        2.15 GFLOP" in table
+    assert "score matrix     32.00 MiB" in table and "parameters       1,048,576" in table
+
+
+@pytest.mark.parametrize("args, match", [
+    ((10, 4, 16), r"d_model=10 is not divisible by h=4; valid h: 1, 2, 5, 10"),
+    ((8, 2, 0), r"seq_len=0 must be >= 1"),
+    ((8, 2, 4.5), r"seq_len=4.5 must be a positive integer"),
+])
+def test_ledger_rejects_bad_sizes(args, match):
+    with pytest.raises(ValueError, match=match):
+        cx.ledger(*args)
+
+
+@pytest.mark.parametrize("n, text", [(999, "999 "), (12_345_678, "12.35 M"), (3e12, "3.00 T")])
+def test_format_count(n, text):
+    assert cx.format_count(n) == text
+
+
+@pytest.mark.parametrize("n, text", [(512, "512 B"), (2048, "2.00 KiB"), (3 * 2**30, "3.00 GiB")])
+def test_format_bytes(n, text):
+    assert cx.format_bytes(n) == text
+
+
+# ---- loglog_slope -------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.floats(-3, 3), st.floats(0.01, 100),
+       st.lists(st.floats(0.1, 1e4), min_size=2, max_size=8, unique=True))
+def test_slope_recovers_the_power_of_a_power_law(p, c, xs):
+    xs = np.array(xs)
+    if np.ptp(np.log(xs)) < 1e-3:
+        return  # nearly equal x: the slope is ill-conditioned, not a property failure
+    assert cx.loglog_slope(xs, c * xs ** p) == pytest.approx(p, abs=1e-6)
+
+
+def test_slope_of_linear_plus_quadratic_lies_between_one_and_two():
+    T = 2.0 ** np.arange(4, 12)
+    cost = 8 * T * 64 ** 2 + 4 * T ** 2 * 64  # projections + attention, d_model = 64
+    assert 1.0 < cx.loglog_slope(T, cost) < 2.0
+    assert cx.loglog_slope(T[-3:], cost[-3:]) > cx.loglog_slope(T[:3], cost[:3])
+
+
+@pytest.mark.parametrize("xs, ys, match", [
+    ([1, 2, 3], [1, 2], r"same length"),
+    ([1], [1], r"length >= 2"),
+    ([1, 2], [0, 1], r"positive and finite"),
+    ([1, -2], [1, 1], r"positive and finite"),
+    ([2, 2], [1, 3], r"all equal"),
+])
+def test_slope_rejects_bad_input(xs, ys, match):
+    with pytest.raises(ValueError, match=match):
+        cx.loglog_slope(xs, ys)
+
+
+# ---- time_sweep ---------------------------------------------------------------------------
+
+def test_time_sweep_returns_one_positive_median_per_size_and_reports_progress():
+    seen = []
+    times = cx.time_sweep([2, 4, 8], 8, 2, rng=np.random.default_rng(0), repeats=2,
+                          progress=lambda done, total: seen.append((done, total)))
+    assert times.shape == (3,) and np.all(times > 0) and np.all(np.isfinite(times))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_time_sweep_leaves_the_global_random_state_alone():
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    cx.time_sweep([3, 5], 4, 2, rng=np.random.default_rng(5), repeats=1)
+    assert np.array_equal(np.random.get_state()[1], before), "use only the rng passed in"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"seq_lens": [4, 0]}, r"seq_len=0 must be >= 1"),
+    ({"h": 3}, r"d_model=8 is not divisible by h=3"),
+    ({"repeats": 0}, r"repeats=0 must be >= 1"),
+    ({"batch": 0}, r"batch=0 must be >= 1"),
+    ({"rng": 0}, r"rng must be a numpy Generator"),
+])
+def test_time_sweep_rejects_bad_input(kwargs, match):
+    args = {"seq_lens": [4], "d_model": 8, "h": 2, "rng": np.random.default_rng(0), "repeats": 1}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        cx.time_sweep(args.pop("seq_lens"), args.pop("d_model"), args.pop("h"), **args)
