@@ -136,6 +136,145 @@ def _label_axes(ax, rows, cols, row_label, col_label):
     ax.set_xlabel(col_label)
 
 
+# --- 02_scaled_dot_product: the sqrt(d_k) experiment ------------------------------------
+RAW_COLOR = "#e6550d"      # scores q . k, not scaled
+SCALED_COLOR = "#3182bd"   # scores q . k / sqrt(d_k)
+
+
+def scaling_curves(result, d_k=None, axes=None):
+    """ScalingResult -> axes (3,): Var(q . k), entropy of the weights and softmax-Jacobian
+    norm against d_k, without (orange) and with (blue) scaling; a dotted line marks ``d_k``."""
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(12, 3.4), layout="constrained")
+    if len(axes) != 3:
+        raise ValueError(f"scaling_curves draws 3 panels, got {len(axes)} axes")
+    x = result.d_k
+    panels = [("variance of the scores", result.var_raw, result.var_scaled, "Var(score)"),
+              ("entropy of the weights", result.entropy_raw, result.entropy_scaled, "entropy (nats)"),
+              ("softmax Jacobian norm", result.grad_raw, result.grad_scaled, "mean ‖∂p/∂s‖")]
+    for ax, (title, raw, scaled, ylabel) in zip(axes, panels):
+        ax.plot(x, raw, "o-", color=RAW_COLOR, label="q·k (no scaling)")
+        ax.plot(x, scaled, "s-", color=SCALED_COLOR, label="q·k / √d_k")
+        ax.set_xscale("log", base=2)
+        ax.set(title=title, xlabel="d_k", ylabel=ylabel)
+        if d_k is not None:
+            ax.axvline(d_k, color="0.3", linestyle=":", linewidth=1.2)
+    axes[0].set_yscale("log", base=2)
+    axes[0].plot(x, x, "--", color="0.6", linewidth=1, label="d_k (theory)")
+    axes[1].axhline(np.log(result.n_keys), color="0.6", linestyle="--", linewidth=1,
+                    label=f"log S (uniform, S={result.n_keys})")
+    axes[1].set_ylim(bottom=0)
+    axes[2].set_ylim(bottom=0)
+    for ax in axes[:2]:
+        ax.legend(fontsize=8, loc="best")
+    return axes
+
+
+def weights_bars(raw, scaled, ax=None, title=None):
+    """raw, scaled (S,) softmax weights of one query -> ax: side-by-side bars per key, 0..1."""
+    raw, scaled = np.asarray(raw, dtype=float), np.asarray(scaled, dtype=float)
+    if raw.shape != scaled.shape or raw.ndim != 1:
+        raise ValueError(f"weights_bars needs two (S,) rows of equal length, got {raw.shape} "
+                         f"and {scaled.shape}")
+    ax = _new_ax(ax)
+    keys = np.arange(raw.size)
+    ax.bar(keys - 0.2, raw, width=0.4, color=RAW_COLOR, label="no scaling")
+    ax.bar(keys + 0.2, scaled, width=0.4, color=SCALED_COLOR, label="scaled by 1/√d_k")
+    ax.set(ylim=(0, 1.25), yticks=np.linspace(0, 1, 6), xlabel="key", ylabel="weight",
+           xticks=keys)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=8, loc="upper center", ncol=2)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def scaling_figure(result, d_k):
+    """ScalingResult, one of its d_k -> Figure (2 x 2): the three curves with ``d_k`` marked,
+    and one query's weights at that d_k without and with scaling (what the d_k slider draws)."""
+    i = result.row(d_k)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 6.6), layout="constrained")
+    scaling_curves(result, d_k=d_k, axes=[axes[0, 0], axes[0, 1], axes[1, 0]])
+    weights_bars(result.example_raw[i], result.example_scaled[i], ax=axes[1, 1],
+                 title=f"one query's weights over {result.n_keys} keys, d_k={d_k}")
+    return fig
+
+
+# --- 03_multi_head_split: where each entry of a head comes from ---------------------------
+TOKEN_COLORS = ("#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f",
+                "#e5c494", "#80b1d3", "#fb8072", "#bebada")
+
+
+def token_color(t: int) -> str:
+    """Position t -> its colour in the split views (a palette apart from the head colours)."""
+    return TOKEN_COLORS[t % len(TOKEN_COLORS)]
+
+
+def head_split_sources(T: int, d_model: int, h: int, buggy: bool = False):
+    """T, d_model, h -> (positions, features), each (h, T, d_k) ints: for every entry of
+    ``split_heads(x, h)[0]``, the position and the feature of x (1, T, d_model) it came from.
+
+    ``buggy=True`` shows the classic mistake ``x.reshape(1, h, T, d_k)`` (no transpose).
+
+    >>> pos, feat = head_split_sources(T=2, d_model=4, h=2, buggy=True)
+    >>> pos[0].tolist()  # head 0, row 1 holds position 0's second half: positions mix
+    [[0, 0], [0, 0]]
+    """
+    from . import _validate
+    from .heads import split_heads
+    h = _validate.heads(d_model, h)
+    codes = np.arange(T * d_model).reshape(1, T, d_model)  # entry (t, f) holds t * d_model + f
+    if buggy:
+        heads = codes.reshape(1, h, T, d_model // h)  # (1, h, T, d_k) WRONG: no transpose
+    else:
+        heads = split_heads(codes, h)  # (1, h, T, d_k)
+    heads = heads[0].astype(int)  # (h, T, d_k)
+    return heads // d_model, heads % d_model
+
+
+def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=None):
+    """positions, features (h, T, d_k) -> axes (h,): one T x d_k grid per head, each cell
+    coloured by the token it came from and labelled with that token and its feature index.
+    A correct split has one colour per row; the bug mixes colours within a head's rows."""
+    positions, features = np.asarray(positions), np.asarray(features)
+    h, T, d_k = positions.shape
+    if axes is None:
+        _, axes = plt.subplots(1, h, figsize=(min(0.6 * d_k * h + 1.2 * h, 16), 0.45 * T + 1.2),
+                               layout="constrained", squeeze=False)
+        axes = axes[0]
+    if len(axes) != h:
+        raise ValueError(f"got {len(axes)} axes for h={h} heads; pass one axis per head")
+    toks = tokens_for(T, tokens)
+    cmap = mcolors.ListedColormap([token_color(t) for t in range(T)])
+    for i, ax in enumerate(axes):
+        ax.imshow(positions[i], cmap=cmap, vmin=-0.5, vmax=T - 0.5, aspect="auto")
+        for (r, c), p in np.ndenumerate(positions[i]):
+            ax.text(c, r, f"{toks[p]}\nf{features[i, r, c]}", ha="center", va="center",
+                    fontsize=7.5, linespacing=0.9)
+        ax.set_xticks(range(d_k))
+        ax.set_yticks(range(T), toks if i == 0 else [""] * T)
+        ax.set_xlabel("d_k slot")
+        ax.set_title(f"head {i}", color=head_color(i), fontweight="bold", fontsize=10)
+    axes[0].set_ylabel(label or "row (should be this token)")
+    return axes
+
+
+def split_bug_figure(T: int, d_model: int, h: int, tokens=None):
+    """T, d_model, h -> Figure: the correct split (top row) and the reshape-only bug (bottom)."""
+    fig, axes = plt.subplots(2, h, figsize=(min(0.6 * d_model + 1.2 * h + 0.6, 16), 0.9 * T + 2),
+                             layout="constrained", squeeze=False)
+    for row, buggy, label in ((0, False, "split_heads\n(reshape + transpose)"),
+                              (1, True, "reshape only (bug)")):
+        pos, feat = head_split_sources(T, d_model, h, buggy=buggy)
+        split_sources_heatmaps(pos, feat, tokens, axes=axes[row], label=label)
+    return fig
+
+
+__all__ += ["RAW_COLOR", "SCALED_COLOR", "scaling_curves", "weights_bars", "scaling_figure",
+            "TOKEN_COLORS", "token_color", "head_split_sources", "split_sources_heatmaps",
+            "split_bug_figure"]
+
+
 # --- Views of the course sentence: 00_overview.ipynb and 01_qkv.ipynb -------------------
 from .mha import init_params, trace as _trace  # noqa: E402
 from .qkv import (diagonal_curve, identity_params, mean_diagonal_weight,  # noqa: E402

@@ -140,3 +140,68 @@ def live_view(draw: Callable, **control_kwargs) -> LiveView:
     2
     """
     return LiveView(draw, SizeControls(**control_kwargs))
+
+
+class OptionControls:
+    """One slider over a fixed list of options (e.g. d_k = 1, 2, 4, ..., 512), with the same
+    interface as SizeControls (``.values``, ``.on_change``, ``.set``, ``.box``, ``.shown``),
+    so a LiveView can wrap it.
+
+    >>> c = OptionControls("d_k", [1, 2, 4, 8], value=4)
+    >>> c.set(d_k=8); c.values
+    {'d_k': 8}
+    """
+
+    def __init__(self, name: str, options, value=None):
+        options = list(options)
+        if not options:
+            raise ValueError(f"OptionControls({name!r}) needs at least one option")
+        value = options[0] if value is None else value
+        if value not in options:
+            raise ValueError(f"{name}={value!r} is not one of the options {options}")
+        self.name = name
+        self.slider = W.SelectionSlider(options=options, value=value, description=name,
+                                        continuous_update=False, style=_STYLE, layout=_LAYOUT)
+        self.shown = (name,)
+        self._callbacks: list[Callable] = []
+        self.slider.observe(lambda change: self._fire(), "value")
+        self.box = W.HBox([self.slider])
+
+    @property
+    def values(self) -> dict:
+        """``{name: current option}``."""
+        return {self.name: self.slider.value}
+
+    def on_change(self, fn: Callable) -> None:
+        """Call ``fn(**values)`` after every change."""
+        self._callbacks.append(fn)
+
+    def set(self, **value) -> None:
+        """Change the option from code, e.g. ``controls.set(d_k=64)``."""
+        if set(value) != {self.name}:
+            raise ValueError(f"set() takes only {self.name}=..., got {sorted(value)}")
+        new = value[self.name]
+        if new not in self.slider.options:
+            raise ValueError(f"{self.name}={new!r} is not one of the options "
+                             f"{list(self.slider.options)}")
+        self.slider.value = new
+
+    def _fire(self) -> None:
+        for fn in self._callbacks:
+            fn(**self.values)
+
+    def _ipython_display_(self):
+        display(self.box)
+
+
+def option_live_view(draw: Callable, name: str, options, value=None) -> LiveView:
+    """draw(**{name: option}) -> Figure, one slider over ``options`` -> a LiveView to display.
+
+    >>> view = option_live_view(lambda d_k: None, "d_k", [1, 2, 4], value=2)
+    >>> view.controls.values
+    {'d_k': 2}
+    """
+    return LiveView(draw, OptionControls(name, options, value))
+
+
+__all__ += ["OptionControls", "option_live_view"]
