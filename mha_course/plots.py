@@ -395,3 +395,125 @@ def _diagonal_curve_ax(X, params, ax):
     ax.set_title("blending the projections in")
     ax.legend(loc="upper right", fontsize=8)
     return ax
+
+
+# ---- 04_concat_output and 05_complexity: heads in the output, parameters, cost ----------
+
+DELTA_CMAP = "Oranges"  # |change| maps (non-negative); never used for attention weights
+
+
+def _head_cmap(h: int):
+    return mcolors.ListedColormap([head_color(i) for i in range(h)])
+
+
+def _head_of_column(d_model: int, h: int) -> np.ndarray:
+    """(d_model,) head index of every feature column: column j belongs to head j // d_k."""
+    if h < 1 or d_model % h:
+        raise ValueError(f"d_model={d_model} is not divisible by h={h}; pick h from the "
+                         "divisors of d_model")
+    return np.arange(d_model) // (d_model // h)
+
+
+def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vmax=None):
+    """delta (T, d_model) -> ax: |delta| by position and output column, columns banded by head.
+
+    A strip above the map colours column j by its head (j // d_k), so one sees whose slice
+    of the output changed. ``vmax`` fixes the colour scale (share it between panels).
+    """
+    d = np.abs(np.asarray(delta, dtype=float))
+    if d.ndim != 2:
+        raise ValueError(f"head_change_heatmap needs a (T, d_model) array, got shape {d.shape}; "
+                         "pick one batch element, e.g. delta[0]")
+    owner = _head_of_column(d.shape[1], h)
+    ax = _new_ax(ax, figsize=(5, 3.5))
+    top = vmax if vmax is not None else (float(d.max()) or 1.0)
+    img = ax.imshow(d, cmap=DELTA_CMAP, vmin=0.0, vmax=top, aspect="auto", interpolation="nearest")
+    _label_axes(ax, tokens_for(d.shape[0], row_labels), None, "position", "output column")
+    for j in np.flatnonzero(np.diff(owner)):
+        ax.axvline(j + 0.5, color="black", lw=0.8)
+    strip = ax.inset_axes([0.0, 1.02, 1.0, 0.08])
+    strip.imshow(owner[None, :], cmap=_head_cmap(h), vmin=-0.5, vmax=h - 0.5, aspect="auto")
+    strip.set_axis_off()
+    ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04, label="|change|")
+    if title:
+        ax.set_title(title, pad=16)
+    return ax
+
+
+def param_blocks(d_model: int, h: int, axes=None):
+    """d_model, h -> axes (4,): W_Q, W_K, W_V, W_O as (d_model, d_model) grids coloured by head.
+
+    Head i uses columns i·d_k..(i+1)·d_k-1 of W_Q, W_K, W_V and the same rows of W_O:
+    the heads slice four fixed matrices, so there are 4·d_model² weights whatever h is.
+    """
+    owner = np.broadcast_to(_head_of_column(d_model, h), (d_model, d_model))  # (D, D)
+    if axes is None:
+        _, axes = plt.subplots(1, 4, figsize=(10, 2.9), layout="constrained")
+    for ax, name in zip(axes, ("Q", "K", "V", "O")):
+        grid = owner.T if name == "O" else owner  # W_O: rows belong to heads
+        ax.imshow(grid, cmap=_head_cmap(h), vmin=-0.5, vmax=h - 0.5, interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(f"$W_{name}$  ({d_model}×{d_model})", fontsize=10)
+        ax.set_xlabel("rows = heads' slices" if name == "O" else "columns = heads' slices",
+                      fontsize=8)
+    return axes
+
+
+def flop_curves(seq_lens, projection, attention, crossover=None, ax=None):
+    """seq_lens (N,), projection (N,), attention (N,) FLOPs -> ax: both on log-log axes.
+
+    ``crossover`` (a seq_len) draws a dashed line where the two parts cost the same.
+    """
+    ax = _new_ax(ax, figsize=(5.5, 3.8))
+    T = np.asarray(seq_lens, dtype=float)
+    ax.loglog(T, np.asarray(projection, dtype=float), "-", color=HEAD_COLORS[0], lw=2,
+              label="projections  8·T·d_model²  (∝ T)")
+    ax.loglog(T, np.asarray(attention, dtype=float), "-", color=HEAD_COLORS[1], lw=2,
+              label="attention  4·T²·d_model  (∝ T²)")
+    if crossover is not None:
+        ax.axvline(crossover, color="black", ls="--", lw=1)
+        ax.annotate(f"crossover\nT = 2·d_model = {crossover}", (crossover, 0.04),
+                    xycoords=("data", "axes fraction"), xytext=(5, 0),
+                    textcoords="offset points", fontsize=8)
+    ax.set_xlabel("seq_len T (log scale)")
+    ax.set_ylabel("FLOPs (log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    return ax
+
+
+def score_memory_bars(hs, nbytes, current_h=None, ax=None):
+    """hs (n,) head counts, nbytes (n,) score-matrix bytes -> ax: one bar per h (log scale).
+
+    The bar of ``current_h`` is drawn in the first head colour, the others in grey.
+    """
+    ax = _new_ax(ax, figsize=(4.5, 3.5))
+    mib = np.asarray(nbytes, dtype=float) / 2**20
+    colors = [HEAD_COLORS[0] if h == current_h else "#bbbbbb" for h in hs]
+    ax.bar([str(h) for h in hs], mib, color=colors)
+    ax.set_yscale("log")
+    ax.set_xlabel("h (divisors of d_model)")
+    ax.set_ylabel("score matrix (MiB, log scale)")
+    ax.tick_params(axis="x", labelsize=7 if len(hs) > 10 else 9)
+    return ax
+
+
+def timing_loglog(seq_lens, seconds, slope=None, ax=None):
+    """seq_lens (N,), seconds (N,) -> ax: measured times on log-log axes with slope-1 and
+    slope-2 guide lines through the last point (and the fitted ``slope`` in the legend)."""
+    ax = _new_ax(ax, figsize=(5.5, 3.8))
+    T, t = np.asarray(seq_lens, dtype=float), np.asarray(seconds, dtype=float)
+    label = "measured" + (f" (fitted slope {slope:.2f})" if slope is not None else "")
+    ax.loglog(T, t, "o-", color=HEAD_COLORS[0], lw=2, label=label)
+    for p, style in ((1, ":"), (2, "--")):
+        ax.loglog(T, t[-1] * (T / T[-1]) ** p, style, color="grey", label=f"slope {p} (∝ T^{p})")
+    ax.set_xlabel("seq_len T (log scale)")
+    ax.set_ylabel("seconds per forward pass (log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    return ax
+
+
+__all__ += ["DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
+            "score_memory_bars", "timing_loglog"]
