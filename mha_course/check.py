@@ -162,12 +162,16 @@ def _describe_error(exc, reference) -> list:
     """Type, message and the learner's line of an exception raised inside their function."""
     msg = re.sub(r"0x[0-9a-fA-F]+", "0x...", str(exc)).strip()
     msg = msg if len(msg) <= 200 else msg[:197] + "..."
+    if isinstance(exc, NotImplementedError):
+        return [f"not written yet: it raised NotImplementedError: {msg}",
+                "Replace the `raise NotImplementedError(...)` line with your code, then run both cells again."]
     lines = [f"it raised {type(exc).__name__}: {msg}"]
     frame = _learner_frame(exc.__traceback__)
     if frame is not None:
-        lines.append(f"at line {frame.lineno} of {frame.name}: {(frame.line or '').strip()}")
-    lines += [_error_hint(exc, reference)] if _error_hint(exc, reference) else []
-    return lines
+        code = (frame.line or "").strip()
+        lines.append(f"at line {frame.lineno} of {frame.name}" + (f": {code}" if code else ""))
+    hint = _error_hint(exc, reference)
+    return lines + ([hint] if hint else [])
 
 
 def _learner_frame(tb):
@@ -189,7 +193,7 @@ def _error_hint(exc, reference) -> str:
     if "could not be broadcast" in text:
         return ("Hint: print the shapes of both operands; a reduction such as x.max(axis=...) "
                 "may need keepdims=True.")
-    if "matmul" in text and "mismatch" in text:
+    if ("matmul" in text and "mismatch" in text) or "axes don't match" in text:
         return ("Hint: K.T reverses every axis of a batched array; "
                 "use np.swapaxes(K, -1, -2) to transpose the last two.")
     return ""
@@ -440,6 +444,13 @@ def _sdpa_scaled(scale_of, Q, K, V, mask=None):
     return np.matmul(w, V), w
 
 
+def _sdpa_scale_axis(k, Q, K, V, mask=None):
+    """Attention scaled by 1 / sqrt(Q.shape[k]) for a wrong axis k."""
+    if Q.shape[k] == Q.shape[-1]:
+        raise ValueError("this axis has the size of d_k here")
+    return _sdpa_scaled(lambda d: 1 / math.sqrt(Q.shape[k]), Q, K, V, mask)
+
+
 def _sdpa_inverted(Q, K, V, mask=None):
     return _sdpa(Q, K, V, None if mask is None else ~np.asarray(mask))
 
@@ -482,6 +493,8 @@ _SDPA_MISTAKES = (
     Mistake("no scaling of the scores", _FIX_SCALE, partial(_sdpa_scaled, lambda d: 1.0)),
     Mistake("scaling by d_k instead of √d_k", _FIX_SCALE, partial(_sdpa_scaled, lambda d: 1.0 / d)),
     Mistake("multiplying by √d_k instead of dividing", _FIX_SCALE, partial(_sdpa_scaled, math.sqrt)),
+    *(Mistake(f"d_k read from the wrong axis (Q.shape[{k}])", "d_k = Q.shape[-1], the size of the last axis",
+              partial(_sdpa_scale_axis, k)) for k in (0, 1, -2)),
     Mistake("mask polarity inverted (the course's masks are True = may attend)",
             "keep the scores where mask is True: np.where(mask, scores, -np.inf)", _sdpa_inverted),
     Mistake("masking after the softmax without renormalising (rows no longer sum to 1)",

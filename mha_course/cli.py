@@ -1,6 +1,7 @@
-"""The ``mha-course`` command: re-executing the notebooks (and, later, student copies).
+"""The ``mha-course`` command: re-executing the notebooks and writing student copies.
 
     mha-course execute notebooks/*.ipynb     # re-run in place, reproducibly
+    mha-course student ~/mha-student          # exercise copies: solutions become stubs
 
 Re-execution pins BLAS to one thread, runs the kernel on this very interpreter (never a
 foreign ``python3`` kernelspec), stores outputs in order, and retries a notebook whose
@@ -9,13 +10,18 @@ kernel died or timed out (not one whose cell raised an unexpected error).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-__all__ = ["main", "execute_notebook"]
+__all__ = ["main", "execute_notebook", "stub_solutions", "student_notebook", "write_student_copies",
+           "StudentCopyError"]
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 PINNED_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -75,6 +81,198 @@ def _cmd_execute(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------
+# Student copies: every ### BEGIN SOLUTION ... ### END SOLUTION block becomes a stub
+# ---------------------------------------------------------------------------------------
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+_EXERCISE = re.compile(r"^\s*#\s*(Exercise\s+\d+(?:\.\d+)*)\s*:\s*(.*?)\s*$")
+_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|src=[\"']([^\"']+)[\"']")
+
+
+class StudentCopyError(RuntimeError):
+    """A student copy would replace existing files, or a notebook's solution blocks are broken."""
+
+
+def exercise_label(source: str) -> str:
+    """'Exercise 2.1: a stable softmax' from a cell's '# Exercise 2.1: a stable softmax' line.
+
+    >>> exercise_label("# Exercise 2.1: a stable softmax\\nx = 1")
+    'Exercise 2.1: a stable softmax'
+    >>> exercise_label("x = 1")
+    'Exercise'
+    """
+    for line in source.splitlines():
+        match = _EXERCISE.match(line)
+        if match:
+            return f"{match[1]}: {match[2]}" if match[2] else match[1]
+    return "Exercise"
+
+
+def _stub(block: list, indent: str, label: str) -> list:
+    """The two lines that replace one solution block (its lines without the markers)."""
+    code = [ln for ln in block if ln.strip() and not ln.strip().startswith("#")]
+    hint = next((ln.strip()[1:].strip() for ln in block[:1] if ln.strip().startswith("#")), "")
+    size = f"about {len(code)} line{'s' if len(code) != 1 else ''}"
+    quoted = label.replace("\\", "\\\\").replace('"', '\\"')
+    return [f"{indent}# Your code here ({size}){'. Hint: ' + hint if hint else ''}",
+            f'{indent}raise NotImplementedError("{quoted}")']
+
+
+def stub_solutions(source: str, label: str = "") -> str:
+    """Replace every solution block of a cell's source by a stub, keeping its indentation.
+
+    The block, markers included, becomes a hint comment (the solution's size, and its first
+    comment line when it starts with one) and ``raise NotImplementedError("<label>")``.
+
+    >>> src = "def f(x):\\n    ### BEGIN SOLUTION\\n    return 2 * x\\n    ### END SOLUTION"
+    >>> print(stub_solutions(src, "Exercise 1.1: double"))
+    def f(x):
+        # Your code here (about 1 line)
+        raise NotImplementedError("Exercise 1.1: double")
+    """
+    label = label or exercise_label(source)
+    out, block, indent = [], None, ""
+    for line in source.split("\n"):
+        stripped = line.strip()
+        if stripped == BEGIN and block is None:
+            block, indent = [], line[:len(line) - len(line.lstrip())]
+        elif stripped == BEGIN or (stripped == END and block is None):
+            raise StudentCopyError(f"unbalanced {stripped!r} in the cell of {label!r}")
+        elif stripped == END:
+            out += _stub(block, indent, label)
+            block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            out.append(line)
+    if block is not None:
+        raise StudentCopyError(f"{BEGIN!r} without {END!r} in the cell of {label!r}")
+    return "\n".join(out)
+
+
+def _clear(cell) -> None:
+    cell.outputs = []
+    cell.execution_count = None
+
+
+def student_notebook(nb):
+    """A new notebook node: solution blocks stubbed; exercise and check cells' outputs cleared.
+
+    A check cell is the code cell right after an exercise cell when it uses ``check.`` or
+    ``assert``. Every other cell, output and metadata is kept as it is; ``nb`` is not changed.
+    """
+    nb = copy.deepcopy(nb)
+    after_exercise = False
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if BEGIN in cell.source:
+            cell.source = stub_solutions(cell.source)
+            _clear(cell)
+            after_exercise = True
+            continue
+        if after_exercise and ("check." in cell.source or "assert" in cell.source):
+            _clear(cell)
+        after_exercise = False
+    return nb
+
+
+def _linked_files(nb, nb_dir: Path) -> list:
+    """Relative files that the markdown cells link or show (e.g. ../docs/glossary.md)."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for match in _LINK.finditer(cell.source):
+            target = (match[1] or match[2]).split("#")[0]
+            if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) and not target.startswith("/"):
+                if (nb_dir / target).is_file():
+                    found.append(target)
+    return sorted(set(found))
+
+
+def _plan(notebooks, outdir: Path):
+    """[(target, content: str or source Path)] for the notebooks and the files they link."""
+    import nbformat
+
+    plan, assets = [], {}
+    for path in notebooks:
+        path = Path(path)
+        nb = nbformat.read(path, as_version=4)
+        plan.append((outdir / "notebooks" / path.name, nbformat.writes(student_notebook(nb)) + "\n"))
+        for rel in _linked_files(nb, path.parent):
+            target = Path(os.path.normpath(outdir / "notebooks" / rel))
+            if outdir.resolve() in target.resolve().parents:
+                assets[target] = (path.parent / rel).resolve()
+    return plan, assets
+
+
+def _backup(target: Path, outdir: Path, stamp: str) -> Path:
+    dest = outdir / "backups" / stamp / target.relative_to(outdir)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(target, dest)
+    return dest
+
+
+def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) -> list:
+    """Write OUTDIR/notebooks/<name> for each notebook, plus the files they link; return paths.
+
+    Never replaces a learner's file: if a notebook copy exists and differs, nothing at all
+    is written and StudentCopyError names the files, unless ``overwrite``; then each replaced
+    file is first copied to OUTDIR/backups/<timestamp>/. Linked files that exist are kept.
+    """
+    outdir = Path(outdir).expanduser()
+    plan, assets = _plan(notebooks, outdir)
+    changed = [(t, text) for t, text in plan if not t.exists() or t.read_text(encoding="utf-8") != text]
+    clash = [t for t, _ in changed if t.exists()]
+    if clash and not overwrite:
+        names = "\n".join(f"  {t}" for t in clash)
+        raise StudentCopyError(
+            f"{len(clash)} file(s) already exist and differ from a fresh student copy; "
+            f"nothing was written, your work is safe:\n{names}\n"
+            "Run again with --overwrite to replace them (a timestamped backup of each is kept), "
+            "or choose another folder.")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for target, text in changed:
+        if target.exists():
+            log(f"backed up {target} -> {_backup(target, outdir, stamp)}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        log(f"wrote {target}")
+    for target, source in sorted(assets.items()):
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            log(f"copied {target}")
+    return [t for t, _ in plan] + sorted(assets)
+
+
+def _default_notebooks() -> list:
+    here = Path(__file__).resolve().parent.parent / "notebooks"
+    for folder in (here, Path.cwd() / "notebooks"):
+        found = sorted(folder.glob("*.ipynb"))
+        if found:
+            return found
+    return []
+
+
+def _cmd_student(args) -> int:
+    notebooks = args.notebooks or _default_notebooks()
+    if not notebooks:
+        print("mha-course student: no notebooks found; pass them with --notebooks notebooks/*.ipynb",
+              file=sys.stderr)
+        return 2
+    try:
+        paths = write_student_copies(notebooks, args.outdir, overwrite=args.overwrite)
+    except StudentCopyError as err:
+        print(f"mha-course student: {err}", file=sys.stderr)
+        return 1
+    print(f"student copies ready: {len(notebooks)} notebook(s) in {Path(args.outdir).expanduser()}"
+          f" ({len(paths)} files checked)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mha-course", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -84,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--retries", type=int, default=2,
                     help="extra attempts when the kernel dies or times out (default 2)")
     ex.set_defaults(func=_cmd_execute)
+    st = sub.add_parser("student", help="write student copies: solution blocks become stubs")
+    st.add_argument("outdir", help="folder for the copies (notebooks go to OUTDIR/notebooks/)")
+    st.add_argument("--notebooks", nargs="+", default=None,
+                    help="notebooks to copy (default: the course's notebooks/*.ipynb)")
+    st.add_argument("--overwrite", action="store_true",
+                    help="replace existing copies, keeping a timestamped backup of each")
+    st.set_defaults(func=_cmd_student)
     return parser
 
 
