@@ -194,8 +194,8 @@ def _error_hint(exc, reference) -> str:
         return ("Hint: print the shapes of both operands; a reduction such as x.max(axis=...) "
                 "may need keepdims=True.")
     if ("matmul" in text and "mismatch" in text) or "axes don't match" in text:
-        return ("Hint: K.T reverses every axis of a batched array; "
-                "use np.swapaxes(K, -1, -2) to transpose the last two.")
+        return ("Hint: print the shapes of both operands of @; on a batched array K.T reverses "
+                "every axis: use np.swapaxes(K, -1, -2) to transpose the last two.")
     return ""
 
 
@@ -260,8 +260,10 @@ def _fmt(a) -> str:
     a = np.asarray(a)
     if a.dtype == np.bool_:
         return np.array2string(a.astype(int), separator=" ")
-    if a.dtype.kind in "iuf":
-        return np.array2string(a.astype(float), precision=4, floatmode="fixed", suppress_small=True,
+    if a.dtype.kind in "iu":
+        return np.array2string(a, separator=" ")
+    if a.dtype.kind == "f":
+        return np.array2string(a, precision=4, floatmode="fixed", suppress_small=True,
                                max_line_width=200, separator=" ")
     return repr(a.tolist()) if a.ndim else repr(a.item())
 
