@@ -179,16 +179,17 @@ def student_notebook(nb):
 
 
 def _linked_files(nb, nb_dir: Path) -> list:
-    """Relative files that the markdown cells link or show (e.g. ../docs/glossary.md)."""
+    """Relative files that the markdown cells link or show (e.g. ../docs/glossary.md), no notebooks."""
     found = []
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         for match in _LINK.finditer(cell.source):
             target = (match[1] or match[2]).split("#")[0]
-            if target and not re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) and not target.startswith("/"):
-                if (nb_dir / target).is_file():
-                    found.append(target)
+            web = re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("/")
+            # other notebooks are never copied as they are: they would carry their solutions
+            if target and not web and not target.endswith(".ipynb") and (nb_dir / target).is_file():
+                found.append(target)
     return sorted(set(found))
 
 
@@ -268,8 +269,8 @@ def _cmd_student(args) -> int:
     except StudentCopyError as err:
         print(f"mha-course student: {err}", file=sys.stderr)
         return 1
-    print(f"student copies ready: {len(notebooks)} notebook(s) in {Path(args.outdir).expanduser()}"
-          f" ({len(paths)} files checked)")
+    print(f"student copies ready: {len(notebooks)} notebook(s) and {len(paths) - len(notebooks)} linked "
+          f"file(s) in {Path(args.outdir).expanduser()}")
     return 0
 
 
