@@ -434,6 +434,11 @@ def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vma
     strip = ax.inset_axes([0.0, 1.02, 1.0, 0.08])
     strip.imshow(owner[None, :], cmap=_head_cmap(h), vmin=-0.5, vmax=h - 0.5, aspect="auto")
     strip.set_axis_off()
+    if h <= 8:
+        d_k = d.shape[1] // h
+        for i in range(h):
+            strip.text((i + 0.5) * d_k - 0.5, 0, f"head {i}", ha="center", va="center",
+                       fontsize=7, color="white", fontweight="bold")
     ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04, label="|change|")
     if title:
         ax.set_title(title, pad=16)
@@ -452,6 +457,11 @@ def param_blocks(d_model: int, h: int, axes=None):
     for ax, name in zip(axes, ("Q", "K", "V", "O")):
         grid = owner.T if name == "O" else owner  # W_O: rows belong to heads
         ax.imshow(grid, cmap=_head_cmap(h), vmin=-0.5, vmax=h - 0.5, interpolation="nearest")
+        if d_model <= 32:  # one cell per weight
+            ax.set_xticks(np.arange(d_model + 1) - 0.5, minor=True)
+            ax.set_yticks(np.arange(d_model + 1) - 0.5, minor=True)
+            ax.grid(which="minor", color="white", lw=0.4)
+            ax.tick_params(which="minor", length=0)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(f"$W_{name}$  ({d_model}×{d_model})", fontsize=10)
