@@ -87,7 +87,7 @@ def jacobian_norm(p) -> np.ndarray:
 class ScalingResult(NamedTuple):
     """One row per d_k value: ``d_k`` (n,); statistics (n,) without scaling (``*_raw``,
     scores q . k) and with it (``*_scaled``, scores q . k / sqrt(d_k)); ``example_*`` (n, S)
-    the weights of the first sampled query at each d_k."""
+    the weights of one typical query at each d_k (the median of the unscaled entropies)."""
     d_k: np.ndarray
     var_raw: np.ndarray
     var_scaled: np.ndarray
@@ -138,12 +138,15 @@ def scaling_experiment(rng: np.random.Generator, d_k_values=POWERS_OF_TWO,
     stats = {name: [] for name in ScalingResult._fields[1:]}
     for d_k in d_ks:
         raw = sample_scores(rng, d_k, n_queries, n_keys)  # (N, S)
+        typical = None
         for kind, scores in (("raw", raw), ("scaled", raw / math.sqrt(d_k))):
             w = softmax(scores)  # (N, S)
+            H = entropy(w)  # (N,)
+            typical = np.argsort(H)[len(H) // 2] if typical is None else typical
             stats[f"var_{kind}"].append(scores.var())
-            stats[f"entropy_{kind}"].append(entropy(w).mean())
+            stats[f"entropy_{kind}"].append(H.mean())
             stats[f"grad_{kind}"].append(jacobian_norm(w).mean())
-            stats[f"example_{kind}"].append(w[0])
+            stats[f"example_{kind}"].append(w[typical])
     return ScalingResult(np.array(d_ks), *(np.array(v) for v in stats.values()))
 
 

@@ -89,6 +89,15 @@ def test_experiment_shows_the_three_effects(result):
     assert result.example_raw[-1].max() > 0.9 > result.example_scaled[-1].max()
 
 
+def test_example_row_is_the_median_entropy_query_in_both_columns():
+    r = scaling.scaling_experiment(np.random.default_rng(7), d_k_values=[16], n_queries=51)
+    raw = scaling.sample_scores(np.random.default_rng(7), 16, n_queries=51, n_keys=16)
+    w_raw, w_scaled = mc.softmax(raw), mc.softmax(raw / 4.0)
+    typical = np.argsort(scaling.entropy(w_raw))[25]
+    np.testing.assert_allclose(r.example_raw[0], w_raw[typical])
+    np.testing.assert_allclose(r.example_scaled[0], w_scaled[typical])
+
+
 def test_experiment_table_and_rows(result):
     lines = result.table().splitlines()
     assert len(lines) == 1 + len(result.d_k) and lines[-1].split()[0] == "512"
