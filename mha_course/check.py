@@ -71,7 +71,7 @@ class Mistake(NamedTuple):
 # The generic machinery
 # ---------------------------------------------------------------------------------------
 
-def matches(fn, reference, cases, name=None, mistakes=(), outputs=None) -> bool:
+def matches(fn, reference, cases, name=None, mistakes=(), outputs=None, notes=None) -> bool:
     """Run ``fn`` and ``reference`` on every case; print feedback; True if all agree.
 
     Parameters
@@ -88,6 +88,8 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None) -> bool:
         Known wrong variants used to name the mistake.
     outputs : sequence of str, optional
         Names of the reference's outputs when it returns a tuple, e.g. ``("out", "weights")``.
+    notes : sequence of str, optional
+        One short note per case, shown when that case fails (e.g. ``"logits near 1000"``).
 
     Returns
     -------
@@ -105,8 +107,9 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None) -> bool:
         print(f"✘ {name}: expected a function, got a value of type {type(fn).__name__}. "
               f"Pass the function itself (my_fn), not its result (my_fn(x)).")
         return False
+    notes = list(notes or []) + [""] * len(cases)
     for i, args in enumerate(cases, 1):
-        problem = _check_case(fn, reference, tuple(args), mistakes, outputs)
+        problem = _check_case(fn, reference, tuple(args), mistakes, outputs, notes[i - 1])
         if problem:
             print(f"✘ {name}: case {i} of {len(cases)} failed")
             print("\n".join("  " + line for line in problem))
@@ -118,10 +121,10 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None) -> bool:
 _NOT_DIAGNOSED = "\x00"  # prefix of a problem that needs no mistake diagnosis (its message says it all)
 
 
-def _check_case(fn, reference, args, mistakes, outputs) -> list:
+def _check_case(fn, reference, args, mistakes, outputs, note="") -> list:
     """The feedback lines for one case ([] when the learner's result is right)."""
     want = _quiet(reference, args)
-    call = [f"called {_describe_call(fn, reference, args)}"]
+    call = [f"called {_describe_call(fn, reference, args)}" + (f"  # {note}" if note else "")]
     got, error = _call_learner(fn, reference, args)
     if error:
         return call + error
@@ -164,7 +167,8 @@ def _describe_error(exc, reference) -> list:
     msg = msg if len(msg) <= 200 else msg[:197] + "..."
     if isinstance(exc, NotImplementedError):
         return [f"not written yet: it raised NotImplementedError: {msg}",
-                "Replace the `raise NotImplementedError(...)` line with your code, then run both cells again."]
+                "Replace the `raise NotImplementedError(...)` line with your code, "
+                "then run both cells again."]
     lines = [f"it raised {type(exc).__name__}: {msg}"]
     frame = _learner_frame(exc.__traceback__)
     if frame is not None:
@@ -339,7 +343,7 @@ def _signature(reference) -> str:
 
 
 def _describe_call(fn, reference, args) -> str:
-    parts = [f"{n} {_describe_value(v)}" if isinstance(v, (np.ndarray, MHAParams)) else f"{n}={_describe_value(v)}"
+    parts = [f"{n}{' ' if isinstance(v, (np.ndarray, MHAParams)) else '='}{_describe_value(v)}"
              for n, v in zip(_arg_names(reference, args), args)]
     return f"{_fn_name(fn)}({', '.join(parts)})"
 
@@ -426,7 +430,9 @@ def softmax(fn) -> bool:
     ✔ softmax: all 4 cases match
     True
     """
-    return matches(fn, _softmax, _softmax_cases(), "softmax", _SOFTMAX_MISTAKES)
+    notes = ["", "some entries are -inf (masked keys)", "rows of logits near +1000, 0 and -1000",
+             "softmax over axis 0"]
+    return matches(fn, _softmax, _softmax_cases(), "softmax", _SOFTMAX_MISTAKES, notes=notes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -553,8 +559,10 @@ def scaled_dot_product_attention(fn) -> bool:
     ✔ scaled_dot_product_attention: all 4 cases match
     True
     """
+    notes = ["", "a batch of 2", "a (T, S) mask, True = may attend",
+             "query 2 of sequence 1 may attend no key"]
     return matches(fn, _sdpa, _sdpa_cases(), "scaled_dot_product_attention", _SDPA_MISTAKES,
-                   outputs=("out", "weights"))
+                   outputs=("out", "weights"), notes=notes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -751,7 +759,8 @@ def padding_mask(fn) -> bool:
     True
     """
     cases = [(np.array([3, 5, 1]), 5), (np.array([2, 0]), 4)]
-    return matches(fn, _padding_mask, cases, "padding_mask", _PADDING_MISTAKES)
+    notes = ["", "the second sequence has no real token"]
+    return matches(fn, _padding_mask, cases, "padding_mask", _PADDING_MISTAKES, notes=notes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -817,7 +826,8 @@ _MHA_MISTAKES = (
     Mistake("scaling by d_k instead of √d_k", _FIX_MHA_SCALE, partial(_mha_attend, _SDPA_MISTAKES[1].fn)),
     Mistake("split_heads as a reshape without the transpose", _FIX_SPLIT, _mha_split_no_transpose),
     Mistake("combine_heads without the transpose back", _FIX_COMBINE,
-            partial(_mha_from_trace, lambda t, p: _out_proj(_combine_no_transpose(np.array(t["head_outputs"])), p))),
+            partial(_mha_from_trace,
+                    lambda t, p: _out_proj(_combine_no_transpose(np.array(t["head_outputs"])), p))),
     Mistake("mask polarity inverted (True = may attend)", "keep the scores where mask is True",
             partial(_mha_attend, _sdpa_inverted)),
     Mistake("masking after the softmax without renormalising",
@@ -872,5 +882,7 @@ def multi_head_attention(fn) -> bool:
     ✔ multi_head_attention: all 4 cases match
     True
     """
+    notes = ["self-attention", "biases and a causal mask", "cross-attention: K, V from context",
+             "cross-attention with a padding mask"]
     return matches(fn, _mha, _mha_cases(), "multi_head_attention", _MHA_MISTAKES,
-                   outputs=("out", "weights"))
+                   outputs=("out", "weights"), notes=notes)
