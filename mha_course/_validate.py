@@ -43,9 +43,14 @@ def heads(d_model: int, h) -> int:
 
 def float_array(x, name: str) -> np.ndarray:
     """``x`` as a floating-point array; float32/float64 kept, anything else -> float64."""
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except ValueError:
+        raise ValueError(f"{name} is not a rectangular array (ragged nested lists?); "
+                         "give every row the same length") from None
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise ValueError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+        raise ValueError(f"{name} must be a numeric array, got {type(x).__name__} with dtype {arr.dtype}; "
+                         "pass a numpy array of floats")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{name} must be real, got dtype {arr.dtype}")
     if not np.issubdtype(arr.dtype, np.floating):
@@ -58,7 +63,7 @@ def ndim(arr: np.ndarray, name: str, n: int, layout: str) -> None:
     if arr.ndim != n:
         raise ValueError(
             f"{name} must be {n}-D {layout}, got shape {arr.shape}; "
-            + ("add a batch axis with x[None]" if arr.ndim == n - 1 else f"reshape it to {layout}")
+            + (f"add a batch axis with {name}[None]" if arr.ndim == n - 1 else f"reshape it to {layout}")
         )
 
 

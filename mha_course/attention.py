@@ -36,6 +36,9 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     if not -arr.ndim <= axis < arr.ndim:
         raise ValueError(f"axis={axis} is out of range for an array of shape {arr.shape}; "
                          f"use an axis in {-arr.ndim}..{arr.ndim - 1}")
+    if arr.shape[axis] == 0:
+        raise ValueError(f"softmax over an empty axis: x has shape {arr.shape} and axis={axis} has "
+                         "length 0; give it at least one logit per row")
     return _softmax_inplace(arr.copy(), axis)
 
 

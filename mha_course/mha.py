@@ -57,7 +57,10 @@ def init_params(d_model: int, *, rng: np.random.Generator, bias: bool = False,
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}; "
                          "pass rng=np.random.default_rng(0)")
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        dtype = repr(dtype)
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype={dtype} is not supported; use np.float32 or np.float64")
     mats = [rng.normal(0.0, 1.0 / math.sqrt(d_model), size=(d_model, d_model)).astype(dtype)
@@ -174,7 +177,10 @@ def _check_params(params, dtype) -> MHAParams:
     if not isinstance(params, MHAParams):
         raise ValueError(f"params must be an MHAParams, got {type(params).__name__}; "
                          "make one with init_params(d_model, rng=np.random.default_rng(0))")
-    D = params.W_q.shape[0] if np.ndim(params.W_q) == 2 else -1
+    D = np.shape(params.W_q)[0] if np.ndim(params.W_q) == 2 else None
+    if D is None or np.shape(params.W_q) != (D, D):
+        raise ValueError(f"params.W_q has shape {np.shape(params.W_q)}, expected a square "
+                         "(d_model, d_model) matrix; make params with init_params(d_model, rng=...)")
     for name, p, want in zip(MHAParams._fields, params, [(D, D)] * 4 + [(D,)] * 4):
         if p is not None and np.shape(p) != want:
             raise ValueError(f"params.{name} has shape {np.shape(p)}, expected {want}; "
