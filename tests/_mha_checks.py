@@ -9,6 +9,7 @@ Shapes: ``B`` batch, ``T`` queries, ``S`` keys, ``D = d_model``, ``h`` heads,
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -124,6 +125,7 @@ def assert_close(actual, expected, dtype, what: str, tol=None) -> None:
 
 def assert_dtype(arrays, dtype, what: str) -> None:
     """Every array in ``arrays`` has exactly ``dtype`` (no silent upcast)."""
+    dtype = np.dtype(dtype)
     for i, a in enumerate(arrays):
         assert np.asarray(a).dtype == dtype, f"{what}[{i}]: dtype {np.asarray(a).dtype}, expected {dtype}"
 
@@ -166,6 +168,17 @@ def assert_sdpa_matches_torch(sdpa_fn, Q, K, V, *, allowed=None, causal=False,
 
 
 # ----------------------------------------------------------------------------- properties
+@contextlib.contextmanager
+def no_warnings(what: str):
+    """Turn any warning raised inside the block (overflow, 0/0, ...) into an AssertionError."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            yield
+        except Warning as w:
+            raise AssertionError(f"{what} warned: {type(w).__name__}: {w}") from None
+
+
 def assert_rows_sum_to_one(weights, allowed, what="weights") -> None:
     """weights (..., T, S): >= 0, exactly 0 where masked, rows with any allowed key sum to 1,
     rows with none are all zero. ``allowed`` broadcasts to weights (None = all allowed)."""
@@ -184,8 +197,7 @@ def assert_rows_sum_to_one(weights, allowed, what="weights") -> None:
 def assert_softmax_correct(softmax_fn, x, axis=-1) -> None:
     """softmax_fn(x, axis) is finite, keeps x's dtype and equals exp(x - logsumexp(x))."""
     x = np.asarray(x)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # an overflow warning is a failure too
+    with no_warnings("softmax"):  # an overflow warning is a failure too
         y = softmax_fn(x, axis=axis)
     assert y.dtype == x.dtype, f"softmax: dtype {y.dtype}, expected {x.dtype}"
     assert np.isfinite(y).all(), "softmax: NaN or inf (forgot to subtract the max?)"
@@ -265,8 +277,7 @@ def assert_h_independent(mha_fn, x, params) -> None:
 
 def assert_zero_rows_quietly(mha_fn, x, params, h, mask) -> None:
     """Query rows with no allowed key: zero weights and zero head output, no NaN, no warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with no_warnings("attention with fully masked rows"):
         t = mha_fn(x, params, h, mask=mask)
     weights, heads = (t["weights"], t["head_outputs"]) if isinstance(t, mc.Trace) else (t[1], None)
     B, _, T, S = weights.shape
