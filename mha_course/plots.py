@@ -503,6 +503,10 @@ def score_memory_bars(hs, nbytes, current_h=None, ax=None):
     colors = [HEAD_COLORS[0] if h == current_h else "#bbbbbb" for h in hs]
     ax.bar([str(h) for h in hs], mib, color=colors)
     ax.set_yscale("log")
+    if current_h in list(hs):
+        k = list(hs).index(current_h)
+        ax.annotate(f"{mib[k]:,.2f} MiB", (k, mib[k]), xytext=(0, 3), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8, color=HEAD_COLORS[0])
     ax.set_xlabel("h (divisors of d_model)")
     ax.set_ylabel("score matrix (MiB, log scale)")
     ax.tick_params(axis="x", labelsize=7 if len(hs) > 10 else 9)
