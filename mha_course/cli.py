@@ -209,6 +209,16 @@ def _plan(notebooks, outdir: Path):
     return plan, assets
 
 
+def _fresh_stamp(outdir: Path) -> str:
+    """YYYYmmdd-HHMMSS, with -2, -3, ... appended if that backup folder already exists."""
+    stamp = base = time.strftime("%Y%m%d-%H%M%S")
+    n = 1
+    while (outdir / "backups" / stamp).exists():
+        n += 1
+        stamp = f"{base}-{n}"
+    return stamp
+
+
 def _backup(target: Path, outdir: Path, stamp: str) -> Path:
     dest = outdir / "backups" / stamp / target.relative_to(outdir)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -234,7 +244,7 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
             f"nothing was written, your work is safe:\n{names}\n"
             "Run again with --overwrite to replace them (a timestamped backup of each is kept), "
             "or choose another folder.")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = _fresh_stamp(outdir) if clash else ""
     for target, text in changed:
         if target.exists():
             log(f"backed up {target} -> {_backup(target, outdir, stamp)}")

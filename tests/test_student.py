@@ -217,9 +217,14 @@ def test_overwrite_keeps_a_timestamped_backup(course, tmp_path, capsys):
     assert cli.main(["student", str(out), "--notebooks", str(course), "--overwrite"]) == 0
     backups = list((out / "backups").glob(f"*/notebooks/{course.name}"))
     assert len(backups) == 1 and backups[0].read_text() == edited
-    assert re.fullmatch(r"\d{8}-\d{6}", backups[0].parents[1].name)
+    assert re.fullmatch(r"\d{8}-\d{6}(-\d+)?", backups[0].parents[1].name)
     assert "MY NOTE" not in copy.read_text()
     assert (out / "docs" / "glossary.md").read_text() == "# Glossary\n"
+    for note in ("SECOND", "THIRD"):  # two more overwrites, possibly within the same second
+        copy.write_text(copy.read_text().replace("Now count parameters.", f"Now count parameters. {note}"))
+        assert cli.main(["student", str(out), "--notebooks", str(course), "--overwrite"]) == 0
+    kept = sorted(p.read_text() for p in (out / "backups").glob(f"*/notebooks/{course.name}"))
+    assert len(kept) == 3 and sum(n in k for k in kept for n in ("MY NOTE", "SECOND", "THIRD")) == 3
 
 
 def test_nothing_is_written_when_one_of_several_files_clashes(course, tmp_path, capsys):
