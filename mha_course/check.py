@@ -237,6 +237,8 @@ def _compare_array(got, want, nm) -> list:
     except Exception:
         return [f"{_NOT_DIAGNOSED}{nm}: expected an array, got a value of type {type(got).__name__}."]
     w = np.asarray(want)
+    if g.dtype == object and w.dtype != object:
+        return [f"{_NOT_DIAGNOSED}{nm}: expected an array of numbers, got a value of type {type(got).__name__}."]
     if g.shape != w.shape:
         return [f"{nm}: expected shape {w.shape}, got {g.shape}"]
     if not _close(g, w):
@@ -515,6 +517,8 @@ _SDPA_MISTAKES = (
             _sdpa_finite_fill),
     Mistake("a query whose keys are all masked gets nan (exp(-inf - (-inf)) = nan)",
             "use mc.softmax, which returns zeros for an all -inf row", _sdpa_nan_rows),
+    Mistake("the outputs in the wrong order", "return out, weights (in this order)",
+            lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[::-1]),
     Mistake("softmax over the queries (axis -2) instead of the keys",
             "normalise each query's scores over the keys: softmax(scores, axis=-1)", _sdpa_query_axis),
 )
@@ -841,6 +845,8 @@ _MHA_MISTAKES = (
     Mistake("the context is ignored: keys and values must come from context when it is given",
             "K = context @ W_k, V = context @ W_v (use x only when context is None)",
             lambda x, params, h, mask=None, context=None: _mha(x, params, h, mask)),
+    Mistake("the outputs in the wrong order", "return out, weights (in this order)",
+            lambda x, params, h, mask=None, context=None: _mha(x, params, h, mask, context)[::-1]),
     Mistake("per-head weights averaged over the heads (PyTorch's average_attn_weights=True)",
             "return the per-head weights, shape (B, h, T, S)", _mha_weights_averaged),
 )

@@ -162,6 +162,8 @@ MISTAKES = [
     ("scaled_dot_product_attention", make_sdpa(mask_mode="after"), "after the softmax without renormalising"),
     ("scaled_dot_product_attention", make_sdpa(fill=-1e9), "large negative number"),
     ("scaled_dot_product_attention", own_softmax_sdpa, "gets nan"),
+    ("scaled_dot_product_attention", lambda Q, K, V, mask=None: make_sdpa()(Q, K, V, mask)[::-1],
+     "the outputs in the wrong order"),
     ("split_heads", split_no_transpose, "without a transpose"),
     ("split_heads", split_wrong_order, "wrong transpose order (0, 2, 3, 1)"),
     ("combine_heads", combine_no_transpose, "without the transpose back"),
@@ -178,6 +180,12 @@ MISTAKES = [
     ("multi_head_attention", make_mha(split=split_no_transpose), "reshape without the transpose"),
     ("multi_head_attention", make_mha(combine=combine_no_transpose), "without the transpose back"),
     ("multi_head_attention", make_mha(invert_mask=True), "mask polarity inverted"),
+    ("multi_head_attention", lambda x, p, h, mask=None, context=None: make_mha()(
+        x, p._replace(b_q=None, b_k=None, b_v=None, b_o=None), h, mask, context), "the biases are ignored"),
+    ("multi_head_attention", lambda x, p, h, mask=None, context=None: make_mha()(x, p, h, mask, None),
+     "the context is ignored"),
+    ("multi_head_attention", lambda *args: (make_mha()(*args)[0], make_mha()(*args)[1].mean(axis=1)),
+     "per-head weights averaged over the heads"),
 ]
 
 
@@ -248,6 +256,7 @@ def test_stub_is_reported_as_not_written_yet(capsys):
     (lambda Q, K, V, mask=None: None, "it returned None"),
     (lambda Q, K, V, mask=None: (1, 2, 3), "it returned a tuple of 3 values"),
     (lambda Q, K, V, mask=None: "out", "it returned a str"),
+    (lambda Q, K, V, mask=None: ({}, {}), "out: expected an array of numbers, got a value of type dict"),
 ])
 def test_wrong_return_type(capsys, fn, message):
     ok, out = run(capsys, "scaled_dot_product_attention", fn)
