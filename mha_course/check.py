@@ -37,11 +37,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .attention import _softmax_inplace, causal_mask as _causal_mask
+from .attention import causal_mask as _causal_mask
 from .attention import padding_mask as _padding_mask
 from .attention import scaled_dot_product_attention as _sdpa
 from .attention import softmax as _softmax
-from .heads import _combine, _split
 from .heads import combine_heads as _combine_heads
 from .heads import split_heads as _split_heads
 from .mha import MHAParams, init_params
@@ -450,7 +449,7 @@ def _sdpa_scaled(scale_of, Q, K, V, mask=None):
     s = _scores(Q, K, scale_of(Q.shape[-1]))
     if mask is not None:
         s = np.where(mask, s, -np.inf)
-    w = _softmax_inplace(s)
+    w = _softmax(s)
     return np.matmul(w, V), w
 
 
@@ -779,8 +778,8 @@ def _out_proj(concat, p):
 def _mha_attend(attend, x, params, h, mask=None, context=None):
     """MHA whose per-head attention is ``attend(Qh, Kh, Vh, mask)`` (e.g. a wrong sdpa)."""
     t = _trace(x, params, h, mask, context)
-    o, w = attend(t["Q_heads"], t["K_heads"], t["V_heads"], t.mask)  # (B, h, T, d_k), (B, h, T, S)
-    return _out_proj(_combine(o), params), w
+    o, w = attend(t["Q_heads"], t["K_heads"], t["V_heads"], mask)  # (B, h, T, d_k), (B, h, T, S)
+    return _out_proj(_combine_heads(o), params), w
 
 
 def _mha_scale_dmodel(x, params, h, mask=None, context=None):
@@ -791,8 +790,8 @@ def _mha_scale_dmodel(x, params, h, mask=None, context=None):
 def _mha_split_no_transpose(x, params, h, mask=None, context=None):
     t = _trace(x, params, h, mask, context)
     Qh, Kh, Vh = (_split_no_transpose(t[n], h) for n in ("Q", "K", "V"))  # wrong (B, h, T, d_k)
-    o, w = _sdpa(Qh, Kh, Vh, t.mask)
-    return _out_proj(_combine(o), params), w
+    o, w = _sdpa(Qh, Kh, Vh, mask)
+    return _out_proj(_combine_heads(o), params), w
 
 
 def _mha_from_trace(make_out, x, params, h, mask=None, context=None):
