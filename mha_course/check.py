@@ -93,7 +93,8 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None, notes=No
     Returns
     -------
     bool
-        True when every output matches within rtol=1e-5, atol=1e-6 (same shape and dtype kind).
+        True when every output has the reference's shape and values (rtol=1e-5, atol=1e-6);
+        a boolean reference (a mask) needs a boolean result.
 
     Examples
     --------
@@ -113,7 +114,7 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None, notes=No
             print(f"✘ {name}: case {i} of {len(cases)} failed")
             print("\n".join("  " + line for line in problem))
             return False
-    print(f"✔ {name}: all {len(cases)} cases match")
+    print(f"✔ {name}: all {len(cases)} cases match" if len(cases) > 1 else f"✔ {name}: the case matches")
     return True
 
 
