@@ -50,33 +50,60 @@ def _softmax_inplace(z: np.ndarray, axis: int = -1) -> np.ndarray:
     np.exp(z, out=z)
     total = z.sum(axis=axis, keepdims=True)
     total[total == 0] = 1  # all-masked rows stay all-zero
-    z /= total
+    z *= np.reciprocal(total, out=total)  # one division per row, then a cheap multiply
     return z
 
 
-def _scaled_scores(Q: np.ndarray, K: np.ndarray, mask) -> np.ndarray:
-    """Q (..., T, d_k), K (..., S, d_k) -> Q K^T / sqrt(d_k) (..., T, S), masked entries -inf."""
-    scale = Q.dtype.type(1.0 / math.sqrt(Q.shape[-1]))  # a scalar of Q's dtype: no float64 upcast
-    scores = np.matmul(Q, np.swapaxes(K, -1, -2))  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
-    scores *= scale
-    if mask is not None:
-        np.copyto(scores, -np.inf, where=~mask)
-    return scores
+# Bytes of scores handled at a time: a block small enough to stay in cache between the matmul
+# that writes it, the softmax passes over it and the matmul that reads it back.
+_BLOCK_BYTES = 4 << 20
+
+
+def _blocks(batch: tuple, T: int, S: int, itemsize: int) -> list:
+    """(batch index, query rows) pairs covering the (*batch, T, S) scores.
+
+    Small problems are one block (every batch item at once); large ones go one batch item
+    at a time, in slices of query rows of about _BLOCK_BYTES of scores each.
+    """
+    if math.prod(batch) * T * S * itemsize <= _BLOCK_BYTES:
+        return [((), slice(0, T))]
+    rows = max(1, _BLOCK_BYTES // (S * itemsize))
+    return [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)]
 
 
 def _attend(Q, K, V, mask, record=None):
     """Shared core of attention: returns out (..., T, d_v) and weights (..., T, S).
 
-    ``record``, when given, is called as ``record(name, array)`` for ``scores``
-    (a copy, taken before the softmax overwrites the buffer) and ``weights``.
+    The maths is ``weights = softmax(Q K^T / sqrt(d_k))`` (masked entries -inf), ``out =
+    weights V``. Long sequences go block by block (see ``_blocks``), so that each block of
+    scores is still in cache for the softmax and the second matmul; the weights are written
+    once, in place. ``record``, when given, is called as ``record(name, array)`` for
+    ``scores`` (before the softmax) and ``weights``.
     """
-    scores = _scaled_scores(Q, K, mask)
+    batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    (T, d_k), (S, d_v) = Q.shape[-2:], V.shape[-2:]
+    scale = Q.dtype.type(1.0 / math.sqrt(d_k))  # a scalar of Q's dtype: no float64 upcast
+    Qs = np.broadcast_to(Q * scale, (*batch, T, d_k))
+    Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
+    Vb = np.broadcast_to(V, (*batch, S, d_v))
+    if mask is not None:  # True = blocked from here on; (..., T or 1, S)
+        blocked = ~np.atleast_2d(mask)
+        blocked = np.broadcast_to(blocked, (*batch, *blocked.shape[-2:]))
+    weights = np.empty((*batch, T, S), dtype=Q.dtype)
+    out = np.empty((*batch, T, d_v), dtype=Q.dtype)
+    scores = np.empty_like(weights) if record is not None else None
+    for b, rows in _blocks(batch, T, S, Q.dtype.itemsize):
+        w = weights[b][..., rows, :]  # a view: the block is computed in place
+        np.matmul(Qs[b][..., rows, :], Kt[b], out=w)  # (.., r, d_k) x (.., d_k, S) -> (.., r, S)
+        if mask is not None:
+            np.copyto(w, -np.inf, where=blocked[b][..., rows, :] if blocked.shape[-2] > 1 else blocked[b])
+        if scores is not None:
+            scores[b][..., rows, :] = w
+        _softmax_inplace(w)
+        np.matmul(w, Vb[b], out=out[b][..., rows, :])  # (.., r, S) x (.., S, d_v) -> (.., r, d_v)
     if record is not None:
-        record("scores", scores.copy())
-    weights = _softmax_inplace(scores)  # reuses the scores buffer
-    if record is not None:
+        record("scores", scores)
         record("weights", weights)
-    out = np.matmul(weights, V)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
     return out, weights
 
 

@@ -210,9 +210,10 @@ def _check_inputs(x, params, h, mask, context):
     return x, params, h, mask, ctx
 
 
-def _forward(x, params, h, mask, context, record):
-    """The one code path behind multi_head_attention and trace."""
+def _forward(x, params, h, mask, context, record=None):
+    """The one code path behind multi_head_attention and trace (``record=None``: keep nothing)."""
     x, p, h, mask, ctx = _check_inputs(x, params, h, mask, context)
+    attend_record, record = record, record or _ignore
     record("X", x)
     Q = _project(x, p.W_q, p.b_q)    # (B, T, D) x (D, D) -> (B, T, D)
     K = _project(ctx, p.W_k, p.b_k)  # (B, S, D) x (D, D) -> (B, S, D)
@@ -222,7 +223,7 @@ def _forward(x, params, h, mask, context, record):
     Qh, Kh, Vh = _split(Q, h), _split(K, h), _split(V, h)  # (B, h, T|S, d_k)
     for name, arr in (("Q_heads", Qh), ("K_heads", Kh), ("V_heads", Vh)):
         record(name, arr)
-    heads_out, weights = _attend(Qh, Kh, Vh, mask, record)  # (B, h, T, d_k), (B, h, T, S)
+    heads_out, weights = _attend(Qh, Kh, Vh, mask, attend_record)  # (B, h, T, d_k), (B, h, T, S)
     record("head_outputs", heads_out)
     concat = _combine(heads_out)  # (B, h, T, d_k) -> (B, T, D)
     record("concat", concat)
@@ -248,7 +249,7 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None):
     >>> out.shape, w.shape
     ((2, 5, 8), (2, 4, 5, 5))
     """
-    out, weights, _, _ = _forward(x, params, h, mask, context, _ignore)
+    out, weights, _, _ = _forward(x, params, h, mask, context)
     return out, weights
 
 

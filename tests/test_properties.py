@@ -5,6 +5,7 @@ so CI sees the same examples on every run. Each test draws sizes, then seeds a n
 Generator for the values, so examples stay small and fast.
 """
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,10 +14,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import mha_course as mc
-from _mha_checks import (assert_causal, assert_dtype, assert_h1_is_sdpa, assert_h_independent,
-                         assert_permutation_equivariant, assert_rows_sum_to_one,
-                         assert_softmax_correct, assert_split_combine, assert_zero_rows_quietly,
-                         random_allowed)
+from _mha_checks import (SAME_MATHS_TOL, assert_causal, assert_close, assert_dtype,
+                         assert_h1_is_sdpa, assert_h_independent, assert_permutation_equivariant,
+                         assert_rows_sum_to_one, assert_softmax_correct, assert_split_combine,
+                         assert_zero_rows_quietly, random_allowed)
 
 settings.register_profile(
     "mha-course", derandomize=True, database=None, deadline=None, max_examples=40,
@@ -128,6 +129,22 @@ def test_dtype_is_kept_by_every_public_function(problem, params_float64):
 def test_parameters_do_not_depend_on_h(problem):
     x, params, _, _, _ = problem
     assert_h_independent(mc.multi_head_attention, x, params)
+
+
+@PROFILE
+@given(problems(), st.booleans(), st.integers(1, 400))
+def test_row_blocks_compute_the_same_attention(problem, masked, block_bytes):
+    """The blocked loop inside attention gives the one-block result, for every block size."""
+    x, params, h, context, rng = problem
+    mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
+    whole = mc.trace(x, params, h, mask=mask, context=context)
+    with mock.patch.object(mc.attention, "_BLOCK_BYTES", block_bytes):
+        blocks = mc.trace(x, params, h, mask=mask, context=context)
+    tol = SAME_MATHS_TOL[x.dtype]
+    for name in ("scores", "weights", "head_outputs", "output"):
+        a, b = whole[name], blocks[name]
+        assert np.array_equal(np.isneginf(a), np.isneginf(b)), name
+        assert_close(np.where(np.isneginf(b), 0, b), np.where(np.isneginf(a), 0, a), x.dtype, name, tol=tol)
 
 
 # ----------------------------------------------------------------------------- Trace

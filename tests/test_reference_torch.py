@@ -83,6 +83,18 @@ def test_trace_matches_torch(torch_module, dtype):
     assert_mha_matches_torch(via_trace, x, params, 4, context=context, lengths=np.array([3, 1]))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f64", "f32"])
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("block_bytes", [1, 200])
+def test_attention_in_small_row_blocks_matches_torch(torch_module, monkeypatch, block_bytes, mask, dtype):
+    """Long sequences are processed in blocks of query rows: force many tiny blocks."""
+    monkeypatch.setattr(mc.attention, "_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng([block_bytes, MASKS.index(mask), DTYPES.index(dtype)])
+    B, T, D, h = 2, 7, 12, 3
+    x, params, _ = _inputs(rng, B, T, T, D, "self", True, dtype)
+    assert_mha_matches_torch(mc.multi_head_attention, x, params, h, **_mask_kwargs(rng, mask, B, T, T, h))
+
+
 # (batch axes, T, S, d_k, d_v) for scaled_dot_product_attention
 SDPA_CASES = [((), 4, 4, 3, 5), ((2,), 1, 6, 8, 8), ((2, 3), 5, 7, 4, 2), ((1, 2), 6, 6, 16, 3)]
 
