@@ -323,9 +323,7 @@ class Scene(NamedTuple):
 @functools.lru_cache(maxsize=None)
 def _cmap(name: str):
     """The course colour map ``name`` with white for NaN (the gaps between heads)."""
-    cmap = plt.get_cmap(name).copy()
-    cmap.set_bad(GAP_COLOR)
-    return cmap
+    return plt.get_cmap(name).with_extremes(bad=GAP_COLOR)
 
 
 class _Labels:
@@ -489,7 +487,7 @@ class DiagramDrawing:
         self.ax.add_patch(patch)
         title_y = b.top - 1.0 if b.h > 12 else b.cy + (1.0 if not self.compact else 0)
         self.ax.text(b.cx, title_y, title, ha="center", va="top" if b.h > 12 else "center",
-                     fontsize=(7 if self.compact else 9) + (1 if "$" in title else 0),
+                     fontsize=(6.5 if self.compact else 9) + (1 if "$" in title else 0),
                      fontweight="bold", color=INK, linespacing=1.1)
         return patch
 
