@@ -64,6 +64,13 @@ SOFT = "#636363"
 LEARNED_FILL = "#fdd0a2"   # blocks with parameters
 FREE_FILL = "#deebf7"      # blocks without parameters (reshape, attention, concat)
 ACTIVE_EDGE = "#e6550d"    # the stage the State mode shows
+MODE_HINTS = {
+    "Architecture": "the block diagram; every arrow shows its live shape, every block its "
+                    "parameter count.",
+    "Data": "the tensors of this sentence; heads side by side, coloured by head.",
+    "State": "one stage at a time: Previous / Play / Next.",
+    "Performance": "the cost of one forward pass; press Measure sweep to time it over seq_len.",
+}
 FAST_TEXT = {"text.hinting": "none"}  # a quarter faster text drawing, looks the same at 100 dpi
 COMPACT_TITLES = {"attention": "attention", "add_norm": "Add & Norm", "split": "split"}
 GAP_COLOR = "white"        # the columns between heads in side-by-side views
@@ -961,7 +968,8 @@ class Explorer:
         if mode == "State":
             info = stage_info(self.trace, self.stage.value)
             text += f" | stage {self.stage.value + 1}/{len(self.trace)}: {info.name} {_fmt(info.shape)}"
-        return f"<code class='mha-explorer-shapes'>{text}</code>"
+        return (f"<b class='mha-explorer-mode'>{mode}</b>: {MODE_HINTS[mode]}<br>"
+                f"<code class='mha-explorer-shapes'>{text}</code>")
 
     def render(self, mode: str) -> Figure:
         """mode -> a new pyplot Figure of that mode for the current controls (static use)."""
