@@ -422,11 +422,10 @@ class _Heads:
         self.title = fig.text(x, top + 0.032, "", ha="left", va="bottom", fontsize=8.5,
                               fontweight="bold", color=INK)
 
-    def show(self, a, weights: bool = False, gap: int = 1) -> None:
-        """a (h, T, n): draw up to MAX_HEADS_SHOWN heads, titled and striped in head colours."""
-        k, n = min(a.shape[0], MAX_HEADS_SHOWN), a.shape[2]
-        self.matrix.show(heads_side_by_side(a, MAX_HEADS_SHOWN, gap) if gap else
-                         np.concatenate(list(a[:k]), axis=-1), weights)
+    def show(self, a, weights: bool = False, gap: int = 1, max_heads: int = MAX_HEADS_SHOWN) -> None:
+        """a (h, T, n): draw up to ``max_heads`` heads, titled and striped in head colours."""
+        k, n = min(a.shape[0], max_heads), a.shape[2]
+        self.matrix.show(heads_side_by_side(a, max_heads, gap), weights)
         width = k * n + (k - 1) * gap
         if self.strip is not None:
             self.strip_image.set_data(head_strip(k, n, gap))
@@ -675,13 +674,13 @@ class DataView(_View):
         for panel in (self.scores, self.weights):
             panel.key_labels(tokens, shown)
         self.outputs.show(t["head_outputs"][0])
-        self.concat.show(t["head_outputs"][0], gap=0)
+        self.concat.show(t["head_outputs"][0], gap=0, max_heads=h)  # all d_model columns
         self.titles["scores"].set_text(f"scores QKᵀ/√d_k {_fmt(t.shapes['scores'])}{more}")
         self.titles["weights"].set_text(f"weights = softmax(scores) {_fmt(t.shapes['weights'])}")
         self.titles["outputs"].set_text(f"head outputs {_fmt(t.shapes['head_outputs'])}, "
-                                        f"d_k = {d_k} columns each")
+                                        f"d_k = {d_k} columns each{more}")
         self.titles["concat"].set_text(f"concat {_fmt(t.shapes['concat'])}: the same columns, "
-                                       "side by side" + (more if h > shown else ""))
+                                       "side by side")
 
 
 class StateView(_View):

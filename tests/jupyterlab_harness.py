@@ -4,8 +4,9 @@ Each server:
 - listens on 127.0.0.1 only, on a free port, behind a random token;
 - runs under ``timeout -k 5 <seconds>``, so a crashed test cannot leave it running for long;
 - has its own temporary JUPYTER_* / IPYTHONDIR / MPLCONFIGDIR folders (no user settings, no
-  "get Jupyter news?" toast) and works on a temporary copy of the notebook, so autosave never
-  touches the course files;
+  "get Jupyter news?" toast) and works on a temporary copy of the notebook with its outputs and
+  widget state cleared, so autosave never touches the course files and everything the browser
+  shows comes from this run;
 - is stopped by its process id (its own process group) when the ``with`` block ends.
 
 Used by tests/test_browser.py; also handy by hand:
@@ -63,6 +64,20 @@ def _isolated_env(home: Path) -> dict:
     return env
 
 
+def _copy_cleared(src: Path, dst: Path) -> None:
+    """Copy a file; a notebook loses its outputs, execution counts and saved widget state, so
+    whatever the browser shows afterwards was produced by this run."""
+    if src.suffix != ".ipynb":
+        shutil.copy(src, dst)
+        return
+    nb = json.loads(src.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    nb.get("metadata", {}).pop("widgets", None)
+    dst.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+
+
 class _Server:
     """A server process in its own process group, on a temporary copy of one notebook."""
 
@@ -87,7 +102,7 @@ class _Server:
         self.root = self.tmp / "root"
         self.root.mkdir()
         for path in [self.notebook, *self.extra_files]:
-            shutil.copy(path, self.root / Path(path).name)
+            _copy_cleared(Path(path), self.root / Path(path).name)
         self.env = _isolated_env(self.tmp / "home")
         self.log = open(self.tmp / "server.log", "wb")
         self.proc = subprocess.Popen(["timeout", "-k", "5", str(self.lifetime), *self.command()],
