@@ -191,12 +191,12 @@ def weights_bars(raw, scaled, ax=None, title=None):
 
 def scaling_figure(result, d_k):
     """ScalingResult, one of its d_k -> Figure (2 x 2): the three curves with ``d_k`` marked,
-    and one query's weights at that d_k without and with scaling (what the d_k slider draws)."""
+    and a typical query's weights at that d_k without and with scaling (the d_k slider's view)."""
     i = result.row(d_k)
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.6), layout="constrained")
     scaling_curves(result, d_k=d_k, axes=[axes[0, 0], axes[0, 1], axes[1, 0]])
     weights_bars(result.example_raw[i], result.example_scaled[i], ax=axes[1, 1],
-                 title=f"one query's weights over {result.n_keys} keys, d_k={d_k}")
+                 title=f"a typical query's weights over {result.n_keys} keys, d_k={d_k}")
     return fig
 
 
