@@ -66,7 +66,7 @@ BOXES = {
     "W_V": Box(22.5, ROWS["V"], 9.0, 7.5, "$W^V$", True),
     "split": Box(41.0, MID, 8.0, 32.0, "split\nheads", False),
     "attention": Box(63.5, MID, 15.0, 32.0, "scaled\ndot-product\nattention", False),
-    "concat": Box(82.5, MID, 7.0, 20.0, "concat", False),
+    "concat": Box(85.0, MID, 7.0, 20.0, "concat", False),
     "W_O": Box(104.0, MID, 10.0, 8.0, "$W^O$", True),
     "add_norm": Box(104.0, RESIDUAL_Y, 17.0, 8.0, "Add & LayerNorm", True),
 }

@@ -467,11 +467,11 @@ class DiagramDrawing:
         ax.set_axis_off()
         self.boxes = {name: self._box(name, b) for name, b in diagram.BOXES.items()}
         self.arrows = {name: self._arrow(a) for name, a in diagram.ARROWS.items()}
-        fs = 6.5 if compact else 8
+        fs = 6.5 if compact else 8.5
         self.params, self.arrow_labels = {}, {}
         if not compact:
             self.params = {n: ax.text(b.cx, b.bottom + 0.8, "", ha="center", va="bottom",
-                                      fontsize=7, color=SOFT) for n, b in diagram.BOXES.items()
+                                      fontsize=7.5, color=SOFT) for n, b in diagram.BOXES.items()
                            if n not in ("X",)}
             self.arrow_labels = {n: ax.text(a.label_at[0], a.label_at[1], "", ha=a.label_at[2],
                                             va="bottom", fontsize=fs, color=INK)
@@ -601,7 +601,7 @@ class ArchitectureView(_View):
         super().__init__(fig, blit)
         fig.text(0.5, 0.975, "The multi-head attention block", ha="center", va="top",
                  fontsize=13, fontweight="bold", color=INK)
-        self.subtitle = self._dyn(fig.text(0.5, 0.93, "", ha="center", va="top", fontsize=9,
+        self.subtitle = self._dyn(fig.text(0.5, 0.93, "", ha="center", va="top", fontsize=10,
                                            color=SOFT))
         self.drawing = DiagramDrawing(fig.add_axes((0.005, 0.0, 0.99, 0.89)))
         for artist in self.drawing.per_head_artists():
@@ -619,7 +619,7 @@ class ArchitectureView(_View):
         self.drawing.update(labels, scene.trace.h)
         self.subtitle.set_text(f"{labels['title']}  ·  parameters: 4·d_model² = "
                                f"{4 * scene.trace.d_model ** 2:,} in the W's + "
-                               f"{2 * scene.trace.d_model} in LayerNorm = {labels['total']:,}, "
+                               f"{2 * scene.trace.d_model:,} in LayerNorm = {labels['total']:,}, "
                                "whatever h is")
 
 
