@@ -72,7 +72,8 @@ MODE_HINTS = {
     "Performance": "the cost of one forward pass; press Measure sweep to time it over seq_len.",
 }
 FAST_TEXT = {"text.hinting": "none"}  # a quarter faster text drawing, looks the same at 100 dpi
-COMPACT_TITLES = {"attention": "attention", "add_norm": "Add & Norm", "split": "split"}
+COMPACT_TITLES = {"attention": "attention", "add_norm": "Add & Norm", "split": "split",
+                  "concat": "con-\ncat"}
 GAP_COLOR = "white"        # the columns between heads in side-by-side views
 
 
@@ -710,13 +711,17 @@ class StateView(_View):
         self.story.set_text(textwrap.fill(info.story, 62))
         self.formula.set_text(info.formula)
         self.tensor_title.set_text(f"{info.name} {_fmt(info.shape)}  (batch 0)")
-        self._tensor(t[info.name][0], info.name, scene.tokens)
+        self._tensor(t[info.name][0], info.name, scene.tokens, t.h)
 
-    def _tensor(self, a, name: str, tokens) -> None:
+    def _tensor(self, a, name: str, tokens, h: int) -> None:
+        if name == "concat":  # its columns by head, as in the Data mode (the same numbers)
+            T, D = a.shape
+            a = a.reshape(T, h, D // h).transpose(1, 0, 2)  # (T, d_model) -> (h, T, d_k)
         per_head = a.ndim == 3  # (h, T, n) after dropping the batch axis
         self.tensor.strip.set_visible(per_head)
         if per_head:
-            self.tensor.show(a, weights=(name == "weights"))
+            self.tensor.show(a, weights=(name == "weights"), gap=0 if name == "concat" else 1,
+                             max_heads=h if name == "concat" else MAX_HEADS_SHOWN)
         else:
             self.tensor.matrix.show(a)
             for text in self.tensor.titles:

@@ -26,6 +26,7 @@ import mha_course as mc  # noqa: E402
 from mha_course import complexity, diagram  # noqa: E402
 from mha_course.block import layer_norm  # noqa: E402
 from mha_course import explorer as ex  # noqa: E402
+from mha_course import plots  # noqa: E402
 from mha_course.plots import head_color  # noqa: E402
 from mha_course.qkv import sentence_trace  # noqa: E402
 
@@ -322,3 +323,33 @@ def test_render_draws_the_live_shapes(explorer):
         assert len(explorer.render(mode).axes) >= 1
     with pytest.raises(ValueError, match="Architecture, Data, State, Performance"):
         explorer.render("timeline")
+
+
+def _shown(matrix) -> np.ndarray:
+    """The numbers a heatmap of the explorer shows (gaps between heads as NaN)."""
+    return np.ma.filled(matrix.image.get_array().astype(float), np.nan)
+
+
+def test_state_mode_shows_each_stage_of_the_one_trace(explorer):
+    explorer.mode.value = "State"
+    view, t = explorer._views["State"], explorer.trace
+    for i, name in enumerate(t.names):
+        explorer.stage.value = i
+        shown, stage = _shown(view.tensor.matrix), t[name][0]
+        if stage.ndim == 3:  # per-head stages: heads side by side
+            np.testing.assert_array_equal(shown, ex.heads_side_by_side(stage), err_msg=name)
+        else:  # X, Q, K, V, concat, output: the (T, d_model) matrix itself
+            np.testing.assert_array_equal(shown, stage, err_msg=name)
+
+
+def test_data_mode_shows_the_one_trace(explorer):
+    explorer.controls.set(h=2, seq_len=5)
+    explorer.mode.value = "Data"
+    view, t = explorer._views["Data"], explorer.trace
+    for name, matrix in view.top.items():
+        np.testing.assert_array_equal(_shown(matrix), t[name][0], err_msg=name)
+    np.testing.assert_array_equal(_shown(view.weights.matrix), ex.heads_side_by_side(t["weights"][0]))
+    np.testing.assert_array_equal(_shown(view.scores.matrix), ex.heads_side_by_side(t["scores"][0]))
+    np.testing.assert_array_equal(_shown(view.concat.matrix), t["concat"][0])
+    assert view.weights.matrix.image.get_clim() == (0.0, 1.0)
+    assert view.weights.matrix.image.get_cmap().name.startswith(plots.WEIGHTS_CMAP)
