@@ -48,23 +48,34 @@ def blas_info() -> tuple[int, str]:
     return os.cpu_count() or 1, "numpy's BLAS not found by threadpoolctl: using os.cpu_count()"
 
 
-def median_time(fn, repeats: int) -> float:
-    """Median wall time of ``fn()`` in seconds, after one untimed warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def median_times(fns: dict, repeats: int) -> dict:
+    """Median wall time in seconds of each ``fn()``, after one untimed warm-up call each.
+
+    The calls alternate (a, b, a, b, ...), so a burst of load from elsewhere on the machine
+    hits both sides alike instead of one of them.
+    """
+    times = {name: [] for name in fns}
+    for name, fn in fns.items():
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def matmul_peak(repeats: int, n: int = 2048) -> float:
-    """GFLOP/s of a float32 (n, n) @ (n, n) np.matmul: 2·n³ FLOPs."""
+    """GFLOP/s of the fastest of ``repeats`` float32 (n, n) @ (n, n) np.matmul calls (2·n³ FLOPs)."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    out = np.empty_like(a)
-    return 2 * n**3 / median_time(lambda: np.matmul(a, b, out=out), repeats) / 1e9
+    out = np.matmul(a, b)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.matmul(a, b, out=out)
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / min(times) / 1e9
 
 
 def torch_module(torch, params: mc.MHAParams):
@@ -93,7 +104,7 @@ def measure(torch, seq_len: int, repeats: int) -> dict:
     (out, w), (out_t, w_t) = ours(), theirs()
     diff = max(float(np.abs(out - out_t.numpy()).max()), float(np.abs(w - w_t.numpy()).max()))
     del out, w, out_t, w_t
-    return {"ours": median_time(ours, repeats), "torch": median_time(theirs, repeats), "diff": diff}
+    return {**median_times({"ours": ours, "torch": theirs}, repeats), "diff": diff}
 
 
 def table(rows: dict, peak: float) -> str:

@@ -56,7 +56,7 @@ def _softmax_inplace(z: np.ndarray, axis: int = -1) -> np.ndarray:
 
 # Bytes of scores handled at a time: a block small enough to stay in cache between the matmul
 # that writes it, the softmax passes over it and the matmul that reads it back.
-_BLOCK_BYTES = 4 << 20
+_BLOCK_BYTES = 16 << 20
 
 
 def _blocks(batch: tuple, T: int, S: int, itemsize: int) -> list:
@@ -83,28 +83,36 @@ def _attend(Q, K, V, mask, record=None):
     batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     (T, d_k), (S, d_v) = Q.shape[-2:], V.shape[-2:]
     scale = Q.dtype.type(1.0 / math.sqrt(d_k))  # a scalar of Q's dtype: no float64 upcast
-    Qs = np.broadcast_to(Q * scale, (*batch, T, d_k))
+    Qs = np.broadcast_to(Q * scale, (*batch, T, d_k))  # views below: broadcasting copies nothing
     Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
     Vb = np.broadcast_to(V, (*batch, S, d_v))
-    if mask is not None:  # True = blocked from here on; (..., T or 1, S)
-        blocked = ~np.atleast_2d(mask)
-        blocked = np.broadcast_to(blocked, (*batch, *blocked.shape[-2:]))
+    blocked = None if mask is None else np.broadcast_to(~np.atleast_2d(mask), (*batch, T, S))
     weights = np.empty((*batch, T, S), dtype=Q.dtype)
     out = np.empty((*batch, T, d_v), dtype=Q.dtype)
-    scores = np.empty_like(weights) if record is not None else None
+    scores = None if record is None else np.empty_like(weights)
     for b, rows in _blocks(batch, T, S, Q.dtype.itemsize):
-        w = weights[b][..., rows, :]  # a view: the block is computed in place
-        np.matmul(Qs[b][..., rows, :], Kt[b], out=w)  # (.., r, d_k) x (.., d_k, S) -> (.., r, S)
-        if mask is not None:
-            np.copyto(w, -np.inf, where=blocked[b][..., rows, :] if blocked.shape[-2] > 1 else blocked[b])
-        if scores is not None:
-            scores[b][..., rows, :] = w
-        _softmax_inplace(w)
-        np.matmul(w, Vb[b], out=out[b][..., rows, :])  # (.., r, S) x (.., S, d_v) -> (.., r, d_v)
+        _attend_block(Qs[b][..., rows, :], Kt[b], Vb[b], weights[b][..., rows, :], out[b][..., rows, :],
+                      None if blocked is None else blocked[b][..., rows, :],
+                      None if scores is None else scores[b][..., rows, :])
     if record is not None:
         record("scores", scores)
         record("weights", weights)
     return out, weights
+
+
+def _attend_block(q, kt, v, w, out, blocked, scores) -> None:
+    """One block, written into the views ``w`` (weights), ``out`` and ``scores`` (if given).
+
+    q (..., r, d_k) already scaled, kt (..., d_k, S), v (..., S, d_v); blocked (..., r, S) is
+    True where attending is forbidden.
+    """
+    np.matmul(q, kt, out=w)  # (..., r, d_k) x (..., d_k, S) -> (..., r, S)
+    if blocked is not None:
+        np.copyto(w, -np.inf, where=blocked)
+    if scores is not None:
+        scores[...] = w  # the scores, kept before the softmax overwrites them
+    _softmax_inplace(w)
+    np.matmul(w, v, out=out)  # (..., r, S) x (..., S, d_v) -> (..., r, d_v)
 
 
 def _check_qkv(Q, K, V):
