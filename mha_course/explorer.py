@@ -710,7 +710,9 @@ class StateView(_View):
                              f"{STAGES[info.name]} = {_fmt(info.shape)}")
         self.story.set_text(textwrap.fill(info.story, 62))
         self.formula.set_text(info.formula)
-        self.tensor_title.set_text(f"{info.name} {_fmt(info.shape)}  (batch 0)")
+        shown = min(t.h, MAX_HEADS_SHOWN)
+        more = (f", first {shown} of {t.h} heads" if len(info.shape) == 4 and t.h > shown else "")
+        self.tensor_title.set_text(f"{info.name} {_fmt(info.shape)}  (batch 0{more})")
         self._tensor(t[info.name][0], info.name, scene.tokens, t.h)
 
     def _tensor(self, a, name: str, tokens, h: int) -> None:
@@ -908,14 +910,15 @@ class Explorer:
 
     def _state_controls(self) -> None:
         n = len(STAGES)
-        self.stage = W.IntSlider(value=0, min=0, max=n - 1, description="stage",
-                                 style={"description_width": "45px"}, layout=W.Layout(width="330px"))
+        self.stage = W.IntSlider(value=0, min=0, max=n - 1, description="stage", readout=False,
+                                 style={"description_width": "45px"}, layout=W.Layout(width="280px"))
+        self.stage_label = W.Label(layout=W.Layout(width="180px"))
         self.play = W.Play(value=0, min=0, max=n - 1, interval=1600, description="play")
         W.link((self.play, "value"), (self.stage, "value"))
         self.previous = W.Button(description="Previous", icon="step-backward",
                                  layout=W.Layout(width="110px"))
         self.next = W.Button(description="Next", icon="step-forward", layout=W.Layout(width="110px"))
-        self.state_box = W.HBox([self.previous, self.play, self.next, self.stage])
+        self.state_box = W.HBox([self.previous, self.play, self.next, self.stage, self.stage_label])
 
     def _performance_controls(self) -> None:
         self.measure_button = W.Button(description="Measure sweep", icon="clock-o",
@@ -971,7 +974,9 @@ class Explorer:
         text = shape_summary(self.trace)
         if mode == "State":
             info = stage_info(self.trace, self.stage.value)
-            text += f" | stage {self.stage.value + 1}/{len(self.trace)}: {info.name} {_fmt(info.shape)}"
+            where = f"{self.stage.value + 1}/{len(self.trace)}: {info.name}"
+            self.stage_label.value = where
+            text += f" | stage {where} {_fmt(info.shape)}"
         return (f"<b class='mha-explorer-mode'>{mode}</b>: {MODE_HINTS[mode]}<br>"
                 f"<code class='mha-explorer-shapes'>{text}</code>")
 
