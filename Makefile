@@ -7,16 +7,17 @@ EXTRAS ?= test
 BIN    := $(VENV)/bin
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+APP_STAMP := $(VENV)/.installed-app
 
-.PHONY: course test notebooks student bench clean-venv
+.PHONY: course test app notebooks bench clean-venv
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mha-course needs Python >= 3.10")'
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -e ".[$(subst -,$(comma),$*)]"
 	@touch $@
 
 ## Open the course in JupyterLab on the first notebook.
@@ -27,6 +28,10 @@ course: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+## The explorer as a standalone app (Voila) for a workshop screen.
+app: $(APP_STAMP)
+	$(BIN)/voila notebooks/explorer_app.ipynb
+
 ## Re-execute every notebook in place (reproducibly, one BLAS thread, timeout and retry).
 notebooks: $(STAMP)
 	$(BIN)/mha-course execute notebooks/*.ipynb
@@ -34,6 +39,7 @@ notebooks: $(STAMP)
 ## Speed benchmarks (prints the tables that go into the README).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mha.py
+	$(BIN)/python benchmarks/bench_explorer.py
 
 clean-venv:
 	rm -rf $(VENV)
