@@ -44,9 +44,9 @@ from PIL import Image as PILImage
 
 from . import complexity, diagram
 from .block import layer_norm
-from .mha import STAGES, Trace, init_params, trace
+from .mha import STAGES, Trace, trace
 from .plots import (HEAD_COLORS, MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color)
-from .qkv import embed, embedding_table, vocabulary
+from .qkv import sentence_inputs
 from .widgets import SizeControls
 
 __all__ = ["Explorer", "MODES", "DEFAULT_SENTENCE", "StageInfo", "sentence_tokens",
@@ -113,10 +113,7 @@ def explorer_trace(tokens, d_model: int, h: int, seed: int) -> Trace:
 @functools.lru_cache(maxsize=4)
 def _inputs(tokens: tuple, d_model: int, seed: int):
     """(tokens, d_model, seed) -> X (1, T, d_model) read-only, MHAParams: sentence_trace's draws."""
-    rng = np.random.default_rng(seed)
-    params = init_params(d_model, rng=rng)  # drawn first, as in qkv.sentence_trace
-    vocab = vocabulary(tokens)
-    X = embed(tokens, embedding_table(len(vocab), d_model, rng=rng), vocab)  # (1, T, D)
+    X, params = sentence_inputs(list(tokens), d_model, seed)
     X.setflags(write=False)
     return X, params
 

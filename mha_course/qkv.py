@@ -83,11 +83,24 @@ def sentence_trace(tokens, d_model: int, h: int, seed: int = 0) -> Trace:
     >>> t.shapes["weights"]
     (1, 2, 6, 6)
     """
+    X, params = sentence_inputs(tokens, d_model, seed)
+    return trace(X, params, h)
+
+
+def sentence_inputs(tokens, d_model: int, seed: int = 0):
+    """tokens (T,), d_model, seed -> X (1, T, d_model), MHAParams; neither depends on h.
+
+    One Generator seeded with ``seed`` draws the parameters first, then the embedding table.
+
+    >>> X, p = sentence_inputs(["the", "cat"], d_model=4)
+    >>> X.shape, p.d_model
+    ((1, 2, 4), 4)
+    """
     rng = np.random.default_rng(seed)
     params = init_params(d_model, rng=rng)
     vocab = vocabulary(tokens)
     X = embed(tokens, embedding_table(len(vocab), d_model, rng=rng), vocab)  # (1, T, D)
-    return trace(X, params, h)
+    return X, params
 
 
 def identity_params(d_model: int) -> MHAParams:
