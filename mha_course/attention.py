@@ -75,44 +75,72 @@ def _attend(Q, K, V, mask, record=None):
     """Shared core of attention: returns out (..., T, d_v) and weights (..., T, S).
 
     The maths is ``weights = softmax(Q K^T / sqrt(d_k))`` (masked entries -inf), ``out =
-    weights V``. Long sequences go block by block (see ``_blocks``), so that each block of
-    scores is still in cache for the softmax and the second matmul; the weights are written
-    once, in place. ``record``, when given, is called as ``record(name, array)`` for
-    ``scores`` (before the softmax) and ``weights``.
+    weights V``. Three things make it fast without changing the result:
+
+    - long sequences go block by block (see ``_blocks``), so each block of scores is still
+      in cache for the softmax and the second matmul; the weights are written once, in place;
+    - the row sums of the softmax come out of the second matmul, from a column of ones
+      appended to V: ``exp(scores) [V | 1] = [unnormalised out | row sums]``;
+    - the row max is subtracted only when exp could overflow (see ``_exp_is_safe``).
+
+    ``record``, when given, is called as ``record(name, array)`` for ``scores`` (before the
+    softmax) and ``weights``.
     """
     batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     (T, d_k), (S, d_v) = Q.shape[-2:], V.shape[-2:]
-    scale = Q.dtype.type(1.0 / math.sqrt(d_k))  # a scalar of Q's dtype: no float64 upcast
-    Qs = np.broadcast_to(Q * scale, (*batch, T, d_k))  # views below: broadcasting copies nothing
+    Qs = Q * Q.dtype.type(1.0 / math.sqrt(d_k))  # a scalar of Q's dtype: no float64 upcast
+    shift = not _exp_is_safe(Qs, K)
+    Qs = np.broadcast_to(Qs, (*batch, T, d_k))  # broadcast views: they copy nothing
     Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
-    Vb = np.broadcast_to(V, (*batch, S, d_v))
+    V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
+                        axis=-1)  # (..., S, d_v + 1): [V | 1]
     blocked = None if mask is None else np.broadcast_to(~np.atleast_2d(mask), (*batch, T, S))
     weights = np.empty((*batch, T, S), dtype=Q.dtype)
     out = np.empty((*batch, T, d_v), dtype=Q.dtype)
     scores = None if record is None else np.empty_like(weights)
     for b, rows in _blocks(batch, T, S, Q.dtype.itemsize):
-        _attend_block(Qs[b][..., rows, :], Kt[b], Vb[b], weights[b][..., rows, :], out[b][..., rows, :],
+        _attend_block(Qs[b][..., rows, :], Kt[b], V1[b], weights[b][..., rows, :], out[b][..., rows, :],
                       None if blocked is None else blocked[b][..., rows, :],
-                      None if scores is None else scores[b][..., rows, :])
+                      None if scores is None else scores[b][..., rows, :], shift)
     if record is not None:
         record("scores", scores)
         record("weights", weights)
     return out, weights
 
 
-def _attend_block(q, kt, v, w, out, blocked, scores) -> None:
+def _exp_is_safe(Qs: np.ndarray, K: np.ndarray) -> bool:
+    """True when no scaled score can leave [-L, L], L = half of exp's range (44 in float32).
+
+    By Cauchy-Schwarz |q . k| <= |q| |k|. Within that range exp neither overflows nor
+    underflows, so subtracting the row max (the usual guard) would not change the softmax.
+    """
+    limit = math.log(np.finfo(Qs.dtype).max) / 2
+    bound = np.linalg.norm(Qs, axis=-1).max() * np.linalg.norm(K, axis=-1).max()
+    return bool(bound <= limit)  # False for inf or NaN too
+
+
+def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool) -> None:
     """One block, written into the views ``w`` (weights), ``out`` and ``scores`` (if given).
 
-    q (..., r, d_k) already scaled, kt (..., d_k, S), v (..., S, d_v); blocked (..., r, S) is
-    True where attending is forbidden.
+    q (..., r, d_k) already scaled, kt (..., d_k, S), v1 (..., S, d_v + 1) = [V | 1];
+    blocked (..., r, S) is True where attending is forbidden; ``shift``: subtract row maxima.
     """
     np.matmul(q, kt, out=w)  # (..., r, d_k) x (..., d_k, S) -> (..., r, S)
     if blocked is not None:
         np.copyto(w, -np.inf, where=blocked)
     if scores is not None:
         scores[...] = w  # the scores, kept before the softmax overwrites them
-    _softmax_inplace(w)
-    np.matmul(w, v, out=out)  # (..., r, S) x (..., S, d_v) -> (..., r, d_v)
+    if shift:
+        m = w.max(axis=-1, keepdims=True)
+        m[~np.isfinite(m)] = 0  # all-masked rows: keep exp(-inf - 0) = 0, avoid inf - inf
+        w -= m
+    np.exp(w, out=w)  # unnormalised weights
+    acc = np.matmul(w, v1)  # (..., r, S) x (..., S, d_v + 1) -> (..., r, d_v + 1)
+    total = acc[..., -1:]  # (..., r, 1): the row sums
+    total[total == 0] = 1  # all-masked rows stay all-zero
+    np.reciprocal(total, out=total)
+    w *= total
+    np.multiply(acc[..., :-1], total, out=out)
 
 
 def _check_qkv(Q, K, V):

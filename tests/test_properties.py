@@ -147,6 +147,31 @@ def test_row_blocks_compute_the_same_attention(problem, masked, block_bytes):
         assert_close(np.where(np.isneginf(b), 0, b), np.where(np.isneginf(a), 0, a), x.dtype, name, tol=tol)
 
 
+@PROFILE
+@given(problems(), st.booleans(), st.sampled_from([0.1, 1.0, 4.0]))
+def test_skipping_the_row_max_changes_nothing(problem, masked, scale):
+    """Where |scores| stay small, attention skips subtracting the row max: same result as with it."""
+    x, params, h, context, rng = problem
+    x = (x * scale).astype(x.dtype)
+    mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
+    fast = mc.trace(x, params, h, mask=mask, context=context)
+    with mock.patch.object(mc.attention, "_exp_is_safe", lambda Qs, K: False):
+        guarded = mc.trace(x, params, h, mask=mask, context=context)
+    tol = SAME_MATHS_TOL[x.dtype] * 10
+    for name in ("weights", "head_outputs", "output"):
+        assert_close(fast[name], guarded[name], x.dtype, name, tol=tol * max(1.0, np.abs(guarded[name]).max()))
+
+
+@PROFILE
+@given(DTYPES, st.sampled_from([0.1, 1.0, 3.0, 10.0, 100.0]), st.integers(0, 2**32 - 1))
+def test_exp_shortcut_is_only_taken_when_every_score_is_in_range(dtype, scale, seed):
+    rng = np.random.default_rng(seed)
+    Qs, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
+    if mc.attention._exp_is_safe(Qs, K):
+        limit = np.log(np.finfo(dtype).max) / 2
+        assert np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max() <= limit
+
+
 # ----------------------------------------------------------------------------- Trace
 def _symbolic(shape_str, sizes):
     """'(B, h, T, d_k)' -> (2, 4, 5, 3) with the given sizes."""

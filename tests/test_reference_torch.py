@@ -8,6 +8,7 @@ nn.MultiheadAttention's attn_mask means True = blocked and ours True = may atten
 
 Without torch these tests skip with the reason; with MHA_COURSE_REQUIRE_TORCH=1 (CI) they fail.
 """
+import math
 import sys
 
 import numpy as np
@@ -92,6 +93,20 @@ def test_attention_in_small_row_blocks_matches_torch(torch_module, monkeypatch, 
     rng = np.random.default_rng([block_bytes, MASKS.index(mask), DTYPES.index(dtype)])
     B, T, D, h = 2, 7, 12, 3
     x, params, _ = _inputs(rng, B, T, T, D, "self", True, dtype)
+    assert_mha_matches_torch(mc.multi_head_attention, x, params, h, **_mask_kwargs(rng, mask, B, T, T, h))
+
+
+@pytest.mark.parametrize("dtype,scale", [(np.float64, 60.0), (np.float32, 8.0)], ids=["f64", "f32"])
+@pytest.mark.parametrize("mask", ["none", "padding"])
+def test_large_logits_match_torch(torch_module, mask, dtype, scale):
+    """Scores beyond exp's safe range take the subtract-the-row-max path: still torch's result."""
+    rng = np.random.default_rng([int(scale), MASKS.index(mask)])
+    B, T, D, h = 2, 6, 8, 2
+    x, params, _ = _inputs(rng, B, T, T, D, "self", True, dtype)
+    x = (x * scale).astype(dtype)
+    t = mc.trace(x, params, h)
+    Qs = (t["Q_heads"] / math.sqrt(D // h)).astype(dtype)
+    assert not mc.attention._exp_is_safe(Qs, t["K_heads"])  # really the row-max path
     assert_mha_matches_torch(mc.multi_head_attention, x, params, h, **_mask_kwargs(rng, mask, B, T, T, h))
 
 
