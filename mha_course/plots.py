@@ -120,10 +120,13 @@ def head_heatmaps(trace, tokens=None, batch: int = 0, axes=None, context_tokens=
     k_tokens = context_tokens if context_tokens is not None else (tokens if S == T else None)
     for i, ax in enumerate(axes):
         masked = np.where(np.isneginf(trace["scores"][batch, i]), np.nan, w[i])
-        attention_heatmap(masked, tokens, k_tokens, ax=ax, colorbar=(i == h - 1))
+        attention_heatmap(masked, tokens, k_tokens, ax=ax, colorbar=False)
         ax.set_title(f"head {i}", color=head_color(i), fontweight="bold")
         if i:
             ax.set_ylabel("")
+    # one colour bar for all heads, so every heatmap keeps the same width
+    axes[-1].figure.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.046 / min(h, 4) ** 0.5,
+                             pad=0.02, label="weight")
     return axes
 
 
