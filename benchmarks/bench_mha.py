@@ -48,20 +48,24 @@ def blas_info() -> tuple[int, str]:
     return os.cpu_count() or 1, "numpy's BLAS not found by threadpoolctl: using os.cpu_count()"
 
 
-def median_times(fns: dict, repeats: int) -> dict:
-    """Median wall time in seconds of each ``fn()``, after one untimed warm-up call each.
+def median_times(fns: dict, repeats: int, rounds: int = 2) -> dict:
+    """Median wall time in seconds of each ``fn()`` over ``repeats`` timed calls, in ``rounds``.
 
-    The calls alternate (a, b, a, b, ...), so a burst of load from elsewhere on the machine
-    hits both sides alike instead of one of them.
+    Each round times every fn in a group of its own (a pause, one untimed warm-up call, then
+    the timed calls), so the BLAS/OpenMP threads that one library leaves spinning after its
+    last call do not slow the other; alternating the groups over the rounds spreads bursts
+    of load from elsewhere on the machine over both sides.
     """
     times = {name: [] for name in fns}
-    for name, fn in fns.items():
-        fn()
-    for _ in range(repeats):
+    per_round = max(1, -(-repeats // rounds))
+    for _ in range(rounds):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            time.sleep(0.3)
             fn()
-            times[name].append(time.perf_counter() - start)
+            for _ in range(per_round):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -120,11 +124,12 @@ def table(rows: dict, peak: float) -> str:
     return "\n".join(lines)
 
 
-def header(torch, threads: int, blas: str) -> str:
+def header(torch, threads: int, blas: str, repeats: int) -> str:
     env = ", ".join(f"{v}={os.environ[v]!r}" if v in os.environ else f"{v} unset"
                     for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
     return (f"float32, B={BATCH}, d_model={D_MODEL}, h={HEADS}, self-attention, per-head weights returned; "
-            f"torch: nn.MultiheadAttention(need_weights=True, average_attn_weights=False), no_grad.\n"
+            f"torch: nn.MultiheadAttention(need_weights=True, average_attn_weights=False), no_grad; "
+            f"median of {repeats} calls each, timed in alternating groups.\n"
             f"numpy {np.__version__} ({blas}); torch {torch.__version__} on {torch.get_num_threads()} "
             f"threads (= {threads}); {env}; Python {platform.python_version()}, "
             f"{os.cpu_count()} CPUs, {platform.machine()}.")
@@ -132,12 +137,12 @@ def header(torch, threads: int, blas: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="seq_len 128, 512, 1024 with 3 repeats")
+    parser.add_argument("--quick", action="store_true", help="seq_len 128, 512, 1024 with 4 repeats")
     parser.add_argument("--seq-lens", type=int, nargs="+", metavar="T", help="seq_len values to time")
-    parser.add_argument("--repeats", type=int, help="timed calls per measurement (default 7, quick 3)")
+    parser.add_argument("--repeats", type=int, help="timed calls of each (default 8, quick 4)")
     args = parser.parse_args(argv)
     seq_lens = args.seq_lens or (QUICK_SEQ_LENS if args.quick else SEQ_LENS)
-    repeats = args.repeats or (3 if args.quick else 7)
+    repeats = args.repeats or (4 if args.quick else 8)
 
     import torch
     threads, blas = blas_info()
@@ -150,7 +155,7 @@ def main(argv=None) -> int:
         print(f"[{i}/{len(seq_lens)}] seq_len={T}: ours {rows[T]['ours'] * 1e3:.1f} ms, "
               f"torch {rows[T]['torch'] * 1e3:.1f} ms", file=sys.stderr, flush=True)
     command = " ".join(shlex.quote(a) for a in ["python", os.path.relpath(sys.argv[0]), *sys.argv[1:]])
-    print(f"$ {command}\n\n{header(torch, threads, blas)}\n\n{table(rows, peak)}")
+    print(f"$ {command}\n\n{header(torch, threads, blas, repeats)}\n\n{table(rows, peak)}")
     return 0
 
 
