@@ -37,7 +37,7 @@ notebooks: $(STAMP)
 	$(BIN)/mha-course execute notebooks/*.ipynb
 
 ## Speed benchmarks (prints the tables that go into the README).
-bench: $(STAMP)
+bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_mha.py
 	$(BIN)/python benchmarks/bench_explorer.py
 
