@@ -415,18 +415,9 @@ def softmax(fn) -> bool:
 
     Cases: (3, 5); (2, 3, 4) with some -inf entries; logits near +1000 and -1000; axis=0.
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.softmax``.
+    ``fn`` has the signature of ``mc.softmax``; returns True when every case matches it
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when every case matches ``mc.softmax``; the feedback is printed.
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> softmax(mc.softmax)
     ✔ softmax: all 4 cases match
@@ -546,18 +537,9 @@ def scaled_dot_product_attention(fn) -> bool:
     weights (..., T, S). Cases use T=3, S=5, d_k=4, d_v=6, batch axes (2,) and (2, 2),
     a (T, S) mask and a (B, T, S) mask with one query whose keys are all masked.
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.scaled_dot_product_attention``.
+    ``fn`` has the package function's signature; returns True when every case matches,
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when out and weights match in every case; the feedback is printed.
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> scaled_dot_product_attention(mc.scaled_dot_product_attention)
     ✔ scaled_dot_product_attention: all 4 cases match
@@ -610,18 +592,9 @@ def split_heads(fn) -> bool:
 
     Cases: (2, 5, 12) with h=3 and h=4, (3, 4, 10) with h=2.
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.split_heads``.
+    ``fn`` has the signature of ``mc.split_heads``; returns True when every case matches it
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when every case matches ``mc.split_heads``; the feedback is printed.
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> split_heads(mc.split_heads)
     ✔ split_heads: all 3 cases match
@@ -662,18 +635,9 @@ def combine_heads(fn) -> bool:
 
     Cases: (2, 3, 5, 4), (3, 2, 4, 5), (2, 4, 3, 5).
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.combine_heads``.
+    ``fn`` has the signature of ``mc.combine_heads``; returns True when every case matches it
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when every case matches ``mc.combine_heads``; the feedback is printed.
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> combine_heads(mc.combine_heads)
     ✔ combine_heads: all 3 cases match
@@ -703,18 +667,9 @@ def causal_mask(fn) -> bool:
 
     Cases: T = 4, 7, 1.
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.causal_mask``.
+    ``fn`` has the package function's signature; returns True when every case matches,
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when every case matches ``mc.causal_mask`` (values and bool dtype).
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> causal_mask(mc.causal_mask)
     ✔ causal_mask: all 3 cases match
@@ -745,18 +700,9 @@ def padding_mask(fn) -> bool:
 
     Cases: lengths [3, 5, 1] with S=5 and [2, 0] with S=4 (a sequence with no real token).
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.padding_mask``.
+    ``fn`` has the package function's signature; returns True when every case matches,
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when every case matches ``mc.padding_mask`` (values, shape, bool dtype).
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> padding_mask(mc.padding_mask)
     ✔ padding_mask: all 2 cases match
@@ -871,18 +817,9 @@ def multi_head_attention(fn) -> bool:
     without biases; a causal mask; cross-attention with and without a padding mask.
     Trailing None arguments are not passed, so ``fn(x, params, h)`` works for the first case.
 
-    Parameters
-    ----------
-    fn : callable
-        The learner's function, same signature as ``mc.multi_head_attention``.
+    ``fn`` has the package function's signature; returns True when every case matches,
+    and prints the feedback.
 
-    Returns
-    -------
-    bool
-        True when out and weights match in every case; the feedback is printed.
-
-    Examples
-    --------
     >>> import mha_course as mc
     >>> multi_head_attention(mc.multi_head_attention)
     ✔ multi_head_attention: all 4 cases match
