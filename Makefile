@@ -8,6 +8,8 @@ BIN    := $(VENV)/bin
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 APP_STAMP := $(VENV)/.installed-app
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
 .PHONY: course test app notebooks bench clean-venv
 
@@ -22,7 +24,7 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 
 ## Open the course in JupyterLab on the first notebook.
 course: $(STAMP)
-	$(BIN)/jupyter lab notebooks/00_overview.ipynb
+	$(BIN)/jupyter lab $(AS_ROOT) notebooks/00_overview.ipynb
 
 ## Run the whole test suite: unit, property and parity tests, then every notebook under nbval.
 test: $(STAMP)
