@@ -19,6 +19,10 @@ is never read. An exception inside the learner's function is reported, never rai
     ✔ causal_mask: all 3 cases match
     True
 
+The other exercises have small checkers of the same kind, named after the exercise's function:
+``stage_shapes`` (a dict of predicted shapes), ``param_count``, ``qkv_param_count``,
+``project_qkv``, ``layer_norm``, ``flops``, ``crossover_seq_len``, ``score_bytes``,
+``max_seq_len``, ``head_queries``, ``bug_source_position``, ``no_projection_weights``.
 ``check.matches(fn, reference, cases)`` does the same for any other function.
 """
 from __future__ import annotations
@@ -48,7 +52,10 @@ from .mha import multi_head_attention as _mha
 from .mha import trace as _trace
 
 __all__ = ["Mistake", "matches", "softmax", "scaled_dot_product_attention", "split_heads",
-           "combine_heads", "causal_mask", "padding_mask", "multi_head_attention"]
+           "combine_heads", "causal_mask", "padding_mask", "multi_head_attention",
+           "stage_shapes", "param_count", "qkv_param_count", "project_qkv", "layer_norm", "flops",
+           "crossover_seq_len", "score_bytes", "max_seq_len", "head_queries",
+           "bug_source_position", "no_projection_weights"]
 
 RTOL, ATOL = 1e-5, 1e-6
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -829,3 +836,357 @@ def multi_head_attention(fn) -> bool:
              "cross-attention with a padding mask"]
     return matches(fn, _mha, _mha_cases(), "multi_head_attention", _MHA_MISTAKES,
                    outputs=("out", "weights"), notes=notes)
+
+
+# ---------------------------------------------------------------------------------------
+# The other exercises: stage shapes, parameter counts, projections, layer norm, costs
+# ---------------------------------------------------------------------------------------
+
+def _stage_mistakes(B, T, D, H):
+    """Wrong shapes a learner predicts for a stage: (name, fix, true shape -> wrong shape)."""
+    d_k = D // H
+    return (
+        Mistake("a head with all d_model features", f"d_k = d_model // h = {d_k}",
+                lambda s: s[:-1] + (D,) if len(s) == 4 and s[-1] == d_k else None),
+        Mistake("the head axis after the positions (the reshape without the transpose)",
+                "split_heads gives (B, h, T, d_k): heads come before positions",
+                lambda s: (s[0], s[2], s[1], s[3]) if len(s) == 4 else None),
+        Mistake("scores of shape (T, d_k)", "one score per query and key: (B, h, T, S)",
+                lambda s: s[:-1] + (d_k,) if len(s) == 4 and s[-1] == T else None),
+        Mistake("the batch axis forgotten", f"every stage starts with B = {B}", lambda s: s[1:]),
+    )
+
+
+def _stage_problem(name, mine, want, mistakes) -> str:
+    """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
+    try:
+        mine = tuple(int(n) for n in mine)
+    except Exception:
+        return f"{name}: expected a tuple of ints such as {want}, got {mine!r}"
+    if mine == want:
+        return ""
+    named = [f" Looks like: {m.name}. Fix: {m.fix}" for m in mistakes if m.fn(want) == mine]
+    return f"{name}: expected {want}, got {mine}." + (named[0] if named else "")
+
+
+def stage_shapes(my_shapes, B, T, D, H) -> bool:
+    """Check a dict {stage name: predicted shape} against a real trace of sizes B, T, D, H.
+
+    Stages are those of ``mc.trace`` (X, Q, ..., output); prints each wrong stage.
+
+    >>> stage_shapes({"X": (1, 2, 4)}, 1, 2, 4, 2)
+    ✘ stage_shapes: give one shape for each stage
+      missing: Q, K, V, Q_heads, K_heads, V_heads, scores, weights, head_outputs, concat, output
+    False
+    """
+    rng = np.random.default_rng(0)
+    want = _trace(rng.normal(size=(B, T, D)), init_params(D, rng=rng), H).shapes
+    if not isinstance(my_shapes, dict):
+        print(f"✘ stage_shapes: expected a dict {{stage name: shape}}, got a {type(my_shapes).__name__}")
+        return False
+    missing, extra = [n for n in want if n not in my_shapes], [n for n in my_shapes if n not in want]
+    if missing or extra:
+        print("✘ stage_shapes: give one shape for each stage")
+        print("\n".join(f"  {k}: {', '.join(map(str, v))}" for k, v in
+                        (("missing", missing), ("unknown", extra)) if v))
+        return False
+    mistakes = _stage_mistakes(B, T, D, H)
+    problems = [p for p in (_stage_problem(n, my_shapes[n], want[n], mistakes) for n in want) if p]
+    if problems:
+        print(f"✘ stage_shapes: {len(problems)} of {len(want)} stages wrong")
+        print("\n".join("  " + p for p in problems))
+        return False
+    print(f"✔ stage_shapes: all {len(want)} shapes right")
+    return True
+
+
+def _block_params(d_model, bias, fields):
+    """Number of scalars in the named fields of real MHAParams (fields like 'W_q', 'b_q')."""
+    p = init_params(d_model, rng=np.random.default_rng(0), bias=bias)
+    return int(sum(np.size(getattr(p, f)) for f in fields if getattr(p, f) is not None))
+
+
+_ALL_FIELDS = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
+_QKV_FIELDS = ("W_q", "W_k", "W_v", "b_q", "b_k", "b_v")
+_COUNT_CASES = [(12, 3, False), (12, 4, True), (8, 8, True), (64, 16, False), (64, 2, True)]
+_FIX_HEADS = "h does not change the count: the heads are slices of one d_model x d_model matrix"
+
+
+def _check_count(fn, name, fields, other) -> bool:
+    """Check a parameter count ``fn(d_model, h, bias=False)`` over the given MHAParams fields;
+    ``other`` = (name, fix, number of matrices) of the wrong-matrix-count mistake."""
+    n = sum(f.startswith("W") for f in fields)
+    def with_bias(k):
+        return lambda d_model, h, bias=False: k * d_model * d_model + (k * d_model if bias else 0)
+    mistakes = (Mistake("the biases are forgotten", "add d_model per bias vector when bias=True",
+                        lambda d_model, h, bias=False: n * d_model * d_model),
+                Mistake(other[0], other[1], with_bias(other[2])),
+                Mistake("each head counted with full-size d_model x d_model matrices", _FIX_HEADS,
+                        lambda d_model, h, bias=False: h * with_bias(n)(d_model, h, bias)))
+    def reference(d_model, h, bias=False):
+        return _block_params(d_model, bias, fields)
+    return matches(fn, reference, _COUNT_CASES, name, mistakes)
+
+
+def param_count(fn) -> bool:
+    """Check ``fn(d_model, h, bias=False) -> int``: the scalars of W_q, W_k, W_v, W_o (and biases).
+
+    Cases: d_model 12, 8 and 64, with h from 2 to 16, with and without biases; the count
+    never depends on h. Exercises 0.3 and 4.4 use this checker.
+
+    >>> param_count(lambda d_model, h, bias=False: 4 * d_model * d_model + (4 * d_model if bias else 0))
+    ✔ param_count: all 5 cases match
+    True
+    """
+    return _check_count(fn, "param_count", _ALL_FIELDS,
+                        ("W_o is not counted (3·d_model²)", "count W_o too: 4 matrices", 3))
+
+
+def qkv_param_count(fn) -> bool:
+    """Check ``fn(d_model, h, bias=False) -> int``: the scalars of W_q, W_k, W_v (and their biases).
+
+    >>> qkv_param_count(lambda d_model, h, bias=False: 3 * d_model * d_model + (3 * d_model if bias else 0))
+    ✔ qkv_param_count: all 5 cases match
+    True
+    """
+    return _check_count(fn, "qkv_param_count", _QKV_FIELDS,
+                        ("W_o counted too (4·d_model²)", "only W_q, W_k, W_v: 3 matrices", 4))
+
+
+def _qkv_of(x, params):
+    t = _trace(x, params, 1)
+    return tuple(np.array(t[n]) for n in "QKV")  # each (B, T, d_model)
+
+
+def project_qkv(fn) -> bool:
+    """Check ``fn(x, params) -> (Q, K, V)``: x (B, T, d_model) -> each (B, T, d_model).
+
+    Cases: B=2, T=5, d_model=12 without and with biases; B=3, T=4, d_model=8 with biases.
+
+    >>> import mha_course as mc
+    >>> project_qkv(lambda x, p: tuple(mc.trace(x, p, h=1)[n] for n in "QKV"))
+    ✔ project_qkv: all 3 cases match
+    True
+    """
+    rng = np.random.default_rng(20240506)
+    cases = [(rng.normal(size=(2, 5, 12)), init_params(12, rng=rng)),
+             (rng.normal(size=(2, 5, 12)), init_params(12, rng=rng, bias=True)),
+             (rng.normal(size=(3, 4, 8)), init_params(8, rng=rng, bias=True))]
+    mistakes = (Mistake("the biases are forgotten", "add b_q, b_k, b_v when they are not None",
+                        lambda x, p: _qkv_of(x, _no_bias(p))),
+                Mistake("the weight matrices are transposed (x @ W.T, PyTorch's nn.Linear convention)",
+                        "this course uses x @ W: Q = x @ params.W_q",
+                        lambda x, p: _qkv_of(x, p._replace(W_q=p.W_q.T, W_k=p.W_k.T, W_v=p.W_v.T))))
+    return matches(fn, _qkv_of, cases, "project_qkv", mistakes, outputs=("Q", "K", "V"),
+                   notes=["", "with biases", "with biases"])
+
+
+def _layer_norm_over(axis, ddof=0, eps_used=True):
+    """A layer norm with one knob turned: reduction axis, variance ddof, eps used or not."""
+    def norm(x, eps=1e-5):
+        mean = x.mean(axis=axis, keepdims=True)
+        var = x.var(axis=axis, ddof=ddof, keepdims=True)
+        return (x - mean) / np.sqrt(var + (eps if eps_used else 0.0))
+    return norm
+
+
+def layer_norm(fn) -> bool:
+    """Check ``fn(x, eps=1e-5)``: x (..., D) -> (..., D), each row to mean 0 and variance 1.
+
+    Cases: (2, 4, 8) with mean 3 and std 5; a row with an outlier; rows of tiny variance
+    (where eps matters); a constant row.
+
+    >>> from mha_course.block import layer_norm as ln
+    >>> layer_norm(ln)
+    ✔ layer_norm: all 4 cases match
+    True
+    """
+    from .block import layer_norm as reference
+    rng = np.random.default_rng(20240507)
+    cases = [(rng.normal(3.0, 5.0, size=(2, 4, 8)),), (np.array([[1.0, 2.0, 3.0, 10.0]]),),
+             (rng.normal(size=(3, 6)) * 1e-3,), (np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]),)]
+    mistakes = (
+        Mistake("the unbiased variance (ddof=1); layer norm divides by D, not D - 1",
+                "x.var(axis=-1, keepdims=True), or ((x - mean) ** 2).mean(axis=-1, keepdims=True)",
+                _layer_norm_over(-1, ddof=1)),
+        Mistake("eps is forgotten (a constant row gives 0 / 0 = nan)", "divide by np.sqrt(var + eps)",
+                _layer_norm_over(-1, eps_used=False)),
+        *(Mistake("normalised over the wrong axis", "mean and variance over the last axis, "
+                  "with keepdims=True: x.mean(axis=-1, keepdims=True)", _layer_norm_over(a))
+          for a in (0, None)))
+    notes = ["mean 3, std 5", "one outlier", "rows of variance ~1e-6: eps matters", "a constant row"]
+    return matches(fn, reference, cases, "layer_norm", mistakes, notes=notes)
+
+
+def _flops_ref(T, d_model):
+    from . import complexity
+    return complexity.projection_flops(T, d_model), complexity.attention_flops(T, d_model)
+
+
+def _flops_scaled(proj, att):
+    return lambda T, d_model: tuple(int(f * n) for f, n in zip((proj, att), _flops_ref(T, d_model)))
+
+
+def flops(fn) -> bool:
+    """Check ``fn(T, d_model) -> (projections, attention)``: the FLOPs of self-attention.
+
+    One multiply-add counts as 2 FLOPs: projections 8·T·d_model², attention 4·T²·d_model.
+
+    >>> flops(lambda T, d_model: (8 * T * d_model ** 2, 4 * T * T * d_model))
+    ✔ flops: all 4 cases match
+    True
+    """
+    mistakes = (
+        Mistake("a multiply-add counted as 1 FLOP", "a multiply-add is 2 FLOPs: (T, D) x (D, D) "
+                "costs 2·T·D²", _flops_scaled(0.5, 0.5)),
+        Mistake("the K and V projections are forgotten", "four projections: Q, K, V and the output",
+                _flops_scaled(0.5, 1)),
+        Mistake("the output projection is forgotten", "four projections: Q, K, V and the output",
+                _flops_scaled(0.75, 1)),
+        Mistake("only Q Kᵀ counted, not weights · V", "two matmuls of 2·T²·d_model each",
+                _flops_scaled(1, 0.5)))
+    cases = [(10, 16), (333, 96), (1024, 512), (4096, 768)]
+    return matches(fn, _flops_ref, cases, "flops", mistakes, outputs=("projections", "attention"))
+
+
+def crossover_seq_len(fn) -> bool:
+    """Check ``fn(d_model) -> int``: the smallest T whose attention FLOPs reach the projections'.
+
+    >>> crossover_seq_len(lambda d_model: 2 * d_model)
+    ✔ crossover_seq_len: all 4 cases match
+    True
+    """
+    from .complexity import crossover_seq_len as reference
+    mistakes = (
+        Mistake("off by one: the last T where attention is still cheaper", "the first T with "
+                "attention FLOPs >= projection FLOPs", lambda d_model: 2 * d_model - 1),
+        Mistake("the output projection is forgotten (3 projections, not 4)", "count Q, K, V "
+                "and the output projection", lambda d_model: -(-3 * d_model // 2)),
+        Mistake("only Q Kᵀ counted in the attention, not weights · V", "two matmuls of "
+                "2·T²·d_model each", lambda d_model: 4 * d_model))
+    return matches(fn, reference, [(1,), (8,), (64,), (768,)], "crossover_seq_len", mistakes)
+
+
+def _score_bytes_ref(B, h, T, bytes_per_number=4):
+    from .complexity import score_memory_bytes
+    return score_memory_bytes(B, h, T, dtype=np.dtype(f"f{bytes_per_number}"))
+
+
+def score_bytes(fn) -> bool:
+    """Check ``fn(B, h, T, bytes_per_number=4) -> int``: the bytes of the (B, h, T, T) scores.
+
+    >>> score_bytes(lambda B, h, T, bytes_per_number=4: B * h * T * T * bytes_per_number)
+    ✔ score_bytes: all 4 cases match
+    True
+    """
+    mistakes = (
+        Mistake("h is forgotten: every head has its own T x T scores", "B * h * T * T * bytes_per_number",
+                lambda B, h, T, b=4: B * T * T * b),
+        Mistake("B is forgotten: every sequence has its own scores", "B * h * T * T * bytes_per_number",
+                lambda B, h, T, b=4: h * T * T * b),
+        Mistake("T instead of T²: one score per query AND key", "B * h * T * T * bytes_per_number",
+                lambda B, h, T, b=4: B * h * T * b),
+        Mistake("numbers counted, not bytes", "multiply by bytes_per_number",
+                lambda B, h, T, b=4: B * h * T * T))
+    cases = [(1, 1, 1024), (8, 12, 2048, 2), (2, 32, 4096, 8), (3, 5, 7, 4)]
+    return matches(fn, _score_bytes_ref, cases, "score_bytes", mistakes)
+
+
+def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4):
+    return math.isqrt(budget_bytes // (B * h * bytes_per_number))  # largest T with B·h·T²·b <= budget
+
+
+def max_seq_len(fn) -> bool:
+    """Check ``fn(budget_bytes, B, h, bytes_per_number=4) -> int``: the largest T whose
+    (B, h, T, T) scores fit in the budget.
+
+    >>> max_seq_len(_max_seq_len_ref)
+    ✔ max_seq_len: all 4 cases match
+    True
+    """
+    mistakes = (
+        Mistake("h is forgotten: every head has its own T x T scores", "budget // (B * h * bytes_per_number)",
+                lambda n, B, h, b=4: math.isqrt(n // (B * b))),
+        Mistake("the square root is forgotten: the scores grow with T², not T",
+                "math.isqrt(budget // (B * h * bytes_per_number))", lambda n, B, h, b=4: n // (B * h * b)),
+        Mistake("numbers counted, not bytes", "divide the budget by bytes_per_number too",
+                lambda n, B, h, b=4: math.isqrt(n // (B * h))),
+        Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt, or int(...)",
+                lambda n, B, h, b=4: math.ceil(math.sqrt(n / (B * h * b)))))
+    cases = [(16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (10**6, 1, 1), (10**6 + 7, 2, 3, 2)]
+    return matches(fn, _max_seq_len_ref, cases, "max_seq_len", mistakes)
+
+
+def _head_queries_ref(X, W_q, h, i):
+    return _split_heads(np.matmul(X, W_q), h)[:, i]  # (B, T, D) x (D, D) -> (B, h, T, d_k) -> (B, T, d_k)
+
+
+def _head_queries_cols(cols):
+    """head_queries with the columns cols(d_k, h, i) of W_q (a wrong slice)."""
+    return lambda X, W_q, h, i: np.matmul(X, W_q[:, cols(W_q.shape[1] // h, h, i)])  # -> (B, T, d_k)
+
+
+def head_queries(fn) -> bool:
+    """Check ``fn(X, W_q, h, i)``: X (B, T, d_model), W_q (d_model, d_model) -> (B, T, d_k),
+    head i's queries, i.e. ``split_heads(X @ W_q, h)[:, i]``.
+
+    >>> import mha_course as mc
+    >>> head_queries(lambda X, W_q, h, i: mc.split_heads(X @ W_q, h)[:, i])
+    ✔ head_queries: all 4 cases match
+    True
+    """
+    rng = np.random.default_rng(20240508)
+    X, W = rng.normal(size=(2, 5, 12)), rng.normal(size=(12, 12))
+    cases = [(X, W, 3, 0), (X, W, 3, 2), (X, W, 4, 1), (rng.normal(size=(3, 4, 8)), rng.normal(size=(8, 8)), 2, 1)]
+    fix = "head i owns the columns i*d_k:(i+1)*d_k of W_q: X @ W_q[:, i*d_k:(i+1)*d_k]"
+    mistakes = (
+        Mistake("rows of W_q instead of columns", fix,
+                lambda X, W_q, h, i: np.matmul(X, W_q[i * (len(W_q) // h):(i + 1) * (len(W_q) // h)].T)),
+        Mistake("every h-th column (W_q[:, i::h]) instead of a block of d_k columns", fix,
+                _head_queries_cols(lambda d_k, h, i: slice(i, None, h))),
+        Mistake("the first block of columns for every head (the offset i*d_k is missing)", fix,
+                _head_queries_cols(lambda d_k, h, i: slice(0, d_k))))
+    return matches(fn, _head_queries_ref, cases, "head_queries", mistakes)
+
+
+def _bug_position_ref(i, t, T, h):
+    codes = np.arange(T * h * 2).reshape(1, T, h * 2)  # entry (t, f) holds t * d_model + f, d_k = 2
+    return int(_split_no_transpose(codes, h)[0, i, t, 0] // (h * 2))  # (1, h, T, d_k), buggy
+
+
+def bug_source_position(fn) -> bool:
+    """Check ``fn(i, t, T, h) -> int``: the position whose features fill row t of head i
+    after the buggy ``x.reshape(B, h, T, d_k)``; every head and row for 4 sizes.
+
+    >>> bug_source_position(lambda i, t, T, h: (i * T + t) // h)
+    ✔ bug_source_position: all 58 cases match
+    True
+    """
+    sizes = [(6, 2), (5, 3), (4, 6), (7, 1)]
+    cases = [(i, t, T, h) for T, h in sizes for i in reversed(range(h)) for t in range(T)]  # i > 0 first
+    fix = "row t of head i starts at flat entry (i*T + t)*d_k; a position holds d_model = h*d_k entries"
+    mistakes = (
+        Mistake("the position of the correct split (t): the bug mixes positions", fix, lambda i, t, T, h: t),
+        Mistake("the flat row index i*T + t, not divided by h", fix, lambda i, t, T, h: i * T + t),
+        Mistake("divided by T instead of h", fix, lambda i, t, T, h: (i * T + t) // T))
+    return matches(fn, _bug_position_ref, cases, "bug_source_position", mistakes)
+
+
+def no_projection_weights(fn) -> bool:
+    """Check ``fn(x)``: x (B, T, d_model) -> weights (B, T, T) of attention with Q = K = V = x.
+
+    >>> import mha_course as mc
+    >>> no_projection_weights(lambda x: mc.scaled_dot_product_attention(x, x, x)[1])
+    ✔ no_projection_weights: all 3 cases match
+    True
+    """
+    rng = np.random.default_rng(20240509)
+    cases = [(rng.normal(size=(2, 8, 64)),), (rng.normal(size=(1, 5, 16)),), (rng.normal(size=(3, 4, 6)),)]
+    mistakes = (
+        Mistake("the scores are not divided by √d", "divide x @ xᵀ by np.sqrt(d_model)",
+                lambda x: _sdpa_scaled(lambda d: 1.0, x, x, x)[1]),
+        Mistake("the scores are divided by d instead of √d", "divide x @ xᵀ by np.sqrt(d_model)",
+                lambda x: _sdpa_scaled(lambda d: 1.0 / d, x, x, x)[1]),
+        Mistake("the scores are returned, not the weights (no softmax)", "apply mc.softmax over the last axis",
+                lambda x: _scores(x, x, 1 / math.sqrt(x.shape[-1]))))
+    return matches(fn, lambda x: _sdpa(x, x, x)[1], cases, "no_projection_weights", mistakes)

@@ -1,0 +1,188 @@
+"""The checkers of the non-core exercises: the notebook's solution passes, each typical
+mistake is rejected AND named, and a learner's exception is reported, never raised.
+
+The solutions and the wrong answers are re-typed here the way a learner writes them.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from mha_course import check
+from mha_course.block import layer_norm as package_layer_norm
+
+
+def run(capsys, checker, fn):
+    """(result, printed text) of check.<checker>(fn)."""
+    ok = getattr(check, checker)(fn)
+    return ok, capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the notebooks' solutions
+def param_count(d_model, h, bias=False):
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+def qkv_param_count(d_model, h, bias=False):
+    return 3 * d_model * d_model + (3 * d_model if bias else 0)
+
+
+def project_qkv(x, params, transpose=False, bias=True):
+    def linear(W, b):
+        W = W.T if transpose else W
+        return x @ W if b is None or not bias else x @ W + b
+    return linear(params.W_q, params.b_q), linear(params.W_k, params.b_k), linear(params.W_v, params.b_v)
+
+
+def layer_norm(x, eps=1e-5, ddof=0, axis=-1, use_eps=True):
+    mean = x.mean(axis=axis, keepdims=True)
+    var = ((x - mean) ** 2).sum(axis=axis, keepdims=True) / (np.size(x) / np.size(mean) - ddof)
+    return (x - mean) / np.sqrt(var + eps) if use_eps else (x - mean) / np.sqrt(var)
+
+
+def flops(T, d_model, flops_per_mac=2, projections=4, matmuls=2):
+    return projections * (flops_per_mac * T * d_model * d_model), matmuls * (flops_per_mac * T * T * d_model)
+
+
+def crossover(d_model, **kwargs):
+    T = 1
+    while flops(T, d_model, **kwargs)[1] < flops(T, d_model, **kwargs)[0]:
+        T += 1
+    return T
+
+
+def score_bytes(B, h, T, bytes_per_number=4):
+    return B * h * T * T * bytes_per_number
+
+
+def max_seq_len(budget_bytes, B, h, bytes_per_number=4):
+    return math.isqrt(budget_bytes // (B * h * bytes_per_number))
+
+
+def head_queries(X, W_q, h, i):
+    d_k = W_q.shape[1] // h
+    return X @ W_q[:, i * d_k:(i + 1) * d_k]
+
+
+def bug_source_position(i, t, T, h):
+    return (i * T + t) // h
+
+
+def no_projection_weights(x, scale=True):
+    s = x @ np.swapaxes(x, -1, -2) / (np.sqrt(x.shape[-1]) if scale else 1.0)  # (B, T, T)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def stage_shapes(B, T, D, H):
+    d_k = D // H
+    return {"X": (B, T, D), "Q": (B, T, D), "K": (B, T, D), "V": (B, T, D),
+            "Q_heads": (B, H, T, d_k), "K_heads": (B, H, T, d_k), "V_heads": (B, H, T, d_k),
+            "scores": (B, H, T, T), "weights": (B, H, T, T), "head_outputs": (B, H, T, d_k),
+            "concat": (B, T, D), "output": (B, T, D)}
+
+
+SOLUTIONS = [("param_count", param_count), ("qkv_param_count", qkv_param_count),
+             ("project_qkv", project_qkv), ("layer_norm", layer_norm), ("flops", flops),
+             ("crossover_seq_len", crossover), ("score_bytes", score_bytes),
+             ("max_seq_len", max_seq_len), ("head_queries", head_queries),
+             ("bug_source_position", bug_source_position),
+             ("no_projection_weights", no_projection_weights)]
+
+
+@pytest.mark.parametrize("name, fn", SOLUTIONS)
+def test_solution_passes(capsys, name, fn):
+    ok, out = run(capsys, name, fn)
+    assert ok, out
+    assert out.startswith(f"✔ {name}: all ")
+
+
+def test_layer_norm_checker_accepts_the_package(capsys):
+    assert run(capsys, "layer_norm", package_layer_norm)[0]
+
+
+MISTAKES = [
+    ("param_count", lambda d, h, bias=False: 4 * d * d, "biases are forgotten"),
+    ("param_count", lambda d, h, bias=False: 3 * d * d + (3 * d if bias else 0), "W_o is not counted"),
+    ("param_count", lambda d, h, bias=False: h * param_count(d, h, bias), "each head counted with full-size"),
+    ("qkv_param_count", lambda d, h, bias=False: 3 * d * d, "biases are forgotten"),
+    ("qkv_param_count", param_count, "W_o counted too"),
+    ("qkv_param_count", lambda d, h, bias=False: h * qkv_param_count(d, h, bias), "each head counted"),
+    ("project_qkv", lambda x, p: project_qkv(x, p, bias=False), "biases are forgotten"),
+    ("project_qkv", lambda x, p: project_qkv(x, p, transpose=True), "weight matrices are transposed"),
+    ("layer_norm", lambda x, eps=1e-5: layer_norm(x, eps, ddof=1), "unbiased variance"),
+    ("layer_norm", lambda x, eps=1e-5: layer_norm(x, eps, axis=0), "wrong axis"),
+    ("layer_norm", lambda x, eps=1e-5: (x - x.mean()) / np.sqrt(x.var() + eps), "wrong axis"),
+    ("layer_norm", lambda x, eps=1e-5: layer_norm(x, eps, use_eps=False), "eps is forgotten"),
+    ("flops", lambda T, d: flops(T, d, flops_per_mac=1), "multiply-add counted as 1 FLOP"),
+    ("flops", lambda T, d: flops(T, d, projections=2), "K and V projections are forgotten"),
+    ("flops", lambda T, d: flops(T, d, projections=3), "output projection is forgotten"),
+    ("flops", lambda T, d: flops(T, d, matmuls=1), "only Q Kᵀ counted"),
+    ("crossover_seq_len", lambda d: crossover(d, projections=3), "output projection is forgotten"),
+    ("crossover_seq_len", lambda d: crossover(d) - 1, "off by one"),
+    ("crossover_seq_len", lambda d: crossover(d, matmuls=1), "only Q Kᵀ counted"),
+    ("score_bytes", lambda B, h, T, b=4: B * T * T * b, "h is forgotten"),
+    ("score_bytes", lambda B, h, T, b=4: h * T * T * b, "B is forgotten"),
+    ("score_bytes", lambda B, h, T, b=4: B * h * T * b, "T instead of T²"),
+    ("max_seq_len", lambda n, B, h, b=4: math.isqrt(n // (B * b)), "h is forgotten"),
+    ("max_seq_len", lambda n, B, h, b=4: n // (B * h * b), "square root is forgotten"),
+    ("max_seq_len", lambda n, B, h, b=4: round(math.sqrt(n / (B * h * b)) + 0.5), "rounded up"),
+    ("head_queries", lambda X, W, h, i: X @ W[i * (len(W) // h):(i + 1) * (len(W) // h), :].T,
+     "rows of W_q instead of columns"),
+    ("head_queries", lambda X, W, h, i: X @ W[:, i::h], "every h-th column"),
+    ("head_queries", lambda X, W, h, i: X @ W[:, :W.shape[1] // h], "offset i*d_k is missing"),
+    ("bug_source_position", lambda i, t, T, h: t, "the bug mixes positions"),
+    ("bug_source_position", lambda i, t, T, h: i * T + t, "not divided by h"),
+    ("no_projection_weights", lambda x: no_projection_weights(x, scale=False), "not divided by √d"),
+    ("no_projection_weights", lambda x: x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]), "no softmax"),
+]
+
+
+@pytest.mark.parametrize("name, fn, diagnosis", MISTAKES, ids=[f"{m[0]}-{m[2]}" for m in MISTAKES])
+def test_mistake_is_rejected_and_named(capsys, name, fn, diagnosis):
+    ok, out = run(capsys, name, fn)
+    assert not ok
+    assert f"✘ {name}" in out
+    assert "Looks like:" in out and diagnosis in out.split("Looks like:")[1], out
+
+
+def broken(*args):
+    return [1, 2][5]  # IndexError inside the learner's code
+
+
+@pytest.mark.parametrize("name", [n for n, _ in SOLUTIONS])
+def test_exception_is_reported_not_raised(capsys, name):
+    ok, out = run(capsys, name, broken)
+    assert not ok
+    assert "it raised IndexError" in out and "[1, 2][5]" in out
+
+
+def test_stage_shapes_accepts_the_right_dict(capsys):
+    assert check.stage_shapes(stage_shapes(2, 5, 12, 3), 2, 5, 12, 3)
+    assert capsys.readouterr().out == "✔ stage_shapes: all 12 shapes right\n"
+
+
+@pytest.mark.parametrize("stage, wrong, diagnosis", [
+    ("Q_heads", (2, 3, 5, 12), "a head with all d_model features"),
+    ("K_heads", (2, 5, 3, 4), "the head axis after the positions"),
+    ("scores", (2, 3, 5, 4), "scores of shape (T, d_k)"),
+    ("concat", (5, 12), "the batch axis forgotten"),
+])
+def test_stage_shapes_names_each_wrong_stage(capsys, stage, wrong, diagnosis):
+    shapes = stage_shapes(2, 5, 12, 3)
+    shapes[stage] = wrong
+    assert not check.stage_shapes(shapes, 2, 5, 12, 3)
+    out = capsys.readouterr().out
+    assert "1 of 12 stages wrong" in out
+    assert f"{stage}: expected {stage_shapes(2, 5, 12, 3)[stage]}, got {wrong}. Looks like: {diagnosis}" in out
+
+
+@pytest.mark.parametrize("value, message", [
+    (..., "expected a dict"),
+    ({"X": (2, 5, 12)}, "missing: Q, K"),
+    ({**stage_shapes(2, 5, 12, 3), "Z": (1,)}, "unknown: Z"),
+    ({**stage_shapes(2, 5, 12, 3), "Q": "B, T, D"}, "Q: expected a tuple of ints"),
+])
+def test_stage_shapes_bad_values_are_reported(capsys, value, message):
+    assert not check.stage_shapes(value, 2, 5, 12, 3)
+    assert message in capsys.readouterr().out
