@@ -534,3 +534,48 @@ def timing_loglog(seq_lens, seconds, slope=None, ax=None):
 
 __all__ += ["DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
             "score_memory_bars", "timing_loglog"]
+
+
+# ---------------------------------------------------------------------------------------
+# Whole views behind the sliders of 04 and 05 (pure functions of the sizes)
+# ---------------------------------------------------------------------------------------
+
+from . import complexity as _cx  # noqa: E402  (numpy only)
+
+__all__ += ["params_figure", "ledger_figure"]
+
+
+def params_figure(d_model: int, h: int):
+    """d_model, h -> Figure: W_Q, W_K, W_V, W_O coloured by head, titled with the parameter count.
+
+    The view of 04_concat_output's sliders: the count is 4·d_model² whatever h is.
+    """
+    fig, axes = plt.subplots(1, 4, figsize=(10, 2.9), layout="constrained")
+    param_blocks(d_model, h, axes=axes)
+    fig.suptitle(f"d_model={d_model}, h={h}, d_k={d_model // h}:  4·{d_model}² = "
+                 f"{_cx.param_count(d_model):,} parameters (+{4 * d_model} with biases)")
+    return fig
+
+
+def ledger_figure(d_model: int, h: int, seq_len: int):
+    """d_model, h, seq_len -> Figure: FLOP curves with seq_len marked, score memory for every
+    valid h, and the cost ledger as text. The view of 05_complexity's sliders.
+    """
+    led = _cx.ledger(d_model, h, seq_len)
+    fig = plt.figure(figsize=(11, 5), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[3, 1])
+    ax_flops, ax_mem = top.subplots(1, 2, width_ratios=[3, 2])
+    Ts = np.unique(np.geomspace(16, 16384, 50).astype(np.int64))
+    flop_curves(Ts, _cx.projection_flops(Ts, d_model), _cx.attention_flops(Ts, d_model),
+                crossover=_cx.crossover_seq_len(d_model), ax=ax_flops)
+    ax_flops.axvline(seq_len, color=head_color(2), lw=2)
+    _ = ax_flops.plot([seq_len] * 2, [led.projection_flops, led.attention_flops], "ko", ms=5)
+    ax_flops.set_title(f"FLOPs, d_model={d_model}; green line: seq_len={seq_len}", fontsize=10)
+    hs = [d for d in range(1, d_model + 1) if d_model % d == 0]
+    score_memory_bars(hs, [_cx.score_memory_bytes(1, h_, seq_len) for h_ in hs], h, ax=ax_mem)
+    ax_mem.set_title(f"score memory at seq_len={seq_len}\n(the FLOPs are the same for every h)",
+                     fontsize=10)
+    ax_text = bottom.subplots()
+    ax_text.set_axis_off()
+    ax_text.text(0.0, 1.0, led.table(), family="monospace", va="top", fontsize=9)
+    return fig

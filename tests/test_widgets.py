@@ -89,3 +89,23 @@ def test_plot_helpers_reject_wrong_shapes_and_token_counts():
     with pytest.raises(ValueError, match="got 2 tokens for a sequence of length 3"):
         plots.tokens_for(3, ["a", "b"])
     assert plots.tokens_for(18)[-2:] == ["tok16", "tok17"]
+
+
+@pytest.mark.parametrize("d_model, h", [(16, 4), (12, 3), (8, 8)])
+def test_params_figure_counts_4_d_model_squared_for_any_h(d_model, h):
+    fig = plots.params_figure(d_model, h)
+    title = fig._suptitle.get_text()
+    assert f"{4 * d_model * d_model:,} parameters" in title and f"h={h}" in title
+    assert len(fig.axes) == 4
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("d_model, h, seq_len", [(512, 8, 1024), (64, 16, 16)])
+def test_ledger_figure_shows_the_ledger_and_every_valid_h(d_model, h, seq_len):
+    fig = plots.ledger_figure(d_model, h, seq_len)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    from mha_course.complexity import ledger
+    assert ledger(d_model, h, seq_len).table() in texts
+    bars = [ax for ax in fig.axes if ax.patches]
+    assert len(bars) == 1 and len(bars[0].patches) == len(mc.valid_heads(d_model))
+    plt.close(fig)
