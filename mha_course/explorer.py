@@ -565,6 +565,11 @@ class _View:
         artist.set_animated(self.blit)
         return artist
 
+    def _heading(self, title: str, x: float, ha: str, size: float, sub_y: float, sub_size: float):
+        """Draw a bold title at the top of the figure; return its (dynamic) subtitle text."""
+        self.fig.text(x, 0.975, title, ha=ha, va="top", fontsize=size, fontweight="bold", color=INK)
+        return self._dyn(self.fig.text(x, sub_y, "", ha=ha, va="top", fontsize=sub_size, color=SOFT))
+
     def background_key(self, scene: Scene):
         """What the cached static layer depends on (None: it never changes)."""
         return None
@@ -597,10 +602,7 @@ class ArchitectureView(_View):
 
     def __init__(self, fig: Figure, blit: bool = False):
         super().__init__(fig, blit)
-        fig.text(0.5, 0.975, "The multi-head attention block", ha="center", va="top",
-                 fontsize=13, fontweight="bold", color=INK)
-        self.subtitle = self._dyn(fig.text(0.5, 0.93, "", ha="center", va="top", fontsize=10,
-                                           color=SOFT))
+        self.subtitle = self._heading("The multi-head attention block", 0.5, "center", 13, 0.93, 10)
         self.drawing = DiagramDrawing(fig.add_axes((0.005, 0.0, 0.99, 0.89)))
         for artist in self.drawing.per_head_artists():
             self._dyn(artist)
@@ -754,10 +756,7 @@ class PerformanceView(_View):
 
     def __init__(self, fig: Figure, blit: bool = False):
         super().__init__(fig, blit)
-        fig.text(0.02, 0.975, "What one forward pass costs", ha="left", va="top",
-                 fontsize=12, fontweight="bold", color=INK)
-        self.sizes = self._dyn(fig.text(0.02, 0.915, "", ha="left", va="top", fontsize=9,
-                                        color=SOFT))
+        self.sizes = self._heading("What one forward pass costs", 0.02, "left", 12, 0.915, 9)
         self.columns = [self._dyn(fig.text(x, 0.84, "", ha=ha, va="top", fontsize=9.5,
                                            color=INK, family=fam, linespacing=2.0))
                         for x, ha, fam in ((0.02, "left", None), (0.29, "right", None),
