@@ -1,0 +1,181 @@
+"""Sinusoidal positions and RoPE: the formula, the complex-number view, invariants, PyTorch parity.
+
+Shapes: ``T`` positions, ``d_k`` head size (even), ``...`` batch axes.
+"""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import mha_course as mc
+from _mha_checks import require_torch
+from mha_course.positions import ROPE_LAYOUTS, rope_angles
+from test_properties import PROFILE
+
+LAYOUTS = st.sampled_from(ROPE_LAYOUTS)
+EVEN_D_K = st.sampled_from([2, 4, 6, 8, 16])
+BASES = st.sampled_from([10000.0, 500000.0, 100.0, 10.0])
+
+
+def complex_rope(x, positions, base, layout):
+    """The complex-number formulation: pair i is z_i = a + i b, multiplied by exp(i m theta_i)."""
+    d_k = x.shape[-1]
+    if layout == "interleaved":
+        z = x[..., 0::2] + 1j * x[..., 1::2]
+    else:
+        z = x[..., : d_k // 2] + 1j * x[..., d_k // 2:]
+    theta = base ** (-2.0 * np.arange(d_k // 2) / d_k)  # (d_k/2,)
+    z = z * np.exp(1j * np.asarray(positions)[:, None] * theta)  # (..., T, d_k/2)
+    out = np.empty(x.shape)
+    if layout == "interleaved":
+        out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    else:
+        out[..., : d_k // 2], out[..., d_k // 2:] = z.real, z.imag
+    return out
+
+
+def halves_to_interleaved(d_k):
+    """The permutation p with x_halves[..., p] laid out as interleaved pairs: [0, d/2, 1, d/2+1, ...]."""
+    return np.stack([np.arange(d_k // 2), np.arange(d_k // 2) + d_k // 2], axis=-1).ravel()
+
+
+# ----------------------------------------------------------------------------- sinusoids
+def test_sinusoidal_positions_follow_the_paper_formula_entry_by_entry():
+    T, d_model = 7, 10
+    pe = mc.sinusoidal_positions(T, d_model)
+    for pos in range(T):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert pe[pos, 2 * i] == pytest.approx(np.sin(angle), abs=1e-15)
+            assert pe[pos, 2 * i + 1] == pytest.approx(np.cos(angle), abs=1e-15)
+
+
+def test_odd_d_model_is_the_even_encoding_cut_to_size_with_its_own_frequencies():
+    pe = mc.sinusoidal_positions(5, 7)
+    assert pe.shape == (5, 7)
+    angles = np.arange(5)[:, None] / 10000 ** (2 * np.arange(4) / 7)  # (T, 4): i = 0..3, over d_model=7
+    np.testing.assert_allclose(pe[:, 0::2], np.sin(angles), atol=1e-15)  # columns 0, 2, 4, 6 (6: lone sine)
+    np.testing.assert_allclose(pe[:, 1::2], np.cos(angles[:, :3]), atol=1e-15)
+
+
+@PROFILE
+@given(st.integers(1, 12).map(lambda n: 2 * n), st.integers(0, 40), st.integers(0, 40), st.integers(0, 20))
+def test_dot_product_of_two_encodings_depends_only_on_their_offset(d_model, p, q, shift):
+    pe = mc.sinusoidal_positions(max(p, q) + shift + 1, d_model)
+    assert pe[p] @ pe[q] == pytest.approx(pe[p + shift] @ pe[q + shift], abs=1e-9)
+
+
+def test_sinusoidal_positions_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="d_model=0"):
+        mc.sinusoidal_positions(4, 0)
+    with pytest.raises(ValueError, match="T=2.5"):
+        mc.sinusoidal_positions(2.5, 4)
+
+
+# ----------------------------------------------------------------------------- RoPE
+@PROFILE
+@given(LAYOUTS, EVEN_D_K, BASES, st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_both_layouts_equal_the_complex_formulation(layout, d_k, base, T, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, 3, T, d_k))
+    positions = rng.integers(-50, 5000, size=T)
+    np.testing.assert_allclose(mc.apply_rope(x, positions, base, layout),
+                               complex_rope(x, positions, base, layout), atol=1e-9)
+
+
+@PROFILE
+@given(LAYOUTS, EVEN_D_K, st.sampled_from([np.float32, np.float64]), st.integers(0, 2**32 - 1))
+def test_rope_keeps_norms_and_dtype(layout, d_k, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(3, 5, d_k)).astype(dtype)
+    out = mc.apply_rope(x, rng.integers(0, 1000, size=5), layout=layout)
+    assert out.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(np.linalg.norm(out, axis=-1), np.linalg.norm(x, axis=-1), rtol=tol)
+
+
+@PROFILE
+@given(LAYOUTS, EVEN_D_K, BASES, st.integers(0, 200), st.integers(0, 200), st.integers(-100, 100),
+       st.integers(0, 2**32 - 1))
+def test_score_of_rotated_query_and_key_depends_only_on_their_offset(layout, d_k, base, m, n, shift, seed):
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(2, 1, d_k))
+
+    def score(mq, nk):
+        return (mc.apply_rope(q, [mq], base, layout) @ mc.apply_rope(k, [nk], base, layout).T).item()
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-9)
+
+
+def test_position_zero_is_the_identity_and_the_first_pair_turns_one_radian_per_step():
+    x = np.random.default_rng(0).normal(size=(4, 8))
+    out = mc.apply_rope(x, np.zeros(4, dtype=int))
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_allclose(rope_angles(np.arange(4), 8)[:, 0], np.arange(4.0))
+
+
+@PROFILE
+@given(EVEN_D_K, st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_halves_is_interleaved_after_a_fixed_permutation_of_features(d_k, T, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, T, d_k))
+    positions = rng.integers(0, 100, size=T)
+    p = halves_to_interleaved(d_k)
+    inverse = np.argsort(p)
+    via_interleaved = mc.apply_rope(x[..., p], positions, layout="interleaved")[..., inverse]
+    np.testing.assert_allclose(mc.apply_rope(x, positions, layout="halves"), via_interleaved, atol=1e-12)
+
+
+def test_the_two_layouts_differ_so_swapping_them_is_a_real_bug():
+    x = np.random.default_rng(1).normal(size=(5, 8))
+    a = mc.apply_rope(x, np.arange(5), layout="interleaved")
+    b = mc.apply_rope(x, np.arange(5), layout="halves")
+    assert np.abs(a - b).max() > 0.1
+
+
+def test_rope_bad_input_names_the_value_and_the_fix():
+    x = np.zeros((3, 5))
+    with pytest.raises(ValueError, match="d_k=5 is odd"):
+        mc.apply_rope(x, np.arange(3))
+    with pytest.raises(ValueError, match=r"layout='neox'.*'interleaved', 'halves'"):
+        mc.apply_rope(np.zeros((3, 4)), np.arange(3), layout="neox")
+    with pytest.raises(ValueError, match="positions has 4 entries but x has T=3"):
+        mc.apply_rope(np.zeros((3, 4)), np.arange(4))
+    with pytest.raises(ValueError, match="whole numbers"):
+        mc.apply_rope(np.zeros((3, 4)), [0.5, 1, 2])
+    with pytest.raises(ValueError, match="base=-1"):
+        mc.apply_rope(np.zeros((3, 4)), np.arange(3), base=-1)
+
+
+# ----------------------------------------------------------------------------- PyTorch
+def _torch_rotate_half_rope(torch, x, positions, base):
+    """The GPT-NeoX / Llama implementation: cat(freqs, freqs), x cos + rotate_half(x) sin."""
+    d_k = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.float64) / d_k))
+    freqs = torch.outer(positions.to(torch.float64), inv_freq)  # (T, d_k/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (T, d_k)
+    x1, x2 = x[..., : d_k // 2], x[..., d_k // 2:]
+    rotate_half = torch.cat((-x2, x1), dim=-1)
+    return x * emb.cos() + rotate_half * emb.sin()
+
+
+def _torch_complex_rope(torch, x, positions, base):
+    """The RoFormer / original Llama implementation: view_as_complex on interleaved pairs."""
+    d_k = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d_k, 2, dtype=torch.float64) / d_k))
+    freqs_cis = torch.polar(torch.ones(len(positions), d_k // 2, dtype=torch.float64),
+                            torch.outer(positions.to(torch.float64), inv_freq))
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], d_k // 2, 2).contiguous())
+    return torch.view_as_real(z * freqs_cis).flatten(-2)
+
+
+@pytest.mark.parametrize("layout, reference", [("halves", _torch_rotate_half_rope),
+                                               ("interleaved", _torch_complex_rope)])
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+def test_rope_matches_pytorch_reference_implementations(layout, reference, base):
+    torch = require_torch()
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, 4, 9, 16))  # (B, h, T, d_k)
+    positions = np.arange(9) + 100
+    expected = reference(torch, torch.from_numpy(x), torch.from_numpy(positions), base).numpy()
+    np.testing.assert_allclose(mc.apply_rope(x, positions, base, layout), expected, atol=1e-10)
