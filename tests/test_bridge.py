@@ -1,0 +1,115 @@
+"""mha_course.bridge: our MHAParams under nn.MultiheadAttention's names.
+
+The round trip is checked with Hypothesis (numpy only); the mapping itself against PyTorch:
+an nn.MultiheadAttention loaded with torch_state_dict(params) computes our outputs and per-head
+weights, and params_from_torch_state(module.state_dict()) gives back our numbers.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha_course as mc
+from _mha_checks import require_torch
+from mha_course.bridge import params_from_torch_state, torch_state_dict
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(d_model=st.integers(1, 12), bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_round_trip_gives_back_the_same_params(d_model, bias, seed):
+    p = mc.init_params(d_model, rng=np.random.default_rng(seed), bias=bias)
+    back = params_from_torch_state(torch_state_dict(p))
+    for name, a, b in zip(p._fields, p, back):
+        assert (a is None and b is None) or np.array_equal(a, b), name
+
+
+def test_state_dict_stacks_q_k_v_transposed_in_that_order():
+    p = mc.init_params(5, rng=np.random.default_rng(3), bias=True)
+    state = torch_state_dict(p)
+    np.testing.assert_array_equal(state["in_proj_weight"], np.vstack([p.W_q.T, p.W_k.T, p.W_v.T]))
+    np.testing.assert_array_equal(state["in_proj_bias"], np.concatenate([p.b_q, p.b_k, p.b_v]))
+    np.testing.assert_array_equal(state["out_proj.weight"], p.W_o.T)
+
+
+def test_state_dict_without_bias_has_no_bias_keys():
+    state = torch_state_dict(mc.init_params(4, rng=np.random.default_rng(0)))
+    assert sorted(state) == ["in_proj_weight", "out_proj.weight"]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("not params", "must be an MHAParams"),
+    (mc.init_params(4, rng=np.random.default_rng(0), bias=True)._replace(b_k=None), "all four biases"),
+])
+def test_bad_params_are_named(bad, message):
+    with pytest.raises(ValueError, match=message):
+        torch_state_dict(bad)
+
+
+def test_bad_state_is_named():
+    with pytest.raises(ValueError, match="no \\['in_proj_weight'\\]"):
+        params_from_torch_state({"out_proj.weight": np.eye(3)})
+    with pytest.raises(ValueError, match=r"expected \(3·D, D\)"):
+        params_from_torch_state({"in_proj_weight": np.zeros((4, 2)), "out_proj.weight": np.eye(2)})
+
+
+def _torch_mha(torch, params, h, bias):
+    D = params.d_model
+    module = torch.nn.MultiheadAttention(D, h, bias=bias, batch_first=True, dtype=torch.float64)
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in torch_state_dict(params).items()})
+    return module.eval()
+
+
+@pytest.mark.parametrize("d_model, h, bias", [(8, 2, False), (12, 3, True), (6, 6, True), (5, 1, False)])
+def test_loaded_module_computes_our_outputs_and_weights(d_model, h, bias):
+    torch = require_torch()
+    rng = np.random.default_rng([d_model, h, bias])
+    params = mc.init_params(d_model, rng=rng, bias=bias)
+    x = rng.normal(size=(2, 5, d_model))
+    out, weights = mc.multi_head_attention(x, params, h, mask=mc.causal_mask(5))
+    t = torch.from_numpy(x)
+    blocked = torch.from_numpy(~mc.causal_mask(5))  # nn.MultiheadAttention: True = blocked
+    with torch.no_grad():
+        t_out, t_w = _torch_mha(torch, params, h, bias)(t, t, t, attn_mask=blocked,
+                                                         need_weights=True, average_attn_weights=False)
+    np.testing.assert_allclose(t_out.numpy(), out, atol=1e-12)
+    np.testing.assert_allclose(t_w.numpy(), weights, atol=1e-12)
+
+
+def test_state_of_a_torch_module_reads_back_as_our_params():
+    torch = require_torch()
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(8, 4, bias=True, batch_first=True, dtype=torch.float64)
+    params = params_from_torch_state(module.state_dict())
+    x = np.random.default_rng(1).normal(size=(1, 4, 8))
+    t = torch.from_numpy(x)
+    with torch.no_grad():
+        t_out, _ = module(t, t, t, need_weights=False)
+    np.testing.assert_allclose(mc.multi_head_attention(x, params, 4)[0], t_out.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("train, need_weights, expected", [
+    (True, True, "nan"), (True, False, "bias only"), (False, True, "nan"), (False, False, "nan")])
+def test_fully_masked_row_in_torch_2_13_is_what_notebook_12_says(train, need_weights, expected):
+    """Notebook 12 §4: NaN with need_weights=True and on the eval fast path; SDPA's zero otherwise."""
+    torch = require_torch()
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64).train(train)
+    x = torch.from_numpy(np.random.default_rng(0).normal(size=(1, 3, 4)))
+    blocked = torch.from_numpy(~mc.causal_mask(3))
+    blocked[0] = True                                   # query 0 may attend nothing
+    with torch.no_grad():
+        out, _ = module(x, x, x, attn_mask=blocked, need_weights=need_weights)
+    if expected == "nan":
+        assert torch.isnan(out[0, 0]).all()
+    else:
+        assert torch.equal(out[0, 0], module.out_proj.bias)
+    assert not torch.isnan(out[0, 1:]).any()
+
+
+def test_ours_gives_zero_attention_on_a_fully_masked_row():
+    params = mc.init_params(4, rng=np.random.default_rng(2), bias=True)
+    x = np.random.default_rng(3).normal(size=(1, 3, 4))
+    keep = mc.causal_mask(3)
+    keep[0] = False
+    out, weights = mc.multi_head_attention(x, params, 2, mask=keep)
+    assert np.all(weights[0, :, 0] == 0) and np.array_equal(out[0, 0], params.b_o)
