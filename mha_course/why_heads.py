@@ -1,0 +1,176 @@
+"""Why several heads: a query that must gather from two positions at once (floor 3, numpy only).
+
+Every token is ``x_t = [u_t | e_t | 0]``: ``content`` random features ``u_t``, then a one-hot
+position ``e_t`` of length T, then zeros up to d_model. The task: every query must return the
+first half of ``u_a`` next to the second half of ``u_b`` (two facts from two files at once).
+
+One head has one softmax per query: whatever its weights ``p``, its output is a linear map of
+the blend ``sum_s p_s x_s``, and no linear map can undo the blend. The best one explains only
+half of the target (relative error 0.5 on unit-variance content). Two heads each attend sharply
+to one position, and W_O puts the two halves side by side: the error falls towards 0 as the
+scores get sharper.
+
+Shapes: ``n`` examples, ``T`` positions, ``D = d_model``.
+
+Taught in 03_multi_head_split.ipynb.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _validate
+from .mha import MHAParams, multi_head_attention
+
+__all__ = ["gather_inputs", "gather_target", "two_head_params", "one_head_params",
+           "fit_output_projection", "relative_error", "blend_error", "head_errors"]
+
+
+def _sizes(d_model: int, T: int, content: int, a: int, b: int) -> None:
+    for name, v in (("d_model", d_model), ("T", T), ("content", content)):
+        _validate.positive_int(v, name)
+    if content % 2:
+        raise ValueError(f"content={content} must be even (half from each position); use content={content + 1}")
+    if d_model % 2 or d_model // 2 < max(T, content):
+        raise ValueError(f"d_model={d_model} is too small for two heads over T={T} positions with "
+                         f"content={content}: each head needs d_k >= {max(T, content)}; "
+                         f"use d_model >= {2 * max(T, content)} (even)")
+    if not (0 <= a < T and 0 <= b < T and a != b):
+        raise ValueError(f"a={a}, b={b} must be two different positions in 0..{T - 1}")
+
+
+def gather_inputs(n: int, T: int = 6, content: int = 8, d_model: int = 16, *,
+                  rng: np.random.Generator) -> np.ndarray:
+    """n, T, content, d_model -> x (n, T, d_model): N(0, 1) content, a one-hot position, zeros.
+
+    >>> x = gather_inputs(3, rng=np.random.default_rng(0))
+    >>> x.shape, x[0, 2, 8:14].tolist()
+    ((3, 6, 16), [0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    """
+    _sizes(d_model, T, content, 0, 1)
+    x = np.zeros((n, T, d_model))
+    x[..., :content] = rng.normal(size=(n, T, content))       # (n, T, content)
+    x[:, np.arange(T), content + np.arange(T)] = 1.0           # one-hot positions
+    return x
+
+
+def gather_target(x: np.ndarray, a: int, b: int, content: int = 8) -> np.ndarray:
+    """x (n, T, D) -> y (n, T, D): every query wants u_a[:content/2] beside u_b[content/2:].
+
+    >>> x = gather_inputs(2, rng=np.random.default_rng(0))
+    >>> y = gather_target(x, a=1, b=5)
+    >>> bool(np.array_equal(y[:, 3, :4], x[:, 1, :4])), bool(np.array_equal(y[:, 3, 4:8], x[:, 5, 4:8]))
+    (True, True)
+    """
+    n, T, d_model = x.shape
+    _sizes(d_model, T, content, a, b)
+    half = content // 2
+    row = np.zeros((n, d_model))
+    row[:, :half] = x[:, a, :half]                 # the first fact, from position a
+    row[:, half:content] = x[:, b, half:content]   # the second fact, from position b
+    return np.broadcast_to(row[:, None, :], x.shape).copy()  # (n, D) -> (n, T, D)
+
+
+def _head_block(d_model: int, T: int, content: int, start: int, width: int,
+                targets, sharpness: float):
+    """W_q, W_k, W_v columns start..start+width of one head that looks for ``targets``."""
+    W_q, W_k, W_v = (np.zeros((d_model, d_model)) for _ in range(3))
+    positions = content + np.arange(T)
+    W_k[positions, start + np.arange(T)] = 1.0                       # key = one-hot position
+    for target in targets:                                           # every query asks for target
+        W_q[positions, start + target] = sharpness * np.sqrt(width)  # score = sharpness
+    W_v[np.arange(content), start + np.arange(content)] = 1.0        # value = content
+    return W_q, W_k, W_v
+
+
+def two_head_params(d_model: int, T: int, a: int, b: int, *, content: int = 8,
+                    sharpness: float = 8.0) -> MHAParams:
+    """Sizes -> MHAParams for h = 2: head 0 reads position a, head 1 position b; W_O joins halves.
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = gather_inputs(200, rng=rng)
+    >>> out, w = multi_head_attention(x, two_head_params(16, 6, 1, 5), h=2)
+    >>> relative_error(out, gather_target(x, 1, 5)) < 1e-4, w[0, :, 0].argmax(axis=-1).tolist()
+    (True, [1, 5])
+    """
+    _sizes(d_model, T, content, a, b)
+    d_k, half = d_model // 2, content // 2
+    blocks = [_head_block(d_model, T, content, i * d_k, d_k, [p], sharpness)
+              for i, p in enumerate((a, b))]
+    W_q, W_k, W_v = (sum(parts) for parts in zip(*blocks))
+    W_o = np.zeros((d_model, d_model))
+    W_o[np.arange(half), np.arange(half)] = 1.0                           # head 0: first half of u_a
+    W_o[d_k + np.arange(half, content), np.arange(half, content)] = 1.0   # head 1: second half of u_b
+    return MHAParams(W_q, W_k, W_v, W_o)
+
+
+def fit_output_projection(concat: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """concat (n, T, D), y (n, T, D) -> W_o (D, D), the least-squares best ``concat @ W_o``.
+
+    >>> c = np.random.default_rng(0).normal(size=(4, 3, 2))
+    >>> bool(np.allclose(c @ fit_output_projection(c, 2 * c), 2 * c))
+    True
+    """
+    A, Y = concat.reshape(-1, concat.shape[-1]), y.reshape(-1, y.shape[-1])  # (n*T, D) each
+    return np.linalg.lstsq(A, Y, rcond=None)[0]
+
+
+def one_head_params(x: np.ndarray, y: np.ndarray, a: int, b: int, *, content: int = 8,
+                    sharpness: float = 8.0) -> MHAParams:
+    """x, y (n, T, D) -> MHAParams for h = 1: one softmax over a and b, W_O fitted to y.
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = gather_inputs(200, rng=rng)
+    >>> y = gather_target(x, 1, 5)
+    >>> out, w = multi_head_attention(x, one_head_params(x, y, 1, 5), h=1)
+    >>> f"{relative_error(out, y):.2f}", np.round(w[0, 0, 0], 2).tolist()
+    ('0.49', [0.0, 0.5, 0.0, 0.0, 0.0, 0.5])
+    """
+    n, T, d_model = x.shape
+    _sizes(d_model, T, content, a, b)
+    W_q, W_k, W_v = _head_block(d_model, T, content, 0, d_model, [a, b], sharpness)
+    no_out = MHAParams(W_q, W_k, W_v, np.eye(d_model))
+    concat, _ = multi_head_attention(x, no_out, h=1)                      # (n, T, D)
+    return no_out._replace(W_o=fit_output_projection(concat, y))
+
+
+def relative_error(out: np.ndarray, y: np.ndarray) -> float:
+    """out, y (same shape) -> ||out - y||^2 / ||y||^2: 0 is perfect, 1 is as bad as returning 0.
+
+    >>> relative_error(np.zeros(3), np.ones(3)), relative_error(np.ones(3), np.ones(3))
+    (1.0, 0.0)
+    """
+    return float(np.sum((out - y) ** 2) / np.sum(y ** 2))
+
+
+def blend_error(x: np.ndarray, y: np.ndarray, p) -> float:
+    """x, y (n, T, D), p (T,) one head's weights -> relative error of the best W_O on that blend.
+
+    Whatever the split of p, one head cannot separate the two facts: about 0.5.
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = gather_inputs(400, rng=rng)
+    >>> y = gather_target(x, 1, 5)
+    >>> [f"{blend_error(x, y, p):.2f}" for p in ([0, 1, 0, 0, 0, 0], [0, .5, 0, 0, 0, .5])]
+    ['0.51', '0.49']
+    """
+    p = np.asarray(p, dtype=float)
+    if p.shape != (x.shape[1],) or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
+        raise ValueError(f"p must be {x.shape[1]} non-negative weights summing to 1, got {p.tolist()}")
+    blend = np.broadcast_to(np.einsum("s,nsd->nd", p, x)[:, None, :], x.shape)  # (n, T, D)
+    return relative_error(blend @ fit_output_projection(blend, y), y)
+
+
+def head_errors(x: np.ndarray, y: np.ndarray, a: int, b: int, *, content: int = 8,
+                sharpness: float = 8.0) -> dict:
+    """x, y (n, T, D) -> {1: error of the best single head, 2: error of the two heads}.
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = gather_inputs(200, rng=rng)
+    >>> {h: f"{e:.2f}" for h, e in head_errors(x, gather_target(x, 1, 5), 1, 5).items()}
+    {1: '0.49', 2: '0.00'}
+    """
+    d_model = x.shape[-1]
+    one = one_head_params(x, y, a, b, content=content, sharpness=sharpness)
+    two = two_head_params(d_model, x.shape[1], a, b, content=content, sharpness=sharpness)
+    return {1: relative_error(multi_head_attention(x, one, h=1)[0], y),
+            2: relative_error(multi_head_attention(x, two, h=2)[0], y)}

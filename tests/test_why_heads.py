@@ -1,0 +1,87 @@
+"""Why several heads (03 §5): one head can only blend two positions, two heads can gather both."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course import why_heads as wh
+
+SIZES = [(16, 6, 8, 1, 5), (16, 6, 8, 5, 0), (20, 10, 6, 3, 7), (24, 4, 12, 2, 0)]
+
+
+def _data(d_model, T, content, a, b, n=600, seed=0):
+    x = wh.gather_inputs(n, T, content, d_model, rng=np.random.default_rng(seed))
+    return x, wh.gather_target(x, a, b, content)
+
+
+@pytest.mark.parametrize("d_model, T, content, a, b", SIZES)
+def test_two_heads_gather_both_positions(d_model, T, content, a, b):
+    x, y = _data(d_model, T, content, a, b)
+    out, w = mc.multi_head_attention(x, wh.two_head_params(d_model, T, a, b, content=content), h=2)
+    assert wh.relative_error(out, y) < 1e-3
+    assert np.all(w[:, 0, :, a] > 0.99) and np.all(w[:, 1, :, b] > 0.99)
+
+
+@pytest.mark.parametrize("d_model, T, content, a, b", SIZES)
+def test_the_best_single_head_explains_only_half(d_model, T, content, a, b):
+    x, y = _data(d_model, T, content, a, b)
+    errors = wh.head_errors(x, y, a, b, content=content)
+    assert 0.45 < errors[1] < 0.6, errors
+    assert errors[2] < 1e-3, errors
+
+
+def test_no_split_of_one_softmax_beats_one_half():
+    x, y = _data(16, 6, 8, 1, 5, n=2000)
+    rng = np.random.default_rng(1)
+    splits = [np.eye(6)[1], np.eye(6)[5], np.full(6, 1 / 6)] + list(rng.dirichlet(np.ones(6), size=20))
+    assert min(wh.blend_error(x, y, p) for p in splits) > 0.47
+
+
+def test_one_head_suffices_for_one_position():
+    """The single head fails because of the blend, not because it is too narrow."""
+    x, _ = _data(16, 6, 8, 1, 5)
+    y = np.broadcast_to(x[:, 1:2, :8], x[..., :8].shape)  # every query wants all of u_1
+    y = np.concatenate([y, np.zeros_like(x[..., 8:])], axis=-1)
+    assert wh.blend_error(x, y, np.eye(6)[1]) < 1e-12
+
+
+def test_the_single_head_splits_its_weight_between_a_and_b():
+    x, y = _data(16, 6, 8, 1, 5, n=50)
+    _, w = mc.multi_head_attention(x, wh.one_head_params(x, y, 1, 5), h=1)
+    np.testing.assert_allclose(w[:, 0, :, [1, 5]], 0.5, atol=1e-3)
+
+
+def test_sharper_scores_help_two_heads_and_not_one():
+    x, y = _data(16, 6, 8, 1, 5)
+    errs = [wh.head_errors(x, y, 1, 5, sharpness=s) for s in (1.0, 2.0, 4.0, 8.0)]
+    two = [e[2] for e in errs]
+    assert all(later < earlier for earlier, later in zip(two, two[1:]))
+    assert all(e[1] > 0.45 for e in errs)
+
+
+def test_w_o_is_what_joins_the_two_heads():
+    x, y = _data(16, 6, 8, 1, 5)
+    p = wh.two_head_params(16, 6, 1, 5)
+    unjoined, _ = mc.multi_head_attention(x, p._replace(W_o=np.eye(16)), h=2)
+    assert wh.relative_error(unjoined, y) > 0.9   # the facts sit in the heads' columns, not the target's
+    out, _ = mc.multi_head_attention(x, p, h=2)
+    assert wh.relative_error(out, y) < 1e-3
+
+
+def test_fit_output_projection_is_least_squares():
+    rng = np.random.default_rng(2)
+    A, W = rng.normal(size=(5, 7, 4)), rng.normal(size=(4, 4))
+    np.testing.assert_allclose(wh.fit_output_projection(A, A @ W), W, atol=1e-10)
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda: wh.two_head_params(12, 6, 1, 5), "d_model >= 16"),
+    (lambda: wh.two_head_params(16, 6, 1, 1), "two different positions"),
+    (lambda: wh.two_head_params(16, 6, 1, 6), "0..5"),
+    (lambda: wh.gather_inputs(2, 6, 7, 16, rng=np.random.default_rng(0)), "content=8"),
+    (lambda: wh.blend_error(*_data(16, 6, 8, 1, 5, n=3), [1.0, 0, 0]), "6 non-negative weights"),
+])
+def test_bad_sizes_name_the_fix(call, fix):
+    with pytest.raises(ValueError, match=fix):
+        call()
