@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from . import _validate
-from .attention import _attend
+from .efficient import attend
 from .heads import _combine, _split
 
 __all__ = ["MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
@@ -213,7 +213,7 @@ def _check_inputs(x, params, h, mask, context):
 def _forward(x, params, h, mask, context, record=None):
     """The one code path behind multi_head_attention and trace (``record=None``: keep nothing)."""
     x, p, h, mask, ctx = _check_inputs(x, params, h, mask, context)
-    attend_record, record = record, record or _ignore
+    record = record or _ignore
     record("X", x)
     Q = _project(x, p.W_q, p.b_q)    # (B, T, D) x (D, D) -> (B, T, D)
     K = _project(ctx, p.W_k, p.b_k)  # (B, S, D) x (D, D) -> (B, S, D)
@@ -223,8 +223,10 @@ def _forward(x, params, h, mask, context, record=None):
     Qh, Kh, Vh = _split(Q, h), _split(K, h), _split(V, h)  # (B, h, T|S, d_k)
     for name, arr in (("Q_heads", Qh), ("K_heads", Kh), ("V_heads", Vh)):
         record(name, arr)
-    heads_out, weights = _attend(Qh, Kh, Vh, mask, attend_record)  # (B, h, T, d_k), (B, h, T, S)
-    record("head_outputs", heads_out)
+    scores = None if record is _ignore else np.empty((*Qh.shape[:-1], Kh.shape[-2]), x.dtype)  # (B, h, T, S)
+    heads_out, weights = attend(Qh, Kh, Vh, mask, scores)  # (B, h, T, d_k), (B, h, T, S)
+    for name, arr in (("scores", scores), ("weights", weights), ("head_outputs", heads_out)):
+        record(name, arr)
     concat = _combine(heads_out)  # (B, h, T, d_k) -> (B, T, D)
     record("concat", concat)
     out = _project(concat, p.W_o, p.b_o)  # (B, T, D) x (D, D) -> (B, T, D)

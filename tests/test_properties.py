@@ -138,7 +138,7 @@ def test_row_blocks_compute_the_same_attention(problem, masked, block_bytes):
     x, params, h, context, rng = problem
     mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
     whole = mc.trace(x, params, h, mask=mask, context=context)
-    with mock.patch.object(mc.attention, "_BLOCK_BYTES", block_bytes):
+    with mock.patch.object(mc.efficient, "_BLOCK_BYTES", block_bytes):
         blocks = mc.trace(x, params, h, mask=mask, context=context)
     tol = SAME_MATHS_TOL[x.dtype]
     for name in ("scores", "weights", "head_outputs", "output"):
@@ -155,7 +155,7 @@ def test_skipping_the_row_max_changes_nothing(problem, masked, scale):
     x = (x * scale).astype(x.dtype)
     mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
     fast = mc.trace(x, params, h, mask=mask, context=context)
-    with mock.patch.object(mc.attention, "_exp_is_safe", lambda Qs, K: False):
+    with mock.patch.object(mc.efficient, "_exp_is_safe", lambda Qs, K: False):
         guarded = mc.trace(x, params, h, mask=mask, context=context)
     tol = SAME_MATHS_TOL[x.dtype] * 10
     for name in ("weights", "head_outputs", "output"):
@@ -167,7 +167,7 @@ def test_skipping_the_row_max_changes_nothing(problem, masked, scale):
 def test_exp_shortcut_is_only_taken_when_every_score_is_in_range(dtype, scale, seed):
     rng = np.random.default_rng(seed)
     Qs, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
-    if mc.attention._exp_is_safe(Qs, K):
+    if mc.efficient._exp_is_safe(Qs, K):
         limit = np.log(np.finfo(dtype).max) / 2
         assert np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max() <= limit
 
