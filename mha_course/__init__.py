@@ -8,7 +8,6 @@ Mask convention everywhere: boolean, **True = may attend**.
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import mha_backward
 from .efficient import fast_attention
-from .efficient import fast_attention
 from .heads import combine_heads, nearest_valid_h, split_heads, valid_heads
 from .mha import (STAGES, MHAParams, Stage, Trace, count_params, init_params,
                   multi_head_attention, trace)
@@ -17,7 +16,7 @@ from .positions import apply_rope, sinusoidal_positions
 __version__ = "0.1.0"
 
 __all__ = [
-    "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask", "fast_attention", "fast_attention",
+    "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask", "fast_attention",
     "split_heads", "combine_heads", "valid_heads", "nearest_valid_h",
     "MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
     "Trace", "Stage", "STAGES",
