@@ -9,6 +9,8 @@ from .attention import causal_mask, padding_mask, scaled_dot_product_attention, 
 from .backward import mha_backward
 from .efficient import fast_attention
 from .heads import combine_heads, nearest_valid_h, split_heads, valid_heads
+from .masks import (LeakReport, document_mask, fully_masked_rows, leak_probe, mask_as,
+                    prefix_lm_mask)
 from .mha import (STAGES, MHAParams, Stage, Trace, count_params, init_params,
                   multi_head_attention, trace)
 from .positions import apply_rope, sinusoidal_positions
@@ -21,5 +23,6 @@ __all__ = [
     "MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
     "Trace", "Stage", "STAGES",
     "sinusoidal_positions", "apply_rope",
+    "mask_as", "prefix_lm_mask", "document_mask", "fully_masked_rows", "leak_probe", "LeakReport",
     "mha_backward",
 ]
