@@ -26,8 +26,11 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 course: $(STAMP)
 	$(BIN)/jupyter lab $(AS_ROOT) notebooks/00_overview.ipynb
 
-## Run the whole test suite: unit, property and parity tests, then every notebook under nbval.
+## Run the whole test suite: lint (ruff), the floors (import-linter), then unit, property and
+## parity tests and every notebook under nbval. Each step fails the run on a violation.
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 ## The explorer as a standalone app (Voila) for a workshop screen.

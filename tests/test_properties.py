@@ -14,10 +14,20 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import mha_course as mc
-from _mha_checks import (SAME_MATHS_TOL, assert_causal, assert_close, assert_dtype,
-                         assert_h1_is_sdpa, assert_h_independent, assert_permutation_equivariant,
-                         assert_rows_sum_to_one, assert_softmax_correct, assert_split_combine,
-                         assert_zero_rows_quietly, random_allowed)
+from _mha_checks import (
+    SAME_MATHS_TOL,
+    assert_causal,
+    assert_close,
+    assert_dtype,
+    assert_h1_is_sdpa,
+    assert_h_independent,
+    assert_permutation_equivariant,
+    assert_rows_sum_to_one,
+    assert_softmax_correct,
+    assert_split_combine,
+    assert_zero_rows_quietly,
+    random_allowed,
+)
 
 settings.register_profile(
     "mha-course", derandomize=True, database=None, deadline=None, max_examples=40,

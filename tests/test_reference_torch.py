@@ -15,8 +15,14 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from _mha_checks import (REQUIRE_TORCH_VAR, assert_mha_matches_torch, assert_sdpa_matches_torch,
-                         random_allowed, require_torch, torch_required)
+from _mha_checks import (
+    REQUIRE_TORCH_VAR,
+    assert_mha_matches_torch,
+    assert_sdpa_matches_torch,
+    random_allowed,
+    require_torch,
+    torch_required,
+)
 
 DTYPES = [np.float64, np.float32]
 

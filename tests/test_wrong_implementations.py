@@ -16,10 +16,20 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from _mha_checks import (assert_causal, assert_dtype, assert_h1_is_sdpa, assert_h_independent,
-                         assert_mha_matches_torch, assert_permutation_equivariant,
-                         assert_rows_sum_to_one, assert_sdpa_matches_torch, assert_softmax_correct,
-                         assert_split_combine, assert_zero_rows_quietly, random_allowed)
+from _mha_checks import (
+    assert_causal,
+    assert_dtype,
+    assert_h1_is_sdpa,
+    assert_h_independent,
+    assert_mha_matches_torch,
+    assert_permutation_equivariant,
+    assert_rows_sum_to_one,
+    assert_sdpa_matches_torch,
+    assert_softmax_correct,
+    assert_split_combine,
+    assert_zero_rows_quietly,
+    random_allowed,
+)
 
 # ----------------------------------------------------------------------------- implementations
 DEFECTS = {  # name -> what the mistake is
