@@ -8,9 +8,22 @@ Mask convention everywhere: boolean, **True = may attend**.
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import mha_backward
 from .efficient import fast_attention
-from .gqa import (GQAParams, KVCache, LatentCache, MLAParams, cached_causal_mask, gqa_from_mha,
-                  grouped_query_attention, init_gqa_params, init_mla_params, kv_cache_bytes_per_token,
-                  mla_attention, mla_cache_bytes_per_token, mla_to_mha, valid_kv_heads)
+from .gqa import (
+    GQAParams,
+    KVCache,
+    LatentCache,
+    MLAParams,
+    cached_causal_mask,
+    gqa_from_mha,
+    grouped_query_attention,
+    init_gqa_params,
+    init_mla_params,
+    kv_cache_bytes_per_token,
+    mla_attention,
+    mla_cache_bytes_per_token,
+    mla_to_mha,
+    valid_kv_heads,
+)
 from .heads import combine_heads, nearest_valid_h, split_heads, valid_heads
 from .masks import LeakReport, document_mask, fully_masked_rows, leak_probe, mask_as, prefix_lm_mask
 from .mha import STAGES, MHAParams, Stage, Trace, count_params, init_params, multi_head_attention, trace

@@ -1,0 +1,478 @@
+"""Grouped-query attention, the KV cache and multi-head latent attention (floor 2, numpy only).
+
+Shapes: ``B`` batch, ``T`` new queries, ``S`` keys (with a cache: every cached position),
+``D = d_model``, ``h`` query heads, ``h_kv`` key/value heads, ``g = h // h_kv`` query heads
+per key/value head, ``d_k = d_model // h``, ``d_c`` the latent size of MLA.
+
+- **GQA** (Ainslie et al., 2023): query head i reads key/value head ``i // g``.
+  ``h_kv = h`` is multi-head attention, ``h_kv = 1`` multi-query attention (Shazeer, 2019).
+- **KV cache**: while generating, the keys and values of earlier tokens never change, so
+  they are kept instead of recomputed. ``KVCache`` is the one object of the package that
+  changes: ``grouped_query_attention(..., cache=cache)`` writes the new keys and values
+  into it **in place** and advances ``cache.length``. Everything else here is pure.
+- **MLA** (DeepSeek-V2, 2024): cache one latent ``c = x W_dkv`` of d_c numbers per token;
+  keys and values are ``c W_uk`` and ``c W_uv``. It is multi-head attention with
+  ``W_k = W_dkv W_uk`` (``mla_to_mha``), and W_uk, W_uv can be folded into the query and
+  the output, so attention runs on the latents directly.
+
+Mask convention: boolean, **True = may attend**, broadcastable to (B, h, T, S).
+
+Taught in 09_kv_cache_and_gqa.ipynb.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from . import _validate
+from .efficient import attend
+from .heads import _combine, _split
+from .mha import MHAParams, init_params
+from .positions import apply_rope
+
+__all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "KVCache",
+           "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
+           "mla_to_mha", "LatentCache", "mla_attention", "kv_cache_bytes_per_token",
+           "mla_cache_bytes_per_token"]
+
+
+# ----------------------------------------------------------------------------- parameters
+class GQAParams(namedtuple("GQAParams", MHAParams._fields, defaults=(None,) * 4)):
+    """W_q, W_o (d_model, d_model); W_k, W_v (d_model, h_kv·d_k); biases to match, or None.
+
+    The fields of MHAParams, used the same way (``x @ W + b``); ``GQAParams(*mha_params)``
+    is the h_kv = h case.
+    """
+    __slots__ = ()
+
+    @property
+    def d_model(self) -> int:
+        """The model width D."""
+        return np.shape(self.W_q)[0]
+
+
+def valid_kv_heads(h: int) -> list[int]:
+    """h -> every h_kv that divides it (the values an h_kv slider may take).
+
+    >>> valid_kv_heads(8)
+    [1, 2, 4, 8]
+    """
+    return _validate.divisors(_validate.positive_int(h, "h"))
+
+
+def _kv_heads(h: int, h_kv) -> int:
+    """Check that h_kv is a positive integer dividing h; return it as int."""
+    h_kv = _validate.positive_int(h_kv, "h_kv")
+    if h % h_kv:
+        valid = ", ".join(str(d) for d in valid_kv_heads(h))
+        raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: {valid}")
+    return h_kv
+
+
+def init_gqa_params(d_model: int, h: int, h_kv: int, *, rng: np.random.Generator,
+                    bias: bool = False, dtype=np.float64) -> GQAParams:
+    """d_model, h, h_kv -> GQAParams: W_q, W_o (D, D), W_k, W_v (D, h_kv·d_k) (+ biases).
+
+    The first h_kv·d_k columns of ``init_params``'s W_k and W_v, so with h_kv = h the
+    parameters are exactly those of ``init_params`` for the same rng.
+
+    >>> p = init_gqa_params(8, 4, 2, rng=np.random.default_rng(0))
+    >>> p.W_q.shape, p.W_k.shape
+    ((8, 8), (8, 4))
+    """
+    d_model = _validate.positive_int(d_model, "d_model")
+    h = _validate.heads(d_model, h)
+    width = _kv_heads(h, h_kv) * (d_model // h)
+    p = init_params(d_model, rng=rng, bias=bias, dtype=dtype)
+    narrow = {name: getattr(p, name)[..., :width] for name in ("W_k", "W_v", "b_k", "b_v")
+              if getattr(p, name) is not None}
+    return GQAParams(*p)._replace(**narrow)
+
+
+def gqa_from_mha(params: MHAParams, h: int, h_kv: int) -> GQAParams:
+    """MHAParams, h, h_kv -> GQAParams whose key/value heads are the mean of each group of g.
+
+    The conversion of Ainslie et al. (2023): mean-pool the K and V projections of the g heads
+    that will share one key/value head (W_k (D, h·d_k) -> (D, h_kv·d_k)). h_kv = h changes nothing.
+
+    >>> p = init_params(8, rng=np.random.default_rng(0))
+    >>> gqa_from_mha(p, 4, 1).W_k.shape
+    (8, 2)
+    """
+    D = np.shape(params.W_q)[0]
+    h = _validate.heads(D, h)
+    h_kv = _kv_heads(h, h_kv)
+
+    def pool(a):  # (..., h·d_k) -> (..., h_kv·d_k)
+        a = np.asarray(a)
+        grouped = a.reshape(*a.shape[:-1], h_kv, h // h_kv, D // h)  # (..., h_kv, g, d_k)
+        return grouped.mean(axis=-2).reshape(*a.shape[:-1], -1)  # (..., h_kv·d_k)
+
+    return GQAParams(*params)._replace(**{n: pool(getattr(params, n)) for n in ("W_k", "W_v", "b_k", "b_v")
+                                          if getattr(params, n) is not None})
+
+
+# ----------------------------------------------------------------------------- the cache
+class _Cache:
+    """Preallocated per-token buffers (batch, heads, max_len, width) and a fill ``length``."""
+
+    def __init__(self, shapes: tuple, max_len: int, dtype):
+        max_len = _validate.positive_int(max_len, "max_len")
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
+        self.max_len = max_len
+        self.length = 0
+        self._buffers = tuple(np.zeros((B, n, max_len, w), dtype) for B, n, w in shapes)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the preallocated buffers (all max_len positions, filled or not)."""
+        return sum(b.nbytes for b in self._buffers)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._buffers[0].dtype
+
+    def _append(self, arrays) -> tuple:
+        """Write (batch, heads, T, width) arrays at length .. length + T; return the filled views."""
+        T = arrays[0].shape[2]
+        for buf, arr in zip(self._buffers, arrays):
+            want = (*buf.shape[:2], T, buf.shape[3])
+            if arr.shape != want:
+                raise ValueError(f"cannot append shape {arr.shape} to a cache of shape {buf.shape}; "
+                                 f"expected {want} (batch, heads, new tokens, width)")
+        if self.length + T > self.max_len:
+            raise ValueError(f"the cache holds {self.length} of max_len={self.max_len} tokens and "
+                             f"cannot take {T} more; make it with max_len >= {self.length + T}")
+        for buf, arr in zip(self._buffers, arrays):
+            buf[:, :, self.length:self.length + T] = arr
+        self.length += T
+        return self._filled()
+
+    def _filled(self) -> tuple:
+        views = tuple(b[:, :, :self.length] for b in self._buffers)
+        for v in views:
+            v.flags.writeable = False
+        return views
+
+    def reset(self) -> None:
+        """Forget every cached token (length 0); the buffers are kept for the next sequence."""
+        self.length = 0
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(length={self.length}, max_len={self.max_len}, "
+                f"shapes={[b.shape for b in self._buffers]}, nbytes={self.nbytes})")
+
+
+class KVCache(_Cache):
+    """Keys and values of every token seen so far: two (batch, h_kv, max_len, d_k) buffers.
+
+    ``length`` counts the tokens cached, ``nbytes`` the bytes held (2·batch·h_kv·max_len·d_k
+    ·itemsize). Passed as ``grouped_query_attention(..., cache=cache)`` it is **updated in
+    place**: the call appends its keys and values and advances ``length``. ``keys`` and
+    ``values`` are read-only views of the filled part. ``reset()`` starts a new sequence.
+
+    >>> cache = KVCache(batch=1, h_kv=2, d_k=4, max_len=16)
+    >>> cache.length, cache.nbytes, cache.keys.shape
+    (0, 2048, (1, 2, 0, 4))
+    """
+
+    def __init__(self, batch: int, h_kv: int, d_k: int, max_len: int, dtype=np.float64):
+        dims = [_validate.positive_int(v, n) for v, n in ((batch, "batch"), (h_kv, "h_kv"), (d_k, "d_k"))]
+        super().__init__((tuple(dims),) * 2, max_len, dtype)
+
+    def append(self, K, V) -> tuple[np.ndarray, np.ndarray]:
+        """K, V (batch, h_kv, T, d_k) -> every cached K, V (batch, h_kv, length, d_k), read-only.
+
+        >>> cache = KVCache(1, 1, 2, max_len=4)
+        >>> K_all, V_all = cache.append(np.ones((1, 1, 3, 2)), np.zeros((1, 1, 3, 2)))
+        >>> cache.length, K_all.shape
+        (3, (1, 1, 3, 2))
+        """
+        return self._append((np.asarray(K), np.asarray(V)))
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self._filled()[0]
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._filled()[1]
+
+
+def cached_causal_mask(T: int, offset: int) -> np.ndarray:
+    """T new queries after ``offset`` cached tokens -> (T, offset + T) bool, True = may attend.
+
+    Query t sits at absolute position offset + t and may attend keys 0 .. offset + t.
+    ``offset = 0`` is ``causal_mask(T)``; a decode step (T = 1) may attend everything.
+
+    >>> cached_causal_mask(2, 3).astype(int)
+    array([[1, 1, 1, 1, 0],
+           [1, 1, 1, 1, 1]])
+    """
+    T = _validate.positive_int(T, "T")
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+        raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
+    return np.arange(offset + T)[None, :] <= offset + np.arange(T)[:, None]  # (T, offset + T)
+
+
+# ----------------------------------------------------------------------------- attention
+def _project(x: np.ndarray, W, b) -> np.ndarray:
+    """x (B, N, D) @ W (D, w) (+ b (w,)) -> (B, N, w)."""
+    y = np.matmul(x, np.asarray(W, dtype=x.dtype))
+    return y if b is None else y + np.asarray(b, dtype=x.dtype)
+
+
+def _check_params(params, D: int, h: int, h_kv: int) -> None:
+    if not isinstance(params, GQAParams):
+        raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
+                         "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
+    if np.ndim(params.W_q) != 2 or params.d_model != D:
+        raise ValueError(f"x has last dim {D} but params.W_q has shape {np.shape(params.W_q)}; use "
+                         f"init_gqa_params({D}, {h}, {h_kv}, rng=...) or give x the params' d_model")
+    w = h_kv * (D // h)
+    wants = [(D, D), (D, w), (D, w), (D, D), (D,), (w,), (w,), (D,)]
+    for name, p, want in zip(GQAParams._fields, params, wants):
+        if p is not None and np.shape(p) != want:
+            raise ValueError(f"params.{name} has shape {np.shape(p)}, expected {want} for d_model={D}, "
+                             f"h={h}, h_kv={h_kv}; make params with init_gqa_params({D}, {h}, {h_kv}, rng=...)")
+
+
+def _check_inputs(x, params, h, h_kv, context, cache):
+    """The checked x, h, h_kv and context (x itself in self-attention)."""
+    x = _validate.float_array(x, "x")
+    _validate.ndim(x, "x", 3, "(B, T, d_model)")
+    _validate.nonempty(x, "x", "(B, T, d_model)")
+    D = x.shape[2]
+    h = _validate.heads(D, h)
+    h_kv = _kv_heads(h, h_kv)
+    _check_params(params, D, h, h_kv)
+    if cache is not None:
+        _check_cache(cache, x.shape[0], h_kv, D // h, context)
+    if context is None:
+        return x, h, h_kv, x
+    ctx = _validate.float_array(context, "context").astype(x.dtype, copy=False)
+    _validate.ndim(ctx, "context", 3, "(B, S, d_model)")
+    _validate.nonempty(ctx, "context", "(B, S, d_model)")
+    if ctx.shape[0] != x.shape[0] or ctx.shape[2] != D:
+        raise ValueError(f"context has shape {ctx.shape} but x has shape {x.shape}; "
+                         f"context must be (B={x.shape[0]}, S, d_model={D}): same batch and width as x")
+    return x, h, h_kv, ctx
+
+
+def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
+    if not isinstance(cache, KVCache):
+        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; "
+                         "make one with KVCache(batch, h_kv, d_k, max_len)")
+    if context is not None:
+        raise ValueError("a KVCache holds the keys of the tokens being generated (self-attention); "
+                         "with context= (cross-attention) the keys do not grow: compute them once, no cache")
+    want = (B, h_kv, cache.max_len, d_k)
+    if cache._buffers[0].shape != want:
+        raise ValueError(f"the cache has shape {cache._buffers[0].shape} but this call needs (batch={B}, "
+                         f"h_kv={h_kv}, max_len, d_k={d_k}); make a KVCache({B}, {h_kv}, {d_k}, max_len)")
+
+
+def _rope(a: np.ndarray, start: int, base) -> np.ndarray:
+    """a (B, heads, N, d_k) rotated at absolute positions start .. start + N - 1 (or unchanged)."""
+    return a if base is None else apply_rope(a, np.arange(start, start + a.shape[-2]), base=base)
+
+
+def _grouped_attend(Qh, Kh, Vh, mask) -> tuple[np.ndarray, np.ndarray]:
+    """Qh (B, h, T, d_k), Kh, Vh (B, h_kv, S, d_k) -> out (B, h, T, d_k), weights (B, h, T, S).
+
+    Query head i reads key/value head i // g. The g query heads of a group are stacked on a new
+    axis, so the h_kv keys broadcast against them: nothing is copied h // h_kv times.
+    """
+    B, h, T, d_k = Qh.shape
+    h_kv, S = Kh.shape[1], Kh.shape[2]
+    Qg = Qh.reshape(B, h_kv, h // h_kv, T, d_k)             # (B, h_kv, g, T, d_k)
+    Kg, Vg = Kh[:, :, None], Vh[:, :, None]                 # (B, h_kv, 1, S, d_k)
+    if mask is not None:
+        m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # (B|1, h|1, T|1, S|1)
+        mask = m[:, :, None] if m.shape[1] == 1 else m.reshape(m.shape[0], h_kv, h // h_kv, *m.shape[2:])
+    out, weights = attend(Qg, Kg, Vg, mask)                 # (B, h_kv, g, T, d_k), (..., T, S)
+    return out.reshape(B, h, T, d_k), weights.reshape(B, h, T, S)
+
+
+def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, context=None,
+                            cache: Optional[KVCache] = None, rope_base=None):
+    """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
+
+    Multi-head attention in which the h query heads share h_kv key/value heads (query head i
+    reads key/value head i // (h // h_kv)). ``rope_base``: rotate queries and keys by RoPE at
+    their absolute positions (``positions.apply_rope``). ``mask``: boolean, True = may attend,
+    broadcastable to (B, h, T, S).
+
+    ``cache``: a KVCache, **updated in place**. This call rotates its new keys at positions
+    cache.length .. cache.length + T - 1, appends them and their values, and attends causally
+    over every cached token (S = the new cache.length; ``mask``, if given, is combined with
+    that causal mask). The same call does the prefill (T prompt tokens) and each decode step (T = 1).
+
+    >>> rng = np.random.default_rng(0)
+    >>> p = init_gqa_params(8, h=4, h_kv=2, rng=rng)
+    >>> out, w = grouped_query_attention(rng.normal(size=(1, 5, 8)), p, h=4, h_kv=2)
+    >>> out.shape, w.shape
+    ((1, 5, 8), (1, 4, 5, 5))
+    """
+    x, h, h_kv, ctx = _check_inputs(x, params, h, h_kv, context, cache)
+    B, T = x.shape[:2]
+    start = 0 if cache is None else cache.length
+    S = ctx.shape[1] if cache is None else start + T
+    if mask is not None:
+        mask = _validate.bool_mask(mask, (B, h, T, S), "(B, h, T, S)")
+    if cache is not None:
+        mask = cached_causal_mask(T, start) if mask is None else mask & cached_causal_mask(T, start)
+    Qh = _rope(_split(_project(x, params.W_q, params.b_q), h), start, rope_base)      # (B, h, T, d_k)
+    Kh = _rope(_split(_project(ctx, params.W_k, params.b_k), h_kv), start, rope_base)  # (B, h_kv, T|S, d_k)
+    Vh = _split(_project(ctx, params.W_v, params.b_v), h_kv)                           # (B, h_kv, T|S, d_k)
+    if cache is not None:
+        Kh, Vh = (a.astype(x.dtype, copy=False) for a in cache.append(Kh, Vh))  # (B, h_kv, S, d_k)
+    heads_out, weights = _grouped_attend(Qh, Kh, Vh, mask)  # (B, h, T, d_k), (B, h, T, S)
+    return _project(_combine(heads_out), params.W_o, params.b_o), weights  # (B, T, D)
+
+
+# ----------------------------------------------------------------------------- MLA
+class MLAParams(NamedTuple):
+    """W_q, W_o (d_model, d_model); W_dkv (d_model, d_c) down to the latent; W_uk, W_uv (d_c, d_model) up.
+
+    Keys are ``(x W_dkv) W_uk``, values ``(x W_dkv) W_uv``; only the latent x W_dkv is cached.
+    """
+    W_q: np.ndarray
+    W_dkv: np.ndarray
+    W_uk: np.ndarray
+    W_uv: np.ndarray
+    W_o: np.ndarray
+
+
+def init_mla_params(d_model: int, h: int, d_latent: int, *, rng: np.random.Generator,
+                    dtype=np.float64) -> MLAParams:
+    """d_model, h, d_latent -> MLAParams; entries ~ N(0, 1/fan_in), randomness only from ``rng``.
+
+    >>> p = init_mla_params(8, 2, 3, rng=np.random.default_rng(0))
+    >>> p.W_dkv.shape, p.W_uk.shape
+    ((8, 3), (3, 8))
+    """
+    d_model = _validate.positive_int(d_model, "d_model")
+    _validate.heads(d_model, h)
+    d_c = _validate.positive_int(d_latent, "d_latent")
+    square = init_params(d_model, rng=rng, dtype=dtype)  # checks rng and dtype too
+    W_dkv = rng.normal(0.0, 1.0 / math.sqrt(d_model), size=(d_model, d_c)).astype(dtype)
+    W_uk, W_uv = rng.normal(0.0, 1.0 / math.sqrt(d_c), size=(2, d_c, d_model)).astype(dtype)
+    return MLAParams(square.W_q, W_dkv, W_uk, W_uv, square.W_o)
+
+
+def mla_to_mha(params: MLAParams) -> MHAParams:
+    """MLAParams -> the MHAParams it expands into: W_k = W_dkv W_uk, W_v = W_dkv W_uv (D, D).
+
+    Their multi_head_attention equals mla_attention (tests/test_gqa.py), at h·d_k / d_c times
+    the cached numbers per token.
+
+    >>> p = init_mla_params(8, 2, 3, rng=np.random.default_rng(0))
+    >>> int(np.linalg.matrix_rank(mla_to_mha(p).W_k))  # rank d_c: a low-rank key projection
+    3
+    """
+    return MHAParams(params.W_q, params.W_dkv @ params.W_uk, params.W_dkv @ params.W_uv, params.W_o)
+
+
+class LatentCache(_Cache):
+    """The MLA cache: one (batch, 1, max_len, d_latent) buffer of latents, updated in place.
+
+    >>> cache = LatentCache(batch=1, d_latent=4, max_len=16)
+    >>> cache.nbytes  # 1 · 16 · 4 · 8 bytes: one latent per token instead of h keys and h values
+    512
+    """
+
+    def __init__(self, batch: int, d_latent: int, max_len: int, dtype=np.float64):
+        dims = (_validate.positive_int(batch, "batch"), 1, _validate.positive_int(d_latent, "d_latent"))
+        super().__init__((dims,), max_len, dtype)
+
+    def append(self, C) -> np.ndarray:
+        """C (batch, T, d_latent) -> every cached latent (batch, length, d_latent), read-only."""
+        C = np.asarray(C)
+        return self._append((C[:, None],))[0][:, 0]
+
+    @property
+    def latents(self) -> np.ndarray:
+        return self._filled()[0][:, 0]
+
+
+def mla_attention(x, params: MLAParams, h: int, mask=None, cache: Optional[LatentCache] = None):
+    """x (B, T, d_model) -> out (B, T, d_model), weights (B, h, T, S), attending over latents.
+
+    The absorbed form: q_i · k_j = (q_i W_uk,iᵀ) · c_j, so each query is mapped into the latent
+    space and scored against the cached latents c (B, S, d_c); the weighted latents go up through
+    W_uv per head. ``cache`` (a LatentCache, updated in place) works as in
+    ``grouped_query_attention``: causal over every cached token. No RoPE here: DeepSeek-V2 adds a
+    small extra key of d_rope numbers per token for it, because a rotation between q and W_uk
+    would stop W_uk from being folded into the query.
+
+    >>> p = init_mla_params(8, 2, 3, rng=np.random.default_rng(0))
+    >>> out, w = mla_attention(np.ones((1, 4, 8)), p, h=2)
+    >>> out.shape, w.shape
+    ((1, 4, 8), (1, 2, 4, 4))
+    """
+    x, mask, start = _check_mla(x, params, h, mask, cache)
+    d_c, d_k = params.W_dkv.shape[1], x.shape[2] // h
+    C = _project(x, params.W_dkv, None)                      # (B, T, d_c): the latents
+    C = C if cache is None else cache.append(C).astype(x.dtype, copy=False)  # (B, S, d_c)
+    W_uk = np.asarray(params.W_uk, x.dtype).reshape(d_c, h, d_k).transpose(1, 2, 0)  # (h, d_k, d_c)
+    W_uv = np.asarray(params.W_uv, x.dtype).reshape(d_c, h, d_k).transpose(1, 0, 2)  # (h, d_c, d_k)
+    Qh = _split(_project(x, params.W_q, None), h)             # (B, h, T, d_k)
+    Q_lat = Qh @ W_uk * x.dtype.type(math.sqrt(d_c / d_k))   # (B, h, T, d_c); attend scales by 1/sqrt(d_c)
+    out_lat, weights = attend(Q_lat, C[:, None], C[:, None], mask)  # (B, h, T, d_c), (B, h, T, S)
+    heads_out = out_lat @ W_uv                                # (B, h, T, d_c) x (h, d_c, d_k) -> (B, h, T, d_k)
+    return _project(_combine(heads_out), params.W_o, None), weights
+
+
+def _check_mla(x, params, h, mask, cache):
+    """Checked x, the mask (combined with the cached causal mask) and the first new position."""
+    x = _validate.float_array(x, "x")
+    _validate.ndim(x, "x", 3, "(B, T, d_model)")
+    _validate.nonempty(x, "x", "(B, T, d_model)")
+    (B, T, D) = x.shape
+    h = _validate.heads(D, h)
+    if not isinstance(params, MLAParams) or np.shape(params.W_q) != (D, D):
+        raise ValueError(f"params must be MLAParams for d_model={D}; make them with "
+                         f"init_mla_params({D}, {h}, d_latent, rng=np.random.default_rng(0))")
+    if cache is not None and not isinstance(cache, LatentCache):
+        raise ValueError(f"cache must be a LatentCache, got {type(cache).__name__}; "
+                         "make one with LatentCache(batch, d_latent, max_len)")
+    start = 0 if cache is None else cache.length
+    if mask is not None:
+        mask = _validate.bool_mask(mask, (B, h, T, start + T), "(B, h, T, S)")
+    if cache is not None:
+        mask = cached_causal_mask(T, start) if mask is None else mask & cached_causal_mask(T, start)
+    return x, mask, start
+
+
+# ----------------------------------------------------------------------------- what the cache costs
+def kv_cache_bytes_per_token(layers: int, h_kv: int, d_k: int, bytes_per_number: int = 2) -> int:
+    """Bytes the KV cache grows by per token: 2 (K and V) · layers · h_kv · d_k · bytes_per_number.
+
+    >>> kv_cache_bytes_per_token(layers=32, h_kv=8, d_k=128)  # a 7B-class GQA model in fp16
+    131072
+    """
+    dims = [_validate.positive_int(v, n) for v, n in
+            ((layers, "layers"), (h_kv, "h_kv"), (d_k, "d_k"), (bytes_per_number, "bytes_per_number"))]
+    return 2 * math.prod(dims)
+
+
+def mla_cache_bytes_per_token(layers: int, d_latent: int, d_rope: int = 0,
+                              bytes_per_number: int = 2) -> int:
+    """Bytes per token of an MLA cache: layers · (d_latent + d_rope) · bytes_per_number.
+
+    One latent per token and layer, shared by every head, plus DeepSeek-V2's small RoPE key.
+
+    >>> mla_cache_bytes_per_token(layers=32, d_latent=512, d_rope=64)
+    36864
+    """
+    layers, d_c, b = (_validate.positive_int(v, n) for v, n in
+                      ((layers, "layers"), (d_latent, "d_latent"), (bytes_per_number, "bytes_per_number")))
+    if isinstance(d_rope, bool) or not isinstance(d_rope, (int, np.integer)) or d_rope < 0:
+        raise ValueError(f"d_rope={d_rope!r} must be a whole number >= 0 (0: no RoPE key)")
+    return layers * (d_c + int(d_rope)) * b
