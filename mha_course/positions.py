@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _validate
 
-__all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "ROPE_LAYOUTS"]
+__all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "rope_score_grid", "patchify", "ROPE_LAYOUTS"]
 
 # Which features form a rotated pair: (2i, 2i+1) as in the RoFormer paper, or
 # (i, i + d_k/2) as in GPT-NeoX and Llama ("rotate_half").
@@ -97,6 +97,44 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
     out_a[...] = a * cos - b * sin  # a 2-D rotation of (a, b) by the angle
     out_b[...] = a * sin + b * cos
     return out
+
+
+def rope_score_grid(q, k, T: int, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
+    """q (d_k,), k (d_k,), T -> scores (T, T): scores[m, n] = (q rotated to position m) . (k rotated to n).
+
+    With RoPE every diagonal (constant m - n) holds one value: the score depends on the
+    offset only. Drawn as a heatmap in 07_positions_and_rope.ipynb.
+
+    >>> g = rope_score_grid(np.ones(4), np.ones(4), 5)
+    >>> bool(np.allclose(np.diag(g, 1), g[0, 1])), float(g[2, 2])
+    (True, 4.0)
+    """
+    q, k = _validate.float_array(q, "q"), _validate.float_array(k, "k")
+    if q.ndim != 1 or q.shape != k.shape:
+        raise ValueError(f"q and k must be two vectors of the same size d_k, got shapes {q.shape} and {k.shape}")
+    positions = np.arange(_validate.positive_int(T, "T"))
+    Qr = apply_rope(np.broadcast_to(q, (T, q.size)), positions, base, layout)  # (T, d_k): q at 0..T-1
+    Kr = apply_rope(np.broadcast_to(k, (T, k.size)), positions, base, layout)  # (T, d_k)
+    return Qr @ Kr.T  # (T, d_k) x (d_k, T) -> (T, T)
+
+
+def patchify(image, patch: int) -> np.ndarray:
+    """image (H, W, C), patch p -> tokens (H/p * W/p, p*p*C): ViT's "16x16 words", row by row.
+
+    Token n is patch (n // (W/p), n % (W/p)) of the image, its pixels flattened. Like words,
+    the patches carry no position of their own: ViT adds a position embedding to each.
+
+    >>> patchify(np.zeros((8, 12, 3)), 4).shape
+    (6, 48)
+    """
+    img = _validate.float_array(image, "image")
+    p = _validate.positive_int(patch, "patch")
+    if img.ndim != 3 or img.shape[0] % p or img.shape[1] % p:
+        raise ValueError(f"image must be (H, W, C) with H and W divisible by patch={p}, got shape {img.shape}; "
+                         "crop or pad the image, or choose a patch size that divides both")
+    H, W, C = img.shape
+    grid = img.reshape(H // p, p, W // p, p, C).transpose(0, 2, 1, 3, 4)  # (H/p, W/p, p, p, C)
+    return grid.reshape(H // p * (W // p), p * p * C)  # (N, p*p*C)
 
 
 def _pair_views(x: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:

@@ -179,3 +179,23 @@ def test_rope_matches_pytorch_reference_implementations(layout, reference, base)
     positions = np.arange(9) + 100
     expected = reference(torch, torch.from_numpy(x), torch.from_numpy(positions), base).numpy()
     np.testing.assert_allclose(mc.apply_rope(x, positions, base, layout), expected, atol=1e-10)
+
+
+# ----------------------------------------------------------------------------- score grid, patches
+@PROFILE
+@given(LAYOUTS, EVEN_D_K, st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_rope_score_grid_is_constant_along_every_diagonal(layout, d_k, T, seed):
+    rng = np.random.default_rng(seed)
+    grid = mc.positions.rope_score_grid(rng.normal(size=d_k), rng.normal(size=d_k), T, layout=layout)
+    for offset in range(-T + 1, T):
+        diagonal = np.diag(grid, offset)
+        np.testing.assert_allclose(diagonal, diagonal[0], atol=1e-9)
+
+
+def test_patchify_cuts_row_by_row_and_keeps_each_patch_whole():
+    image = np.arange(4 * 6 * 2, dtype=float).reshape(4, 6, 2)  # (H, W, C)
+    tokens = mc.positions.patchify(image, 2)
+    assert tokens.shape == (6, 8)
+    np.testing.assert_array_equal(tokens[4], image[2:4, 2:4].ravel())  # patch row 1, column 1
+    with pytest.raises(ValueError, match="divisible by patch=4"):
+        mc.positions.patchify(image, 4)

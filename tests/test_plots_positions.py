@@ -1,0 +1,83 @@
+"""The views of 06 and 07 draw what they are given: masks, leaks, patches, sinusoids, RoPE."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import mha_course as mc  # noqa: E402
+from mha_course import plots  # noqa: E402
+from mha_course import plots_positions as pp  # noqa: E402
+from mha_course.positions import patchify, rope_score_grid  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _texts(ax):
+    return [t.get_text().strip() for t in ax.texts]
+
+
+def test_mask_heatmap_greys_blocked_cells_and_labels_fully_masked_rows():
+    mask = mc.causal_mask(4) & mc.padding_mask([2], 4)[0, 0, :, ::-1]  # left padding: rows 0, 1 see nothing
+    ax = pp.mask_heatmap(mask)
+    drawn = ax.images[0].get_array()
+    assert np.ma.getmaskarray(drawn).tolist() == (~mask).tolist()  # blocked = masked = grey
+    assert _texts(ax).count("fully masked") == 2
+
+
+def test_mask_gallery_draws_one_titled_panel_per_mask_and_checks_axes():
+    masks = {"causal": mc.causal_mask(3), "prefix": mc.prefix_lm_mask(3, 2)}
+    axes = pp.mask_gallery(masks)
+    assert [ax.get_title() for ax in axes] == ["causal", "prefix"]
+    with pytest.raises(ValueError, match="got 1 axes for 2 masks"):
+        pp.mask_gallery(masks, axes=axes[:1])
+
+
+def test_leak_heatmap_colours_leaks_red_and_says_how_many():
+    report = mc.leak_probe(lambda x: mc.scaled_dot_product_attention(x, x, x), 4, rng=np.random.default_rng(0))
+    ax = pp.leak_heatmap(report)
+    codes = ax.images[0].get_array()
+    assert (codes == 2).sum() == len(report.leaks) == 6
+    assert ax.get_title() == "6 leak(s)"
+    clean = mc.leak_probe(lambda x: mc.scaled_dot_product_attention(x, x, x, mc.causal_mask(4)), 4,
+                          rng=np.random.default_rng(0))
+    assert pp.leak_heatmap(clean).get_title() == "no leak"
+
+
+def test_patch_grid_numbers_every_patch_in_patchify_order():
+    image = np.zeros((16, 24, 3))
+    ax = pp.patch_grid(image, 8)
+    assert _texts(ax) == [str(n) for n in range(len(patchify(image, 8)))]
+
+
+def test_patch_attention_puts_each_weight_on_its_own_patch_and_rejects_wrong_sizes():
+    image = np.zeros((16, 16, 3))
+    w = np.array([1.0, 0.0, 0.0, 0.0])  # all weight on patch 0, top left
+    ax = pp.patch_attention(image, w, 8)
+    overlay = ax.images[1].get_array()  # (2, 2, 4) RGBA
+    assert overlay[0, 0, 3] > 0.8 and overlay[1, 1, 3] == 0
+    with pytest.raises(ValueError, match=r"expected one weight per patch: \(4,\)"):
+        pp.patch_attention(image, np.ones(5) / 5, 8)
+
+
+def test_sinusoid_figure_and_rope_views_draw_the_package_numbers():
+    fig = pp.sinusoid_figure(10, 8)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), mc.sinusoidal_positions(10, 8))
+    fig = pp.rope_figure(offset=3, base=100.0, d_k=4, max_offset=10)
+    line = [ax for ax in fig.axes if ax.lines][-1].lines[0]
+    np.testing.assert_allclose(line.get_ydata(), rope_score_grid(np.ones(4), np.ones(4), 11, 100.0)[:, 0])
+    axes = pp.rope_layout_pairs(6)
+    assert [ax.get_yticklabels()[0].get_text() for ax in axes] == ["interleaved", "halves"]
+    assert _texts(axes[1]) == ["p0", "p1", "p2", "p0", "p1", "p2"]
+
+
+def test_score_offset_heatmap_uses_the_values_colour_map():
+    grid = rope_score_grid(np.ones(4), np.arange(4.0), 6)
+    ax = pp.score_offset_heatmap(grid)
+    assert ax.images[0].get_cmap().name == plots.VALUES_CMAP
+    np.testing.assert_allclose(ax.images[0].get_array(), grid)
