@@ -7,7 +7,25 @@ Mask convention everywhere: boolean, **True = may attend**.
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import mha_backward
-from .efficient import fast_attention
+from .efficient import (
+    SoftmaxState,
+    bigbird_mask,
+    dilated_window_mask,
+    elu_feature_map,
+    fast_attention,
+    linear_attention,
+    linear_attention_quadratic,
+    longformer_mask,
+    naive_attention_bytes,
+    online_softmax_result,
+    online_softmax_start,
+    online_softmax_update,
+    sliding_window_attention,
+    sliding_window_mask,
+    tiled_attention,
+    tiled_attention_bytes,
+    tiled_attention_steps,
+)
 from .gqa import (
     GQAParams,
     KVCache,
@@ -42,4 +60,8 @@ __all__ = [
     "GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "KVCache", "cached_causal_mask",
     "grouped_query_attention", "MLAParams", "init_mla_params", "mla_to_mha", "LatentCache",
     "mla_attention", "kv_cache_bytes_per_token", "mla_cache_bytes_per_token",
+    "SoftmaxState", "online_softmax_start", "online_softmax_update", "online_softmax_result",
+    "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
+    "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
+    "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
 ]
