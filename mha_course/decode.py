@@ -1,0 +1,193 @@
+"""Generating tokens from the trained model of notebook 08, with and without the KV cache (floor 3).
+
+Shapes: ``B`` batch, ``P`` prompt tokens, ``N`` new tokens, ``V`` vocabulary, ``D = d_model``.
+
+Without a cache, every step runs ``train.forward`` over the whole sequence so far and keeps the
+last position's logits: step t costs a forward pass over t tokens. With a cache, the prompt is
+run once (the **prefill**) and each **decode step** runs one token through every layer, reading
+the keys and values of the earlier tokens from that layer's ``KVCache``. Both pick the same
+tokens (greedy: the most likely next token), which tests/test_decode.py checks.
+
+The caches are the only state: ``new_caches`` makes them, ``forward_cached`` fills them in place.
+
+    from mha_course import decode, train
+    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    tokens = decode.generate(params, config, prompt, 8, use_cache=True, progress=True)
+
+Taught in 09_kv_cache_and_gqa.ipynb.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import _validate
+from .gqa import GQAParams, KVCache, grouped_query_attention
+from .train import Config, Model, _norm, forward, init_model, layer_params
+
+__all__ = ["cached_layers", "new_caches", "forward_cached", "generate", "seconds_per_token",
+           "step_seconds", "timing_model", "max_positions"]
+
+
+def cached_layers(params: Model, config: Config) -> list[GQAParams]:
+    """Model -> one GQAParams per layer: the stored h_kv-head W_k, W_v and the W_q the model runs.
+
+    W_q comes from ``train.layer_params`` (it folds in the scale choice); W_k and W_v stay at
+    h_kv·d_k columns, so the cache holds h_kv heads, not the h copies that layer_params makes.
+    """
+    out = []
+    for layer, p in enumerate(params.layers):
+        run = layer_params(params, config, layer)
+        out.append(GQAParams(run.W_q, p.W_k, p.W_v, p.W_o, run.b_q, p.b_k, p.b_v, p.b_o))
+    return out
+
+
+def max_positions(params: Model) -> int | None:
+    """The longest sequence the model can read: its learned position table's length (None: no limit)."""
+    return None if params.pos is None else params.pos.shape[0]
+
+
+def new_caches(params: Model, config: Config, batch: int, max_len: int) -> list[KVCache]:
+    """One empty KVCache (batch, h_kv, d_k, max_len) per layer, float64 like the model."""
+    h_kv = config.h_kv or config.h
+    return [KVCache(batch, h_kv, config.d_model // config.h, max_len) for _ in params.layers]
+
+
+def forward_cached(params: Model, tokens, config: Config, caches: list[KVCache],
+                   layers: list[GQAParams] | None = None) -> np.ndarray:
+    """tokens (B, T) new tokens -> logits (B, T, V); appends to every layer's cache **in place**.
+
+    The same model as ``train.forward``, run on the T tokens that follow the ``caches[0].length``
+    already cached: positions start there, attention is causal over everything cached.
+    ``layers`` (from ``cached_layers``) saves rebuilding them on every step.
+    """
+    tokens = np.asarray(tokens)
+    start, T = caches[0].length, tokens.shape[1]
+    limit = max_positions(params)
+    if limit is not None and start + T > limit:
+        raise ValueError(f"the model has learned positions for {limit} tokens; {start} cached + {T} new "
+                         f"= {start + T} is too long; keep prompt + new tokens <= {limit}")
+    x = _embed_at(params, tokens, start)  # (B, T, D)
+    h, h_kv = config.h, config.h_kv or config.h
+    for p, cache in zip(layers or cached_layers(params, config), caches):
+        out, _ = grouped_query_attention(_norm(x, config), p, h, h_kv, cache=cache)
+        x = x + out
+    return _norm(x, config) @ params.unembed  # (B, T, D) x (D, V) -> (B, T, V)
+
+
+def _embed_at(params: Model, tokens: np.ndarray, start: int) -> np.ndarray:
+    """tokens (B, T) at absolute positions start .. start + T - 1 -> x (B, T, D)."""
+    x = params.embed[tokens]  # (B, T) -> (B, T, D)
+    return x if params.pos is None else x + params.pos[start:start + tokens.shape[1]]
+
+
+def _check_prompt(prompt, params: Model, config: Config, n_new) -> np.ndarray:
+    prompt = np.asarray(prompt)
+    if prompt.ndim != 2 or prompt.shape[1] == 0 or not np.issubdtype(prompt.dtype, np.integer):
+        raise ValueError(f"prompt must be a (B, P) array of token ids with P >= 1, got shape {prompt.shape} "
+                         f"and dtype {prompt.dtype}; a single sequence is prompt[None]")
+    if prompt.min() < 0 or prompt.max() >= config.vocab:
+        raise ValueError(f"prompt holds token ids {prompt.min()}..{prompt.max()} but the vocabulary is "
+                         f"0..{config.vocab - 1}")
+    _validate.positive_int(n_new, "n_new")
+    limit, needed = max_positions(params), prompt.shape[1] + n_new - 1  # the last token is not read
+    if limit is not None and needed > limit:
+        raise ValueError(f"a prompt of {prompt.shape[1]} tokens + n_new={n_new} needs positions for {needed} "
+                         f"tokens but the model has learned {limit}; ask for n_new <= {limit - prompt.shape[1] + 1}")
+    return prompt
+
+
+def _steps(params: Model, config: Config, prompt, n_new: int, use_cache: bool):
+    """Yield the (B,) greedy next tokens one by one: with the cache, or by re-running train.forward."""
+    prompt = _check_prompt(prompt, params, config, n_new)
+    tokens = prompt
+    if use_cache:
+        caches = new_caches(params, config, prompt.shape[0], prompt.shape[1] + n_new)
+        layers = cached_layers(params, config)
+        logits = forward_cached(params, prompt, config, caches, layers)  # the prefill
+    for step in range(n_new):
+        if not use_cache:
+            logits, _ = forward(params, tokens, config)  # the whole sequence, every step
+        nxt = logits[:, -1].argmax(-1)  # (B,)
+        tokens = np.concatenate([tokens, nxt[:, None]], axis=1)
+        yield nxt
+        if use_cache and step < n_new - 1:
+            logits = forward_cached(params, nxt[:, None], config, caches, layers)  # one decode step
+
+
+def generate(params: Model, config: Config, prompt, n_new: int, *, use_cache: bool = True,
+             progress: bool = False) -> np.ndarray:
+    """prompt (B, P) token ids -> tokens (B, P + N): the prompt and N greedy new tokens.
+
+    ``use_cache`` True: a prefill then one decode step per token; False: train.forward over
+    everything, every step. The two give the same tokens. ``progress``: a tqdm bar.
+
+    >>> config = Config(task="previous_token", vocab=8, seq_len=12, d_model=8, h=2, n_layers=2)
+    >>> params = init_model(config)
+    >>> a = generate(params, config, [[1, 2, 3]], 5)
+    >>> a.shape, bool((a == generate(params, config, [[1, 2, 3]], 5, use_cache=False)).all())
+    ((1, 8), True)
+    """
+    new = list(_bar(_steps(params, config, prompt, n_new, use_cache), n_new, progress, use_cache))
+    return np.concatenate([np.asarray(prompt), np.stack(new, axis=1)], axis=1)
+
+
+def _bar(steps, total: int, progress: bool, use_cache: bool):
+    if not progress:
+        return steps
+    from tqdm.auto import tqdm  # imported only when a bar is wanted
+    return tqdm(steps, total=total, desc="decoding " + ("with" if use_cache else "without") + " cache",
+                unit="tok", leave=False, mininterval=0.5)
+
+
+def seconds_per_token(params: Model, config: Config, prompt, n_new: int, *, use_cache: bool = True,
+                      progress: bool = False) -> np.ndarray:
+    """prompt (B, P) -> seconds (N,): the wall time of each generated token, the prefill in the first.
+
+    The same loop as ``generate``; entry t is the time to produce token P + t.
+    """
+    seconds, last = [], time.perf_counter()
+    for _ in _bar(_steps(params, config, prompt, n_new, use_cache), n_new, progress, use_cache):
+        now = time.perf_counter()
+        seconds.append(now - last)
+        last = now
+    return np.array(seconds)
+
+
+def step_seconds(params: Model, config: Config, position: int, *, use_cache: bool,
+                 repeats: int = 3, rng: np.random.Generator) -> float:
+    """The best-of-``repeats`` wall time of one decode step at ``position`` (tokens already seen).
+
+    With the cache: one token through ``forward_cached`` after a prefill of ``position`` tokens
+    (not timed). Without: ``train.forward`` over position + 1 tokens, as the no-cache loop does.
+    """
+    position = _validate.positive_int(position, "position")
+    tokens = rng.integers(0, config.vocab, size=(1, position + 1))
+    best = np.inf
+    for _ in range(_validate.positive_int(repeats, "repeats")):
+        if use_cache:
+            caches = new_caches(params, config, 1, position + 1)
+            layers = cached_layers(params, config)
+            forward_cached(params, tokens[:, :-1], config, caches, layers)  # the prefill, not timed
+        start = time.perf_counter()
+        if use_cache:
+            forward_cached(params, tokens[:, -1:], config, caches, layers)
+        else:
+            forward(params, tokens, config)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def timing_model(config: Config, max_len: int, seed: int = 0) -> tuple[Config, Model]:
+    """A random-weights model of ``config``'s structure with learned positions for ``max_len`` tokens.
+
+    For timings only (weights do not change the time): the shipped checkpoint knows its
+    training length only. ``task`` becomes "previous_token", which sets the data, not the model.
+
+    >>> cfg, m = timing_model(Config(d_model=8, h=2), 100)
+    >>> m.pos.shape, cfg.seq_len
+    ((100, 8), 100)
+    """
+    config = config._replace(task="previous_token", seq_len=_validate.positive_int(max_len, "max_len"), seed=seed)
+    return config, init_model(config)
