@@ -1,7 +1,9 @@
-"""mha_course.check: right code passes, each typical mistake is caught AND named.
+"""mha_course.check, the core checkers: right code passes, each typical mistake is caught AND named.
 
 The wrong implementations below are written the way a learner would write them (they do
-not reuse check.py's private variants), so the diagnosis is tested against independent code.
+not reuse the checkers' private variants), so the diagnosis is tested against independent code.
+The rules that hold for every registered checker (its reference passes, each catalogued
+mistake is named as itself and no other, unknown mistakes are localised) are in test_check_rules.py.
 """
 import numpy as np
 import pytest
@@ -21,6 +23,13 @@ def run(capsys, checker, fn):
 
 # ---------------------------------------------------------------- the learner's code
 def stable_softmax(x, axis=-1):
+    m = x.max(axis=axis, keepdims=True)
+    e = np.exp(x - np.where(m == -np.inf, 0, m))  # a row that is all -inf stays exp(-inf) = 0
+    s = e.sum(axis=axis, keepdims=True)
+    return e / np.where(s == 0, 1, s)
+
+
+def textbook_softmax(x, axis=-1):
     z = x - x.max(axis=axis, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=axis, keepdims=True)
@@ -32,13 +41,11 @@ def naive_softmax(x, axis=-1):
 
 
 def softmax_axis0(x, axis=-1):
-    z = x - x.max(axis=0, keepdims=True)
-    return np.exp(z) / np.exp(z).sum(axis=0, keepdims=True)
+    return stable_softmax(x, axis=0)
 
 
 def softmax_last_axis_only(x, axis=-1):
-    z = x - x.max(axis=-1, keepdims=True)
-    return np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+    return stable_softmax(x)
 
 
 def softmax_global_max(x, axis=-1):
@@ -51,7 +58,8 @@ def make_sdpa(scale="sqrt", mask_mode="before", fill=-np.inf):
     def sdpa(Q, K, V, mask=None):
         d_k = Q.shape[-1]
         s = Q @ np.swapaxes(K, -1, -2)
-        s = {"sqrt": s / np.sqrt(d_k), "none": s, "d_k": s / d_k, "axis1": s / np.sqrt(Q.shape[1])}[scale]
+        s = {"sqrt": s / np.sqrt(d_k), "none": s, "d_k": s / d_k, "T": s / np.sqrt(Q.shape[-2]),
+             "S": s / np.sqrt(K.shape[-2])}[scale]
         if mask is not None and mask_mode == "before":
             s = np.where(mask, s, fill)
         elif mask is not None and mask_mode == "inverted":
@@ -67,7 +75,7 @@ def own_softmax_sdpa(Q, K, V, mask=None):
     s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
     if mask is not None:
         s = np.where(mask, s, -np.inf)
-    w = stable_softmax(s)  # nan when every key of a query is masked
+    w = textbook_softmax(s)  # nan when every key of a query is masked
     return w @ V, w
 
 
@@ -152,12 +160,14 @@ def test_learner_style_correct_code_passes(capsys, name, fn):
 # ---------------------------------------------------------------- each mistake is named
 MISTAKES = [
     ("softmax", naive_softmax, "without subtracting the maximum"),
-    ("softmax", softmax_axis0, "wrong axis"),
+    ("softmax", softmax_axis0, "always over axis 0"),
+    ("softmax", textbook_softmax, "entirely -inf gives nan"),
     ("softmax", softmax_last_axis_only, "axis argument is ignored"),
     ("softmax", softmax_global_max, "maximum of the whole array"),
     ("scaled_dot_product_attention", make_sdpa(scale="none"), "no scaling"),
     ("scaled_dot_product_attention", make_sdpa(scale="d_k"), "scaling by d_k instead of √d_k"),
-    ("scaled_dot_product_attention", make_sdpa(scale="axis1"), "d_k read from the wrong axis"),
+    ("scaled_dot_product_attention", make_sdpa(scale="T"), "scaling by √T"),
+    ("scaled_dot_product_attention", make_sdpa(scale="S"), "scaling by √S"),
     ("scaled_dot_product_attention", make_sdpa(mask_mode="inverted"), "mask polarity inverted"),
     ("scaled_dot_product_attention", make_sdpa(mask_mode="after"), "after the softmax without renormalising"),
     ("scaled_dot_product_attention", make_sdpa(fill=-1e9), "large negative number"),
@@ -238,7 +248,7 @@ def test_any_exception_type_returns_false(capsys):
         return {}[T]
 
     ok, out = run(capsys, "causal_mask", broken)
-    assert ok is False and "it raised KeyError: 4" in out
+    assert ok is False and "it raised KeyError: 6" in out
 
 
 def test_stub_is_reported_as_not_written_yet(capsys):
@@ -247,7 +257,8 @@ def test_stub_is_reported_as_not_written_yet(capsys):
 
     ok, out = run(capsys, "causal_mask", my_causal)
     assert ok is False
-    assert "not written yet: it raised NotImplementedError: Exercise 2.3: a causal mask" in out
+    assert out == ("⋯ causal_mask: not finished yet — write the body of my_causal (replace its "
+                   "`raise NotImplementedError` line), then run both cells again\n")
 
 
 @pytest.mark.parametrize("fn, message", [

@@ -112,7 +112,7 @@ MISTAKES = [
     ("project_qkv", lambda x, p: project_qkv(x, p, transpose=True), "weight matrices are transposed"),
     ("layer_norm", lambda x, eps=1e-5: layer_norm(x, eps, ddof=1), "unbiased variance"),
     ("layer_norm", lambda x, eps=1e-5: layer_norm(x, eps, axis=0), "wrong axis"),
-    ("layer_norm", lambda x, eps=1e-5: (x - x.mean()) / np.sqrt(x.var() + eps), "wrong axis"),
+    ("layer_norm", lambda x, eps=1e-5: (x - x.mean()) / np.sqrt(x.var() + eps), "whole array"),
     ("layer_norm", lambda x, eps=1e-5: layer_norm(x, eps, use_eps=False), "eps is forgotten"),
     ("flops", lambda T, d: flops(T, d, flops_per_mac=1), "multiply-add counted as 1 FLOP"),
     ("flops", lambda T, d: flops(T, d, projections=2), "K and V projections are forgotten"),
@@ -163,7 +163,7 @@ def test_stage_shapes_accepts_the_right_dict(capsys):
 
 
 @pytest.mark.parametrize("stage, wrong, diagnosis", [
-    ("Q_heads", (2, 3, 5, 12), "a head with all d_model features"),
+    ("Q_heads", (2, 3, 5, 12), "d_model where d_k belongs"),
     ("K_heads", (2, 5, 3, 4), "the head axis after the positions"),
     ("scores", (2, 3, 5, 4), "scores of shape (T, d_k)"),
     ("concat", (5, 12), "the batch axis forgotten"),
@@ -178,7 +178,7 @@ def test_stage_shapes_names_each_wrong_stage(capsys, stage, wrong, diagnosis):
 
 
 @pytest.mark.parametrize("value, message", [
-    (..., "expected a dict"),
+    ([], "expected a dict"),
     ({"X": (2, 5, 12)}, "missing: Q, K"),
     ({**stage_shapes(2, 5, 12, 3), "Z": (1,)}, "unknown: Z"),
     ({**stage_shapes(2, 5, 12, 3), "Q": "B, T, D"}, "Q: expected a tuple of ints"),

@@ -1,0 +1,31 @@
+"""Checkers for the learner's own implementations (floor 4): ``check.<exercise>(my_function)``.
+
+Each checker runs the learner's function on seeded cases that vary every size, prints short
+feedback and returns True or False; when the result is wrong it names the mistake and its fix
+by running known wrong variants on the same cases (the learner's source is never read). An
+unfinished stub is reported as "not finished yet" and never raises; ``check.summary()`` lists
+the state of every checker called in this kernel. The engine and how to write a checker:
+``mha_course/check/engine.py``; one module per concept holds the checkers and their catalogues.
+
+    >>> from mha_course import check
+    >>> import mha_course as mc
+    >>> check.causal_mask(mc.causal_mask)
+    ✔ causal_mask: all 4 cases match
+    True
+"""
+from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .block import layer_norm
+from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
+from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
+from .heads import bug_source_position, combine_heads, head_queries, split_heads
+from .mha import causal_multi_head_attention, multi_head_attention, param_count
+from .qkv import no_projection_weights, project_qkv, qkv_param_count
+from .shapes import cross_attention_shapes, stage_shapes
+
+__all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "catalogue", "matches", "summary",
+           "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
+           "split_heads", "combine_heads", "head_queries", "bug_source_position",
+           "multi_head_attention", "causal_multi_head_attention", "param_count",
+           "project_qkv", "qkv_param_count", "no_projection_weights", "layer_norm",
+           "flops", "crossover_seq_len", "score_bytes", "max_seq_len",
+           "stage_shapes", "cross_attention_shapes"]

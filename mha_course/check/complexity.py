@@ -1,0 +1,125 @@
+"""Checkers for notebook 05: ``flops``, ``crossover_seq_len``, ``score_bytes``, ``max_seq_len``.
+
+Every case has another T, d_model, B, h and bytes per number; counts must be ints.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..complexity import attention_flops, projection_flops, score_memory_bytes
+from ..complexity import crossover_seq_len as _crossover
+from .engine import Case, Exercise, Mistake
+
+__all__ = ["flops", "crossover_seq_len", "score_bytes", "max_seq_len", "FLOPS", "CROSSOVER_SEQ_LEN",
+           "SCORE_BYTES", "MAX_SEQ_LEN"]
+
+
+def _flops_ref(T, d_model):
+    return projection_flops(T, d_model), attention_flops(T, d_model)
+
+
+def _flops_scaled(proj, att):
+    return lambda T, d_model: tuple(int(f * n) for f, n in zip((proj, att), _flops_ref(T, d_model)))
+
+
+_FIX_PROJ = "four projections: Q, K, V and the output"
+FLOPS = Exercise("flops", _flops_ref, lambda: [Case(c) for c in ((10, 16), (333, 96), (1000, 512), (4096, 768))], (
+    Mistake("a multiply-add counted as 1 FLOP", "a multiply-add is 2 FLOPs: (T, D) x (D, D) costs 2·T·D²",
+            _flops_scaled(0.5, 0.5)),
+    Mistake("the K and V projections are forgotten", _FIX_PROJ, _flops_scaled(0.5, 1)),
+    Mistake("the output projection is forgotten", _FIX_PROJ, _flops_scaled(0.75, 1)),
+    Mistake("only Q Kᵀ counted, not weights · V", "two matmuls of 2·T²·d_model each", _flops_scaled(1, 0.5)),
+    Mistake("the tuple in the swapped order (attention, projections)", "return projections, attention",
+            lambda T, d_model: _flops_ref(T, d_model)[::-1])),
+    outputs=("projections", "attention"))
+
+
+def flops(fn) -> bool:
+    """Check ``fn(T, d_model) -> (projections, attention)``: the FLOPs of self-attention.
+
+    >>> flops(lambda T, d_model: (8 * T * d_model ** 2, 4 * T * T * d_model))
+    ✔ flops: all 4 cases match
+    True
+
+    One multiply-add counts as 2 FLOPs: projections 8·T·d_model², attention 4·T²·d_model.
+    """
+    return FLOPS.check(fn)
+
+
+CROSSOVER_SEQ_LEN = Exercise("crossover_seq_len", _crossover,
+                             lambda: [Case((d,)) for d in (24, 5, 1, 100, 777)], (
+    Mistake("off by one: the last T where attention is still cheaper", "the first T with "
+            "attention FLOPs >= projection FLOPs", lambda d_model: 2 * d_model - 1),
+    Mistake("off by one: the loop goes on while attention <= projections, one step past the crossover",
+            "loop while attention < projections (stop at the first T where they are equal)",
+            lambda d_model: 2 * d_model + 1),
+    Mistake("d_model returned: attention FLOPs 4·T²·d reach the projections' 8·T·d² at T = 2·d_model",
+            "solve 4·T²·d_model >= 8·T·d_model² for T", lambda d_model: d_model),
+    Mistake("the output projection is forgotten (3 projections, not 4)", "count Q, K, V "
+            "and the output projection", lambda d_model: -(-3 * d_model // 2)),
+    Mistake("only Q Kᵀ counted in the attention, not weights · V", "two matmuls of "
+            "2·T²·d_model each", lambda d_model: 4 * d_model)))
+
+
+def crossover_seq_len(fn) -> bool:
+    """Check ``fn(d_model) -> int``: the smallest T whose attention FLOPs reach the projections'.
+
+    >>> crossover_seq_len(lambda d_model: 2 * d_model)
+    ✔ crossover_seq_len: all 5 cases match
+    True
+    """
+    return CROSSOVER_SEQ_LEN.check(fn)
+
+
+def _score_bytes_ref(B, h, T, bytes_per_number=4):
+    return score_memory_bytes(B, h, T, dtype=np.dtype(f"f{bytes_per_number}"))
+
+
+_FIX_BYTES = "B * h * T * T * bytes_per_number"
+SCORE_BYTES = Exercise("score_bytes", _score_bytes_ref,
+                       lambda: [Case(c) for c in ((1, 1, 1024), (8, 12, 2048, 2), (2, 32, 4096, 8), (3, 5, 7, 4))], (
+    Mistake("h is forgotten: every head has its own T x T scores", _FIX_BYTES, lambda B, h, T, b=4: B * T * T * b),
+    Mistake("B is forgotten: every sequence has its own scores", _FIX_BYTES, lambda B, h, T, b=4: h * T * T * b),
+    Mistake("T instead of T²: one score per query AND key", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * b),
+    Mistake("numbers counted, not bytes", "multiply by bytes_per_number", lambda B, h, T, b=4: B * h * T * T),
+    Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "multiply by bytes_per_number, not by 4",
+            lambda B, h, T, b=4: B * h * T * T * 4)))
+
+
+def score_bytes(fn) -> bool:
+    """Check ``fn(B, h, T, bytes_per_number=4) -> int``: the bytes of the (B, h, T, T) scores.
+
+    >>> score_bytes(lambda B, h, T, bytes_per_number=4: B * h * T * T * bytes_per_number)
+    ✔ score_bytes: all 4 cases match
+    True
+    """
+    return SCORE_BYTES.check(fn)
+
+
+def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4):
+    return math.isqrt(budget_bytes // (B * h * bytes_per_number))  # largest T with B·h·T²·b <= budget
+
+
+MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c in (
+    (16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (10**6, 1, 1), (10**6 + 7, 2, 3, 2), (5 * 10**8, 4, 6, 8))], (
+    Mistake("h is forgotten: every head has its own T x T scores", "budget // (B * h * bytes_per_number)",
+            lambda n, B, h, b=4: math.isqrt(n // (B * b))),
+    Mistake("the square root is forgotten: the scores grow with T², not T",
+            "math.isqrt(budget // (B * h * bytes_per_number))", lambda n, B, h, b=4: n // (B * h * b)),
+    Mistake("numbers counted, not bytes", "divide the budget by bytes_per_number too",
+            lambda n, B, h, b=4: math.isqrt(n // (B * h))),
+    Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt, or int(...)",
+            lambda n, B, h, b=4: math.ceil(math.sqrt(n / (B * h * b))))))
+
+
+def max_seq_len(fn) -> bool:
+    """Check ``fn(budget_bytes, B, h, bytes_per_number=4) -> int``: the largest T whose
+    (B, h, T, T) scores fit in the budget.
+
+    >>> max_seq_len(_max_seq_len_ref)
+    ✔ max_seq_len: all 5 cases match
+    True
+    """
+    return MAX_SEQ_LEN.check(fn)

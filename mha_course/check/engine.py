@@ -1,0 +1,842 @@
+"""The checker engine (floor 4): run a learner's function on seeded cases, compare, name the mistake.
+
+Every checker of ``mha_course.check`` is an :class:`Exercise` (a function to check) or a
+:class:`ShapeExercise` (a dict of predicted shapes); both register themselves in
+:func:`catalogue`, which the tests read. A checker prints a few lines and returns a plain bool:
+
+- ``✔ name: all N cases match``: right on every case.
+- ``✘ name: case i of N failed``: the call, what differs (output, shape or values), then
+  ``Looks like: <mistake>. Fix: <fix>`` when the learner's results equal a catalogued mistake's
+  on **every** case, and otherwise where the difference lies (which output, axis, heads, rows or
+  columns) and how (scaled, shifted, permuted, averaged, transposed).
+- ``⋯ name: not finished yet — <what to do>``: the function raised ``NotImplementedError`` or the
+  value is ``...``/``NotImplemented`` (a stub). Never raises, so a student copy runs top to bottom.
+
+Each learner call runs under a time limit of ``TIME_LIMIT`` seconds (``signal.setitimer`` in the
+main thread, as in a Jupyter kernel; a waiting thread elsewhere), its printing is captured and at
+most ``PRINT_LINES`` lines are shown, its exceptions are reported (even one whose ``__str__``
+raises), and each checker's latest result is kept for :func:`summary`.
+
+How to write a checker (one function in one module ``mha_course/check/<topic>.py``, one re-export
+line in ``check/__init__.py``)::
+
+    import numpy as np
+    from .engine import Case, Exercise, Mistake
+    from ..attention import softmax as _softmax
+
+    def _cases():          # seeded; vary EVERY size from case to case, so no constant fits
+        rng = np.random.default_rng(20240501)
+        return [Case((rng.normal(size=(3, 5)),)),
+                Case((rng.normal(size=(2, 4, 6)) + 1000,), "logits near 1000")]
+
+    _MISTAKES = (          # each: what a learner writes, as a total function of the same arguments
+        Mistake("softmax without subtracting the maximum", "z = x - x.max(axis=axis, keepdims=True)",
+                lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis=axis, keepdims=True)),
+    )
+    SOFTMAX = Exercise("softmax", _softmax, _cases, _MISTAKES)
+
+    def softmax(fn) -> bool:
+        '''Check ``fn(x, axis=-1)``: x (...) -> same shape (a doctest that passes the package's).'''
+        return SOFTMAX.check(fn)
+
+Notes for checker authors:
+
+- A mistake is named only when its results equal the learner's on every case (same value, or an
+  exception of the same type), so each mistake must differ from the reference and from every
+  other mistake on some case: ``tests/test_check_rules.py`` checks that (a confusion matrix that is
+  its diagonal) for every registered checker.
+- ``outputs=("out", "weights")`` names the outputs of a reference returning a tuple (the learner
+  must return a tuple too); ``axes={"weights": ("query", "key")}`` names the trailing axes of an
+  output in the localisation (default: "row", "column").
+- A reference returning an int needs an int (``2.0`` is reported), a boolean array needs a boolean one.
+- :func:`matches` does the same for a one-off function without registering it.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import io
+import os
+import re
+import signal
+import sysconfig
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from itertools import combinations, permutations
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..mha import MHAParams
+
+__all__ = ["Case", "Mistake", "Exercise", "ShapeMistake", "ShapeExercise", "Sizes", "matches",
+           "catalogue", "summary", "forget_results", "TIME_LIMIT"]
+
+RTOL, ATOL = 1e-5, 1e-6
+TIME_LIMIT = 5.0  # seconds for each checked call of a learner's function
+PRINT_LINES, PRINT_CHARS = 8, 800  # the most of a learner's printing shown in the feedback
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "purelib", "platlib")})
+_CATALOGUE: dict = {}
+_RESULTS: dict = {}  # checker name -> "done" | "unfinished" | "wrong", in the order first called
+_NOT_DIAGNOSED = "\x00"  # prefix of a problem whose message says it all (no localisation)
+
+
+class Mistake(NamedTuple):
+    """A known wrong variant: its name, how to fix it, and a function computing its result.
+
+    ``fn`` takes the reference's arguments and returns what that mistake returns (or raises what
+    it raises) on every case.
+    """
+    name: str
+    fix: str
+    fn: Callable
+
+
+class Case(NamedTuple):
+    """The positional arguments of one checked call, and a note shown when it fails."""
+    args: tuple
+    note: str = ""
+
+
+class _Outcome(NamedTuple):
+    """What one call gave: a value, or an exception (``error``), or nothing (``lines`` say why)."""
+    value: object = None
+    error: BaseException | None = None
+    lines: tuple = ()
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """A checker that is not registered (what :func:`matches` runs)."""
+    name: str
+    reference: Callable
+    cases: Callable  # () -> list of Case (or of argument tuples)
+    mistakes: tuple = ()
+    outputs: tuple | None = None
+    axes: dict | None = None
+
+    def __post_init__(self):
+        """Nothing to do: a _Spec is not registered."""
+
+    def check(self, fn) -> bool:
+        """Run ``fn`` on every case, print the feedback, record and return True if all match."""
+        if _unfinished_value(fn) or not callable(fn):
+            return _report_value(self.name, fn)
+        runs, printed = _run_all(self, fn)
+        return _finish(self.name, _verdict(self, fn, runs), printed)
+
+    def recognise(self, fn) -> list:
+        """The catalogued mistakes whose results equal ``fn``'s on every case (for tests)."""
+        return _fitting(self, _run_all(self, fn)[0])
+
+
+class Exercise(_Spec):
+    """A registered checker of a learner's function; see the module docstring."""
+
+    def __post_init__(self):
+        _CATALOGUE[self.name] = self
+
+
+def _as_cases(cases) -> list:
+    return [c if isinstance(c, Case) else Case(tuple(c)) for c in cases]
+
+
+def matches(fn, reference, cases, name=None, mistakes=(), outputs=None, notes=None) -> bool:
+    """Run ``fn`` and ``reference`` on every case (argument tuples); print feedback; True if all agree.
+
+    ``mistakes`` are :class:`Mistake` s used to name what went wrong, ``outputs`` names a tuple's
+    outputs, ``notes`` gives one note per case.
+
+    >>> matches(lambda n: n * n, lambda n: n ** 2, [(2,), (3,)], name="square")
+    ✔ square: all 2 cases match
+    True
+    """
+    notes = list(notes or []) + [""] * len(cases)
+    listed = [Case(tuple(a), n) for a, n in zip(cases, notes)]
+    spec = _Spec(name or getattr(reference, "__name__", "function"), reference, lambda: listed,
+                 tuple(mistakes), outputs)
+    return spec.check(fn)
+
+
+def catalogue() -> dict:
+    """Every registered checker by name: :class:`Exercise` and :class:`ShapeExercise` objects."""
+    return dict(_CATALOGUE)
+
+
+# ---------------------------------------------------------------------------------------
+# running the learner's function
+# ---------------------------------------------------------------------------------------
+
+class _Run(NamedTuple):
+    case: Case
+    want: object
+    got: _Outcome
+    problem: list  # [] when the learner's result is right
+
+
+def _run_all(spec, fn):
+    """One _Run per case (stopping after a time-out or a stub), and the captured printing."""
+    printed, runs = _CappedText(), []
+    for case in _as_cases(spec.cases()):
+        want = _quiet(spec.reference, case.args).value
+        got = _call_learner(fn, spec.reference, case.args, printed)
+        problem = list(got.lines) if got.lines or got.error else _compare(got.value, want, spec.outputs)
+        runs.append(_Run(case, want, got, problem))
+        if _is_unfinished(got) or (got.lines and got.error is None):
+            break
+    return runs, printed
+
+
+def _quiet(f, args) -> _Outcome:
+    """f(*copies of args) with numpy's warnings silenced, as an outcome (never raises)."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _Outcome(f(*copy.deepcopy(args)))
+    except Exception as exc:
+        return _Outcome(error=exc)
+
+
+def _call_learner(fn, reference, args, printed) -> _Outcome:
+    """The learner's outcome on one case: time-limited, printing captured, purity checked."""
+    mine = copy.deepcopy(args)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings(), contextlib.redirect_stdout(printed):
+            warnings.simplefilter("ignore")
+            value = _within_time_limit(lambda: fn(*mine))
+    except _TimeUp:
+        return _Outcome(lines=(f"it did not finish within {TIME_LIMIT:g} s (the checker's limit for "
+                               "one call): is there a loop that never ends?",))
+    except Exception as exc:  # the learner's code may raise anything: report it, never raise
+        return _Outcome(error=exc, lines=tuple(_describe_error(exc, reference)))
+    return _Outcome(value, lines=tuple(_changed_argument(fn, reference, args, mine)))
+
+
+def _changed_argument(fn, reference, before, after) -> list:
+    for arg_name, b, a in zip(_arg_names(reference, before), before, after):
+        if not _identical(b, a):
+            return [f"{_fn_name(fn)} changed its argument {arg_name} in place; the course's functions are pure.",
+                    f"Fix: compute into a new array (z = {arg_name} - m) instead of modifying "
+                    f"{arg_name} ({arg_name} -= m)."]
+    return []
+
+
+class _TimeUp(BaseException):
+    """Raised inside the learner's code when its time is up (not an Exception: `except` misses it)."""
+
+
+def _within_time_limit(call):
+    """call() stopped after TIME_LIMIT s: by SIGALRM in the main thread, else by a waiting thread."""
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        return _alarm_limited(call)
+    return _thread_limited(call)
+
+
+def _alarm_limited(call):
+    def time_up(signum, frame):
+        raise _TimeUp
+    old_handler = signal.signal(signal.SIGALRM, time_up)
+    start, (old_delay, old_interval) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
+    try:
+        try:
+            return call()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay:  # someone else's timer was running: give it back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - start), 1e-3),
+                             old_interval)
+
+
+def _thread_limited(call):
+    """Outside the main thread no signal can stop the call: wait for it, then give up (it runs on)."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = call()
+        except BaseException as exc:
+            box["error"] = exc
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(TIME_LIMIT)
+    if worker.is_alive():
+        raise _TimeUp
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class _CappedText(io.TextIOBase):
+    """A stdout that keeps the first PRINT_CHARS characters of what is printed and counts the rest."""
+
+    def __init__(self):
+        self.kept, self.total = [], 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = PRINT_CHARS - sum(map(len, self.kept))
+        if room > 0:
+            self.kept.append(text[:room])
+        self.total += len(text)
+        return len(text)
+
+    def lines(self) -> list:
+        """The feedback lines showing what the learner's function printed ([] if nothing)."""
+        text = "".join(self.kept)
+        if not self.total:
+            return []
+        shown = text.splitlines()[:PRINT_LINES]
+        cut = self.total > len(text) or len(text.splitlines()) > PRINT_LINES
+        return ([f"your function printed{' (the start of it)' if cut else ''}:"] + [f"  | {ln}" for ln in shown]
+                + ([f"  (the checker shows at most {PRINT_LINES} lines of {PRINT_CHARS} characters; "
+                    f"{self.total} were printed)"] if cut else []))
+
+
+# ---------------------------------------------------------------------------------------
+# stubs, verdicts, the summary
+# ---------------------------------------------------------------------------------------
+
+def _unfinished_value(value) -> bool:
+    return value is Ellipsis or value is NotImplemented
+
+
+def _is_unfinished(got: _Outcome) -> bool:
+    return isinstance(got.error, NotImplementedError) or (got.error is None and _unfinished_value(got.value))
+
+
+def _report_value(name, value) -> bool:
+    if _unfinished_value(value):
+        return _finish(name, ("unfinished", [f"⋯ {name}: not finished yet — replace the `...` with your "
+                                              "answer, then run this cell again"]))
+    return _finish(name, ("wrong", [f"✘ {name}: expected a function, got a value of type "
+                                    f"{type(value).__name__}. Pass the function itself (my_fn), "
+                                    "not its result (my_fn(x))."]))
+
+
+def _verdict(spec, fn, runs) -> tuple:
+    """(status, feedback lines) for the runs of one checker."""
+    if _is_unfinished(runs[-1].got):
+        return "unfinished", [f"⋯ {spec.name}: not finished yet — write the body of {_fn_name(fn)} "
+                              "(replace its `raise NotImplementedError` line), then run both cells again"]
+    failed = [i for i, r in enumerate(runs) if r.problem]
+    n = len(runs)
+    if not failed:
+        return "done", [f"✔ {spec.name}: all {n} cases match" if n > 1 else f"✔ {spec.name}: the case matches"]
+    run = runs[failed[0]]
+    note = f"  # {run.case.note}" if run.case.note else ""
+    head = [f"✘ {spec.name}: case {failed[0] + 1} of {n} failed",
+            f"  called {_describe_call(fn, spec.reference, run.case.args)}{note}"]
+    return "wrong", head + ["  " + ln for ln in _explain(spec, runs, run)]
+
+
+def _finish(name, verdict, printed=None) -> bool:
+    status, lines = verdict
+    _RESULTS[name] = status
+    print("\n".join(lines + ["  " + ln for ln in (printed.lines() if printed else [])]))
+    return status == "done"
+
+
+_SYMBOLS = {"done": "✔", "unfinished": "⋯ not finished", "wrong": "✘"}
+
+
+def summary() -> None:
+    """Print how many of the checkers called in this kernel passed last time, and each one's state.
+
+    >>> forget_results(); summary()
+    no exercise checked yet in this kernel
+    """
+    if not _RESULTS:
+        print("no exercise checked yet in this kernel")
+        return
+    done = sum(s == "done" for s in _RESULTS.values())
+    states = ", ".join(f"{n} {_SYMBOLS[s]}" for n, s in _RESULTS.items())
+    print(f"{done} of {len(_RESULTS)} exercise{'s' if len(_RESULTS) > 1 else ''} done: {states}")
+
+
+def forget_results() -> None:
+    """Forget every recorded result (a fresh start for :func:`summary`)."""
+    _RESULTS.clear()
+
+
+# ---------------------------------------------------------------------------------------
+# diagnosis: a catalogued mistake, or where and how the result differs
+# ---------------------------------------------------------------------------------------
+
+def _fitting(spec, runs) -> list:
+    """The mistakes whose outcome equals the learner's on every case that ran."""
+    if not any(r.problem for r in runs) or any(r.got.lines and r.got.error is None for r in runs):
+        return []
+    return [m for m in spec.mistakes if all(_same_outcome(_quiet(m.fn, r.case.args), r.got) for r in runs)]
+
+
+def _same_outcome(a: _Outcome, b: _Outcome) -> bool:
+    if a.error is not None or b.error is not None:
+        return type(a.error) is type(b.error)  # the messages may differ: numpy's, or the package's
+    return _same(a.value, b.value)
+
+
+def _explain(spec, runs, run) -> list:
+    """The problem lines of the failing run, then the diagnosis."""
+    fits = _fitting(spec, runs)
+    lines = [ln.removeprefix(_NOT_DIAGNOSED) for ln in run.problem]
+    if fits:
+        return lines + [f"Looks like: {fits[0].name}. Fix: {fits[0].fix}"]
+    if run.got.error is not None or run.problem[0].startswith(_NOT_DIAGNOSED):
+        return lines
+    return lines + _localise(run.got.value, run.want, spec.outputs, spec.axes or {})
+
+
+def _localise(got, want, outputs, axes) -> list:
+    """Where and how the first differing output differs, for a mistake the catalogue does not know."""
+    name, g, w = _first_difference(got, want, outputs)
+    labels = _axis_labels(np.ndim(w), axes.get(name, ()))
+    how = _how_shapes_differ(g, w, labels) if np.shape(g) != np.shape(w) else _how_values_differ(g, w, labels)
+    where = [] if np.shape(g) != np.shape(w) else _where_values_differ(g, w, labels)
+    where = [] if how and where[0].endswith("every axis") else where
+    return (["This is not one of the mistakes I know; here is where your result differs:"]
+            + [f"- {name}: {s}" for s in where + how]
+            + ["Print the shape of each step and compare it with the formula in the notebook."])
+
+
+def _first_difference(got, want, outputs):
+    if not isinstance(want, tuple):
+        return "result", np.asarray(got), np.asarray(want)
+    names = outputs or [f"output {i}" for i in range(len(want))]
+    for nm, g, w in zip(names, got, want):
+        if not _close(g, w):
+            return nm, np.asarray(g), np.asarray(w)
+    return names[0], np.asarray(got[0]), np.asarray(want[0])
+
+
+def _axis_labels(ndim, trailing) -> list:
+    trailing = tuple(trailing) or (("row", "column") if ndim >= 2 else ("entry",))
+    trailing = trailing[-ndim:] if ndim else ()
+    return [f"axis {i}" for i in range(ndim - len(trailing))] + list(trailing)
+
+
+def _where_values_differ(g, w, labels) -> list:
+    """Which indices of each axis hold a difference, for the axes where not all of them do."""
+    bad = ~_isclose(g, w)
+    if w.ndim == 0:
+        return []
+    out = []
+    for ax, label in enumerate(labels):
+        hit = np.flatnonzero(bad.any(axis=tuple(a for a in range(w.ndim) if a != ax)))
+        if len(hit) < w.shape[ax]:
+            out.append(f"differences only at {label} {_index_list(hit)} of {w.shape[ax]} (axis {ax})")
+    return out or [f"{int(bad.sum())} of {bad.size} values differ, spread over every axis"]
+
+
+def _index_list(idx) -> str:
+    shown = ", ".join(str(int(i)) for i in idx[:8])
+    return shown + (", ..." if len(idx) > 8 else "")
+
+
+def _how_values_differ(g, w, labels) -> list:
+    """How a same-shape result relates to the expected one: non-finite, scaled, shifted, reordered."""
+    if g.dtype.kind not in "biuf" or w.dtype.kind not in "biuf":
+        return []
+    g, w = _num(g), _num(w)
+    bad = ~np.isfinite(g) & np.isfinite(w)
+    if bad.any():
+        return [f"{int(bad.sum())} values are nan or inf where finite values were expected "
+                f"(the first at {tuple(int(i) for i in np.argwhere(bad)[0])})"]
+    for test in (_scaled, _shifted, _swapped, _permuted, _reduced):
+        found = test(g, w, labels)
+        if found:
+            return [found]
+    return []
+
+
+def _scaled(g, w, labels) -> str:
+    c = float(np.vdot(g, w) / np.vdot(w, w)) if np.vdot(w, w) else 0.0
+    if c and not np.isclose(c, 1) and _close(g, c * w):
+        return f"every value is {c:.4g} times the expected one (got / expected = {c:.4g})"
+    return ""
+
+
+def _shifted(g, w, labels) -> str:
+    d = float(np.mean(g - w))
+    if w.ndim and _close(g, w + d):
+        return f"every value is shifted by {d:+.4g}"
+    return ""
+
+
+def _swapped(g, w, labels) -> str:
+    for a, b in combinations(range(w.ndim), 2):
+        if w.shape[a] == w.shape[b] and _close(g, np.swapaxes(w, a, b)):
+            return f"transposed: the {labels[a]} and {labels[b]} axes ({a} and {b}) are swapped"
+    return ""
+
+
+def _permuted(g, w, labels) -> str:
+    for ax in range(w.ndim):
+        gs, ws = np.moveaxis(g, ax, 0), np.moveaxis(w, ax, 0)
+        perm = [next((j for j in range(len(ws)) if _close(gs[i], ws[j])), None) for i in range(len(gs))]
+        if None not in perm and perm != list(range(len(ws))):
+            return f"the {labels[ax]}s (axis {ax}) are reordered: yours in order {_index_list(perm)} are the expected ones"
+    return ""
+
+
+def _reduced(g, w, labels) -> str:
+    for ax in range(w.ndim):
+        for how, f in (("averaged", np.mean), ("summed", np.sum)):
+            if w.shape[ax] > 1 and _close(g, np.broadcast_to(f(w, axis=ax, keepdims=True), w.shape)):
+                return f"each value is the expected values {how} over the {labels[ax]} axis (axis {ax})"
+    return ""
+
+
+def _how_shapes_differ(g, w, labels) -> list:
+    """Axis by axis, how a result of another shape relates to the expected shape."""
+    if g.size == w.size and _close(g.reshape(w.shape), w):
+        return [f"the right values in the wrong shape: expected {w.shape}, got {g.shape}; reshape "
+                f"(e.g. with .reshape or [:, None] axes)"]
+    if g.ndim == w.ndim and sorted(g.shape) == sorted(w.shape):
+        for perm in _axis_orders(w.shape, g.shape):
+            if _close(np.transpose(w, perm), g):
+                return [f"the right values with the axes in the order {perm}: a transpose too many or too few"]
+    if g.ndim != w.ndim:
+        return [f"{g.ndim} axes where {w.ndim} were expected ({g.shape} instead of {w.shape})"]
+    return [f"axis {a} ({labels[a]}) has length {n}, expected {m}" + (f" ({n / m:.3g} times)" if m else "")
+            for a, (n, m) in enumerate(zip(g.shape, w.shape)) if n != m]
+
+
+def _axis_orders(want_shape, got_shape):
+    return [p for p in permutations(range(len(want_shape))) if tuple(want_shape[i] for i in p) == got_shape]
+
+
+# ---------------------------------------------------------------------------------------
+# comparing results
+# ---------------------------------------------------------------------------------------
+
+def _compare(got, want, outputs) -> list:
+    """Feedback lines on how ``got`` differs from ``want`` ([] if it matches)."""
+    if isinstance(want, tuple):
+        names = outputs or [f"output {i}" for i in range(len(want))]
+        if not isinstance(got, tuple) or len(got) != len(want):
+            return [_NOT_DIAGNOSED + _wrong_return(got, names)]
+        for nm, g, w in zip(names, got, want):
+            problem = _compare_array(g, w, nm)
+            if problem:
+                return problem
+        return []
+    return _compare_array(got, want, "result")
+
+
+def _wrong_return(got, names) -> str:
+    expected, fix = f"a tuple ({', '.join(names)})", f"Fix: return {', '.join(names)}"
+    if got is None:
+        return f"it returned None, expected {expected}: is a `return` missing?"
+    if isinstance(got, np.ndarray):
+        return f"it returned one array of shape {got.shape}, expected {expected}. {fix}"
+    size = f" of {len(got)} values" if isinstance(got, (tuple, list)) else ""
+    return f"it returned a {type(got).__name__}{size}, expected {expected}." + (
+        f" {fix} (a tuple)" if isinstance(got, list) else "")
+
+
+def _compare_array(got, want, nm) -> list:
+    """Shape, value and kind (bool, int) comparison of one output, as feedback lines."""
+    if got is None:
+        return [f"{_NOT_DIAGNOSED}{nm}: it returned None: is a `return` missing?"]
+    try:
+        g = np.asarray(got)
+    except Exception:
+        return [f"{_NOT_DIAGNOSED}{nm}: expected an array, got a value of type {type(got).__name__}."]
+    w = np.asarray(want)
+    if g.dtype == object and w.dtype != object:
+        return [f"{_NOT_DIAGNOSED}{nm}: expected an array of numbers, got a value of type {type(got).__name__}."]
+    if g.shape != w.shape:
+        return [f"{nm}: expected shape {w.shape}, got {g.shape}"]
+    if not _close(g, w):
+        return _show_difference(g, w, nm)
+    return _kind_problem(g, w, nm)
+
+
+def _kind_problem(g, w, nm) -> list:
+    """Right values of the wrong kind: a float mask, a float count."""
+    if w.dtype == np.bool_ and g.dtype != np.bool_:
+        return [f"{_NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; masks are boolean. "
+                "Fix: build it with dtype=bool or add .astype(bool)"]
+    if w.ndim == 0 and w.dtype.kind in "iu" and g.dtype.kind not in "iu":
+        return [f"{_NOT_DIAGNOSED}{nm}: the value is right but it is a {type(g.item()).__name__} "
+                f"({_fmt(g)}), expected a whole number (int). Fix: use // for division, or int(...)"]
+    return []
+
+
+def _show_difference(g, w, nm) -> list:
+    """Expected and received values of the first row (last axis) where they differ."""
+    if g.dtype.kind not in "biuf" or w.ndim == 0:
+        return [f"{nm}: expected {_fmt(w)}, got {_fmt(g)}"]
+    idx = tuple(int(i) for i in np.argwhere(~_isclose(g, w))[0])
+    start = max(0, min(idx[-1] - 2, w.shape[-1] - 6))
+    sl = (*idx[:-1], slice(start, start + 6))
+    where = ", ".join([str(i) for i in idx[:-1]] + [f"{start}:{start + 6}" if w.shape[-1] > 6 else ":"])
+    label = f"{nm}[{where}]"
+    return [f"{label} expected {_fmt(w[sl])}", f"{' ' * len(label)} got      {_fmt(g[sl])}"]
+
+
+def _fmt(a) -> str:
+    a = np.asarray(a)
+    if a.dtype == np.bool_:
+        return np.array2string(a.astype(int), separator=" ")
+    if a.dtype.kind in "iu":
+        return np.array2string(a, separator=" ")
+    if a.dtype.kind == "f":
+        return np.array2string(a, precision=4, floatmode="fixed", suppress_small=True,
+                               max_line_width=200, separator=" ")
+    return _safe_repr(a.tolist() if a.ndim else a.item())
+
+
+def _num(a):
+    a = np.asarray(a)
+    return a.astype(float) if a.dtype == np.bool_ else a
+
+
+def _isclose(g, w):
+    return np.isclose(_num(g), _num(w), rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+def _close(a, b) -> bool:
+    """Same shape and values (rtol=1e-5, atol=1e-6, nan equal to nan)."""
+    try:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        if a.dtype.kind in "biuf" and b.dtype.kind in "biuf":
+            return bool(np.all(_isclose(a, b)))
+        return bool(np.all(a == b))
+    except Exception:
+        return False
+
+
+def _same(a, b) -> bool:
+    """Like _close, element by element for tuples and lists of outputs, and of the same kind."""
+    if isinstance(b, tuple):
+        return isinstance(a, tuple) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, tuple) or isinstance(a, float) != isinstance(b, float):
+        return False
+    return _close(a, b)
+
+
+def _identical(a, b) -> bool:
+    """Exact equality of two (nested) arguments: arrays, tuples such as MHAParams, scalars."""
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.shape == b.shape and bool(
+            np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    return a is b or a == b
+
+
+# ---------------------------------------------------------------------------------------
+# describing calls and errors
+# ---------------------------------------------------------------------------------------
+
+def _safe_str(obj) -> str:
+    """str(obj), or a placeholder when its __str__ raises (a learner's exception may)."""
+    try:
+        return str(obj)
+    except Exception:
+        return f"<a {type(obj).__name__} whose message cannot be shown>"
+
+
+def _safe_repr(obj) -> str:
+    try:
+        return repr(obj)
+    except Exception:
+        return f"<a {type(obj).__name__} that cannot be shown>"
+
+
+def _describe_error(exc, reference) -> list:
+    """Type, message and the learner's line of an exception raised inside their function."""
+    msg = re.sub(r"0x[0-9a-fA-F]+", "0x...", _safe_str(exc)).strip()
+    msg = msg if len(msg) <= 200 else msg[:197] + "..."
+    lines = [f"it raised {type(exc).__name__}: {msg}"]
+    frame = _learner_frame(exc.__traceback__)
+    if frame is not None:
+        code = (frame.line or "").strip()
+        lines.append(f"at line {frame.lineno} of {frame.name}" + (f": {code}" if code else ""))
+    hint = _error_hint(exc, reference)
+    return lines + ([hint] if hint else [])
+
+
+def _learner_frame(tb):
+    """The last traceback frame that is neither in mha_course nor in an installed library."""
+    def is_learner(frame):
+        path = os.path.abspath(frame.filename)
+        inside = path.startswith(_PACKAGE_DIR + os.sep) or path.startswith(_LIBRARY_DIRS)
+        return not inside and not frame.filename.startswith(("<frozen", "<__array_function__"))
+    frames = [f for f in traceback.extract_tb(tb) if is_learner(f)]
+    return frames[-1] if frames else None
+
+
+def _error_hint(exc, reference) -> str:
+    """A short hint for the errors learners meet most often ('' if none applies)."""
+    text = _safe_str(exc)
+    if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
+        return f"Hint: your function should take the same arguments as mc.{reference.__name__}" \
+               f"({_signature(reference)})."
+    if "could not be broadcast" in text:
+        return ("Hint: print the shapes of both operands; a reduction such as x.max(axis=...) "
+                "may need keepdims=True.")
+    if ("matmul" in text and "mismatch" in text) or "axes don't match" in text:
+        return ("Hint: print the shapes of both operands of @; on a batched array K.T reverses "
+                "every axis: use np.swapaxes(K, -1, -2) to transpose the last two.")
+    return ""
+
+
+def _arg_names(reference, args) -> list:
+    try:
+        return list(inspect.signature(reference).bind_partial(*args).arguments)
+    except (TypeError, ValueError):
+        return [f"argument {i}" for i in range(1, len(args) + 1)]
+
+
+def _signature(reference) -> str:
+    try:
+        params = inspect.signature(reference).parameters.values()
+    except (TypeError, ValueError):
+        return "..."
+    return ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in params)
+
+
+def _describe_call(fn, reference, args) -> str:
+    parts = [f"{n}{' ' if isinstance(v, (np.ndarray, MHAParams)) else '='}{_describe_value(v)}"
+             for n, v in zip(_arg_names(reference, args), args)]
+    return f"{_fn_name(fn)}({', '.join(parts)})"
+
+
+def _describe_value(v) -> str:
+    if isinstance(v, MHAParams):
+        return f"(d_model={v.d_model}, {'with' if v.b_q is not None else 'no'} biases)"
+    if isinstance(v, np.ndarray):
+        return str(v.shape) if v.ndim > 1 or v.size > 8 else repr(v.tolist())
+    return _safe_repr(v)
+
+
+def _fn_name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+# ---------------------------------------------------------------------------------------
+# shape exercises: a dict {stage: shape}, mistakes that map a true shape to a wrong one
+# ---------------------------------------------------------------------------------------
+
+class Sizes(NamedTuple):
+    """The sizes of a shape exercise: batch, queries, keys, d_model, heads (S = T for self-attention)."""
+    B: int
+    T: int
+    S: int
+    d_model: int
+    h: int
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.h
+
+
+class ShapeMistake(NamedTuple):
+    """A wrong shape prediction: on each stage of ``stages``, ``wrong(stage, true shape, sizes)`` is predicted."""
+    name: str
+    fix: str
+    stages: tuple
+    wrong: Callable
+
+
+@dataclass(frozen=True)
+class ShapeExercise:
+    """A registered checker of predicted stage shapes: ``reference(sizes)`` gives the true dict."""
+    name: str
+    reference: Callable
+    cases: Callable  # () -> list of Sizes
+    mistakes: tuple = ()
+
+    def __post_init__(self):
+        _CATALOGUE[self.name] = self
+
+    def predicted(self, mistake, sizes) -> dict:
+        """The dict a learner making ``mistake`` predicts for ``sizes``."""
+        want = self.reference(sizes)
+        return {k: mistake.wrong(k, s, sizes) if k in mistake.stages else s for k, s in want.items()}
+
+    def check(self, fn, cases=None, call=None) -> bool:
+        """Check ``fn(*sizes) -> dict`` on every case (or ``cases``); print, record, return the bool."""
+        if _unfinished_value(fn) or not callable(fn):
+            return _report_value(self.name, fn)
+        verdict, printed = _shape_verdict(self, fn, cases or self.cases(), call)
+        return _finish(self.name, verdict, printed)
+
+    def check_value(self, value, sizes, call) -> bool:
+        """Check one predicted dict ``value`` for ``sizes``; ``call`` says where it came from."""
+        if _unfinished_value(value):
+            return _report_value(self.name, value)
+        return self.check(lambda *_: value, [sizes], call)
+
+    def recognise(self, fn, cases=None) -> list:
+        """The catalogued mistakes named on any stage of the first failing case (for tests)."""
+        for sizes in cases or self.cases():
+            got, want = fn(*sizes), self.reference(sizes)
+            if got != want:
+                found = [m for k in want for m in _stage_matches(self, k, tuple(got[k]), want[k], sizes)]
+                return list(dict.fromkeys(found))
+        return []
+
+
+def _stage_matches(spec, stage, mine, want, sizes) -> list:
+    return [m for m in spec.mistakes if mine != want and stage in m.stages and m.wrong(stage, want, sizes) == mine]
+
+
+def _shape_verdict(spec, fn, cases, call):
+    """(status, lines) of a shape checker over its cases, and the captured printing."""
+    printed = _CappedText()
+    for i, sizes in enumerate(cases):
+        got = _call_learner(fn, fn, tuple(sizes), printed)
+        if _is_unfinished(got):
+            return _verdict(spec, fn, [_Run(Case(tuple(sizes)), None, got, ["stub"])]), printed
+        lines = list(got.lines) or _shape_problems(spec, got.value, sizes)
+        if lines:
+            head = f"✘ {spec.name}" + (f": case {i + 1} of {len(cases)} failed" if len(cases) > 1 else "")
+            where = call or f"called {_fn_name(fn)}({_sizes_text(sizes)})"
+            return ("wrong", [head, f"  {where}"] + ["  " + ln for ln in lines]), printed
+    n = len(spec.reference(cases[0]))
+    return ("done", [f"✔ {spec.name}: all {n} shapes right" + (f" in all {len(cases)} cases" if len(cases) > 1
+                                                               else "")]), printed
+
+
+def _sizes_text(sizes) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes._asdict().items())
+
+
+def _shape_problems(spec, mine, sizes) -> list:
+    """Feedback lines for a predicted dict ([] when every stage is right)."""
+    want = spec.reference(sizes)
+    if not isinstance(mine, dict):
+        return [f"expected a dict {{stage name: shape}}, got a {type(mine).__name__}"]
+    missing, extra = [n for n in want if n not in mine], [n for n in mine if n not in want]
+    if missing or extra:
+        return ["give one shape for each stage"] + [f"  {k}: {', '.join(map(str, v))}" for k, v in
+                                                    (("missing", missing), ("unknown", extra)) if v]
+    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes) for n in want) if p]
+    return [f"{len(problems)} of {len(want)} stages wrong"] + problems if problems else []
+
+
+def _stage_problem(spec, stage, mine, want, sizes) -> str:
+    """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
+    try:
+        mine = tuple(int(n) for n in mine)
+    except Exception:
+        return f"  {stage}: expected a tuple of ints such as {want}, got {_safe_repr(mine)}"
+    if mine == want:
+        return ""
+    named = [f" Looks like: {m.name}. Fix: {m.fix}" for m in _stage_matches(spec, stage, mine, want, sizes)]
+    return f"  {stage}: expected {want}, got {mine}." + (named[0] if named else "")

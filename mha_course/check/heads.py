@@ -1,0 +1,202 @@
+"""Checkers for notebooks 03 and 04: ``split_heads``, ``combine_heads``, ``head_queries``, ``bug_source_position``.
+
+Every case has another B, T, d_model and h (so another d_k): a hard-coded size cannot fit.
+"""
+from __future__ import annotations
+
+from functools import partial
+from itertools import permutations
+
+import numpy as np
+
+from ..heads import combine_heads as _combine_heads
+from ..heads import split_heads as _split_heads
+from .engine import Case, Exercise, Mistake
+
+__all__ = ["split_heads", "combine_heads", "head_queries", "bug_source_position", "SPLIT_HEADS",
+           "COMBINE_HEADS", "HEAD_QUERIES", "BUG_SOURCE_POSITION", "split_no_transpose",
+           "combine_no_transpose", "FIX_SPLIT", "FIX_COMBINE"]
+
+
+def split_no_transpose(x, h):
+    """The classic bug: x (B, T, D) reshaped straight to (B, h, T, d_k)."""
+    B, T, D = x.shape
+    return x.reshape(B, h, T, D // h)  # mixes positions into heads
+
+
+def _split_true_division(x, h):
+    B, T, D = x.shape
+    return x.reshape(B, T, h, D / h).transpose(0, 2, 1, 3)  # raises: a float size
+
+
+def _split_dk_first(x, h):
+    B, T, D = x.shape
+    return x.reshape(B, T, D // h, h).transpose(0, 3, 1, 2)  # (B, h, T, d_k), features strided
+
+
+def _split_perm(perm, x, h):
+    B, T, D = x.shape
+    return x.reshape(B, T, h, D // h).transpose(perm)  # (B, T, h, d_k) -> wrong order
+
+
+FIX_SPLIT = "x.reshape(B, T, h, d_k).transpose(0, 2, 1, 3) gives (B, h, T, d_k)"
+_SPLIT_MISTAKES = (
+    Mistake("reshape straight to (B, h, T, d_k) without a transpose (positions get mixed into heads)",
+            FIX_SPLIT, split_no_transpose),
+    Mistake("d_model / h is a float (true division): a shape needs whole numbers",
+            "d_k = d_model // h (floor division)", _split_true_division),
+    Mistake("reshape to (B, T, d_k, h): head i gets every h-th feature, not a contiguous slice",
+            FIX_SPLIT, _split_dk_first),
+    *(Mistake(f"a wrong transpose order {p} after reshape(B, T, h, d_k)", FIX_SPLIT, partial(_split_perm, p))
+      for p in permutations(range(4)) if p != (0, 2, 1, 3)),
+)
+
+
+def _split_cases():
+    rng = np.random.default_rng(20240503)
+    return [Case((rng.normal(size=(2, 5, 12)), 3)), Case((rng.normal(size=(3, 4, 10)), 2)),
+            Case((rng.normal(size=(4, 3, 18)), 6)), Case((rng.normal(size=(2, 7, 8)), 4))]
+
+
+SPLIT_HEADS = Exercise("split_heads", _split_heads, _split_cases, _SPLIT_MISTAKES,
+                       axes={"result": ("batch", "head", "position", "feature")})
+
+
+def split_heads(fn) -> bool:
+    """Check ``fn(x, h)``: x (B, T, d_model) -> (B, h, T, d_k) with d_k = d_model // h.
+
+    >>> import mha_course as mc
+    >>> split_heads(mc.split_heads)
+    ✔ split_heads: all 4 cases match
+    True
+
+    Cases: (2, 5, 12) h=3, (3, 4, 10) h=2, (4, 3, 18) h=6, (2, 7, 8) h=4.
+    """
+    return SPLIT_HEADS.check(fn)
+
+
+def combine_no_transpose(x):
+    """The classic bug: x (B, h, T, d_k) reshaped straight to (B, T, h * d_k)."""
+    B, h, T, d_k = x.shape
+    return x.reshape(B, T, h * d_k)  # mixes heads into positions
+
+
+def _combine_perm(perm, x):
+    B, h, T, d_k = x.shape
+    return x.transpose(perm).reshape(B, T, h * d_k)
+
+
+def _concat_heads(axis, x):
+    return np.concatenate([x[:, i] for i in range(x.shape[1])], axis=axis)  # h arrays (B, T, d_k)
+
+
+FIX_COMBINE = "x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): (B, h, T, d_k) -> (B, T, h, d_k) -> (B, T, D)"
+_COMBINE_MISTAKES = (
+    Mistake("combine_heads without the transpose back (heads get mixed into positions)",
+            FIX_COMBINE, combine_no_transpose),
+    Mistake("heads averaged instead of concatenated", FIX_COMBINE, lambda x: x.mean(axis=1)),
+    Mistake("heads summed instead of concatenated", FIX_COMBINE, lambda x: x.sum(axis=1)),
+    Mistake("the heads concatenated over the batch axis (axis 0) instead of the features",
+            "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE, partial(_concat_heads, 0)),
+    Mistake("the heads concatenated over the positions (axis 1) instead of the features",
+            "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE, partial(_concat_heads, 1)),
+    *(Mistake(f"a wrong transpose order {p} before the reshape", FIX_COMBINE, partial(_combine_perm, p))
+      for p in permutations(range(4)) if p not in ((0, 2, 1, 3), (0, 1, 2, 3))),
+)
+
+
+def _combine_cases():
+    rng = np.random.default_rng(20240504)
+    return [Case((rng.normal(size=s),)) for s in ((2, 3, 5, 4), (3, 2, 4, 5), (4, 6, 3, 2), (2, 4, 7, 3))]
+
+
+COMBINE_HEADS = Exercise("combine_heads", _combine_heads, _combine_cases, _COMBINE_MISTAKES,
+                         axes={"result": ("batch", "position", "feature")})
+
+
+def combine_heads(fn) -> bool:
+    """Check ``fn(x)``: x (B, h, T, d_k) -> (B, T, h * d_k), the inverse of split_heads.
+
+    >>> import mha_course as mc
+    >>> combine_heads(mc.combine_heads)
+    ✔ combine_heads: all 4 cases match
+    True
+
+    Cases: (2, 3, 5, 4), (3, 2, 4, 5), (4, 6, 3, 2), (2, 4, 7, 3).
+    """
+    return COMBINE_HEADS.check(fn)
+
+
+def _head_queries_ref(X, W_q, h, i):
+    return _split_heads(np.matmul(X, W_q), h)[:, i]  # (B, T, D) x (D, D) -> (B, h, T, d_k) -> (B, T, d_k)
+
+
+def _head_queries_cols(cols):
+    """head_queries with the columns cols(d_k, h, i) of W_q (a wrong slice)."""
+    return lambda X, W_q, h, i: np.matmul(X, W_q[:, cols(W_q.shape[1] // h, h, i)])  # -> (B, T, d_k)
+
+
+def _head_queries_cases():
+    rng = np.random.default_rng(20240508)
+    X, W = rng.normal(size=(2, 5, 12)), rng.normal(size=(12, 12))
+    return [Case((X, W, 3, 2)), Case((X, W, 4, 1)),
+            Case((rng.normal(size=(3, 4, 8)), rng.normal(size=(8, 8)), 2, 1)),
+            Case((rng.normal(size=(4, 3, 10)), rng.normal(size=(10, 10)), 5, 3))]
+
+
+_FIX_HEAD = "head i owns the columns i*d_k:(i+1)*d_k of W_q: X @ W_q[:, i*d_k:(i+1)*d_k]"
+HEAD_QUERIES = Exercise("head_queries", _head_queries_ref, _head_queries_cases, (
+    Mistake("rows of W_q instead of columns", _FIX_HEAD,
+            lambda X, W_q, h, i: np.matmul(X, W_q[i * (len(W_q) // h):(i + 1) * (len(W_q) // h)].T)),
+    Mistake("every h-th column (W_q[:, i::h]) instead of a block of d_k columns", _FIX_HEAD,
+            _head_queries_cols(lambda d_k, h, i: slice(i, None, h))),
+    Mistake("the first block of columns for every head (the offset i*d_k is missing)", _FIX_HEAD,
+            _head_queries_cols(lambda d_k, h, i: slice(0, d_k))),
+    Mistake("d_k = d_model / h is a float (true division): slice bounds need whole numbers",
+            "d_k = W_q.shape[1] // h (floor division)",
+            lambda X, W_q, h, i: X @ W_q[:, i * (W_q.shape[1] / h):(i + 1) * (W_q.shape[1] / h)])),
+    axes={"result": ("batch", "position", "feature")})
+
+
+def head_queries(fn) -> bool:
+    """Check ``fn(X, W_q, h, i)``: X (B, T, d_model), W_q (d_model, d_model) -> (B, T, d_k),
+    head i's queries, i.e. ``split_heads(X @ W_q, h)[:, i]``.
+
+    >>> import mha_course as mc
+    >>> head_queries(lambda X, W_q, h, i: mc.split_heads(X @ W_q, h)[:, i])
+    ✔ head_queries: all 4 cases match
+    True
+    """
+    return HEAD_QUERIES.check(fn)
+
+
+def _bug_position_ref(i, t, T, h):
+    codes = np.arange(T * h * 2).reshape(1, T, h * 2)  # entry (t, f) holds t * d_model + f, d_k = 2
+    return int(split_no_transpose(codes, h)[0, i, t, 0] // (h * 2))  # (1, h, T, d_k), buggy
+
+
+def _bug_cases():
+    sizes = [(6, 4), (5, 3), (4, 6), (7, 2), (9, 5)]
+    return [Case((i, t, T, h)) for T, h in sizes for i in reversed(range(h)) for t in range(T)]  # i > 0 first
+
+
+_FIX_BUG = "row t of head i starts at flat entry (i*T + t)*d_k; a position holds d_model = h*d_k entries"
+BUG_SOURCE_POSITION = Exercise("bug_source_position", _bug_position_ref, _bug_cases, (
+    Mistake("the position of the correct split (t): the bug mixes positions", _FIX_BUG, lambda i, t, T, h: t),
+    Mistake("the flat row index i*T + t, not divided by h", _FIX_BUG, lambda i, t, T, h: i * T + t),
+    Mistake("divided by T instead of h", _FIX_BUG, lambda i, t, T, h: (i * T + t) // T),
+    Mistake("true division (i*T + t) / h gives a float, and a fraction between two positions",
+            "floor division: (i*T + t) // h", lambda i, t, T, h: (i * T + t) / h),
+    Mistake("i*T // h + t: only the head's offset is divided by h", _FIX_BUG, lambda i, t, T, h: i * T // h + t),
+))
+
+
+def bug_source_position(fn) -> bool:
+    """Check ``fn(i, t, T, h) -> int``: the position whose features fill row t of head i
+    after the buggy ``x.reshape(B, h, T, d_k)``; every head and row for 5 sizes.
+
+    >>> bug_source_position(lambda i, t, T, h: (i * T + t) // h)
+    ✔ bug_source_position: all 122 cases match
+    True
+    """
+    return BUG_SOURCE_POSITION.check(fn)

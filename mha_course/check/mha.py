@@ -1,0 +1,250 @@
+"""Checkers for notebooks 00 and 04: ``multi_head_attention``, ``causal_multi_head_attention``, ``param_count``.
+
+Every case has another B, T, S, d_model and h: a hard-coded ``d_k = 12 // h`` cannot fit.
+"""
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+
+from ..attention import causal_mask as _causal_mask
+from ..attention import padding_mask as _padding_mask
+from ..attention import scaled_dot_product_attention as _sdpa
+from ..heads import combine_heads as _combine_heads
+from ..mha import init_params
+from ..mha import multi_head_attention as _mha
+from ..mha import trace as _trace
+from .attention import sdpa_inverted, sdpa_mask_after, sdpa_mask_ignored, sdpa_scaled
+from .engine import Case, Exercise, Mistake
+from .heads import FIX_COMBINE, FIX_SPLIT, combine_no_transpose, split_no_transpose
+
+__all__ = ["multi_head_attention", "causal_multi_head_attention", "param_count", "MULTI_HEAD_ATTENTION",
+           "CAUSAL_MULTI_HEAD_ATTENTION", "PARAM_COUNT", "check_count", "no_bias"]
+
+_MHA_AXES = {"out": ("batch", "query", "feature"), "weights": ("batch", "head", "query", "key")}
+
+
+def _out_proj(concat, p):
+    out = np.matmul(concat, p.W_o)  # (B, T, D) x (D, D) -> (B, T, D)
+    return out if p.b_o is None else out + p.b_o
+
+
+def _mha_attend(attend, x, params, h, mask=None, context=None, split=None, combine=_combine_heads):
+    """MHA whose per-head attention is ``attend(Qh, Kh, Vh, mask)`` (e.g. a wrong sdpa); ``split``
+    and ``combine`` replace the head split and merge."""
+    t = _trace(x, params, h, None, context)
+    Qh, Kh, Vh = ((t[f"{n}_heads"] for n in "QKV") if split is None else
+                  (split(np.array(t[n]), h) for n in "QKV"))  # each (B, h, T|S, d_k)
+    o, w = attend(Qh, Kh, Vh, mask)  # (B, h, T, d_k), (B, h, T, S)
+    return _out_proj(combine(o), params), w
+
+
+def _mha_from_trace(make_out, x, params, h, mask=None, context=None):
+    """(make_out(trace, params), weights): variants that differ after the attention."""
+    t = _trace(x, params, h, mask, context)
+    return make_out(t, params), np.array(t["weights"])
+
+
+def _mha_params(change, x, params, h, mask=None, context=None):
+    return _mha(x, change(params), h, mask, context)
+
+
+def _mha_weights_averaged(x, params, h, mask=None, context=None):
+    out, w = _mha(x, params, h, mask, context)
+    return out, w.mean(axis=1)  # (B, T, S)
+
+
+def no_bias(p):
+    """The same MHAParams without biases."""
+    return p._replace(b_q=None, b_k=None, b_v=None, b_o=None)
+
+
+def _transposed(p, fields):
+    return p._replace(**{f: getattr(p, f).T for f in fields})
+
+
+def _averaged_heads(t, p):
+    return _out_proj(np.array(t["concat"]) / t.h, no_bias(p)) + (0 if p.b_o is None else p.b_o)
+
+
+def _scale_by(scale_of):
+    """A wrong sdpa for the heads: scores * scale_of(d_k, d_model)."""
+    return lambda Qh, Kh, Vh, mask, D: sdpa_scaled(lambda Q, K: scale_of(Q.shape[-1], D), Qh, Kh, Vh, mask)
+
+
+def _mha_scaled(scale_of, x, params, h, mask=None, context=None):
+    return _mha_attend(partial(_scale_by(scale_of), D=x.shape[-1]), x, params, h, mask, context)
+
+
+_FIX_MHA_SCALE = "divide the scores by np.sqrt(d_k) with d_k = d_model // h, the size of one head"
+_FIX_HEADS_CONCAT = "concatenate the heads with combine_heads, then project with W_o"
+_MHA_MISTAKES = (
+    Mistake("the output projection is forgotten", "multiply the concatenated heads by W_o (and add b_o)",
+            partial(_mha_from_trace, lambda t, p: np.array(t["concat"]))),
+    Mistake("heads averaged instead of concatenated", _FIX_HEADS_CONCAT, partial(_mha_from_trace, _averaged_heads)),
+    Mistake("heads averaged instead of concatenated (and no output projection)", _FIX_HEADS_CONCAT,
+            partial(_mha_from_trace, lambda t, p: np.array(t["head_outputs"]).mean(axis=1))),
+    Mistake("scaling by √d_model instead of √d_k", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1 / math.sqrt(D))),
+    Mistake("no scaling of the scores", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1.0)),
+    Mistake("scaling by d_k instead of √d_k", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1 / d_k)),
+    Mistake("split_heads as a reshape without the transpose", FIX_SPLIT,
+            partial(_mha_attend, _sdpa, split=split_no_transpose)),
+    Mistake("combine_heads without the transpose back", FIX_COMBINE,
+            partial(_mha_attend, _sdpa, combine=combine_no_transpose)),
+    Mistake("split and combine both as a reshape without a transpose (the heads see mixed positions)",
+            f"{FIX_SPLIT}; and back: {FIX_COMBINE}",
+            partial(_mha_attend, _sdpa, split=split_no_transpose, combine=combine_no_transpose)),
+    Mistake("mask polarity inverted (True = may attend)", "keep the scores where mask is True",
+            partial(_mha_attend, sdpa_inverted)),
+    Mistake("the mask is never passed on to the attention", "pass mask to scaled_dot_product_attention",
+            partial(_mha_attend, sdpa_mask_ignored)),
+    Mistake("masking after the softmax without renormalising",
+            "mask the scores before the softmax: np.where(mask, scores, -np.inf)", partial(_mha_attend, sdpa_mask_after)),
+    Mistake("the biases are ignored", "add b_q, b_k, b_v after the projections and b_o at the end "
+            "(when they are not None)", partial(_mha_params, no_bias)),
+    Mistake("the output bias b_o is forgotten", "add b_o after multiplying by W_o (when it is not None)",
+            partial(_mha_params, lambda p: p._replace(b_o=None))),
+    Mistake("the weight matrices are transposed (x @ W.T, PyTorch's nn.Linear convention)",
+            "this course uses x @ W: Q = x @ params.W_q",
+            partial(_mha_params, lambda p: _transposed(p, ("W_q", "W_k", "W_v", "W_o")))),
+    Mistake("W_o is transposed (concat @ W_o.T)", "out = concat @ params.W_o",
+            partial(_mha_params, lambda p: _transposed(p, ("W_o",)))),
+    Mistake("the context is ignored: keys and values must come from context when it is given",
+            "K = context @ W_k, V = context @ W_v (use x only when context is None)",
+            lambda x, params, h, mask=None, context=None: _mha(x, params, h, mask)),
+    Mistake("the outputs in the wrong order", "return out, weights (in this order)",
+            lambda x, params, h, mask=None, context=None: _mha(x, params, h, mask, context)[::-1]),
+    Mistake("per-head weights averaged over the heads (PyTorch's average_attn_weights=True)",
+            "return the per-head weights, shape (B, h, T, S)", _mha_weights_averaged),
+)
+
+
+def _mha_cases():
+    rng = np.random.default_rng(20240505)
+
+    def x(B, T, D):
+        return rng.normal(size=(B, T, D))
+    return [Case((x(2, 5, 12), init_params(12, rng=rng), 3), "self-attention"),
+            Case((x(3, 4, 8), init_params(8, rng=rng, bias=True), 4, _causal_mask(4)), "biases and a causal mask"),
+            Case((x(2, 3, 10), init_params(10, rng=rng), 2, None, x(2, 6, 10)), "cross-attention: K, V from context"),
+            Case((x(4, 6, 18), init_params(18, rng=rng, bias=True), 6, _padding_mask(np.array([7, 3, 5, 1]), 7),
+                  x(4, 7, 18)), "cross-attention with a padding mask"),
+            Case((x(1, 7, 20), init_params(20, rng=rng, bias=True), 5), "biases, one sequence")]
+
+
+MULTI_HEAD_ATTENTION = Exercise("multi_head_attention", _mha, _mha_cases, _MHA_MISTAKES,
+                                outputs=("out", "weights"), axes=_MHA_AXES)
+
+
+def multi_head_attention(fn) -> bool:
+    """Check ``fn(x, params, h, mask=None, context=None) -> (out, weights)``.
+
+    >>> import mha_course as mc
+    >>> multi_head_attention(mc.multi_head_attention)
+    ✔ multi_head_attention: all 5 cases match
+    True
+
+    Shapes: x (B, T, d_model), context (B, S, d_model) -> out (B, T, d_model),
+    weights (B, h, T, S). Every case has another B, T, S, d_model and h; with and without
+    biases; a causal mask; cross-attention with and without a padding mask. Trailing None
+    arguments are not passed, so ``fn(x, params, h)`` works for the first case.
+    """
+    return MULTI_HEAD_ATTENTION.check(fn)
+
+
+def _causal_ref(x, params, h):
+    return _mha(x, params, h, _causal_mask(x.shape[1]))
+
+
+def _causal_with(attend, mask_of):
+    """Causal MHA whose heads attend with ``attend`` and the mask ``mask_of(T)``."""
+    return lambda x, params, h: _mha_attend(attend, x, params, h, mask_of(x.shape[1]))
+
+
+def _causal_cases():
+    rng = np.random.default_rng(20240510)
+    return [Case((rng.normal(size=(2, 5, 12)), init_params(12, rng=rng), 3)),
+            Case((rng.normal(size=(3, 4, 8)), init_params(8, rng=rng, bias=True), 4), "with biases"),
+            Case((rng.normal(size=(1, 7, 10)), init_params(10, rng=rng, bias=True), 2), "with biases")]
+
+
+_FIX_CAUSAL = "mask = np.tril(np.ones((T, T), dtype=bool)); np.where(mask, scores, -np.inf) before the softmax"
+CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_ref, _causal_cases, (
+    Mistake("the causal mask is not applied: every query sees the future", _FIX_CAUSAL,
+            lambda x, params, h: _mha(x, params, h)),
+    Mistake("the mask is transposed (np.triu): each query sees the future and not the past", _FIX_CAUSAL,
+            _causal_with(_sdpa, lambda T: _causal_mask(T).T)),
+    Mistake("the mask polarity is inverted (True must mean 'may attend')", _FIX_CAUSAL,
+            _causal_with(_sdpa, lambda T: ~_causal_mask(T))),
+    Mistake("the mask is applied after the softmax (rows no longer sum to 1)", _FIX_CAUSAL,
+            _causal_with(sdpa_mask_after, _causal_mask)),
+    Mistake("the output projection W_o is forgotten", "out = concat @ params.W_o (+ b_o)",
+            lambda x, params, h: _mha_from_trace(lambda t, p: np.array(t["concat"]), x, params, h,
+                                                 _causal_mask(x.shape[1]))),
+), outputs=("out", "weights"), axes=_MHA_AXES)
+
+
+def causal_multi_head_attention(fn) -> bool:
+    """Check ``fn(x, params, h) -> (out, weights)``: causal self-attention, the mask built inside.
+
+    >>> import mha_course as mc
+    >>> causal_multi_head_attention(lambda x, p, h: mc.multi_head_attention(x, p, h, mc.causal_mask(x.shape[1])))
+    ✔ causal_multi_head_attention: all 3 cases match
+    True
+
+    Shapes: x (B, T, d_model) -> out (B, T, d_model), weights (B, h, T, T), where query t
+    attends keys 0..t. Cases: three sizes of B, T, d_model and h, with and without biases.
+    """
+    return CAUSAL_MULTI_HEAD_ATTENTION.check(fn)
+
+
+def _block_params(d_model, bias, fields):
+    """Number of scalars in the named fields of real MHAParams (fields like 'W_q', 'b_q')."""
+    p = init_params(d_model, rng=np.random.default_rng(0), bias=bias)
+    return int(sum(np.size(getattr(p, f)) for f in fields if getattr(p, f) is not None))
+
+
+_COUNT_CASES = [(12, 3, False), (12, 4, True), (8, 8, True), (64, 16, False), (30, 5, True), (20, 2, False)]
+_FIX_HEADS = "h does not change the count: the heads are slices of one d_model x d_model matrix"
+
+
+def _count(k, per_bias=lambda d: d, per_matrix=lambda d, h: d * d):
+    """k matrices of per_matrix(d_model, h) scalars, and k biases of per_bias(d_model) when bias."""
+    return lambda d_model, h, bias=False: k * per_matrix(d_model, h) + (k * per_bias(d_model) if bias else 0)
+
+
+def check_count(name, fields, other):
+    """An Exercise for a parameter count ``fn(d_model, h, bias=False)`` over the given MHAParams
+    fields; ``other`` = (name, fix, number of matrices) of the wrong-matrix-count mistake."""
+    n = sum(f.startswith("W") for f in fields)
+    return Exercise(name, lambda d_model, h, bias=False: _block_params(d_model, bias, fields),
+                    lambda: [Case(c) for c in _COUNT_CASES], (
+        Mistake("the biases are forgotten", "add d_model per bias vector when bias=True", _count(n, lambda d: 0)),
+        Mistake(other[0], other[1], _count(other[2])),
+        Mistake("each head counted with full-size d_model x d_model matrices", _FIX_HEADS,
+                lambda d_model, h, bias=False: h * _count(n)(d_model, h, bias)),
+        Mistake(f"{n}·d_model·d_k: one head's columns, the ×h is forgotten",
+                "the heads together fill all d_model columns: each matrix is d_model x d_model",
+                _count(n, per_matrix=lambda d, h: d * (d // h))),
+        Mistake("a bias counted as d_model² (a bias is a vector of d_model numbers)",
+                "each bias adds d_model scalars", _count(n, per_bias=lambda d: d * d))))
+
+
+PARAM_COUNT = check_count("param_count", ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o"),
+                          ("W_o is not counted (3·d_model²)", "count W_o too: 4 matrices", 3))
+
+
+def param_count(fn) -> bool:
+    """Check ``fn(d_model, h, bias=False) -> int``: the scalars of W_q, W_k, W_v, W_o (and biases).
+
+    >>> param_count(lambda d_model, h, bias=False: 4 * d_model * d_model + (4 * d_model if bias else 0))
+    ✔ param_count: all 6 cases match
+    True
+
+    Cases: several d_model and h, with and without biases; the count never depends on h.
+    Exercises 0.3 and 4.4 use this checker.
+    """
+    return PARAM_COUNT.check(fn)
+

@@ -1,0 +1,100 @@
+"""Checkers for notebook 01: ``project_qkv``, ``qkv_param_count``, ``no_projection_weights``.
+
+Every case has another B, T and d_model.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..attention import scaled_dot_product_attention as _sdpa
+from ..attention import softmax as _softmax
+from ..mha import init_params
+from ..mha import trace as _trace
+from .attention import scores, sdpa_scaled
+from .engine import Case, Exercise, Mistake
+from .mha import check_count, no_bias
+
+__all__ = ["project_qkv", "qkv_param_count", "no_projection_weights", "PROJECT_QKV", "QKV_PARAM_COUNT",
+           "NO_PROJECTION_WEIGHTS"]
+
+
+def _qkv_of(x, params):
+    t = _trace(x, params, 1)
+    return tuple(np.array(t[n]) for n in "QKV")  # each (B, T, d_model)
+
+
+def _project_cases():
+    rng = np.random.default_rng(20240506)
+    return [Case((rng.normal(size=(2, 5, 12)), init_params(12, rng=rng))),
+            Case((rng.normal(size=(3, 4, 8)), init_params(8, rng=rng, bias=True)), "with biases"),
+            Case((rng.normal(size=(1, 6, 10)), init_params(10, rng=rng, bias=True)), "with biases")]
+
+
+PROJECT_QKV = Exercise("project_qkv", _qkv_of, _project_cases, (
+    Mistake("the biases are forgotten", "add b_q, b_k, b_v when they are not None",
+            lambda x, p: _qkv_of(x, no_bias(p))),
+    Mistake("the weight matrices are transposed (x @ W.T, PyTorch's nn.Linear convention)",
+            "this course uses x @ W: Q = x @ params.W_q",
+            lambda x, p: _qkv_of(x, p._replace(W_q=p.W_q.T, W_k=p.W_k.T, W_v=p.W_v.T))),
+    Mistake("the outputs in the order (Q, V, K)", "return Q, K, V (in this order)",
+            lambda x, p: tuple(_qkv_of(x, p)[i] for i in (0, 2, 1)))),
+    outputs=("Q", "K", "V"), axes={n: ("batch", "position", "feature") for n in "QKV"})
+
+
+def project_qkv(fn) -> bool:
+    """Check ``fn(x, params) -> (Q, K, V)``: x (B, T, d_model) -> each (B, T, d_model).
+
+    >>> import mha_course as mc
+    >>> project_qkv(lambda x, p: tuple(mc.trace(x, p, h=1)[n] for n in "QKV"))
+    ✔ project_qkv: all 3 cases match
+    True
+
+    Cases: three sizes of B, T and d_model, without and with biases.
+    """
+    return PROJECT_QKV.check(fn)
+
+
+QKV_PARAM_COUNT = check_count("qkv_param_count", ("W_q", "W_k", "W_v", "b_q", "b_k", "b_v"),
+                              ("W_o counted too (4·d_model²)", "only W_q, W_k, W_v: 3 matrices", 4))
+
+
+def qkv_param_count(fn) -> bool:
+    """Check ``fn(d_model, h, bias=False) -> int``: the scalars of W_q, W_k, W_v (and their biases).
+
+    >>> qkv_param_count(lambda d_model, h, bias=False: 3 * d_model * d_model + (3 * d_model if bias else 0))
+    ✔ qkv_param_count: all 6 cases match
+    True
+    """
+    return QKV_PARAM_COUNT.check(fn)
+
+
+def _no_projection_cases():
+    rng = np.random.default_rng(20240509)
+    return [Case((rng.normal(size=s),)) for s in ((2, 8, 64), (1, 5, 16), (3, 4, 6), (2, 6, 9))]
+
+
+_FIX_SQRT = "divide x @ xᵀ by np.sqrt(d_model)"
+NO_PROJECTION_WEIGHTS = Exercise("no_projection_weights", lambda x: _sdpa(x, x, x)[1], _no_projection_cases, (
+    Mistake("the scores are not divided by √d", _FIX_SQRT, lambda x: sdpa_scaled(lambda Q, K: 1.0, x, x, x)[1]),
+    Mistake("the scores are divided by d instead of √d", _FIX_SQRT,
+            lambda x: sdpa_scaled(lambda Q, K: 1 / Q.shape[-1], x, x, x)[1]),
+    Mistake("the scores are returned, not the weights (no softmax)", "apply mc.softmax over the last axis",
+            lambda x: scores(x, x, 1 / math.sqrt(x.shape[-1]))),
+    Mistake("the output is returned instead of the weights", "out, weights = ...; return weights",
+            lambda x: _sdpa(x, x, x)[0]),
+    Mistake("softmax over axis -2 (the queries) instead of the keys", "softmax(scores, axis=-1)",
+            lambda x: _softmax(scores(x, x, 1 / math.sqrt(x.shape[-1])), axis=-2))),
+    axes={"result": ("batch", "query", "key")})
+
+
+def no_projection_weights(fn) -> bool:
+    """Check ``fn(x)``: x (B, T, d_model) -> weights (B, T, T) of attention with Q = K = V = x.
+
+    >>> import mha_course as mc
+    >>> no_projection_weights(lambda x: mc.scaled_dot_product_attention(x, x, x)[1])
+    ✔ no_projection_weights: all 4 cases match
+    True
+    """
+    return NO_PROJECTION_WEIGHTS.check(fn)
