@@ -101,7 +101,8 @@ _SELF_ATTENTION_MISTAKES = (
             _attend_with(lambda T: np.tril(np.ones((T, T), bool), 1))),
     Mistake("the diagonal is masked too (k=-1): a token may not read itself, and row 0 sees nothing",
             "np.tril(np.ones((T, T), bool)) with k=0", _attend_with(lambda T: np.tril(np.ones((T, T), bool), -1))),
-    Mistake("the mask is applied after the softmax: the weights no longer sum to 1",
+    Mistake("the mask is applied after the softmax: the weights no longer sum to 1, and the future "
+            "still leaks in through the softmax's row sums",
             "set the forbidden scores to -inf before the softmax", _mask_after_softmax),
 )
 CAUSAL_SELF_ATTENTION = Exercise("causal_self_attention", _attend_with(_causal_mask), _self_attention_cases,
