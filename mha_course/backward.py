@@ -26,7 +26,7 @@ import numpy as np
 
 from . import _validate
 from .heads import _combine, _split
-from .mha import MHAParams, _forward, init_params  # init_params: for the doctests
+from .mha import MHAParams, _forward, _project, init_params  # noqa: F401 (init_params: the doctests)
 
 __all__ = ["softmax_backward", "scale_backward", "split_heads_backward", "combine_heads_backward",
            "matmul_backward", "linear_backward", "attention_backward", "mha_vjp", "mha_backward"]
@@ -140,10 +140,12 @@ def linear_backward(x, W, grad_y, bias: bool = False):
 
 
 def _linear_backward(x, W, g, bias: bool):
+    # every batch item and position is one row: two 2-D matmuls (one BLAS call each)
     rows_x, rows_g = x.reshape(-1, W.shape[0]), g.reshape(-1, W.shape[1])  # (N, D_in), (N, D_out)
     grad_W = rows_x.T @ rows_g  # (D_in, N) x (N, D_out) -> (D_in, D_out)
     grad_b = rows_g.sum(axis=0) if bias else None
-    return g @ W.T, grad_W, grad_b  # (..., D_out) x (D_out, D_in) -> (..., D_in)
+    grad_x = (rows_g @ W.T).reshape(*x.shape)  # (N, D_out) x (D_out, D_in) -> (N, D_in) -> (..., D_in)
+    return grad_x, grad_W, grad_b
 
 
 def attention_backward(Q, K, V, weights, grad_out):
@@ -167,12 +169,14 @@ def attention_backward(Q, K, V, weights, grad_out):
     return grad_Q, np.swapaxes(grad_Kt, -1, -2), grad_V
 
 
-def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None):
+def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None):
     """x (B, T, D) [, context (B, S, D)] -> out (B, T, D), weights (B, h, T, S), pullback.
 
     Runs ``multi_head_attention`` once, keeping its stages, and returns ``pullback(grad_out)
     -> (grad_x, grad_params, grad_context)``, which runs the backward pass without a second
-    forward pass (what a training step wants).
+    forward pass (what a training step wants). ``keep`` (broadcastable to (B, h, T, S)), when
+    given, multiplies the weights before they meet V: dropout passes 0 or 1/(1-p) there.
+    The weights returned are softmax's, before ``keep``.
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
     >>> out, w, pullback = mha_vjp(np.ones((2, 5, 8)), p, h=4)
@@ -184,27 +188,50 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None):
     out, weights, h, _ = _forward(x, params, h, mask, context, stages.__setitem__)
     p = MHAParams(*(None if a is None else np.asarray(a, dtype=out.dtype) for a in params))
     ctx = None if context is None else np.asarray(context, dtype=out.dtype)
+    if keep is not None:
+        keep = _check_keep(keep, weights.shape, out.dtype)
+        stages["concat"] = _combine((weights * keep) @ stages["V_heads"])  # (B, T, D)
+        out = _project(stages["concat"], p.W_o, p.b_o)
 
     def pullback(grad_out):
         g = _validate.float_array(grad_out, "grad_out")
         if g.shape != out.shape:
             raise ValueError(f"grad_out has shape {g.shape} but the output has shape {out.shape}; "
                              "give d loss / d out, one number per output entry")
-        return _pullback(stages, p, h, g.astype(out.dtype, copy=False), ctx)
+        return _pullback(stages, p, h, g.astype(out.dtype, copy=False), ctx, keep)
     return out, weights, pullback
 
 
-def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context):
-    """The backward pass over the recorded stages ``st`` (see the module docstring)."""
-    x, c = st["X"], st["X"] if context is None else context
-    g_concat, gW_o, gb_o = _linear_backward(st["concat"], p.W_o, g_out, p.b_o is not None)
-    g_heads = _split(g_concat, h)  # combine_heads backward: (B, T, D) -> (B, h, T, d_k)
+def _check_keep(keep, shape: tuple, dtype) -> np.ndarray:
+    keep = _validate.float_array(keep, "keep")
+    try:
+        if np.broadcast_shapes(keep.shape, shape) == shape:
+            return keep.astype(dtype, copy=False)
+    except ValueError:
+        pass
+    raise ValueError(f"keep has shape {keep.shape}, which does not broadcast to the weights' shape "
+                     f"{shape} (B, h, T, S); give one factor per weight, e.g. rng.random(shape) > p")
+
+
+def _heads_backward(st: dict, g_heads: np.ndarray, keep):
+    """grad of the head outputs (B, h, T, d_k) -> grads of Q_heads, K_heads, V_heads."""
     w, V = st["weights"], st["V_heads"]
     g_w = g_heads @ np.swapaxes(V, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, S) -> (B, h, T, S)
-    g_Vh = np.swapaxes(w, -1, -2) @ g_heads  # (B, h, S, T) x (B, h, T, d_k) -> (B, h, S, d_k)
+    used = w if keep is None else w * keep  # what multiplied V in the forward pass
+    g_Vh = np.swapaxes(used, -1, -2) @ g_heads  # (B, h, S, T) x (B, h, T, d_k) -> (B, h, S, d_k)
+    if keep is not None:
+        g_w *= keep
     g_raw = softmax_backward(w, g_w) / math.sqrt(V.shape[-1])  # (B, h, T, S), the 1/sqrt(d_k) scale
     g_Qh = g_raw @ st["K_heads"]  # (B, h, T, S) x (B, h, S, d_k) -> (B, h, T, d_k)
     g_Kh = np.swapaxes(g_raw, -1, -2) @ st["Q_heads"]  # (B, h, S, T) x (B, h, T, d_k) -> (B, h, S, d_k)
+    return g_Qh, g_Kh, g_Vh
+
+
+def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=None):
+    """The backward pass over the recorded stages ``st`` (see the module docstring)."""
+    x, c = st["X"], st["X"] if context is None else context
+    g_concat, gW_o, gb_o = _linear_backward(st["concat"], p.W_o, g_out, p.b_o is not None)
+    g_Qh, g_Kh, g_Vh = _heads_backward(st, _split(g_concat, h), keep)  # combine backward: split
     grads = [_linear_backward(inp, W, _combine(gh), b is not None)  # split_heads backward: combine
              for inp, W, b, gh in ((x, p.W_q, p.b_q, g_Qh), (c, p.W_k, p.b_k, g_Kh), (c, p.W_v, p.b_v, g_Vh))]
     (g_x, gW_q, gb_q), (g_ck, gW_k, gb_k), (g_cv, gW_v, gb_v) = grads

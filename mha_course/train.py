@@ -1,0 +1,530 @@
+"""A tiny attention-only transformer, trained in numpy: heads that learn (floor 3, numpy only).
+
+Shapes: ``B`` batch, ``T`` positions, ``V`` vocabulary, ``D = d_model``, ``h`` heads,
+``d_k = D // h``, ``L`` layers. The model, for tokens (B, T):
+
+    x = embed[tokens] (+ pos[:T])                      (B, T, D)   learned positions, or none
+    x = x + multi_head_attention(norm(x), layer_l, h, causal mask)   for l = 1 .. L
+    logits = norm(x) @ unembed                         (B, T, V)   norm: layer_norm or nothing
+
+trained with cross-entropy on the positions a task scores, and Adam. The forward pass is the
+package's ``multi_head_attention``; the backward pass is ``mha_course.backward.mha_vjp``.
+
+Tasks (``make_batch``): ``"previous_token"`` (predict the token one position back: one layer
+with positions learns it, without positions it stays near chance) and ``"induction"``
+([noise][A B C ...][A B C ...] with a random length; predict the second copy: a layer-1
+previous-token head and a layer-2 induction head, so it needs two layers).
+
+Using a trained model (the shipped checkpoints, or your own)::
+
+    from mha_course import train
+    config, params, history = train.load_checkpoint(train.checkpoint_path("induction"))
+    batch = train.make_batch(config, np.random.default_rng(0))        # Batch(tokens, targets, scored)
+    logits, weights = train.forward(params, batch.tokens, config)      # (B, T, V), [(B, h, T, T)] * L
+    print(train.evaluate(params, config, np.random.default_rng(1)))    # Metrics(loss, accuracy)
+    lp = train.layer_params(params, config, 1)  # the MHAParams layer 1 runs: W_k/W_v expanded for
+    # h_kv < h and W_q multiplied by sqrt(d_k) when config.scale is False
+    train.embed(params, tokens, config)          # the residual stream's input (B, T, D)
+    train.ablate_head(params, config, layer=1, head=0)  # same params, head 0 of layer 1 silenced
+
+Everything is a pure function over explicit NamedTuples (``Config``, ``Model``, ``AdamState``);
+randomness comes only from ``rng`` arguments or ``config.seed``.
+
+Taught in 08_heads_that_learn.ipynb.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+from . import _validate
+from .attention import causal_mask
+from .backward import _linear_backward, mha_vjp
+from .block import layer_norm
+from .mha import MHAParams, multi_head_attention
+
+__all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
+           "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads",
+           "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
+           "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
+           "previous_token_score", "induction_score"]
+
+TASKS = ("previous_token", "induction")
+POSITIONS = ("learned", "none")
+_LN_EPS = 1e-5
+
+
+class Config(NamedTuple):
+    """Every choice of one training run; ``h_kv`` (None = h) shares key/value heads (GQA/MQA)."""
+    task: str = "induction"
+    vocab: int = 16
+    seq_len: int = 16
+    d_model: int = 32
+    h: int = 2
+    h_kv: Optional[int] = None
+    n_layers: int = 2
+    positions: str = "learned"
+    layer_norm: bool = False
+    scale: bool = True
+    dropout: float = 0.0
+    batch: int = 32
+    steps: int = 1000
+    lr: float = 3e-3
+    seed: int = 0
+
+
+class Model(NamedTuple):
+    """embed (V, D), pos (T, D) or None, layers (one MHAParams per layer; W_k, W_v, b_k, b_v
+    have h_kv * d_k columns), unembed (D, V)."""
+    embed: np.ndarray
+    pos: Optional[np.ndarray]
+    layers: tuple
+    unembed: np.ndarray
+
+
+class Batch(NamedTuple):
+    """tokens (B, T) ints, targets (B, T) ints, scored (B, T) bool: the positions the loss counts."""
+    tokens: np.ndarray
+    targets: np.ndarray
+    scored: np.ndarray
+
+
+class Metrics(NamedTuple):
+    """Mean cross-entropy (nats) and accuracy over the scored positions."""
+    loss: float
+    accuracy: float
+
+
+class AdamState(NamedTuple):
+    """First and second moment estimates (trees shaped like the Model) and the step count."""
+    m: Model
+    v: Model
+    step: int
+
+
+class History(NamedTuple):
+    """losses (steps,), and snapshots: the steps and each layer's weights on one probe batch."""
+    losses: np.ndarray
+    snapshot_steps: np.ndarray
+    snapshot_weights: np.ndarray  # (n_snapshots, L, h, T, T) on probe sequence 0
+
+
+# ----------------------------------------------------------------------------- config
+def _check_config(config) -> Config:
+    if not isinstance(config, Config):
+        raise ValueError(f"config must be a train.Config, got {type(config).__name__}; "
+                         "use train.Config(task='induction')")
+    for name in ("vocab", "seq_len", "d_model", "h", "n_layers", "batch", "steps"):
+        _validate.positive_int(getattr(config, name), name)
+    if config.task not in TASKS or config.positions not in POSITIONS:
+        raise ValueError(f"task={config.task!r}, positions={config.positions!r}: "
+                         f"valid tasks {TASKS}, valid positions {POSITIONS}")
+    h = _validate.heads(config.d_model, config.h)
+    h_kv = h if config.h_kv is None else _validate.positive_int(config.h_kv, "h_kv")
+    if h % h_kv:
+        raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: "
+                         + ", ".join(map(str, _validate.divisors(h))))
+    if config.task == "induction" and (config.seq_len < 6 or config.vocab < config.seq_len // 2):
+        raise ValueError(f"induction needs seq_len >= 6 and vocab >= seq_len // 2 (distinct tokens in "
+                         f"a copy); got seq_len={config.seq_len}, vocab={config.vocab}")
+    if not 0 <= config.dropout < 1:
+        raise ValueError(f"dropout={config.dropout} must be in [0, 1); 0 turns it off")
+    return config._replace(h_kv=h_kv)
+
+
+# ----------------------------------------------------------------------------- tasks
+def make_batch(config: Config, rng: np.random.Generator, batch: Optional[int] = None) -> Batch:
+    """config, rng -> Batch of ``batch`` (default config.batch) sequences of length seq_len.
+
+    previous_token: random tokens, target[t] = token[t - 1], scored for t >= 1.
+    induction: [noise][A (n)][A (n)], n random in seq_len/4 .. seq_len/2, A distinct tokens;
+    target[t] = token[t + 1], scored on the second copy (where the next token has been seen).
+
+    >>> b = make_batch(Config(task="previous_token", vocab=5, seq_len=4), np.random.default_rng(0), 1)
+    >>> bool((b.targets[0, 1:] == b.tokens[0, :-1]).all()), b.scored[0].tolist()
+    (True, [False, True, True, True])
+    """
+    config = _check_config(config)
+    B, T, V = batch or config.batch, config.seq_len, config.vocab
+    tokens = rng.integers(0, V, size=(B, T))
+    if config.task == "previous_token":
+        targets = np.roll(tokens, 1, axis=1)
+        scored = np.broadcast_to(np.arange(T) >= 1, (B, T)).copy()
+        return Batch(tokens, targets, scored)
+    n = rng.integers(max(2, T // 4), T // 2 + 1, size=B)  # (B,) length of the repeated part
+    distinct = np.argsort(rng.random((B, V)), axis=1)  # (B, V): a random permutation per row
+    t = np.arange(T)
+    start = T - 2 * n[:, None]  # (B, 1): where the first copy begins
+    inside = t >= start
+    idx = np.where(inside, (t - start) % n[:, None], 0)  # (B, T): index into A
+    tokens = np.where(inside, np.take_along_axis(distinct, idx, axis=1), tokens)
+    targets = np.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
+    scored = (t >= T - n[:, None]) & (t < T - 1)
+    return Batch(tokens, targets, scored)
+
+
+# ----------------------------------------------------------------------------- the model
+def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Model:
+    """config [, rng] -> Model; embeddings ~ N(0, 1), matrices ~ N(0, 1/D); rng defaults to config.seed.
+
+    >>> m = init_model(Config(vocab=10, d_model=8, h=2, h_kv=1))
+    >>> m.embed.shape, m.layers[0].W_k.shape, m.unembed.shape
+    ((10, 8), (8, 4), (8, 10))
+    """
+    config = _check_config(config)
+    rng = np.random.default_rng(config.seed) if rng is None else rng
+    V, D, T = config.vocab, config.d_model, config.seq_len
+    kv = D // config.h * config.h_kv
+    embedding = rng.normal(size=(V, D))
+    pos = rng.normal(size=(T, D)) if config.positions == "learned" else None
+    sizes = ((D, D), (D, kv), (D, kv), (D, D))
+    layers = tuple(MHAParams(*(rng.normal(0, 1 / math.sqrt(D), size=s) for s in sizes))
+                   for _ in range(config.n_layers))
+    return Model(embedding, pos, layers, rng.normal(0, 1 / math.sqrt(D), size=(D, V)))
+
+
+def embed(params: Model, tokens, config: Config) -> np.ndarray:
+    """tokens (B, T) ints -> x (B, T, D): token embeddings (+ learned positions)."""
+    x = params.embed[tokens]  # (B, T) -> (B, T, D)
+    return x if params.pos is None else x + params.pos[: tokens.shape[1]]
+
+
+def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
+    """Model, config, layer -> the (D, D) MHAParams that multi_head_attention runs for that layer.
+
+    K/V heads are repeated h // h_kv times (query head i reads key/value head i // g); with
+    ``config.scale`` False, W_q is multiplied by sqrt(d_k), which cancels the 1/sqrt(d_k).
+    """
+    p, h, h_kv = params.layers[layer], config.h, config.h_kv or config.h
+    g, d_k = h // h_kv, config.d_model // h
+    q_factor = 1.0 if config.scale else math.sqrt(d_k)
+
+    def repeat(a):  # (..., h_kv * d_k) -> (..., h * d_k)
+        if a is None or g == 1:
+            return a
+        return np.repeat(a.reshape(*a.shape[:-1], h_kv, d_k), g, axis=-2).reshape(*a.shape[:-1], -1)
+    scale = (lambda a: None if a is None else a * q_factor)
+    return MHAParams(scale(p.W_q), repeat(p.W_k), repeat(p.W_v), p.W_o, scale(p.b_q), repeat(p.b_k),
+                     repeat(p.b_v), p.b_o)
+
+
+def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
+    """The gradient of layer_params' (D, D) output, taken back to the stored parameters."""
+    h, h_kv, d_k = config.h, config.h_kv or config.h, config.d_model // config.h
+    q_factor = 1.0 if config.scale else math.sqrt(d_k)
+
+    def pool(a):  # (..., h * d_k) -> (..., h_kv * d_k): the repeated copies' gradients add up
+        return None if a is None else a.reshape(*a.shape[:-1], h_kv, h // h_kv, d_k).sum(-2).reshape(
+            *a.shape[:-1], -1)
+    scale = (lambda a: None if a is None else a * q_factor)
+    return MHAParams(scale(g.W_q), pool(g.W_k), pool(g.W_v), g.W_o, scale(g.b_q), pool(g.b_k),
+                     pool(g.b_v), g.b_o)
+
+
+def _norm(x: np.ndarray, config: Config) -> np.ndarray:
+    return layer_norm(x, _LN_EPS) if config.layer_norm else x
+
+
+def layer_norm_backward(x, grad_y, eps: float = _LN_EPS) -> np.ndarray:
+    """x (..., D), grad_y (..., D) -> grad_x (..., D), for y = layer_norm(x, eps) (no gamma, beta).
+
+    grad_x = (g - mean(g) - y * mean(g * y)) / sqrt(var + eps), means over the last axis.
+
+    >>> float(np.abs(layer_norm_backward(np.arange(4.0), np.ones(4))).max())  # shifts are invisible
+    0.0
+    """
+    x, g = _validate.float_array(x, "x"), _validate.float_array(grad_y, "grad_y")
+    y = layer_norm(x, eps)
+    inv = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)  # (..., 1)
+    return inv * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
+
+
+def forward(params: Model, tokens, config: Config, ablate=()) -> tuple[np.ndarray, list]:
+    """tokens (B, T) -> logits (B, T, V), [weights (B, h, T, T) for each layer].
+
+    ``ablate``: (layer, head) pairs whose head output is zeroed (see ``ablate_head``).
+    """
+    config = _check_config(config)
+    for layer, head in ablate:
+        params = ablate_head(params, config, layer, head)
+    x, weights = embed(params, np.asarray(tokens), config), []
+    mask = causal_mask(x.shape[1])
+    for layer in range(config.n_layers):
+        out, w = multi_head_attention(_norm(x, config), layer_params(params, config, layer), config.h, mask)
+        x = x + out  # the residual stream
+        weights.append(w)
+    return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
+
+
+def ablate_head(params: Model, config: Config, layer: int, head: int) -> Model:
+    """Model -> Model with head ``head`` of layer ``layer`` silenced: its rows of W_o set to 0.
+
+    concat @ W_o adds up d_k rows of W_o per head, so zero rows = a zero head output.
+    """
+    config = _check_config(config)
+    if not (0 <= layer < config.n_layers and 0 <= head < config.h):
+        raise ValueError(f"layer={layer}, head={head} out of range: layers 0..{config.n_layers - 1}, "
+                         f"heads 0..{config.h - 1}")
+    d_k = config.d_model // config.h
+    W_o = params.layers[layer].W_o.copy()
+    W_o[head * d_k:(head + 1) * d_k] = 0  # (D, D): the rows that head's output multiplies
+    layers = list(params.layers)
+    layers[layer] = layers[layer]._replace(W_o=W_o)
+    return params._replace(layers=tuple(layers))
+
+
+# ----------------------------------------------------------------------------- loss and gradients
+def previous_token_score(weights) -> np.ndarray:
+    """weights (B, h, T, T) -> (h,): each head's mean weight on the key just before the query (t >= 1).
+
+    >>> w = np.eye(4, k=-1)[None, None] + np.eye(4, k=0)[None, None] * (np.arange(4) == 0)[:, None]
+    >>> previous_token_score(w)
+    array([1.])
+    """
+    w = _validate.float_array(weights, "weights")
+    _validate.ndim(w, "weights", 4, "(B, h, T, T)")
+    T = w.shape[-1]
+    return w[..., np.arange(1, T), np.arange(T - 1)].mean(axis=(0, 2))  # (B, h, T-1) -> (h,)
+
+
+def induction_score(weights, batch: Batch) -> np.ndarray:
+    """weights (B, h, T, T), induction Batch -> (h,): mean weight, over the scored queries, on the key
+    that FOLLOWED the query's token in the first copy (position t - n + 1: what comes next)."""
+    w = _validate.float_array(weights, "weights")
+    B, T = batch.tokens.shape
+    n = T - np.argmax(batch.scored, axis=1)  # (B,): the scored part starts at T - n
+    b, t = np.nonzero(batch.scored)  # (N,), (N,): every scored query
+    return w[b, :, t, t - n[b] + 1].mean(axis=0)  # (N, h) -> (h,)
+
+
+def _cross_entropy(logits, targets, scored):
+    """logits (B, T, V) -> mean loss over scored positions, its gradient, and the accuracy."""
+    z = logits - logits.max(-1, keepdims=True)
+    probs = np.exp(z)
+    probs /= probs.sum(-1, keepdims=True)  # (B, T, V)
+    picked = np.take_along_axis(probs, targets[..., None], -1)[..., 0]  # (B, T)
+    n = max(int(scored.sum()), 1)
+    loss = -np.log(np.maximum(picked[scored], 1e-300)).sum() / n
+    grad = probs
+    np.put_along_axis(grad, targets[..., None], picked[..., None] - 1, -1)  # p - onehot
+    grad *= scored[..., None] / n
+    accuracy = float((logits.argmax(-1) == targets)[scored].mean()) if scored.any() else 0.0
+    return float(loss), grad, accuracy
+
+
+def _dropout_keep(rng, shape, p: float):
+    return (rng.random(shape) >= p) / (1 - p)  # 0 or 1/(1-p): the expected weight is unchanged
+
+
+def loss_and_grads(params: Model, batch: Batch, config: Config, rng=None):
+    """Model, Batch -> (Metrics, grads: a Model of gradients). ``rng`` draws the dropout masks."""
+    x = embed(params, batch.tokens, config)
+    B, T, D = x.shape
+    mask, pullbacks, inputs = causal_mask(T), [], []
+    for layer in range(config.n_layers):
+        keep = None if not config.dropout else _dropout_keep(rng, (B, config.h, T, T), config.dropout)
+        inputs.append(x)
+        out, _, pull = mha_vjp(_norm(x, config), layer_params(params, config, layer), config.h, mask,
+                               keep=keep)
+        x = x + out  # the residual stream
+        pullbacks.append(pull)
+    final = _norm(x, config)
+    loss, g_logits, accuracy = _cross_entropy(final @ params.unembed, batch.targets, batch.scored)
+    g_x, g_unembed, _ = _linear_backward(final, params.unembed, g_logits, False)
+    g_x = layer_norm_backward(x, g_x) if config.layer_norm else g_x
+    g_layers = []
+    for layer in reversed(range(config.n_layers)):
+        g_in, g_p, _ = pullbacks[layer](g_x)
+        g_x = g_x + (layer_norm_backward(inputs[layer], g_in) if config.layer_norm else g_in)
+        g_layers.insert(0, _compact_grads(g_p, config))
+    g_embed = np.zeros_like(params.embed)
+    np.add.at(g_embed, batch.tokens, g_x)  # rows of embed used several times add up
+    g_pos = None if params.pos is None else np.pad(g_x.sum(0), ((0, params.pos.shape[0] - T), (0, 0)))
+    return Metrics(loss, accuracy), Model(g_embed, g_pos, tuple(g_layers), g_unembed)
+
+
+# ----------------------------------------------------------------------------- Adam
+def _tree_map(f, *trees):
+    """Apply f leaf by leaf to trees of the same structure (tuples, NamedTuples, arrays, None)."""
+    first = trees[0]
+    if first is None:
+        return None
+    if isinstance(first, tuple):
+        mapped = [_tree_map(f, *parts) for parts in zip(*trees)]
+        return type(first)(*mapped) if hasattr(first, "_fields") else tuple(mapped)
+    return f(*trees)
+
+
+def adam_init(params) -> AdamState:
+    """params (any tree of arrays) -> AdamState with zero moments and step 0."""
+    zeros = _tree_map(np.zeros_like, params)
+    return AdamState(zeros, _tree_map(np.zeros_like, params), 0)
+
+
+def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: float = 0.999,
+              eps: float = 1e-8):
+    """params, grads, AdamState -> (new params, new AdamState): one step of Adam (Kingma & Ba).
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  bias-corrected m_hat = m / (1 - b1^t),
+    v_hat = v / (1 - b2^t);  params -= lr m_hat / (sqrt(v_hat) + eps).
+
+    >>> p, s = adam_step(np.array([1.0]), np.array([0.5]), adam_init(np.array([1.0])), lr=0.1)
+    >>> p, s.step  # the first step moves by lr, whatever the gradient's size
+    (array([0.9]), 1)
+    """
+    t = state.step + 1
+    m = _tree_map(lambda m, g: b1 * m + (1 - b1) * g, state.m, grads)
+    v = _tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state.v, grads)
+    c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+    new = _tree_map(lambda p, m, v: p - lr * (m / c1) / (np.sqrt(v / c2) + eps), params, m, v)
+    return new, AdamState(m, v, t)
+
+
+# ----------------------------------------------------------------------------- training
+def evaluate(params: Model, config: Config, rng: np.random.Generator, n: int = 256) -> Metrics:
+    """Model -> Metrics on ``n`` fresh sequences drawn with ``rng`` (no dropout)."""
+    config = _check_config(config)
+    batch = make_batch(config, rng, n)
+    logits, _ = forward(params, batch.tokens, config)
+    loss, _, accuracy = _cross_entropy(logits, batch.targets, batch.scored)
+    return Metrics(loss, accuracy)
+
+
+def _progress(steps: int, progress):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm  # imported only when a bar is wanted
+    return tqdm(total=steps, desc="training", leave=False, mininterval=0.5)
+
+
+def train(config: Config, callback: Optional[Callable] = None, progress: bool = False,
+          snapshot_every: int = 0, params: Optional[Model] = None) -> tuple[Model, History]:
+    """config -> (trained Model, History). Seeded by config.seed: the same config, the same numbers.
+
+    ``callback(step, metrics, params)`` runs after every step (a live loss plot, early stop:
+    return True to stop). ``progress`` shows a tqdm bar. ``snapshot_every`` > 0 keeps every
+    layer's weights on probe sequence 0 every that many steps (for a training-step slider).
+
+    >>> model, history = train(Config(task="previous_token", vocab=4, seq_len=4, d_model=4, h=1,
+    ...                               n_layers=1, batch=4, steps=3))
+    >>> history.losses.shape
+    (3,)
+    """
+    config = _check_config(config)
+    rng = np.random.default_rng(config.seed)
+    params = init_model(config, rng) if params is None else params
+    probe = make_batch(config, np.random.default_rng(config.seed + 1), 1).tokens
+    state, losses, snaps, bar = adam_init(params), [], [], _progress(config.steps, progress)
+    for step in range(config.steps):
+        if snapshot_every and step % snapshot_every == 0:
+            snaps.append((step, np.stack(forward(params, probe, config)[1])[:, 0].astype(np.float32)))
+        metrics, grads = loss_and_grads(params, make_batch(config, rng), config, rng)
+        params, state = adam_step(params, grads, state, config.lr)
+        losses.append(metrics.loss)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{metrics.loss:.3f}", refresh=False)
+        if callback is not None and callback(step, metrics, params):
+            break
+    if bar is not None:
+        bar.close()
+    steps = np.array([s for s, _ in snaps], dtype=int)
+    weights = np.stack([w for _, w in snaps]) if snaps else np.zeros((0, config.n_layers, config.h, 0, 0))
+    return params, History(np.array(losses), steps, weights)
+
+
+# ----------------------------------------------------------------------------- checkpoints
+CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+# The configs of the shipped checkpoints (`mha-course train TASK` re-makes them).
+CHECKPOINT_CONFIGS = {
+    "previous_token": Config(task="previous_token", vocab=16, seq_len=16, d_model=16, h=2, n_layers=1,
+                             batch=32, steps=200, lr=1e-2, seed=0),
+    "induction": Config(task="induction", vocab=16, seq_len=24, d_model=32, h=2, n_layers=2,
+                        batch=32, steps=800, lr=3e-3, seed=0),
+}
+
+
+def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path, Metrics]:
+    """task -> (path written, Metrics on fresh data): trains CHECKPOINT_CONFIGS[task] and saves it.
+
+    What ``mha-course train TASK`` runs; ``path`` defaults to the shipped checkpoint's path.
+    """
+    if task not in CHECKPOINT_CONFIGS:
+        raise ValueError(f"unknown task {task!r}; choose one of {sorted(CHECKPOINT_CONFIGS)}")
+    config = CHECKPOINT_CONFIGS[task]
+    params, history = train(config, progress=progress, snapshot_every=max(1, config.steps // 16))
+    path = save_checkpoint(checkpoint_path(task) if path is None else path, params, config, history)
+    return path, evaluate(params, config, np.random.default_rng(config.seed + 2))
+
+
+def add_train_command(sub) -> None:
+    """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.cli`` calls this)."""
+    cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
+    cmd.add_argument("task", choices=sorted(CHECKPOINT_CONFIGS), help="the task to train on")
+    cmd.add_argument("--out", default=None,
+                     help="where to write the .npz (default: the shipped mha_course/checkpoints/TASK.npz)")
+    cmd.set_defaults(func=_cmd_train)
+
+
+def _cmd_train(args) -> int:
+    path, metrics = make_checkpoint(args.task, args.out, progress=True)
+    print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "
+          f"sequences; saved {path}")
+    return 0
+
+
+def checkpoint_path(task: str) -> Path:
+    """task -> the path of its shipped checkpoint (``mha_course/checkpoints/TASK.npz``)."""
+    if task not in CHECKPOINT_CONFIGS:
+        raise ValueError(f"no shipped checkpoint for task={task!r}; shipped: {sorted(CHECKPOINT_CONFIGS)}")
+    return CHECKPOINT_DIR / f"{task}.npz"
+
+
+def _flatten(params: Model) -> dict:
+    arrays = {"embed": params.embed, "unembed": params.unembed}
+    if params.pos is not None:
+        arrays["pos"] = params.pos
+    for i, layer in enumerate(params.layers):
+        arrays.update({f"layer{i}.{n}": a for n, a in zip(MHAParams._fields, layer) if a is not None})
+    return arrays
+
+
+def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
+    """Write config, params (and history) to ``path`` (.npz), atomically: a temp file, then os.replace."""
+    _check_config(config)
+    path, arrays = Path(path), _flatten(params)
+    if history is not None:
+        arrays.update({f"history.{n}": a for n, a in zip(History._fields, history)})
+    arrays["config"] = np.array(json.dumps(config._asdict()))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is ordinary data
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def load_checkpoint(path) -> tuple[Config, Model, Optional[History]]:
+    """path (.npz from save_checkpoint) -> (Config, Model, History or None)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no checkpoint at {path}; make one with `mha-course train TASK` "
+                         "or train.save_checkpoint(path, params, config)")
+    with np.load(path, allow_pickle=False) as z:
+        config = Config(**json.loads(str(z["config"])))
+        layers = tuple(MHAParams(*(z[f"layer{i}.{n}"] if f"layer{i}.{n}" in z else None
+                                   for n in MHAParams._fields)) for i in range(config.n_layers))
+        params = Model(z["embed"], z["pos"] if "pos" in z else None, layers, z["unembed"])
+        keys = [f"history.{n}" for n in History._fields]
+        history = History(*(z[k] for k in keys)) if all(k in z for k in keys) else None
+    return config, params, history
