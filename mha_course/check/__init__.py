@@ -17,6 +17,7 @@ from .attention import causal_mask, padding_mask, scaled_dot_product_attention, 
 from .block import layer_norm
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
+from .gqa import kv_append, kv_bytes_per_token, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
 from .qkv import no_projection_weights, project_qkv, qkv_param_count
@@ -28,4 +29,5 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "multi_head_attention", "causal_multi_head_attention", "param_count",
            "project_qkv", "qkv_param_count", "no_projection_weights", "layer_norm",
            "flops", "crossover_seq_len", "score_bytes", "max_seq_len",
-           "stage_shapes", "cross_attention_shapes"]
+           "stage_shapes", "cross_attention_shapes",
+           "kv_append", "offset_causal_mask", "kv_bytes_per_token"]
