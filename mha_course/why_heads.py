@@ -21,7 +21,7 @@ import numpy as np
 from . import _validate
 from .mha import MHAParams, multi_head_attention
 
-__all__ = ["gather_inputs", "gather_target", "two_head_params", "one_head_params",
+__all__ = ["gather_inputs", "gather_target", "gather_output_projection", "two_head_params", "one_head_params",
            "fit_output_projection", "relative_error", "blend_error", "head_errors"]
 
 
@@ -93,14 +93,30 @@ def two_head_params(d_model: int, T: int, a: int, b: int, *, content: int = 8,
     (True, [1, 5])
     """
     _sizes(d_model, T, content, a, b)
-    d_k, half = d_model // 2, content // 2
+    d_k = d_model // 2
     blocks = [_head_block(d_model, T, content, i * d_k, d_k, [p], sharpness)
               for i, p in enumerate((a, b))]
     W_q, W_k, W_v = (sum(parts) for parts in zip(*blocks))
+    return MHAParams(W_q, W_k, W_v, gather_output_projection(d_model, content))
+
+
+def gather_output_projection(d_model: int, content: int = 8) -> np.ndarray:
+    """d_model, content -> W_o (d_model, d_model) of the two heads: the chief's merge.
+
+    Head 0's report (concat columns 0..d_k-1) holds u_a, head 1's (columns d_k..) holds u_b.
+    Row strip i of W_o is what head i contributes: output feature f < content/2 comes from
+    head 0's feature f, output feature content/2 <= f < content from head 1's feature f.
+
+    >>> W = gather_output_projection(8, content=4)
+    >>> np.argwhere(W).tolist()   # (concat column, output feature)
+    [[0, 0], [1, 1], [6, 2], [7, 3]]
+    """
+    _sizes(d_model, content, content, 0, 1)
+    d_k, half = d_model // 2, content // 2
     W_o = np.zeros((d_model, d_model))
     W_o[np.arange(half), np.arange(half)] = 1.0                           # head 0: first half of u_a
     W_o[d_k + np.arange(half, content), np.arange(half, content)] = 1.0   # head 1: second half of u_b
-    return MHAParams(W_q, W_k, W_v, W_o)
+    return W_o
 
 
 def fit_output_projection(concat: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -14,14 +14,18 @@ the state of every checker called in this kernel. The engine and how to write a 
     True
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .backward import (adam_step, matmul_backward, scale_backward, shared_input_backward,
+                       softmax_backward, split_heads_backward)
 from .block import layer_norm
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
+from .efficient import linear_attention, online_softmax_update, sliding_window_mask
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
 from .gqa import kv_append, kv_bytes_per_token, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
 from .qkv import no_projection_weights, project_qkv, qkv_param_count
 from .shapes import cross_attention_shapes, stage_shapes
+from .why_heads import gather_output_projection
 
 __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "catalogue", "matches", "summary",
            "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
@@ -29,5 +33,8 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "multi_head_attention", "causal_multi_head_attention", "param_count",
            "project_qkv", "qkv_param_count", "no_projection_weights", "layer_norm",
            "flops", "crossover_seq_len", "score_bytes", "max_seq_len",
-           "stage_shapes", "cross_attention_shapes",
-           "kv_append", "offset_causal_mask", "kv_bytes_per_token"]
+           "stage_shapes", "cross_attention_shapes", "gather_output_projection",
+           "kv_append", "offset_causal_mask", "kv_bytes_per_token",
+           "softmax_backward", "scale_backward", "split_heads_backward", "matmul_backward",
+           "shared_input_backward", "adam_step",
+           "online_softmax_update", "sliding_window_mask", "linear_attention"]

@@ -1,0 +1,70 @@
+"""Checker for notebook 04's W_O exercise: ``gather_output_projection`` (the two facts of 03 §5).
+
+The two heads of ``why_heads.two_head_params`` report u_a (head 0, concat columns 0..d_k-1)
+and u_b (head 1, columns d_k..d_model-1). The learner writes the W_O that puts the first half
+of u_a's content and the second half of u_b's side by side. Every case has another d_model
+and content, so a hard-coded matrix cannot fit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..why_heads import gather_output_projection as _reference
+from .engine import Case, Exercise, Mistake
+
+__all__ = ["gather_output_projection", "GATHER_OUTPUT_PROJECTION"]
+
+
+def _W(d_model, rows, cols):
+    W = np.zeros((d_model, d_model))
+    W[np.asarray(rows), np.asarray(cols)] = 1.0
+    return W
+
+
+def _strip_not_offset(d_model, content):
+    return _W(d_model, np.arange(content), np.arange(content))  # second half read from head 0
+
+
+def _swapped(d_model, content):
+    half, d_k = content // 2, d_model // 2
+    return _W(d_model, np.r_[np.arange(half), d_k + np.arange(half, content)],
+              np.r_[np.arange(half, content), np.arange(half)])
+
+
+def _first_half_of_b(d_model, content):
+    half, d_k = content // 2, d_model // 2
+    return _W(d_model, np.r_[np.arange(half), d_k + np.arange(half)], np.arange(content))
+
+
+_FIX = ("row strip i of W_o belongs to head i: W_o[f, f] = 1 for f < content // 2 (head 0), "
+        "W_o[d_k + f, f] = 1 for content // 2 <= f < content (head 1), with d_k = d_model // 2")
+_MISTAKES = (
+    Mistake("head 1's features read from head 0's rows: head 1's report starts at concat column d_k", _FIX,
+            _strip_not_offset),
+    Mistake("W_o = I: each report stays in its own columns, the two facts are never put side by side", _FIX,
+            lambda d_model, content: np.eye(d_model)),
+    Mistake("the two halves swapped: u_a's first half must land in output features 0..content//2 - 1", _FIX,
+            _swapped),
+    Mistake("head 1 contributes the first half of u_b; the answer needs its second half", _FIX,
+            _first_half_of_b),
+    Mistake("W_o transposed: rows are concat columns (the heads), columns are output features", _FIX,
+            lambda d_model, content: _reference(d_model, content).T),
+)
+
+GATHER_OUTPUT_PROJECTION = Exercise(
+    "gather_output_projection", _reference,
+    lambda: [Case((16, 8)), Case((12, 4)), Case((20, 6)), Case((10, 2))],
+    _MISTAKES, axes={"result": ("concat column", "output feature")})
+
+
+def gather_output_projection(fn) -> bool:
+    """Check ``fn(d_model, content) -> W_o (d_model, d_model)``, the merge of the two heads.
+
+    >>> from mha_course import why_heads
+    >>> gather_output_projection(why_heads.gather_output_projection)
+    ✔ gather_output_projection: all 4 cases match
+    True
+
+    Cases: (d_model, content) = (16, 8), (12, 4), (20, 6), (10, 2).
+    """
+    return GATHER_OUTPUT_PROJECTION.check(fn)

@@ -1,0 +1,81 @@
+"""The checker of 04's Exercise 4.1 (gather_output_projection): the solution passes, each typical
+mistake is rejected and named as itself, a stub is "not finished", an unknown mistake is localised.
+
+The wrong answers are typed here the way a learner writes them.
+"""
+import numpy as np
+import pytest
+
+from mha_course import check, why_heads
+
+
+def solution(d_model, content):
+    d_k, half = d_model // 2, content // 2
+    W = np.zeros((d_model, d_model))
+    for f in range(half):
+        W[f, f] = 1.0              # head 0's report: first half of u_a
+    for f in range(half, content):
+        W[d_k + f, f] = 1.0        # head 1's report: second half of u_b
+    return W
+
+
+def no_offset(d_model, content):
+    return np.diag([1.0] * content + [0.0] * (d_model - content))
+
+
+def swapped(d_model, content):
+    d_k, half = d_model // 2, content // 2
+    W = np.zeros((d_model, d_model))
+    for f in range(half):
+        W[f, f + half] = 1.0
+        W[d_k + half + f, f] = 1.0
+    return W
+
+
+def first_half_of_b(d_model, content):
+    d_k, half = d_model // 2, content // 2
+    W = np.zeros((d_model, d_model))
+    for f in range(half):
+        W[f, f] = 1.0
+        W[d_k + f, half + f] = 1.0
+    return W
+
+
+def run(capsys, fn):
+    ok = check.gather_output_projection(fn)
+    return ok, capsys.readouterr().out
+
+
+def test_the_solution_passes_and_makes_two_heads_gather(capsys):
+    ok, out = run(capsys, solution)
+    assert ok and "all 4 cases match" in out
+    x = why_heads.gather_inputs(100, rng=np.random.default_rng(0))
+    p = why_heads.two_head_params(16, 6, 1, 5)._replace(W_o=solution(16, 8))
+    out, _ = __import__("mha_course").multi_head_attention(x, p, h=2)
+    assert why_heads.relative_error(out, why_heads.gather_target(x, 1, 5)) < 1e-3
+
+
+@pytest.mark.parametrize("fn, named", [
+    (no_offset, "head 1's report starts at concat column d_k"),
+    (lambda d_model, content: np.eye(d_model), "W_o = I"),
+    (swapped, "the two halves swapped"),
+    (first_half_of_b, "first half of u_b"),
+    (lambda d_model, content: solution(d_model, content).T, "W_o transposed"),
+])
+def test_each_typical_mistake_is_named_as_itself_only(capsys, fn, named):
+    ok, out = run(capsys, fn)
+    assert not ok and named in out
+    others = [m.name for m in check.why_heads._MISTAKES if named not in m.name]
+    assert not any(name in out for name in others), out
+
+
+def test_a_stub_is_not_finished(capsys):
+    def stub(d_model, content):
+        raise NotImplementedError("Exercise 4.1")
+    ok, out = run(capsys, stub)
+    assert not ok and "not finished" in out
+
+
+def test_an_unknown_mistake_is_localised(capsys):
+    ok, out = run(capsys, lambda d_model, content: 2 * solution(d_model, content))
+    assert not ok and "not one of the mistakes I know" in out and "concat column" in out

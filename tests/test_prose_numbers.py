@@ -1,0 +1,133 @@
+"""No number in prose that no checked cell prints.
+
+For every notebook in notebooks/, every number in a markdown cell must appear in the source or
+the stored output of a code cell whose output nbval compares (not ``NBVAL_IGNORE_OUTPUT``, not
+skipped). Decimals match a printed number that rounds to them (prose "2.4" matches a printed
+2.430); whole numbers must appear exactly. A number that varies by machine belongs in prose
+only as a range that a compared cell checks (``slope in [1.7, 2.3]: True``).
+
+Numbers that are not claims are skipped by the rules below (section and exercise numbers,
+years, library versions, minutes, which test_notebook_structure checks) or listed in ALLOWED
+with the reason.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+# (notebook stem, number as written) -> why it needs no printing cell
+ALLOWED = {
+    ("01_qkv", "0.83"): "the limit (4*1 + 2*0.5)/6 is derived in the same sentence",
+}
+
+NUMBER = re.compile(r"(?<![\w.^])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+SKIP_CONTEXT = [
+    r"https?://\S+",                                    # links
+    r"\]\([^)]*\)",                                     # markdown link targets
+    r"\b\d\d_[a-z_]+(\.ipynb)?",                        # notebook file names
+    r"(?i)\b(notebooks?|exercises?|ex|sections?|§|steps?|chapter)\s*\d+(\.\d+)?"
+    r"((\s*(,|and|to|or|-|–)\s*)\d+(\.\d+)?)*",         # references to parts of the course
+    r"(?i)\b(torch|pytorch|python|numpy|version|matplotlib|ipywidgets)\s+\d+(\.\d+)+\+?\w*",
+    r"\b\d+\.\d+\.\d+\w*",                              # dotted versions
+    r"(?i)\b\d+\s*(-\s*)?(minutes?|hours?|min)\b",      # time budgets: test_notebook_structure
+    r"\b(19|20)\d\d\b",                                 # years
+    r"(?m)^#+\s*\d+(\.\d+)*\s*[.·]?",                   # heading numbers
+    r"(?m)^\s*(\*\*)?\d+\.(\*\*)?\s",                   # numbered list items / interview questions
+    r"\b\d+x\d+\b",                                     # "16x16" in paper titles
+]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _compared(cell: dict) -> bool:
+    first = _source(cell).lstrip().splitlines()[:1]
+    tags = cell.get("metadata", {}).get("tags", [])
+    return not (first and re.fullmatch(r"#\s*NBVAL_(IGNORE_OUTPUT|SKIP)", first[0].strip())) \
+        and "nbval-skip" not in tags and "nbval-ignore-output" not in tags
+
+
+def _output_text(cell: dict) -> str:
+    parts = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            parts.append("".join(o["text"]))
+        elif "data" in o and "text/plain" in o["data"]:
+            parts.append("".join(o["data"]["text/plain"]))
+        elif o.get("output_type") == "error":
+            parts.append(o.get("evalue", ""))
+    return "\n".join(parts)
+
+
+def _latex_plain(text: str) -> str:
+    text = re.sub(r"(\d)\{,\}(\d)", r"\1,\2", text)          # 1{,}024
+    text = re.sub(r"(\d)\\[,;! ](\d{3})", r"\1,\2", text)    # 16\,384
+    return text
+
+
+def numbers_in(text: str) -> list[str]:
+    """The numbers of a text as written, minus thousands separators ('1,024' -> '1024')."""
+    return [m.group(0).replace(",", "") for m in NUMBER.finditer(_latex_plain(text))]
+
+
+def prose_numbers(text: str) -> list[str]:
+    text = _latex_plain(text)
+    for pattern in SKIP_CONTEXT:
+        text = re.sub(pattern, " ", text)
+    return numbers_in(text)
+
+
+def _matches(written: str, known: set[float]) -> bool:
+    value = float(written)
+    mantissa = written.split("e")[0].split("E")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    if "e" in written.lower() or decimals:
+        tol = 0.5 * 10 ** -decimals + 1e-9 if decimals else abs(value) * 0.05
+        return any(abs(k - value) <= tol for k in known)
+    return value in known
+
+
+def _unprinted(path: Path) -> list[str]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    known = set()
+    for c in cells:
+        if c["cell_type"] == "code" and _compared(c):
+            known.update(float(n) for n in numbers_in(_source(c) + "\n" + _output_text(c)))
+    missing = []
+    for i, c in enumerate(cells):
+        src = _source(c)
+        if c["cell_type"] != "markdown" or src.lstrip().startswith("## The course map"):
+            continue
+        for n in prose_numbers(src):
+            if (path.stem, n) not in ALLOWED and not _matches(n, known):
+                missing.append(f"markdown cell {i} ({c.get('id')}): {n}")
+    return missing
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_number_in_prose_is_printed_by_a_compared_cell(path):
+    missing = _unprinted(path)
+    assert not missing, (f"{path.name}: numbers in prose that no compared cell prints or uses "
+                         "(print them in a checked cell, give a checked range, or drop them):\n  "
+                         + "\n  ".join(missing))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("weights 0.19 and 1,024 params, $1{,}056$ and $16\\,384$", ["0.19", "1024", "1056", "16384"]),
+    ("see notebook 05 and Exercise 3.3, torch 2.13.0, about 25 minutes, in 2017", []),
+    ("## 3. Heads\nd_k = 64, W_O^{(2)}, float32, tok16, e^{23}", ["64", "2", "23"]),
+])
+def test_prose_numbers_reads_numbers_as_a_reader_would(text, expected):
+    assert prose_numbers(text) == expected
+
+
+def test_matching_rounds_decimals_and_is_exact_for_whole_numbers():
+    known = {2.430, 1024.0, 0.1437}
+    assert _matches("2.4", known) and _matches("2.43", known) and _matches("0.14", known)
+    assert _matches("1024", known) and not _matches("1023", known) and not _matches("2.5", known)
