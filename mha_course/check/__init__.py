@@ -22,7 +22,9 @@ from .efficient import linear_attention, online_softmax_update, sliding_window_m
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
 from .gqa import kv_append, kv_bytes_per_token, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
+from .masks import causal_self_attention, mask_as
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
+from .positions import apply_rope, sinusoidal_positions
 from .qkv import no_projection_weights, project_qkv, qkv_param_count
 from .shapes import cross_attention_shapes, stage_shapes
 from .why_heads import gather_output_projection
@@ -37,4 +39,5 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "kv_append", "offset_causal_mask", "kv_bytes_per_token",
            "softmax_backward", "scale_backward", "split_heads_backward", "matmul_backward",
            "shared_input_backward", "adam_step",
-           "online_softmax_update", "sliding_window_mask", "linear_attention"]
+           "online_softmax_update", "sliding_window_mask", "linear_attention",
+           "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope"]
