@@ -16,8 +16,6 @@ the state of every checker called in this kernel. The engine and how to write a 
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import (adam_step, matmul_backward, scale_backward, shared_input_backward,
                        softmax_backward, split_heads_backward)
-from .backward import (adam_step, matmul_backward, scale_backward, shared_input_backward,
-                       softmax_backward, split_heads_backward)
 from .block import layer_norm
 from .bridge import torch_attention, torch_attn_mask, torch_state_dict
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
@@ -44,6 +42,4 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "shared_input_backward", "adam_step",
            "torch_state_dict", "torch_attn_mask", "torch_attention",
            "online_softmax_update", "sliding_window_mask", "linear_attention",
-           "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope",
-           "softmax_backward", "scale_backward", "split_heads_backward", "matmul_backward",
-           "shared_input_backward", "adam_step"]
+           "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope"]
