@@ -36,7 +36,7 @@ from .positions import apply_rope
 __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "KVCache",
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
            "mla_to_mha", "LatentCache", "mla_attention", "kv_cache_bytes_per_token",
-           "mla_cache_bytes_per_token"]
+           "mla_cache_bytes_per_token", "CacheCost", "kv_cache_table"]
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -476,3 +476,35 @@ def mla_cache_bytes_per_token(layers: int, d_latent: int, d_rope: int = 0,
     if isinstance(d_rope, bool) or not isinstance(d_rope, (int, np.integer)) or d_rope < 0:
         raise ValueError(f"d_rope={d_rope!r} must be a whole number >= 0 (0: no RoPE key)")
     return layers * (d_c + int(d_rope)) * b
+
+
+class CacheCost(NamedTuple):
+    """One row of ``kv_cache_table``: a variant, what it caches per token and layer, and the bytes."""
+    name: str
+    cached: str
+    bytes_per_token: int
+    total_bytes: tuple
+
+
+def kv_cache_table(layers: int, d_model: int, h: int, h_kv: int, seq_lens, bytes_per_number: int = 2,
+                   d_latent: Optional[int] = None, d_rope: Optional[int] = None) -> list[CacheCost]:
+    """Sizes -> CacheCost rows for MHA (h_kv = h), GQA (h_kv), MQA (h_kv = 1) and MLA, batch 1.
+
+    MLA's latent defaults to DeepSeek-V2's ratios: d_latent = 4·d_k, d_rope = d_k / 2.
+
+    >>> rows = kv_cache_table(32, 4096, 32, 8, [4096])
+    >>> [(r.name, r.bytes_per_token, r.total_bytes[0] // 2**20) for r in rows]  # bytes, MiB at 4k
+    [('MHA', 524288, 2048), ('GQA', 131072, 512), ('MQA', 16384, 64), ('MLA', 36864, 144)]
+    """
+    d_k = d_model // _validate.heads(_validate.positive_int(d_model, "d_model"), h)
+    h_kv = _kv_heads(h, h_kv)
+    d_c = 4 * d_k if d_latent is None else d_latent
+    d_r = d_k // 2 if d_rope is None else d_rope
+    per_token = [("MHA", f"{h} K + {h} V heads of {d_k}", kv_cache_bytes_per_token(layers, h, d_k, bytes_per_number)),
+                 ("GQA", f"{h_kv} K + {h_kv} V heads of {d_k}",
+                  kv_cache_bytes_per_token(layers, h_kv, d_k, bytes_per_number)),
+                 ("MQA", f"1 K + 1 V head of {d_k}", kv_cache_bytes_per_token(layers, 1, d_k, bytes_per_number)),
+                 ("MLA", f"a latent of {d_c} + a RoPE key of {d_r}",
+                  mla_cache_bytes_per_token(layers, d_c, d_r, bytes_per_number))]
+    lens = [_validate.positive_int(n, "seq_len") for n in seq_lens]
+    return [CacheCost(name, what, b, tuple(b * n for n in lens)) for name, what, b in per_token]

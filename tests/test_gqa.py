@@ -346,6 +346,17 @@ def test_bytes_per_token_formulas():
     assert gqa.mla_cache_bytes_per_token(1, 4, bytes_per_number=8) == 32
 
 
+def test_kv_cache_table_for_a_7b_class_model():
+    rows = gqa.kv_cache_table(32, 4096, 32, 8, [4096, 131072])
+    assert [r.name for r in rows] == ["MHA", "GQA", "MQA", "MLA"]
+    assert [r.total_bytes[1] / 2**30 for r in rows] == [64.0, 16.0, 2.0, 4.5]
+    assert rows[1].total_bytes[0] == 512 * 2**20 and rows[0].bytes_per_token == 4 * rows[1].bytes_per_token
+    mla = gqa.kv_cache_table(2, 64, 4, 2, [10], bytes_per_number=4, d_latent=8, d_rope=0)[3]
+    assert mla.bytes_per_token == 2 * 8 * 4 and mla.cached == "a latent of 8 + a RoPE key of 0"
+    with pytest.raises(ValueError, match=E("h=32 is not divisible by h_kv=3")):
+        gqa.kv_cache_table(32, 4096, 32, 3, [4096])
+
+
 def test_cache_nbytes_is_the_formula_times_the_tokens():
     """One layer: KVCache.nbytes == kv_cache_bytes_per_token(1, h_kv, d_k, 8) · batch · max_len."""
     for h_kv, d_k, B, L in [(1, 4, 1, 10), (4, 8, 3, 7)]:
