@@ -138,3 +138,76 @@ def test_never_copies_the_package(path):
         defined = re.findall(r"^\s*def (\w+)\(", _strip_solutions(_src(c)), flags=re.M)
         copied = public.intersection(defined)
         assert not copied, f"{path.name}: redefines package functions {copied}; import them"
+
+
+# ---- minutes: one source (the opening's "**Time.** About N minutes"), read by the maps ----------
+ROOT = NOTEBOOKS.parent
+TIME = re.compile(r"\*\*(?:Estimated )?[Tt]ime[.:]?\*\*[.:]?\s*(?:[Aa]bout\s+)?(\d+)\s+minutes")
+README_ROW = re.compile(r"^\|\s*\[(\d\d_\w+)\]\(notebooks/\1\.ipynb\)\s*\|.*\|\s*(\d+)\s*\|\s*$", re.M)
+OVERVIEW_ROW = re.compile(r"^\|\s*\[(\d\d_\w+)\]\(\1\.ipynb\)\s*\|.*\|\s*(\d+)\s*\|\s*$", re.M)
+
+
+def minutes(path: Path) -> int:
+    """The one statement of a lesson's time, in its opening markdown cells."""
+    opening = "\n".join(_src(c) for c in _cells(path)[:3] if c["cell_type"] == "markdown")
+    found = TIME.findall(opening)
+    assert len(found) == 1, f"{path.name}: state the time once, as '**Time.** About N minutes', got {found}"
+    return int(found[0])
+
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@lesson
+def test_states_its_minutes_once(path):
+    assert 5 <= minutes(path) <= 120
+
+
+def test_readme_map_gives_every_lesson_its_own_minutes():
+    rows = {stem: int(n) for stem, n in README_ROW.findall(_readme())}
+    want = {p.stem: minutes(p) for p in LESSONS}
+    assert rows == want, f"README course map {rows} != the notebooks' own minutes {want}"
+
+
+def test_readme_total_is_the_sum_of_the_map():
+    rows = [int(n) for _, n in README_ROW.findall(_readme())]
+    total = re.findall(r"About (\d+) minutes in all", _readme())
+    assert total == [str(sum(rows))], f"README total {total} != sum of the map {sum(rows)}"
+
+
+def test_overview_map_agrees_with_the_notebooks():
+    cell = next(_src(c) for c in _cells(NOTEBOOKS / "00_overview.ipynb") if _src(c).startswith("## The course map"))
+    rows = {stem: int(n) for stem, n in OVERVIEW_ROW.findall(cell)}
+    assert rows == {s: minutes(NOTEBOOKS / f"{s}.ipynb") for s in rows}, rows
+    assert set(rows) == set(CORE)
+    total = re.findall(r"about (\d+) minutes together", cell)
+    assert total == [str(sum(rows.values()))], f"00's total {total} != {sum(rows.values())}"
+
+
+# ---- sliders: the README says exactly which sliders each core lesson has ---------------------
+def sliders(path: Path) -> set:
+    """Names of the live sliders a lesson displays (its NBVAL_IGNORE_OUTPUT widget cells)."""
+    names = set()
+    for c in _code_cells(path):
+        src = _src(c)
+        if not src.lstrip().startswith("# NBVAL_IGNORE_OUTPUT"):
+            continue
+        for call in re.findall(r"(?<!option_)live_view\((.*?)\)\s*$", src, flags=re.S | re.M):
+            shown = re.search(r"show=\(([^)]*)\)", call)
+            names |= set(re.findall(r"\"(\w+)\"", shown.group(1))) if shown else {"d_model", "h", "seq_len"}
+        names |= set(re.findall(r"option_live_view\(\s*\w+,\s*\"(\w+)\"", src))
+        if "Explorer(" in src:
+            names |= {"d_model", "h", "seq_len"}
+    return names
+
+
+def test_readme_slider_list_is_exact():
+    line = re.search(r"Live sliders, lesson by lesson: (.*?)\.\s*$", _readme(), flags=re.M)
+    assert line, "README: state the sliders of each lesson ('Live sliders, lesson by lesson: 00 d_model, h; ...')"
+    claimed = {num: {s.strip().strip("`") for s in names.split(",")}
+               for num, names in re.findall(r"(\d\d) ([^;]+)", line.group(1))}
+    for num, names in claimed.items():
+        path = next(p for p in LESSONS if p.stem.startswith(num))
+        assert names == sliders(path), f"README says {path.stem} has sliders {names}; it has {sliders(path)}"
+    assert set(claimed) >= {p.stem[:2] for p in LESSONS if p.stem in CORE}
