@@ -23,11 +23,12 @@ import time
 import numpy as np
 
 from . import _validate
-from .gqa import GQAParams, KVCache, grouped_query_attention
+from .gqa import GQAParams, KVCache, gqa_from_mha, grouped_query_attention
+from .mha import MHAParams
 from .train import Config, Model, _norm, forward, init_model, layer_params
 
 __all__ = ["cached_layers", "new_caches", "forward_cached", "generate", "seconds_per_token",
-           "step_seconds", "timing_model", "max_positions"]
+           "step_seconds", "timing_model", "max_positions", "to_gqa"]
 
 
 def cached_layers(params: Model, config: Config) -> list[GQAParams]:
@@ -159,24 +160,42 @@ def step_seconds(params: Model, config: Config, position: int, *, use_cache: boo
                  repeats: int = 3, rng: np.random.Generator) -> float:
     """The best-of-``repeats`` wall time of one decode step at ``position`` (tokens already seen).
 
-    With the cache: one token through ``forward_cached`` after a prefill of ``position`` tokens
-    (not timed). Without: ``train.forward`` over position + 1 tokens, as the no-cache loop does.
+    With the cache: a prefill of ``position`` random tokens (not timed), then ``repeats`` decode
+    steps, each timed (positions position .. position + repeats - 1). Without: ``train.forward``
+    over position + 1 tokens, ``repeats`` times, as the no-cache loop does at that step.
     """
-    position = _validate.positive_int(position, "position")
-    tokens = rng.integers(0, config.vocab, size=(1, position + 1))
+    position, repeats = _validate.positive_int(position, "position"), _validate.positive_int(repeats, "repeats")
+    tokens = rng.integers(0, config.vocab, size=(1, position + repeats))
+    if use_cache:
+        caches, layers = new_caches(params, config, 1, position + repeats), cached_layers(params, config)
+        forward_cached(params, tokens[:, :position], config, caches, layers)  # the prefill, not timed
+        run = [lambda t=t: forward_cached(params, tokens[:, t:t + 1], config, caches, layers)
+               for t in range(position, position + repeats)]
+    else:
+        run = [lambda: forward(params, tokens[:, :position + 1], config)] * repeats
     best = np.inf
-    for _ in range(_validate.positive_int(repeats, "repeats")):
-        if use_cache:
-            caches = new_caches(params, config, 1, position + 1)
-            layers = cached_layers(params, config)
-            forward_cached(params, tokens[:, :-1], config, caches, layers)  # the prefill, not timed
+    for step in run:
         start = time.perf_counter()
-        if use_cache:
-            forward_cached(params, tokens[:, -1:], config, caches, layers)
-        else:
-            forward(params, tokens, config)
+        step()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def to_gqa(params: Model, config: Config, h_kv: int) -> tuple[Config, Model]:
+    """A trained Model with h key/value heads per layer -> one with h_kv, each the mean of its group.
+
+    The conversion of Ainslie et al. (2023), ``gqa.gqa_from_mha`` on every layer: the queries
+    stay, the g = h // h_kv key/value heads of a group are averaged. Accuracy drops; a short
+    further training ("uptraining") wins most of it back.
+
+    >>> cfg, m = to_gqa(init_model(Config(d_model=8, h=4)), Config(d_model=8, h=4), 1)
+    >>> cfg.h_kv, m.layers[0].W_k.shape
+    (1, (8, 2))
+    """
+    if (config.h_kv or config.h) != config.h:
+        raise ValueError(f"to_gqa starts from a model with h_kv = h = {config.h}; this one has h_kv={config.h_kv}")
+    layers = tuple(MHAParams(*gqa_from_mha(p, config.h, h_kv)) for p in params.layers)
+    return config._replace(h_kv=h_kv), params._replace(layers=layers)
 
 
 def timing_model(config: Config, max_len: int, seed: int = 0) -> tuple[Config, Model]:

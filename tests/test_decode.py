@@ -145,3 +145,19 @@ def test_bad_input(prompt, n_new, pattern):
     config = CONFIGS["mha"]
     with pytest.raises(ValueError, match=pattern):
         decode.generate(train.init_model(config), config, prompt, n_new)
+
+
+# ----------------------------------------------------------------------------- GQA from a trained MHA model
+def test_to_gqa_with_h_kv_equal_h_changes_nothing_and_pools_otherwise():
+    config = CONFIGS["mha"]
+    params = train.init_model(config)
+    same_config, same = decode.to_gqa(params, config, config.h)
+    tokens = np.random.default_rng(0).integers(0, config.vocab, size=(2, 9))
+    assert np.array_equal(train.forward(same, tokens, same_config)[0], train.forward(params, tokens, config)[0])
+    mqa_config, mqa = decode.to_gqa(params, config, 1)
+    assert mqa_config.h_kv == 1 and mqa.layers[1].W_v.shape == (16, 4)
+    assert np.allclose(mqa.layers[1].W_v, params.layers[1].W_v.reshape(16, 4, 4).mean(axis=1))
+    assert np.array_equal(decode.generate(mqa, mqa_config, tokens[:, :3], 5),
+                          decode.generate(mqa, mqa_config, tokens[:, :3], 5, use_cache=False))
+    with pytest.raises(ValueError, match=E("to_gqa starts from a model with h_kv = h = 4; this one has h_kv=1")):
+        decode.to_gqa(mqa, mqa_config, 1)

@@ -1,0 +1,91 @@
+"""Benchmark: the time of one generated token with and without the KV cache, by position.
+
+The model has the structure of the shipped induction checkpoint (2 layers, d_model 32, h 2,
+learned positions, float64) with random weights and a position table long enough for the
+longest position: weights do not change the time, and the checkpoint only knows 24 positions.
+At each position t (tokens already seen) it times one decode step:
+
+- with the cache: one token through every layer, reading t cached keys and values
+  (``decode.forward_cached``; the prefill of t tokens is done first and not timed);
+- without: ``train.forward`` over all t + 1 tokens, as the no-cache loop does every step.
+
+The two are timed alternately in one run (median of ``--repeats``), so the ratio is taken
+under the same machine load. ``--d-model/--h/--h-kv/--layers`` time a wider model.
+
+    python benchmarks/bench_decode.py                       # positions 256, 1024, 2048
+    python benchmarks/bench_decode.py --quick               # fewer repeats
+    python benchmarks/bench_decode.py --d-model 256 --h 8 --h-kv 2 --positions 1024 2048
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import statistics
+import sys
+
+import numpy as np
+
+from mha_course import decode, train
+from mha_course.complexity import format_bytes
+from mha_course.gqa import kv_cache_bytes_per_token
+
+POSITIONS = [256, 1024, 2048]
+
+
+def measure(config, params, position: int, repeats: int, rng) -> dict:
+    """Median seconds of one step with and without the cache, timed alternately."""
+    times = {"cache": [], "no cache": []}
+    for _ in range(repeats):
+        for name in times:
+            times[name].append(decode.step_seconds(params, config, position, use_cache=name == "cache",
+                                                   repeats=1, rng=rng))
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def table(rows: dict, config) -> str:
+    per_token = kv_cache_bytes_per_token(config.n_layers, config.h_kv or config.h,
+                                         config.d_model // config.h, bytes_per_number=8)
+    lines = ["| position | with cache (ms/token) | without (ms/token) | speed-up | cache size |",
+             "|---:|---:|---:|---:|---:|"]
+    for t, r in rows.items():
+        lines.append(f"| {t} | {r['cache'] * 1e3:.3f} | {r['no cache'] * 1e3:.2f} | "
+                     f"{r['no cache'] / r['cache']:.0f}x | {format_bytes(per_token * t)} |")
+    return "\n".join(lines)
+
+
+def header(config, repeats: int) -> str:
+    threads = {v: os.environ.get(v, "unset") for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    return (f"model: {config.n_layers} layers, d_model {config.d_model}, h {config.h}, "
+            f"h_kv {config.h_kv or config.h}, vocab {config.vocab}, float64, random weights; "
+            f"median of {repeats} alternating repeats; numpy {np.__version__}, "
+            f"Python {platform.python_version()}, {os.cpu_count()} cores, {threads}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--positions", type=int, nargs="+", default=POSITIONS)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="3 repeats")
+    base = train.CHECKPOINT_CONFIGS["induction"]
+    for name in ("d_model", "h", "h_kv", "n_layers"):
+        ap.add_argument("--" + name.replace("_", "-").replace("n-layers", "layers"), dest=name,
+                        type=int, default=getattr(base, name))
+    args = ap.parse_args(argv)
+    repeats = 3 if args.quick else args.repeats
+    structure = base._replace(d_model=args.d_model, h=args.h, h_kv=args.h_kv, n_layers=args.n_layers)
+    config, params = decode.timing_model(structure, max(args.positions) + 1)
+    rng = np.random.default_rng(0)
+    rows = {}
+    for i, t in enumerate(args.positions, 1):
+        rows[t] = measure(config, params, t, repeats, rng)
+        print(f"[{i}/{len(args.positions)}] position {t}: {rows[t]['cache'] * 1e3:.3f} ms with the cache, "
+              f"{rows[t]['no cache'] * 1e3:.1f} ms without", file=sys.stderr)
+    command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *(argv or sys.argv[1:])])
+    print(f"$ {command}\n\n{header(config, repeats)}\n\n{table(rows, config)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
