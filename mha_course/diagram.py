@@ -1,4 +1,4 @@
-"""The block diagram of multi-head attention: layout and live labels (floor 2, numpy only).
+"""The block diagram of multi-head attention: layout and live labels (floor 4, numpy only).
 
 The diagram reads left to right, the way the data flows::
 
@@ -7,8 +7,10 @@ The diagram reads left to right, the way the data flows::
 
 This module holds only geometry (boxes and arrows in a 115 x 60 unit canvas, one unit is
 about 10 pixels in the explorer) and the pure function ``diagram_labels(trace)`` that
-turns a Trace into the text the diagram shows. The explorer (``mha_course.explorer``)
-draws it with matplotlib; a test can check the labels without drawing anything.
+turns a Trace into the text the diagram shows. Which box and arrows light up for a stage
+is written in the stage table (``stages.STAGE_TABLE``; ``lit(stage)`` reads it). The
+explorer (``mha_course.explorer``) draws it with matplotlib; a test can check the labels
+without drawing anything.
 
 Taught in 00_overview.ipynb (the explorer's Architecture and State modes).
 """
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Box", "Arrow", "BOXES", "ARROWS", "STAGE_BOXES", "STAGE_ARROWS", "WIDTH", "HEIGHT",
-           "diagram_labels", "box_params"]
+from .stages import STAGE_TABLE
+
+__all__ = ["Box", "Arrow", "BOXES", "ARROWS", "WIDTH", "HEIGHT", "lit", "diagram_labels",
+           "box_params", "shape_text"]
 
 WIDTH, HEIGHT = 115.0, 60.0  # canvas units (x right, y up)
 
@@ -96,15 +100,15 @@ ARROWS = {
                           (BOXES["add_norm"].cx - 1.2, 2.2, "right"), "block output"),
 }
 
-# Which box lights up, and which arrows, when the State mode shows a stage.
-STAGE_BOXES = {"X": "X", "Q": "W_Q", "K": "W_K", "V": "W_V", "Q_heads": "split",
-               "K_heads": "split", "V_heads": "split", "scores": "attention",
-               "weights": "attention", "head_outputs": "attention", "concat": "concat",
-               "output": "W_O"}
-STAGE_ARROWS = {"X": ("X_Q", "X_K", "X_V", "residual"), "Q": ("Q",), "K": ("K",), "V": ("V",),
-                "Q_heads": ("Q_heads",), "K_heads": ("K_heads",), "V_heads": ("V_heads",),
-                "scores": (), "weights": (), "head_outputs": ("head_outputs",),
-                "concat": ("concat",), "output": ("output",)}
+
+def lit(stage) -> tuple:
+    """stage name (or None) -> (box, arrows) that light up when the State mode shows it.
+
+    >>> lit("Q_heads"), lit(None)
+    (('split', ('Q_heads',)), (None, ()))
+    """
+    view = STAGE_TABLE.get(stage)
+    return (None, ()) if view is None else (view.box, view.arrows)
 
 # The arrows that carry a Trace stage (the rest carry X or the block output).
 _ARROW_STAGE = {"X_Q": "X", "X_K": "X", "X_V": "X", "residual": "X", "block_output": "output"}
@@ -123,7 +127,12 @@ def box_params(d_model: int) -> dict:
     return {name: learned.get(name, 0) for name in BOXES}
 
 
-def _shape(shape) -> str:
+def shape_text(shape) -> str:
+    """shape tuple -> its text without the 1-tuple comma: (3,) -> '(3)', (1, 2) -> '(1, 2)'.
+
+    >>> shape_text((3,)), shape_text((1, 4, 6, 4))
+    ('(3)', '(1, 4, 6, 4)')
+    """
     return "(" + ", ".join(str(n) for n in shape) + ")"
 
 
@@ -140,16 +149,16 @@ def diagram_labels(trace) -> dict:
     ('(1, 4, 6, 4)', '256 params')
     """
     shapes = trace.shapes
-    arrows = {name: _shape(shapes[_ARROW_STAGE.get(name, name)]) for name in ARROWS}
+    arrows = {name: shape_text(shapes[_ARROW_STAGE.get(name, name)]) for name in ARROWS}
     counts = box_params(trace.d_model)
     params = {name: f"{n:,} params" for name, n in counts.items()}
     params["add_norm"] = f"{counts['add_norm']:,} params (γ, β)"
     return {
         "arrows": arrows,
         "params": params,
-        "X": _shape(shapes["X"]),
+        "X": shape_text(shapes["X"]),
         "heads": f"h = {trace.h} heads, d_k = {trace.d_k}",
-        "scores": f"scores, weights\n{_shape(shapes['weights'])}",
+        "scores": f"scores, weights\n{shape_text(shapes['weights'])}",
         "total": sum(counts.values()),
         "title": (f"d_model = {trace.d_model}, h = {trace.h}, d_k = {trace.d_k}, "
                   f"seq_len = {shapes['X'][1]}"),

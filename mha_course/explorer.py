@@ -43,10 +43,12 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 from PIL import Image as PILImage
 
 from . import complexity, diagram
+from .diagram import shape_text as _shape_text
 from .block import layer_norm
 from .mha import STAGES, Trace, trace
 from .plots import (HEAD_COLORS, MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color)
 from .qkv import sentence_inputs
+from .stages import STAGE_TABLE
 from .widgets import SizeControls
 
 __all__ = ["Explorer", "MODES", "DEFAULT_SENTENCE", "StageInfo", "sentence_tokens",
@@ -128,10 +130,6 @@ def block_output(trace: Trace) -> np.ndarray:
     return layer_norm(trace["X"] + trace["output"])  # (B, T, D) + (B, T, D) -> (B, T, D)
 
 
-def _fmt(shape) -> str:
-    return "(" + ", ".join(str(n) for n in shape) + ")"
-
-
 def shape_summary(trace: Trace) -> str:
     """Trace -> one line with the sizes and the shapes that change with them.
 
@@ -140,8 +138,8 @@ def shape_summary(trace: Trace) -> str:
     """
     s = trace.shapes
     return (f"d_model={trace.d_model} · h={trace.h} · d_k={trace.d_k} · seq_len={s['X'][1]} | "
-            f"Q_heads {_fmt(s['Q_heads'])} · weights {_fmt(s['weights'])} · "
-            f"concat {_fmt(s['concat'])}")
+            f"Q_heads {_shape_text(s['Q_heads'])} · weights {_shape_text(s['weights'])} · "
+            f"concat {_shape_text(s['concat'])}")
 
 
 class StageInfo(NamedTuple):
@@ -150,47 +148,6 @@ class StageInfo(NamedTuple):
     story: str
     formula: str   # matplotlib mathtext
     shape: tuple
-
-
-STORIES = {
-    "X": "The case comes in: each of the T tokens is a row of d_model numbers, its embedding. "
-         "This is the raw evidence.",
-    "Q": "Each token writes down the question its detective will carry: a query, made from X "
-         "by one learned matrix.",
-    "K": "Each token also writes the label on its case file: a key, which questions are "
-         "matched against.",
-    "V": "And the file's contents, what a detective takes away after reading it: a value.",
-    "Q_heads": "The squad splits up: h detectives, each carrying a d_k-wide slice of every "
-               "question (one follows people, one the timeline, one places ...).",
-    "K_heads": "Each detective reads only their own slice of every file label. The slices come "
-               "from the one big W_K: splitting adds no parameters.",
-    "V_heads": "... and only their own slice of every file's contents.",
-    "scores": "Each detective compares their question with every label (a dot product), "
-              "divided by √d_k so the scores stay where softmax can still tell them apart.",
-    "weights": "Softmax turns each row of scores into a reading plan: how closely to read each "
-               "file. Each row sums to 1. It is a plan, not a measure of importance.",
-    "head_outputs": "Each detective writes a report: the files' contents, mixed by their "
-                    "reading plan.",
-    "concat": "The h reports are pinned side by side, d_k columns each: one d_model-wide row "
-              "per token again.",
-    "output": "The chief (W_O) reads all reports together and writes the answer: every output "
-              "feature can mix every head.",
-}
-
-FORMULAS = {
-    "X": r"$X \in \mathbb{R}^{T \times d_{model}}$",
-    "Q": r"$Q = X\,W^Q,\quad W^Q \in \mathbb{R}^{d_{model} \times d_{model}}$",
-    "K": r"$K = X\,W^K$",
-    "V": r"$V = X\,W^V$",
-    "Q_heads": r"$Q_i = Q[:,\ i\,d_k : (i+1)\,d_k],\quad d_k = d_{model}/h$",
-    "K_heads": r"$K_i = K[:,\ i\,d_k : (i+1)\,d_k]$",
-    "V_heads": r"$V_i = V[:,\ i\,d_k : (i+1)\,d_k]$",
-    "scores": r"$S_i = \frac{Q_i\,K_i^{\top}}{\sqrt{d_k}}$",
-    "weights": r"$A_i = \mathrm{softmax}(S_i)$  (each row sums to 1)",
-    "head_outputs": r"$\mathrm{head}_i = A_i\,V_i$",
-    "concat": r"$\mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h)$",
-    "output": r"$\mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h)\,W^O$",
-}
 
 
 def stage_info(trace: Trace, i: int) -> StageInfo:
@@ -205,7 +162,8 @@ def stage_info(trace: Trace, i: int) -> StageInfo:
         raise ValueError(f"stage index i={i!r} is out of range; use 0..{len(names) - 1} "
                          f"({names[0]} .. {names[-1]})")
     name = names[i]
-    return StageInfo(name, STORIES[name], FORMULAS[name], trace.shapes[name])
+    view = STAGE_TABLE[name]
+    return StageInfo(name, view.story, view.formula, trace.shapes[name])
 
 
 def ledger_rows(d_model: int, h: int, seq_len: int) -> list[tuple[str, str, str]]:
@@ -535,8 +493,7 @@ class DiagramDrawing:
 
     def highlight(self, stage: str | None) -> None:
         """Light the box and arrows of ``stage`` (None: nothing lit)."""
-        box = diagram.STAGE_BOXES.get(stage)
-        lit = diagram.STAGE_ARROWS.get(stage, ())
+        box, lit = diagram.lit(stage)
         for name, patch in self.boxes.items():
             patch.set_edgecolor(ACTIVE_EDGE if name == box else "#4d4d4d")
             patch.set_linewidth(3.0 if name == box else 1.0)
@@ -660,7 +617,7 @@ class DataView(_View):
         t, tokens = scene.trace, scene.tokens
         for name, m in self.top.items():
             m.show(t[name][0])
-            self.titles[name].set_text(f"{name} {_fmt(t.shapes[name])}")
+            self.titles[name].set_text(f"{name} {_shape_text(t.shapes[name])}")
         self.top["X"].row_labels(tokens)
         self._heads(t, tokens)
 
@@ -675,11 +632,11 @@ class DataView(_View):
             panel.key_labels(tokens, shown)
         self.outputs.show(t["head_outputs"][0])
         self.concat.show(t["head_outputs"][0], gap=0, max_heads=h)  # all d_model columns
-        self.titles["scores"].set_text(f"scores QKᵀ/√d_k {_fmt(t.shapes['scores'])}{more}")
-        self.titles["weights"].set_text(f"weights = softmax(scores) {_fmt(t.shapes['weights'])}")
-        self.titles["outputs"].set_text(f"head outputs {_fmt(t.shapes['head_outputs'])}, "
+        self.titles["scores"].set_text(f"scores QKᵀ/√d_k {_shape_text(t.shapes['scores'])}{more}")
+        self.titles["weights"].set_text(f"weights = softmax(scores) {_shape_text(t.shapes['weights'])}")
+        self.titles["outputs"].set_text(f"head outputs {_shape_text(t.shapes['head_outputs'])}, "
                                         f"d_k = {d_k} columns each{more}")
-        self.titles["concat"].set_text(f"concat {_fmt(t.shapes['concat'])}: the same columns, "
+        self.titles["concat"].set_text(f"concat {_shape_text(t.shapes['concat'])}: the same columns, "
                                        "side by side")
 
 
@@ -706,12 +663,12 @@ class StateView(_View):
         self.drawing.update(diagram.diagram_labels(t), t.h)
         self.drawing.highlight(info.name)
         self.header.set_text(f"Stage {scene.stage + 1} of {len(t)}: {info.name}  "
-                             f"{STAGES[info.name]} = {_fmt(info.shape)}")
+                             f"{STAGES[info.name]} = {_shape_text(info.shape)}")
         self.story.set_text(textwrap.fill(info.story, 62))
         self.formula.set_text(info.formula)
         shown = min(t.h, MAX_HEADS_SHOWN)
         more = (f", first {shown} of {t.h} heads" if len(info.shape) == 4 and t.h > shown else "")
-        self.tensor_title.set_text(f"{info.name} {_fmt(info.shape)}  (batch 0{more})")
+        self.tensor_title.set_text(f"{info.name} {_shape_text(info.shape)}  (batch 0{more})")
         self._tensor(t[info.name][0], info.name, scene.tokens, t.h)
 
     def _tensor(self, a, name: str, tokens, h: int) -> None:
@@ -905,7 +862,7 @@ class Explorer:
         self.refresh()
 
     def _state_controls(self) -> None:
-        n = len(STAGES)
+        n = len([name for name, view in STAGE_TABLE.items() if not view.optional])
         self.stage = W.IntSlider(value=0, min=0, max=n - 1, description="stage", readout=False,
                                  style={"description_width": "45px"}, layout=W.Layout(width="280px"))
         self.stage_label = W.Label(layout=W.Layout(width="180px"))
@@ -972,7 +929,7 @@ class Explorer:
             info = stage_info(self.trace, self.stage.value)
             where = f"{self.stage.value + 1}/{len(self.trace)}: {info.name}"
             self.stage_label.value = where
-            text += f" | stage {where} {_fmt(info.shape)}"
+            text += f" | stage {where} {_shape_text(info.shape)}"
         return (f"<b class='mha-explorer-mode'>{mode}</b>: {MODE_HINTS[mode]}<br>"
                 f"<code class='mha-explorer-shapes'>{text}</code>")
 
@@ -991,7 +948,7 @@ class Explorer:
 
     def step(self, delta: int) -> int:
         """Move the State mode ``delta`` stages (clamped to the first and last); return the index."""
-        self.stage.value = int(np.clip(self.stage.value + delta, 0, len(STAGES) - 1))
+        self.stage.value = int(np.clip(self.stage.value + delta, 0, len(self.trace) - 1))
         return self.stage.value
 
     def measure(self, max_len: int = 1024, repeats: int = 3) -> dict:

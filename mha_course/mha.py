@@ -1,4 +1,4 @@
-"""Multi-head attention: parameters, the forward pass and its Trace (floor 1, numpy only).
+"""Multi-head attention: parameters, the forward pass and its Trace (floor 2, numpy only).
 
 Shapes: ``B`` batch, ``T`` queries, ``S`` keys (``S = T`` for self-attention),
 ``D = d_model``, ``h`` heads, ``d_k = d_model // h``.
@@ -17,6 +17,7 @@ import numpy as np
 from . import _validate
 from .efficient import attend
 from .heads import _combine, _split
+from .positions import apply_rope
 
 __all__ = ["MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
            "Trace", "Stage", "STAGES"]
@@ -74,7 +75,8 @@ def count_params(params: MHAParams) -> int:
     return int(sum(np.size(p) for p in params if p is not None))
 
 
-# Stage names in the order the forward pass produces them, with their symbolic shapes.
+# Stage names in the order the forward pass produces them, with their symbolic shapes
+# (what the views show for each: mha_course.stages.STAGE_TABLE).
 STAGES = {
     "X": "(B, T, d_model)",
     "Q": "(B, T, d_model)",
@@ -83,6 +85,8 @@ STAGES = {
     "Q_heads": "(B, h, T, d_k)",
     "K_heads": "(B, h, S, d_k)",
     "V_heads": "(B, h, S, d_k)",
+    "Q_rope": "(B, h, T, d_k)",  # only with rope_base
+    "K_rope": "(B, h, S, d_k)",  # only with rope_base
     "scores": "(B, h, T, S)",
     "weights": "(B, h, T, S)",
     "head_outputs": "(B, h, T, d_k)",
@@ -210,7 +214,7 @@ def _check_inputs(x, params, h, mask, context):
     return x, params, h, mask, ctx
 
 
-def _forward(x, params, h, mask, context, record=None):
+def _forward(x, params, h, mask, context, record=None, rope_base=None):
     """The one code path behind multi_head_attention and trace (``record=None``: keep nothing)."""
     x, p, h, mask, ctx = _check_inputs(x, params, h, mask, context)
     record = record or _ignore
@@ -220,9 +224,7 @@ def _forward(x, params, h, mask, context, record=None):
     V = _project(ctx, p.W_v, p.b_v)  # (B, S, D) x (D, D) -> (B, S, D)
     for name, arr in (("Q", Q), ("K", K), ("V", V)):
         record(name, arr)
-    Qh, Kh, Vh = _split(Q, h), _split(K, h), _split(V, h)  # (B, h, T|S, d_k)
-    for name, arr in (("Q_heads", Qh), ("K_heads", Kh), ("V_heads", Vh)):
-        record(name, arr)
+    Qh, Kh, Vh = _heads(Q, K, V, h, rope_base, record)  # (B, h, T|S, d_k)
     scores = None if record is _ignore else np.empty((*Qh.shape[:-1], Kh.shape[-2]), x.dtype)  # (B, h, T, S)
     heads_out, weights = attend(Qh, Kh, Vh, mask, scores)  # (B, h, T, d_k), (B, h, T, S)
     for name, arr in (("scores", scores), ("weights", weights), ("head_outputs", heads_out)):
@@ -234,16 +236,41 @@ def _forward(x, params, h, mask, context, record=None):
     return out, weights, h, mask
 
 
+def _heads(Q, K, V, h: int, rope_base, record):
+    """Q (B, T, D), K, V (B, S, D) -> their heads (B, h, T|S, d_k); with ``rope_base``, the
+    query and key heads rotated by RoPE at positions 0..T-1 and 0..S-1."""
+    Qh, Kh, Vh = _split(Q, h), _split(K, h), _split(V, h)  # (B, T, D) -> (B, h, T, d_k), etc.
+    for name, arr in (("Q_heads", Qh), ("K_heads", Kh), ("V_heads", Vh)):
+        record(name, arr)
+    if rope_base is not None:
+        _check_rope_heads(Q.shape[-1], h)
+        Qh = apply_rope(Qh, np.arange(Qh.shape[-2]), base=rope_base)  # (B, h, T, d_k)
+        Kh = apply_rope(Kh, np.arange(Kh.shape[-2]), base=rope_base)  # (B, h, S, d_k)
+        record("Q_rope", Qh)
+        record("K_rope", Kh)
+    return Qh, Kh, Vh
+
+
+def _check_rope_heads(D: int, h: int) -> None:
+    """RoPE turns features in pairs: raise unless d_k = D // h is even, naming the h that work."""
+    if (D // h) % 2:
+        good = ", ".join(str(g) for g in _validate.divisors(D) if (D // g) % 2 == 0) or "none"
+        raise ValueError(f"rope_base needs an even d_k, but d_model={D} with h={h} gives d_k={D // h}; "
+                         f"h with an even d_k: {good} (or use rope_base=None)")
+
+
 def _ignore(name, array):
     return None
 
 
-def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None):
+def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None):
     """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
 
     out = concat_i(softmax(Q_i K_i^T / sqrt(d_k)) V_i) W_o (+ b_o), with Q = x W_q (+ b_q) and
     K, V projected from ``context`` (cross-attention) or from ``x`` (self-attention).
     ``mask``: boolean, **True = may attend**, broadcastable to (B, h, T, S).
+    ``rope_base``: None (no positions), or the base of RoPE: each head's queries and keys are
+    rotated at positions 0..T-1 and 0..S-1 (``positions.apply_rope``; d_k must be even).
     Weights are per head, never averaged. float32 in, float32 out.
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
@@ -251,15 +278,16 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None):
     >>> out.shape, w.shape
     ((2, 5, 8), (2, 4, 5, 5))
     """
-    out, weights, _, _ = _forward(x, params, h, mask, context)
+    out, weights, _, _ = _forward(x, params, h, mask, context, rope_base=rope_base)
     return out, weights
 
 
-def trace(x, params: MHAParams, h: int, mask=None, context=None) -> Trace:
+def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None) -> Trace:
     """x (B, T, d_model) [, context (B, S, d_model)] -> Trace of every stage in ``STAGES``.
 
     Same arguments and the same code path as ``multi_head_attention``; ``mask`` is boolean,
-    **True = may attend**, broadcastable to (B, h, T, S).
+    **True = may attend**, broadcastable to (B, h, T, S). ``Q_rope`` and ``K_rope`` (the
+    rotated heads) are recorded only when ``rope_base`` is given.
 
     >>> t = trace(np.ones((1, 3, 8)), init_params(8, rng=np.random.default_rng(0)), h=2)
     >>> t.shapes["Q_heads"], t.names[-1]
@@ -272,5 +300,5 @@ def trace(x, params: MHAParams, h: int, mask=None, context=None) -> Trace:
         frozen.setflags(write=False)
         stages.append(Stage(name, frozen, frozen.shape, STAGES[name]))
 
-    _, _, h, mask = _forward(x, params, h, mask, context, record)
+    _, _, h, mask = _forward(x, params, h, mask, context, record, rope_base)
     return Trace(stages, h, mask)

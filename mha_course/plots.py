@@ -1,4 +1,4 @@
-"""Static views of a Trace with matplotlib (floor 2).
+"""Static views of a Trace with matplotlib (floor 4).
 
 Conventions for every plot of the course:
 - attention weights always use ``WEIGHTS_CMAP`` on a fixed 0..1 scale, so colours mean
@@ -10,12 +10,28 @@ Conventions for every plot of the course:
 """
 from __future__ import annotations
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib import colors as mcolors
 
+from . import _validate
+from . import complexity as _cx
+from .heads import split_heads, valid_heads
+from .mha import trace as _trace
+from .qkv import diagonal_curve, identity_params, mean_diagonal_weight, sentence_inputs, sentence_trace
+from .stages import flow_inputs, present_stages
+
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAULT_TOKENS",
-           "tokens_for", "head_color", "attention_heatmap", "matrix_heatmap", "head_heatmaps"]
+           "tokens_for", "head_color", "attention_heatmap", "matrix_heatmap", "head_heatmaps",
+           # 02_scaled_dot_product and 03_multi_head_split
+           "RAW_COLOR", "SCALED_COLOR", "scaling_curves", "weights_bars", "scaling_figure",
+           "TOKEN_COLORS", "token_color", "head_split_sources", "split_sources_heatmaps",
+           "split_bug_figure",
+           # 00_overview and 01_qkv: views of the course sentence
+           "stage_flow", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure",
+           # 04_concat_output and 05_complexity
+           "DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
+           "score_memory_bars", "timing_loglog", "params_figure", "ledger_figure"]
 
 WEIGHTS_CMAP = "Blues"
 VALUES_CMAP = "RdBu_r"
@@ -223,8 +239,6 @@ def head_split_sources(T: int, d_model: int, h: int, buggy: bool = False):
     >>> pos[0].tolist()  # head 0, row 1 holds position 0's second half: positions mix
     [[0, 0], [0, 0]]
     """
-    from . import _validate
-    from .heads import split_heads
     h = _validate.heads(d_model, h)
     codes = np.arange(T * d_model).reshape(1, T, d_model)  # entry (t, f) holds t * d_model + f
     if buggy:
@@ -273,50 +287,38 @@ def split_bug_figure(T: int, d_model: int, h: int, tokens=None):
     return fig
 
 
-__all__ += ["RAW_COLOR", "SCALED_COLOR", "scaling_curves", "weights_bars", "scaling_figure",
-            "TOKEN_COLORS", "token_color", "head_split_sources", "split_sources_heatmaps",
-            "split_bug_figure"]
-
-
 # --- Views of the course sentence: 00_overview.ipynb and 01_qkv.ipynb -------------------
-from .mha import init_params, trace as _trace  # noqa: E402
-from .qkv import (diagonal_curve, identity_params, mean_diagonal_weight,  # noqa: E402
-                  sentence_trace)
-
-__all__ += ["stage_flow", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure"]
-
-# (column, row, operation that produced it) of each stage in the stage_flow diagram
-_FLOW = {"X": (0, 1, ""), "Q": (1, 0, "X W_Q"), "K": (1, 1, "X W_K"), "V": (1, 2, "X W_V"),
-         "Q_heads": (2, 0, "split"), "K_heads": (2, 1, "split"), "V_heads": (2, 2, "split"),
-         "scores": (3, 0.5, "Q Kᵀ/√d_k"), "weights": (4, 0.5, "softmax"),
-         "head_outputs": (5, 1.25, "weights V"), "concat": (6, 1.25, "concat"),
-         "output": (7, 1.25, "concat W_O")}
-_FLOW_EDGES = [("X", "Q"), ("X", "K"), ("X", "V"), ("Q", "Q_heads"), ("K", "K_heads"),
-               ("V", "V_heads"), ("Q_heads", "scores"), ("K_heads", "scores"),
-               ("scores", "weights"), ("weights", "head_outputs"), ("V_heads", "head_outputs"),
-               ("head_outputs", "concat"), ("concat", "output")]
+def _flow_positions(names) -> dict:
+    """Stage names of a Trace -> {name: (x, y)} in stage_flow: one column per distinct
+    ``column`` of the stage table among them, so optional stages get a column only when present."""
+    views = present_stages(names)
+    columns = {c: x for x, c in enumerate(sorted({v.column for v in views.values()}))}
+    return {name: (columns[v.column], v.row) for name, v in views.items()}
 
 
 def stage_flow(trace, ax=None):
-    """Trace -> ax: every stage as a box with its concrete shape, arrows in computation order.
+    """Trace -> ax: every stage of the Trace as a box with its concrete shape, arrows in
+    computation order (read from ``stages.STAGE_TABLE``).
 
     Boxes of per-head stages (h, ...) are outlined in head 0's colour.
     """
     ax = _new_ax(ax, figsize=(13, 3.6))
-    shapes = trace.shapes
-    for a, b in _FLOW_EDGES:
-        (xa, ya, _), (xb, yb, _) = _FLOW[a], _FLOW[b]
-        ax.annotate("", xy=(xb - 0.42, -yb), xytext=(xa + 0.42, -ya),
-                    arrowprops=dict(arrowstyle="->", color="0.45", lw=1.0))
-    for name, (x, y, op) in _FLOW.items():
+    shapes, where = trace.shapes, _flow_positions(trace.names)
+    for name, (xb, yb) in where.items():
+        for source in flow_inputs(name, where):
+            xa, ya = where[source]
+            ax.annotate("", xy=(xb - 0.42, -yb), xytext=(xa + 0.42, -ya),
+                        arrowprops=dict(arrowstyle="->", color="0.45", lw=1.0))
+    for name, view in present_stages(where).items():
+        x, y = where[name]
         per_head = len(shapes[name]) == 4
         ax.text(x, -y, f"{name}\n{shapes[name]}", ha="center", va="center", fontsize=8.5,
                 bbox=dict(boxstyle="round,pad=0.35", fc="white",
                           ec=head_color(0) if per_head else "0.3", lw=1.6 if per_head else 1.0))
-        if op:
-            ax.text(x, -y + 0.36, op, ha="center", va="bottom", fontsize=7.5, color="0.35",
+        if view.op:
+            ax.text(x, -y + 0.36, view.op, ha="center", va="bottom", fontsize=7.5, color="0.35",
                     style="italic")
-    ax.set_xlim(-0.6, 7.6)
+    ax.set_xlim(-0.6, max(x for x, _ in where.values()) + 0.6)
     ax.set_ylim(-2.5, 0.55)
     ax.set_axis_off()
     ax.set_title(f"one forward pass: h={trace.h}, d_model={trace.d_model}, d_k={trace.d_k}")
@@ -371,10 +373,8 @@ def qkv_comparison_figure(d_model: int, seq_len: int, seed: int = 0):
     The view of the live sliders in 01_qkv.ipynb.
     """
     tokens = tokens_for(seq_len)
-    t = sentence_trace(tokens, d_model, 1, seed)
-    X = t["X"]  # (1, T, d_model)
-    params = init_params(d_model, rng=np.random.default_rng(seed))  # sentence_trace's params
-    t_id = _trace(X, identity_params(d_model), 1)
+    X, params = sentence_inputs(tokens, d_model, seed)  # X (1, T, d_model): sentence_trace's inputs
+    t, t_id = _trace(X, params, 1), _trace(X, identity_params(d_model), 1)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), layout="constrained",
                              gridspec_kw={"width_ratios": [1, 1.2, 1]})
     for ax, tt, label, cbar in ((axes[0], t_id, "Q = K = V = X", False),
@@ -411,10 +411,7 @@ def _head_cmap(h: int):
 
 def _head_of_column(d_model: int, h: int) -> np.ndarray:
     """(d_model,) head index of every feature column: column j belongs to head j // d_k."""
-    if h < 1 or d_model % h:
-        raise ValueError(f"d_model={d_model} is not divisible by h={h}; pick h from the "
-                         "divisors of d_model")
-    return np.arange(d_model) // (d_model // h)
+    return np.arange(d_model) // (d_model // _validate.heads(d_model, h))
 
 
 def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vmax=None):
@@ -532,17 +529,9 @@ def timing_loglog(seq_lens, seconds, slope=None, ax=None):
     return ax
 
 
-__all__ += ["DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
-            "score_memory_bars", "timing_loglog"]
-
-
 # ---------------------------------------------------------------------------------------
 # Whole views behind the sliders of 04 and 05 (pure functions of the sizes)
 # ---------------------------------------------------------------------------------------
-
-from . import complexity as _cx  # noqa: E402  (numpy only)
-
-__all__ += ["params_figure", "ledger_figure"]
 
 
 def params_figure(d_model: int, h: int):
@@ -571,7 +560,7 @@ def ledger_figure(d_model: int, h: int, seq_len: int):
     ax_flops.axvline(seq_len, color=head_color(2), lw=2)
     _ = ax_flops.plot([seq_len] * 2, [led.projection_flops, led.attention_flops], "ko", ms=5)
     ax_flops.set_title(f"FLOPs, d_model={d_model}; green line: seq_len={seq_len}", fontsize=10)
-    hs = [d for d in range(1, d_model + 1) if d_model % d == 0]
+    hs = valid_heads(d_model)
     score_memory_bars(hs, [_cx.score_memory_bytes(1, h_, seq_len) for h_ in hs], h, ax=ax_mem)
     ax_mem.set_title(f"score memory at seq_len={seq_len}\n(the FLOPs are the same for every h)",
                      fontsize=10)
