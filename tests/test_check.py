@@ -108,6 +108,15 @@ def combine_mean(x):
     return x.mean(axis=1)
 
 
+def split_true_division(x, h):
+    B, T, D = x.shape
+    return x.reshape(B, T, h, D / h).transpose(0, 2, 1, 3)
+
+
+def combine_over_batch(x):
+    return np.concatenate([x[:, i] for i in range(x.shape[1])], axis=0)
+
+
 def make_mha(project=True, average=False, scale="d_k", split=split_correct, combine=combine_correct,
              invert_mask=False):
     """A learner's multi-head attention with one knob turned; the defaults give a correct one."""
@@ -196,6 +205,18 @@ MISTAKES = [
      "the context is ignored"),
     ("multi_head_attention", lambda *args: (make_mha()(*args)[0], make_mha()(*args)[1].mean(axis=1)),
      "per-head weights averaged over the heads"),
+    # issue 10 section 3: mistakes that were "not one of the mistakes I know"
+    ("scaled_dot_product_attention", make_sdpa(scale="S"), "scaling by √S"),
+    ("split_heads", split_true_division, "true division"),
+    ("combine_heads", combine_over_batch, "concatenated over the batch axis"),
+    ("multi_head_attention", lambda x, p, h, mask=None, context=None: make_mha()(x, p, h, None, context),
+     "the mask is never passed on"),
+    ("multi_head_attention", lambda x, p, h, mask=None, context=None: make_mha()(
+        x, p._replace(b_o=None), h, mask, context), "the output bias b_o is forgotten"),
+    ("multi_head_attention", lambda x, p, h, mask=None, context=None: make_mha()(
+        x, p._replace(W_o=p.W_o.T), h, mask, context), "W_o is transposed"),
+    ("multi_head_attention", make_mha(split=split_no_transpose, combine=combine_no_transpose),
+     "split and combine both as a reshape without a transpose"),
 ]
 
 
@@ -328,3 +349,77 @@ def test_matches_generic_helper(capsys):
 def test_unknown_mistake_says_so(capsys):
     ok, out = run(capsys, "softmax", lambda x, axis=-1: stable_softmax(x, axis) * 0.5)
     assert ok is False and "not one of the mistakes I know" in out
+
+
+# ---------------------------------------------------------------- fakes that fit fixed sizes (issue 9)
+def sdpa_halved(Q, K, V, mask=None):
+    s = Q @ np.swapaxes(K, -1, -2) / 2.0  # right only when d_k = 4
+    w = mc.softmax(s if mask is None else np.where(mask, s, -np.inf))
+    return w @ V, w
+
+
+def mha_d_k_12(x, params, h, mask=None, context=None):
+    d_k = 12 // h  # right only when d_model = 12
+
+    def split(a):
+        return a.reshape(a.shape[0], a.shape[1], h, d_k).transpose(0, 2, 1, 3)
+    return make_mha(split=lambda a, h: split(a))(x, params, h, mask, context)
+
+
+def softmax_stable_in_2d(x, axis=-1):
+    if x.ndim == 2 and axis == -1:
+        return stable_softmax(x, axis)
+    return naive_softmax(x, axis)  # what the old cases never tried with large logits
+
+
+CAUSAL_TABLE = {T: np.tril(np.ones((T, T), dtype=bool)) for T in (1, 4, 7)}  # the old cases
+CROSSOVER_TABLE = {1: 2, 8: 16, 64: 128, 768: 1536}  # the old cases
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("scaled_dot_product_attention", sdpa_halved),
+    ("multi_head_attention", mha_d_k_12),
+    ("softmax", softmax_stable_in_2d),
+    ("causal_mask", lambda T: CAUSAL_TABLE[T]),
+    ("split_heads", lambda x, h: split_correct(x, h) if x.shape[-1] == 12 else x.reshape(
+        x.shape[0], x.shape[1], h, 12 // h).transpose(0, 2, 1, 3)),
+], ids=["scores / 2.0", "d_k = 12 // h", "softmax stable only in 2-D", "table of T values", "split d_k = 12 // h"])
+def test_a_fake_fitted_to_fixed_sizes_fails(capsys, name, fn):
+    ok, out = run(capsys, name, fn)
+    assert ok is False and out.startswith(f"✘ {name}: case "), out
+
+
+def test_checks_crossover_table_fails(capsys):
+    ok, out = run(capsys, "crossover_seq_len", lambda d_model: CROSSOVER_TABLE[d_model])
+    assert ok is False and "it raised KeyError" in out
+
+
+def test_cases_vary_every_size():
+    """Across the cases of sdpa and MHA, every size takes at least three values."""
+    sdpa = [c.args for c in check.catalogue()["scaled_dot_product_attention"].cases()]
+    sizes = {"T": {q.shape[-2] for q, *_ in sdpa}, "S": {k.shape[-2] for _, k, *_ in sdpa},
+             "d_k": {q.shape[-1] for q, *_ in sdpa}, "d_v": {a[2].shape[-1] for a in sdpa},
+             "batch": {q.shape[:-2] for q, *_ in sdpa}}
+    mha = [c.args for c in check.catalogue()["multi_head_attention"].cases()]
+    sizes.update({"B": {a[0].shape[0] for a in mha}, "T_mha": {a[0].shape[1] for a in mha},
+                  "d_model": {a[0].shape[2] for a in mha}, "h": {a[2] for a in mha},
+                  "d_k_mha": {a[0].shape[2] // a[2] for a in mha}})
+    assert all(len(v) >= 3 for v in sizes.values()), sizes
+
+
+def test_rows_that_break_naive_code_are_in_the_cases():
+    xs = [c.args[0] for c in check.catalogue()["softmax"].cases()]
+    equal_large = any((np.ptp(row) == 0 and abs(row[0]) >= 1000) for x in xs for row in x.reshape(-1, x.shape[-1]))
+    all_masked = any(np.isneginf(row).all() for x in xs for row in x.reshape(-1, x.shape[-1]))
+    assert equal_large and all_masked
+    sdpa_masks = [c.args[3] for c in check.catalogue()["scaled_dot_product_attention"].cases() if len(c.args) > 3]
+    assert any((~np.asarray(m)).all(axis=-1).any() for m in sdpa_masks)
+
+
+def test_softmax_and_attention_agree_on_a_fully_masked_row(capsys):
+    """2.1 tests rows that are entirely -inf, as its prose promises, so the textbook softmax fails
+    there first; 2.4's feedback for the same slip points back to the learner's own softmax."""
+    ok, out = run(capsys, "softmax", textbook_softmax)
+    assert not ok and "entirely -inf" in out
+    ok, out = run(capsys, "scaled_dot_product_attention", own_softmax_sdpa)
+    assert not ok and "your softmax of exercise 2.1" in out and "mc.softmax" not in out

@@ -135,7 +135,104 @@ MISTAKES = [
     ("bug_source_position", lambda i, t, T, h: i * T + t, "not divided by h"),
     ("no_projection_weights", lambda x: no_projection_weights(x, scale=False), "not divided by √d"),
     ("no_projection_weights", lambda x: x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]), "no softmax"),
+    # issue 10 section 3: mistakes that were "not one of the mistakes I know"
+    ("layer_norm", lambda x, eps=1e-5: (x - x.mean(-1, keepdims=True)) / (x.std(-1, keepdims=True) + eps),
+     "eps added outside the square root"),
+    ("layer_norm", lambda x, eps=1e-5: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.std(-1, keepdims=True) + eps),
+     "the standard deviation used as the variance"),
+    ("param_count", lambda d, h, bias=False: 4 * d * (d // h) + (4 * d if bias else 0), "the ×h is forgotten"),
+    ("param_count", lambda d, h, bias=False: 4 * d * d + (4 * d * d if bias else 0), "a bias counted as d_model²"),
+    ("project_qkv", lambda x, p: tuple(project_qkv(x, p)[i] for i in (0, 2, 1)), "the order (Q, V, K)"),
+    ("no_projection_weights", lambda x: no_projection_weights(x) @ x, "the output is returned instead"),
+    ("no_projection_weights", lambda x: (lambda e: e / e.sum(axis=-2, keepdims=True))(
+        np.exp(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]))), "softmax over axis -2"),
+    ("head_queries", lambda X, W, h, i: X @ W[:, i * (W.shape[1] / h):(i + 1) * (W.shape[1] / h)],
+     "true division"),
+    ("bug_source_position", lambda i, t, T, h: (i * T + t) / h, "true division"),
+    ("bug_source_position", lambda i, t, T, h: i * T // h + t, "only the head's offset is divided by h"),
+    ("flops", lambda T, d: flops(T, d)[::-1], "the tuple in the swapped order"),
+    ("crossover_seq_len", lambda d: d, "d_model returned"),
+    ("crossover_seq_len", lambda d: crossover_le(d), "one step past the crossover"),
+    ("score_bytes", lambda B, h, T, bytes_per_number=4: B * h * T * T * 4, "bytes hard-coded to 4"),
 ]
+
+
+def crossover_le(d_model):
+    T = 1
+    while flops(T, d_model)[1] <= flops(T, d_model)[0]:  # <= instead of <
+        T += 1
+    return T
+
+
+@pytest.mark.parametrize("name, fn, message", [
+    ("flops", lambda T, d: list(flops(T, d)), "it returned a list of 2 values, expected a tuple (projections, "
+     "attention). Fix: return projections, attention (a tuple)"),
+    ("crossover_seq_len", lambda d: float(crossover(d)), "the value is right but it is a float (48.0)"),
+    ("max_seq_len", lambda n, B, h, b=4: float(math.isqrt(n // (B * h * b))), "the value is right but it is a float"),
+    ("bug_source_position", lambda i, t, T, h: float((i * T + t) // h), "the value is right but it is a float"),
+])
+def test_a_count_of_the_wrong_type_is_rejected(capsys, name, fn, message):
+    ok, out = run(capsys, name, fn)
+    assert not ok and message in out, out
+
+
+# ---------------------------------------------------------------- the two new core exercises
+def causal_mha(x, params, h, mask_of=lambda T: np.tril(np.ones((T, T), dtype=bool)), after=False, project=True):
+    """A learner's causal multi-head attention; the defaults give a right one."""
+    B, T, D = x.shape
+    d_k = D // h
+    Q, K, V = ((x @ W + (0 if b is None else b)).reshape(B, T, h, d_k).transpose(0, 2, 1, 3)
+               for W, b in ((params.W_q, params.b_q), (params.W_k, params.b_k), (params.W_v, params.b_v)))
+    s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k)  # (B, h, T, T)
+    mask = mask_of(T)
+    s = s if after or mask is None else np.where(mask, s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    w = w / w.sum(axis=-1, keepdims=True)
+    w = w * mask if after else w
+    concat = (w @ V).transpose(0, 2, 1, 3).reshape(B, T, D)
+    return (concat @ params.W_o + (0 if params.b_o is None else params.b_o) if project else concat), w
+
+
+def test_causal_multi_head_attention_accepts_a_right_answer(capsys):
+    ok, out = run(capsys, "causal_multi_head_attention", causal_mha)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, diagnosis", [
+    (lambda x, p, h: causal_mha(x, p, h, mask_of=lambda T: None), "the causal mask is not applied"),
+    (lambda x, p, h: causal_mha(x, p, h, mask_of=lambda T: np.triu(np.ones((T, T), dtype=bool))),
+     "the mask is transposed"),
+    (lambda x, p, h: causal_mha(x, p, h, after=True), "the mask is applied after the softmax"),
+    (lambda x, p, h: causal_mha(x, p, h, project=False), "the output projection W_o is forgotten"),
+], ids=["no mask", "mask transposed", "mask after softmax", "no W_o"])
+def test_causal_multi_head_attention_names_each_mistake(capsys, fn, diagnosis):
+    ok, out = run(capsys, "causal_multi_head_attention", fn)
+    assert not ok and f"Looks like: {diagnosis}" in out, out
+
+
+def cross_shapes(B, T, S, d_model, h, swap=False, keys_T=False, heads_d_model=False):
+    """A learner's shape predictions for cross-attention; the defaults give right ones."""
+    d_k, n = (d_model if heads_d_model else d_model // h), (T if keys_T else S)
+    scores = (B, h, n, T) if swap else (B, h, T, n)
+    return {"Q": (B, T, d_model), "K": (B, n, d_model), "V": (B, n, d_model),
+            "Q_heads": (B, h, T, d_k), "K_heads": (B, h, n, d_k), "V_heads": (B, h, n, d_k),
+            "scores": scores, "weights": scores, "head_outputs": (B, h, T, d_k),
+            "concat": (B, T, d_model), "output": (B, T, d_model)}
+
+
+def test_cross_attention_shapes_accepts_a_right_answer(capsys):
+    ok, out = run(capsys, "cross_attention_shapes", cross_shapes)
+    assert ok and out == "✔ cross_attention_shapes: all 11 shapes right in all 3 cases\n", out
+
+
+@pytest.mark.parametrize("kwargs, stage, diagnosis", [
+    ({"swap": True}, "scores", "T and S swapped on the scores and weights"),
+    ({"keys_T": True}, "K_heads", "the keys and values given length T"),
+    ({"heads_d_model": True}, "Q_heads", "d_model where d_k belongs"),
+])
+def test_cross_attention_shapes_names_each_mistake(capsys, kwargs, stage, diagnosis):
+    ok, out = run(capsys, "cross_attention_shapes", lambda *sizes: cross_shapes(*sizes, **kwargs))
+    assert not ok and f"  {stage}: expected" in out and f"Looks like: {diagnosis}" in out, out
 
 
 @pytest.mark.parametrize("name, fn, diagnosis", MISTAKES, ids=[f"{m[0]}-{m[2]}" for m in MISTAKES])

@@ -14,8 +14,14 @@ the state of every checker called in this kernel. The engine and how to write a 
     True
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
-from .backward import (adam_step, matmul_backward, scale_backward, shared_input_backward,
-                       softmax_backward, split_heads_backward)
+from .backward import (
+                       adam_step,
+                       matmul_backward,
+                       scale_backward,
+                       shared_input_backward,
+                       softmax_backward,
+                       split_heads_backward,
+)
 from .block import layer_norm
 from .bridge import torch_attention, torch_attn_mask, torch_state_dict
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes

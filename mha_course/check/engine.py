@@ -48,7 +48,10 @@ Notes for checker authors:
 - ``outputs=("out", "weights")`` names the outputs of a reference returning a tuple (the learner
   must return a tuple too); ``axes={"weights": ("query", "key")}`` names the trailing axes of an
   output in the localisation (default: "row", "column").
+- A reference may return a dict of arrays (compared key by key, each key named as an output).
 - A reference returning an int needs an int (``2.0`` is reported), a boolean array needs a boolean one.
+- The reference has the learner's signature and is itself a right answer: the rules tests pass it
+  (and variants of it) to the checker as a learner would.
 - :func:`matches` does the same for a one-off function without registering it.
 """
 from __future__ import annotations
@@ -391,7 +394,7 @@ def _explain(spec, runs, run) -> list:
     lines = [ln.removeprefix(_NOT_DIAGNOSED) for ln in run.problem]
     if fits:
         return lines + [f"Looks like: {fits[0].name}. Fix: {fits[0].fix}"]
-    if run.got.error is not None or run.problem[0].startswith(_NOT_DIAGNOSED):
+    if run.got.lines or run.problem[0].startswith(_NOT_DIAGNOSED):  # an error, a time-out, a stub
         return lines
     return lines + _localise(run.got.value, run.want, spec.outputs, spec.axes or {})
 
@@ -402,13 +405,15 @@ def _localise(got, want, outputs, axes) -> list:
     labels = _axis_labels(np.ndim(w), axes.get(name, ()))
     how = _how_shapes_differ(g, w, labels) if np.shape(g) != np.shape(w) else _how_values_differ(g, w, labels)
     where = [] if np.shape(g) != np.shape(w) else _where_values_differ(g, w, labels)
-    where = [] if how and where[0].endswith("every axis") else where
+    where = [] if how and where and where[0].endswith("every axis") else where
     return (["This is not one of the mistakes I know; here is where your result differs:"]
             + [f"- {name}: {s}" for s in where + how]
             + ["Print the shape of each step and compare it with the formula in the notebook."])
 
 
 def _first_difference(got, want, outputs):
+    if isinstance(want, dict):
+        return _first_difference(tuple(got[k] for k in want), tuple(want.values()), tuple(map(str, want)))
     if not isinstance(want, tuple):
         return "result", np.asarray(got), np.asarray(want)
     names = outputs or [f"output {i}" for i in range(len(want))]
@@ -521,6 +526,8 @@ def _axis_orders(want_shape, got_shape):
 
 def _compare(got, want, outputs) -> list:
     """Feedback lines on how ``got`` differs from ``want`` ([] if it matches)."""
+    if isinstance(want, dict):
+        return _compare_dict(got, want)
     if isinstance(want, tuple):
         names = outputs or [f"output {i}" for i in range(len(want))]
         if not isinstance(got, tuple) or len(got) != len(want):
@@ -531,6 +538,16 @@ def _compare(got, want, outputs) -> list:
                 return problem
         return []
     return _compare_array(got, want, "result")
+
+
+def _compare_dict(got, want) -> list:
+    """A dict of outputs: the same keys, then each value compared as an output named by its key."""
+    if not isinstance(got, dict):
+        return [f"{_NOT_DIAGNOSED}expected a dict with the keys {', '.join(map(str, want))}, "
+                f"got a {type(got).__name__}"]
+    if set(got) != set(want):
+        return [f"{_NOT_DIAGNOSED}expected the keys {', '.join(map(str, want))}, got {', '.join(map(str, got))}"]
+    return next((p for p in (_compare_array(got[k], w, str(k)) for k, w in want.items()) if p), [])
 
 
 def _wrong_return(got, names) -> str:
@@ -569,7 +586,7 @@ def _kind_problem(g, w, nm) -> list:
                 "Fix: build it with dtype=bool or add .astype(bool)"]
     if w.ndim == 0 and w.dtype.kind in "iu" and g.dtype.kind not in "iu":
         return [f"{_NOT_DIAGNOSED}{nm}: the value is right but it is a {type(g.item()).__name__} "
-                f"({_fmt(g)}), expected a whole number (int). Fix: use // for division, or int(...)"]
+                f"({_safe_repr(g.item())}), expected a whole number (int). Fix: use // for division, or int(...)"]
     return []
 
 
@@ -621,6 +638,8 @@ def _close(a, b) -> bool:
 
 def _same(a, b) -> bool:
     """Like _close, element by element for tuples and lists of outputs, and of the same kind."""
+    if isinstance(b, dict):
+        return isinstance(a, dict) and set(a) == set(b) and all(_same(a[k], b[k]) for k in b)
     if isinstance(b, tuple):
         return isinstance(a, tuple) and len(a) == len(b) and all(map(_same, a, b))
     if isinstance(a, tuple) or isinstance(a, float) != isinstance(b, float):
