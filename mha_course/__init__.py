@@ -27,6 +27,7 @@ from .efficient import (
     tiled_attention_steps,
 )
 from .gqa import (
+    CacheCost,
     GQAParams,
     KVCache,
     LatentCache,
@@ -37,6 +38,7 @@ from .gqa import (
     init_gqa_params,
     init_mla_params,
     kv_cache_bytes_per_token,
+    kv_cache_table,
     mla_attention,
     mla_cache_bytes_per_token,
     mla_to_mha,
@@ -59,7 +61,7 @@ __all__ = [
     "mha_backward",
     "GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "KVCache", "cached_causal_mask",
     "grouped_query_attention", "MLAParams", "init_mla_params", "mla_to_mha", "LatentCache",
-    "mla_attention", "kv_cache_bytes_per_token", "mla_cache_bytes_per_token",
+    "mla_attention", "kv_cache_bytes_per_token", "mla_cache_bytes_per_token", "CacheCost", "kv_cache_table",
     "SoftmaxState", "online_softmax_start", "online_softmax_update", "online_softmax_result",
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",

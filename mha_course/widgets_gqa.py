@@ -169,21 +169,21 @@ def _figure_of(draw_ax):
     return lambda **sizes: draw_ax(**sizes).figure
 
 
-def grouping_live_view(h: int = 8, h_kv: int = 2) -> LiveView:
+def grouping_live_view(h: int = 8, h_kv: int = 2, show=("h", "h_kv")) -> LiveView:
     """Sliders for h and h_kv over ``grouping_figure``.
 
     >>> grouping_live_view(8, 2).controls.values["h_kv"]
     2
     """
-    controls = KVControls(h=h, h_kv=h_kv, h_options=(1, 2, 4, 6, 8, 12, 16), show=("h", "h_kv"))
+    controls = KVControls(h=h, h_kv=h_kv, h_options=(1, 2, 4, 6, 8, 12, 16), show=show)
     return LiveView(_figure_of(grouping_figure), controls)
 
 
-def cache_live_view(**sizes) -> LiveView:
-    """Sliders for layers, d_model, h, h_kv and seq_len over ``cache_cost_figure`` (fp16).
+def cache_live_view(show=("layers", "d_model", "h", "h_kv", "seq_len"), **sizes) -> LiveView:
+    """Sliders (by default layers, d_model, h, h_kv, seq_len) over ``cache_cost_figure`` (fp16).
 
     >>> cache_live_view().controls.values["seq_len"]
     4096
     """
-    controls = KVControls(**sizes, show=("layers", "d_model", "h", "h_kv", "seq_len"))
+    controls = KVControls(**sizes, show=show)
     return LiveView(_figure_of(cache_cost_figure), controls)
