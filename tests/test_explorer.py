@@ -223,8 +223,8 @@ def test_format_seconds(x, label):
 
 def test_one_trace_per_change_and_none_per_mode_switch(explorer, monkeypatch):
     calls = []
-    real = ex.trace
-    monkeypatch.setattr(ex, "trace", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    real = ex.logic.trace
+    monkeypatch.setattr(ex.logic, "trace", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     explorer.controls.set(h=2)
     assert calls == [2]
     for mode in ex.MODES:
@@ -305,15 +305,42 @@ def test_reused_figures_draw_what_a_fresh_figure_draws(explorer, changes):
             live = _pixels(explorer.image.value)
             fig = matplotlib.figure.Figure(figsize=ex.FIGSIZE, dpi=ex.DPI)
             matplotlib.backends.backend_agg.FigureCanvasAgg(fig)
-            fresh = _pixels(ex.VIEWS[mode](fig, blit=False).png(explorer.scene()))
+            fresh = _pixels(ex.find_mode(mode).View(fig, blit=False).png(explorer.scene()))
             differ = (np.abs(live - fresh).max(axis=-1) > 40).mean()
             assert differ < 1e-4, f"{mode} after {change}: {differ:.2%} of pixels differ"
+
+
+def test_the_widget_is_built_from_the_list_of_modes(explorer):
+    """Buttons, views, mode-only control rows and caption hints all come from MODE_LIST."""
+    assert explorer.mode.options == ex.MODES == tuple(m.name for m in ex.MODE_LIST)
+    for mode in ex.MODE_LIST:
+        assert isinstance(mode, ex.Mode) and issubclass(mode.View, ex.View) and mode.hint
+        explorer.mode.value = mode.name
+        assert mode.hint in explorer.caption.value
+        assert isinstance(explorer._views[mode.name], mode.View)
+        for name, box in explorer.mode_boxes.items():  # a mode's controls show in that mode only
+            assert box.layout.display == (None if name == mode.name else "none"), (mode.name, name)
+        assert box in explorer.widget.children
+    assert set(explorer.mode_boxes) == {"State", "Performance"}
+
+
+def _texts(fig) -> set:
+    return {t.get_text() for ax in fig.axes for t in ax.texts} | {t.get_text() for t in fig.texts}
+
+
+def test_architecture_draws_its_colour_legend(explorer):
+    """The legend sat after a return (pyflakes: undefined name 'fig') and was never drawn."""
+    from mha_course.explorer.architecture import LEGEND
+    assert LEGEND.startswith("orange: learned parameters")
+    assert LEGEND in _texts(explorer.render("Architecture"))
+    view = explorer._views["Architecture"]
+    assert view.legend.get_text() == LEGEND and view.legend.get_visible()
 
 
 def test_render_draws_the_live_shapes(explorer):
     explorer.controls.set(h=2)
     fig = explorer.render("architecture")
-    texts = {t.get_text() for ax in fig.axes for t in ax.texts} | {t.get_text() for t in fig.texts}
+    texts = _texts(fig)
     assert "Q heads\n(1, 2, 6, 8)" in texts and "h = 2 heads\nd_k = 8" in texts
     assert plt.fignum_exists(fig.number), "render returns a pyplot figure for plt.show()"
     for mode in ex.MODES:
