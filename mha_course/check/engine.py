@@ -137,12 +137,35 @@ class _Spec:
         """The catalogued mistakes whose results equal ``fn``'s on every case (for tests)."""
         return _fitting(self, _run_all(self, fn)[0])
 
+    def prepared(self) -> list:
+        """[(case, the reference's value)] for every case."""
+        return [(c, _quiet(self.reference, c.args).value) for c in _as_cases(self.cases())]
+
+    def outcome(self, i, mistake) -> _Outcome:
+        """What ``mistake`` gives on case i."""
+        return _quiet(mistake.fn, self.prepared()[i][0].args)
+
 
 class Exercise(_Spec):
-    """A registered checker of a learner's function; see the module docstring."""
+    """A registered checker of a learner's function; see the module docstring.
+
+    Its cases, the reference's values and the mistakes' outcomes are computed once and kept.
+    """
 
     def __post_init__(self):
         _CATALOGUE[self.name] = self
+        object.__setattr__(self, "_memo", {})
+
+    def prepared(self) -> list:
+        if "cases" not in self._memo:
+            self._memo["cases"] = super().prepared()
+        return self._memo["cases"]
+
+    def outcome(self, i, mistake) -> _Outcome:
+        key = (i, id(mistake))
+        if key not in self._memo:
+            self._memo[key] = super().outcome(i, mistake)
+        return self._memo[key]
 
 
 def _as_cases(cases) -> list:
@@ -185,8 +208,7 @@ class _Run(NamedTuple):
 def _run_all(spec, fn):
     """One _Run per case (stopping after a time-out or a stub), and the captured printing."""
     printed, runs = _CappedText(), []
-    for case in _as_cases(spec.cases()):
-        want = _quiet(spec.reference, case.args).value
+    for case, want in spec.prepared():
         got = _call_learner(fn, spec.reference, case.args, printed)
         problem = list(got.lines) if got.lines or got.error else _compare(got.value, want, spec.outputs)
         runs.append(_Run(case, want, got, problem))
@@ -379,7 +401,7 @@ def _fitting(spec, runs) -> list:
     """The mistakes whose outcome equals the learner's on every case that ran."""
     if not any(r.problem for r in runs) or any(r.got.lines and r.got.error is None for r in runs):
         return []
-    return [m for m in spec.mistakes if all(_same_outcome(_quiet(m.fn, r.case.args), r.got) for r in runs)]
+    return [m for m in spec.mistakes if all(_same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
 
 
 def _same_outcome(a: _Outcome, b: _Outcome) -> bool:
