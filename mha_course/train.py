@@ -53,7 +53,8 @@ __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS
            "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
-           "previous_token_score", "induction_score"]
+           "previous_token_score", "induction_score", "run_experiments", "save_experiments",
+           "load_experiments", "add_train_command"]
 
 TASKS = ("previous_token", "induction")
 POSITIONS = ("learned", "none")
@@ -466,17 +467,87 @@ def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path,
 def add_train_command(sub) -> None:
     """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.cli`` calls this)."""
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
-    cmd.add_argument("task", choices=sorted(CHECKPOINT_CONFIGS), help="the task to train on")
+    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments"],
+                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: the shipped mha_course/checkpoints/TASK.npz)")
     cmd.set_defaults(func=_cmd_train)
 
 
 def _cmd_train(args) -> int:
+    if args.task == "experiments":
+        print(f"saved {save_experiments(args.out)}")
+        return 0
     path, metrics = make_checkpoint(args.task, args.out, progress=True)
     print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "
           f"sequences; saved {path}")
     return 0
+
+
+# The experiments of notebook 08 section 5, too slow to run live: `mha-course train experiments`.
+SWEEP_HS = (1, 2, 4, 8, 16, 32)
+SWEEP_STEPS = 600
+SCALE_CONFIG = Config(task="previous_token", vocab=16, seq_len=16, d_model=128, h=1, n_layers=1,
+                      batch=32, steps=300, lr=3e-3)
+
+
+def _final(config: Config, seed: int = 0) -> tuple[np.ndarray, Metrics]:
+    """Train ``config`` with ``seed``: its loss curve and Metrics on fresh sequences."""
+    config = config._replace(seed=seed)
+    params, history = train(config)
+    return history.losses, evaluate(params, config, np.random.default_rng(1000 + seed), 512)
+
+
+def run_experiments(seeds=(0, 1)) -> dict:
+    """-> name -> array: the h sweep, one layer vs two, dropout, and the 1/sqrt(d_k) scale.
+
+    h_sweep_losses (len(seeds), len(SWEEP_HS), SWEEP_STEPS) and h_sweep_final (seeds, hs) on
+    induction at d_model=32; one_layer_accuracy; dropout_{0,10}_losses; scale_{on,off}_losses.
+    """
+    base, out = CHECKPOINT_CONFIGS["induction"], {}
+    runs = [[_final(base._replace(h=h, steps=SWEEP_STEPS), s) for h in SWEEP_HS] for s in seeds]
+    out["h_sweep_hs"] = np.array(SWEEP_HS)
+    out["h_sweep_losses"] = np.array([[r[0] for r in row] for row in runs])
+    out["h_sweep_final"] = np.array([[r[1].loss for r in row] for row in runs])
+    out["h_sweep_accuracy"] = np.array([[r[1].accuracy for r in row] for row in runs])
+    losses, metrics = _final(base._replace(n_layers=1))
+    out["one_layer_losses"], out["one_layer_accuracy"] = losses, np.array(metrics.accuracy)
+    for p in (0.0, 0.1):
+        losses, metrics = _final(base._replace(dropout=p))
+        out[f"dropout_{int(p * 100)}_losses"], out[f"dropout_{int(p * 100)}_accuracy"] = losses, np.array(
+            metrics.accuracy)
+    for name, scale in (("on", True), ("off", False)):
+        out[f"scale_{name}_losses"] = _final(SCALE_CONFIG._replace(scale=scale))[0]
+    return out
+
+
+def save_experiments(path=None) -> Path:
+    """Run ``run_experiments`` and write the arrays to ``path`` (default checkpoints/experiments.npz)."""
+    return _write_npz(CHECKPOINT_DIR / "experiments.npz" if path is None else path, run_experiments())
+
+
+def load_experiments(path=None) -> dict:
+    """-> the arrays that ``save_experiments`` wrote (default: the shipped experiments.npz)."""
+    path = Path(CHECKPOINT_DIR / "experiments.npz" if path is None else path)
+    if not path.exists():
+        raise ValueError(f"no experiments file at {path}; make it with `mha-course train experiments`")
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _write_npz(path, arrays: dict) -> Path:
+    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, **arrays)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is ordinary data
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
 
 
 def checkpoint_path(task: str) -> Path:
@@ -502,16 +573,7 @@ def save_checkpoint(path, params: Model, config: Config, history: Optional[Histo
     if history is not None:
         arrays.update({f"history.{n}": a for n, a in zip(History._fields, history)})
     arrays["config"] = np.array(json.dumps(config._asdict()))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is ordinary data
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    return _write_npz(path, arrays)
 
 
 def load_checkpoint(path) -> tuple[Config, Model, Optional[History]]:

@@ -1,0 +1,143 @@
+"""Views of notebook 08: loss curves, heads before and after training, the h sweep, ablations (floor 4).
+
+Each helper takes ``ax=None`` (or ``axes``) and returns what it drew on; weights use the
+course's one colour map (``plots.WEIGHTS_CMAP``, via ``plots.attention_heatmap``); keys a
+causal mask hides are grey. Taught in 08_heads_that_learn.ipynb.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .plots import _new_ax, attention_heatmap, head_color
+
+__all__ = ["loss_curves", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
+           "ablation_figure", "LiveLossPlot"]
+
+
+def _smooth(values, window: int) -> np.ndarray:
+    """Running mean over ``window`` steps (shorter at the start), same length as ``values``."""
+    v = np.asarray(values, dtype=float)
+    c = np.cumsum(np.insert(v, 0, 0.0))
+    n = np.minimum(np.arange(1, len(v) + 1), window)
+    return (c[1:] - c[np.arange(1, len(v) + 1) - n]) / n
+
+
+def loss_curves(curves: dict, ax=None, smooth: int = 10, title=None):
+    """{label: losses (steps,)} -> ax: each curve smoothed over ``smooth`` steps, loss on a log axis."""
+    ax = _new_ax(ax, (5, 3.2))
+    for i, (label, losses) in enumerate(curves.items()):
+        ax.plot(_smooth(losses, smooth), label=label, color=head_color(i))
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("cross-entropy (nats)")
+    if len(curves) > 1:
+        ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def model_heatmaps(weights, tokens, axes=None, title: str = ""):
+    """weights [(h, T, T)] * L of one sequence, tokens (T,) -> axes (L, h): one heatmap per head.
+
+    Keys in the query's future (the causal mask) are grey.
+    """
+    L, h = len(weights), weights[0].shape[0]
+    if axes is None:
+        _, axes = plt.subplots(L, h, figsize=(3.0 * h, 2.9 * L), layout="constrained", squeeze=False)
+    labels = [str(int(t)) for t in tokens]
+    future = np.triu(np.ones((len(labels),) * 2, dtype=bool), k=1)
+    for layer, w in enumerate(weights):
+        for head in range(h):
+            ax = axes[layer][head]
+            attention_heatmap(np.where(future, np.nan, w[head]), labels, labels, ax=ax, colorbar=False,
+                              annotate=False)
+            ax.set_title(f"{title}layer {layer + 1}, head {head}", color=head_color(head), fontsize=9)
+            ax.tick_params(labelsize=5)
+    return axes
+
+
+def before_after_figure(before, after, tokens):
+    """weights before and after training ([(h, T, T)] * L each) -> Figure: L rows, 2h columns."""
+    L, h = len(before), before[0].shape[0]
+    fig, axes = plt.subplots(L, 2 * h, figsize=(2.6 * 2 * h, 2.6 * L), layout="constrained", squeeze=False)
+    model_heatmaps(before, tokens, axes=[row[:h] for row in axes], title="before: ")
+    model_heatmaps(after, tokens, axes=[row[h:] for row in axes], title="after: ")
+    fig.colorbar(axes[0][-1].images[0], ax=axes[:, -1].tolist(), fraction=0.05, label="weight")
+    return fig
+
+
+def snapshot_figure(history, tokens, step: int):
+    """History with snapshots, tokens (T,), a snapshot step -> Figure of every head at that step."""
+    steps = [int(s) for s in history.snapshot_steps]
+    if step not in steps:
+        raise ValueError(f"no snapshot at step {step}; snapshots were kept at steps {steps}")
+    w = history.snapshot_weights[steps.index(step)]  # (L, h, T, T)
+    fig, axes = plt.subplots(w.shape[0], w.shape[1], figsize=(2.8 * w.shape[1], 2.7 * w.shape[0]),
+                             layout="constrained", squeeze=False)
+    model_heatmaps(list(w), tokens, axes=axes)
+    fig.suptitle(f"attention on one sequence at training step {step}")
+    return fig
+
+
+def h_sweep_figure(results: dict, h=None):
+    """run_experiments' arrays, the h to highlight -> Figure: loss curves by h, final loss against h."""
+    hs, curves, final = results["h_sweep_hs"], results["h_sweep_losses"], results["h_sweep_final"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
+    for i, hh in enumerate(hs):
+        chosen = h is None or hh == h
+        left.plot(_smooth(curves[:, i].mean(0), 20), color=head_color(i) if chosen else "#cccccc",
+                  label=f"h={hh}", zorder=2 if chosen else 1)
+    left.set(yscale="log", xlabel="training step", ylabel="training loss (nats)",
+             title="d_model = 32, mean of the seeds")
+    left.legend(fontsize=7, ncol=2)
+    right.plot(hs, final.mean(0), "o-", color="#555555")
+    for s in range(final.shape[0]):
+        right.plot(hs, final[s], ".", color="#999999")
+    if h is not None:
+        right.plot([h], [final.mean(0)[list(hs).index(h)]], "o", color="#d62728", ms=10)
+    right.set(xscale="log", yscale="log", xlabel="h (d_k = 32 / h)", ylabel="held-out loss after the budget",
+              title="one budget for every h")
+    right.set_xticks(hs, [str(v) for v in hs])
+    return fig
+
+
+def ablation_figure(labels, loss_increase, sharpness, ax=None):
+    """(n,) labels, loss increases (nats), mean max weights -> ax: a scatter of importance vs looks."""
+    ax = _new_ax(ax, (5, 3.4))
+    ax.scatter(sharpness, loss_increase, color="#1f77b4", zorder=3)
+    for x, y, label in zip(sharpness, loss_increase, labels):
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set(xlabel="how sharp its weights look (mean of each query's largest weight)",
+           ylabel="loss increase when the head is zeroed (nats)", yscale="symlog")
+    ax.axhline(0, color="#999999", lw=0.8)
+    return ax
+
+
+class LiveLossPlot:
+    """A training callback ``(step, metrics, params)`` that redraws the loss curve every ``every`` steps.
+
+    In a notebook the figure is shown once and updated in place (``IPython.display`` handle);
+    outside one, nothing is drawn. ``losses`` keeps every step's loss.
+    """
+
+    def __init__(self, every: int = 25, title: str = "training loss"):
+        self.every, self.title, self.losses, self._handle = every, title, [], None
+
+    def figure(self):
+        fig, ax = plt.subplots(figsize=(5, 3), layout="constrained")
+        loss_curves({"loss": self.losses}, ax=ax, title=f"{self.title} (step {len(self.losses)})")
+        return fig
+
+    def __call__(self, step, metrics, params=None) -> bool:
+        self.losses.append(metrics.loss)
+        if step % self.every == 0:
+            from IPython.display import display
+            fig = self.figure()
+            if self._handle is None:
+                self._handle = display(fig, display_id=True)
+            else:
+                self._handle.update(fig)
+            plt.close(fig)
+        return False
