@@ -1,6 +1,6 @@
 """mha_course: multi-head attention from first principles, in numpy.
 
-``import mha_course`` loads the numpy core only (floors 0-1); plots, widgets, checkers and
+``import mha_course`` loads the numpy core only (floors 0-2); plots, widgets, checkers and
 the explorer live in their own modules (``mha_course.plots``, ``mha_course.widgets``, ...).
 
 Mask convention everywhere: boolean, **True = may attend**.

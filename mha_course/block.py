@@ -1,6 +1,6 @@
 """The attention block: residual connection and layer normalisation around multi-head attention.
 
-Floor 1, numpy only. Shapes: ``B`` batch, ``T`` positions, ``D = d_model``, ``h`` heads.
+Floor 2 (it builds on mha, floor 2's base), numpy only. Shapes: ``B`` batch, ``T`` positions, ``D = d_model``, ``h`` heads.
 
 - post-norm (the 2017 paper):  out = LayerNorm(x + MultiHead(x))
 - pre-norm  (GPT-2 and later): out = x + MultiHead(LayerNorm(x))
@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from . import _validate
-from .mha import MHAParams, Trace, init_params, trace  # init_params: for the doctests
+from .mha import MHAParams, Trace, trace
 
 __all__ = ["layer_norm", "attention_block", "NORMS"]
 
@@ -81,6 +81,7 @@ def attention_block(x, params: MHAParams, h: int, mask=None, *,
     it added), so ``trace["weights"]`` (B, h, T, T) are the block's attention weights.
     ``mask`` is boolean, True = may attend, broadcastable to (B, h, T, T).
 
+    >>> from mha_course.mha import init_params
     >>> p = init_params(8, rng=np.random.default_rng(0))
     >>> x = np.random.default_rng(1).normal(size=(2, 5, 8))
     >>> out, t = attention_block(x, p, h=2)
