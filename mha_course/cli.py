@@ -352,10 +352,14 @@ def _is_check_assert(node) -> bool:
 
 
 def soften_check(source: str) -> str:
-    """A check cell for a student copy: ``assert check.f(x)`` -> ``check.f(x)``, so Run All goes on.
+    """A check cell for a student copy: ``assert check.f(x)`` -> ``_ = check.f(x)``, so Run All goes on.
 
-    The lines after it run only when the check passes (they often call the learner's code).
+    The checker prints its one line (done, wrong, or not finished yet) and returns a bool;
+    the lines after it run only when the check passes (they often call the learner's code).
 
+    >>> print(soften_check("# Check 2.1\\nassert check.softmax(f)"))
+    # Check 2.1
+    _ = check.softmax(f)
     >>> print(soften_check("assert check.param_count(f)\\nprint(f(8, 2))"))
     if check.param_count(f):
         print(f(8, 2))
@@ -371,7 +375,7 @@ def soften_check(source: str) -> str:
     call = ast.get_source_segment(source, node.test)
     before, after = lines[:node.lineno - 1], lines[node.end_lineno:]
     if not any(ln.strip() for ln in after):
-        return "\n".join(before + [call] + after)
+        return "\n".join(before + [f"_ = {call}"] + after)
     rest = soften_check("\n".join(after))
     return "\n".join(before + [f"if {call}:"] + [f"    {ln}" if ln.strip() else ln for ln in rest.split("\n")])
 

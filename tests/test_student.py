@@ -1,22 +1,24 @@
-"""Student copies (`mha-course student`): stubs, round trip, execution, never losing work.
+"""Student copies (`mha-course student`): stubs, round trip, Run All, never losing work.
 
 The core tests use a small fixture notebook with two exercises (one inside a function,
 one at the top level of a cell). The parametrized tests at the end run over whatever
-course notebooks exist under notebooks/ (and skip cleanly while there are none).
+course notebooks exist under notebooks/: a fresh student copy of each runs top to bottom
+with every stub unfinished, each check cell saying "not finished yet" and a summary last.
 """
 import re
-import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from mha_course import cli
+from mha_course import check, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-STUB = re.compile(r'^(\s*)# Your code here \(about \d+ lines?\)[^\n]*\n\s*raise NotImplementedError\("[^\n]*"\)$',
+STUB = re.compile(r'^(\s*)# Your code here \(about \d+ lines?\)[^\n]*\n'
+                  r'(\s*raise NotImplementedError\("[^\n]*"\)|(\s*\w+ = \.\.\.  # replace \.\.\. with your answer\n?)*)$',
                   re.M)
 SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION$", re.M | re.S)
 
@@ -30,18 +32,23 @@ def fixture_notebook():
                       execution_count=1),
         new_code_cell("# Exercise 9.1: a numerically stable softmax\ndef my_softmax(x, axis=-1):\n"
                       "    ### BEGIN SOLUTION\n    # subtract each row's maximum\n"
-                      "    z = x - x.max(axis=axis, keepdims=True)\n    e = np.exp(z)\n"
-                      "    return e / e.sum(axis=axis, keepdims=True)\n    ### END SOLUTION",
+                      "    m = np.max(x, axis=axis, keepdims=True)\n    e = np.exp(x - np.where(np.isfinite(m), m, 0))\n"
+                      "    total = e.sum(axis=axis, keepdims=True)\n    return e / np.where(total == 0, 1, total)\n"
+                      "    ### END SOLUTION",
                       execution_count=2),
-        new_code_cell("assert check.softmax(my_softmax)", execution_count=3,
-                      outputs=[new_output("stream", name="stdout", text="✔ softmax: all 4 cases match\n")]),
-        new_code_cell("# the softmax of two huge equal logits\nprint(my_softmax(np.array([1e4, 1e4])))",
+        new_code_cell("assert check.softmax(my_softmax)\n# the softmax of two huge equal logits\n"
+                      "print(my_softmax(np.array([1e4, 1e4])))", execution_count=3,
+                      outputs=[new_output("stream", name="stdout", text="✔ softmax: all 4 cases match\n[0.5 0.5]\n")]),
+        new_code_cell("# the package's softmax of two huge equal logits\nprint(mc.softmax(np.array([1e4, 1e4])))",
                       execution_count=4, outputs=[new_output("stream", name="stdout", text="[0.5 0.5]\n")]),
         new_markdown_cell("Now count parameters."),
-        new_code_cell("# Exercise 9.2: count the parameters\nparams = mc.init_params(6, rng=np.random.default_rng(0))\n"
-                      "### BEGIN SOLUTION\nn_params = 4 * 6 ** 2\n### END SOLUTION\nprint(n_params)",
-                      execution_count=5, outputs=[new_output("stream", name="stdout", text="144\n")]),
-        new_code_cell("assert n_params == mc.count_params(params)", execution_count=6),
+        new_code_cell("# Exercise 9.2: the shape of every stage\nB, T, D, H = 2, 3, 4, 2\n"
+                      "### BEGIN SOLUTION\nmy_shapes = mc.trace(np.zeros((B, T, D)), "
+                      "mc.init_params(D, rng=np.random.default_rng(0)), H).shapes\n### END SOLUTION\n"
+                      "print(type(my_shapes).__name__)",
+                      execution_count=5, outputs=[new_output("stream", name="stdout", text="dict\n")]),
+        new_code_cell("assert check.stage_shapes(my_shapes, B, T, D, H)\nprint(my_shapes['weights'])",
+                      execution_count=6),
         new_code_cell("print('done')", execution_count=7,
                       outputs=[new_output("stream", name="stdout", text="done\n")]),
     ]
@@ -64,35 +71,36 @@ def course(tmp_path):
 def paste_back(student_source: str, original_source: str) -> str:
     """Replace the stubs of a student cell by the original's solution blocks, in order."""
     blocks = iter(SOLUTION.findall(original_source))
-    return STUB.sub(lambda m: next(blocks), student_source)
+    return STUB.sub(lambda m: next(blocks) + ("\n" if m[0].endswith("\n") else ""), student_source)
+
+
+def exercise_cells(nb) -> list:
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
 
 
 def paste_solutions(student_nb, original_nb, upto: int):
     """A copy of the student notebook with the solutions of its first ``upto`` exercise cells back."""
     nb = nbformat.from_dict(student_nb)
-    exercise_cells = [i for i, c in enumerate(original_nb.cells)
-                      if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
-    for i in exercise_cells[:upto]:
+    for i in exercise_cells(original_nb)[:upto]:
         nb.cells[i].source = paste_back(nb.cells[i].source, original_nb.cells[i].source)
     return nb
 
 
 def execute(nb, cwd):
-    """Run nb on this interpreter's kernel; return (index of the first failing cell or None, nb)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
+    """Run nb top to bottom on this interpreter's kernel as `mha-course execute` does; return nb.
 
-    with tempfile.TemporaryDirectory() as tmp:
-        client = NotebookClient(nb, timeout=120, km=cli._current_env_kernel_manager(tmp),
-                                resources={"metadata": {"path": str(cwd)}}, record_timing=False)
-        try:
-            client.execute()
-        except CellExecutionError:
-            pass
-    failing = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-               and "raises-exception" not in c.metadata.get("tags", [])
-               and any(o.output_type == "error" for o in c.get("outputs", []))]
-    return (failing[0] if failing else None), nb
+    A cell that raises (other than one tagged raises-exception) fails the test, naming the cell.
+    """
+    try:
+        cli._run_client(nb, Path(cwd) / "student-copy.ipynb", timeout=120)
+    except cli.NotebookRunError as err:
+        pytest.fail(str(err))
+    return nb
+
+
+def printed(cell) -> str:
+    """What a cell printed on stdout."""
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
 def cell_text(cell) -> str:
@@ -110,18 +118,19 @@ def test_stub_keeps_indentation_label_and_hint():
     assert out.splitlines() == [
         "# Exercise 9.1: a numerically stable softmax",
         "def my_softmax(x, axis=-1):",
-        "    # Your code here (about 3 lines). Hint: subtract each row's maximum",
+        "    # Your code here (about 4 lines). Hint: subtract each row's maximum",
         '    raise NotImplementedError("Exercise 9.1: a numerically stable softmax")',
     ]
     compile(out, "<stub>", "exec")  # the stub is valid Python
 
 
 def test_stub_quotes_are_escaped_and_code_stays_valid():
-    src = '# Exercise 1.2: the "chief" merges\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION'
+    src = '# Exercise 1.2: the "chief" merges\ndef f():\n    ### BEGIN SOLUTION\n    x = 1\n    ### END SOLUTION'
     out = cli.stub_solutions(src)
     namespace = {}
+    exec(compile(out, "<stub>", "exec"), namespace)
     with pytest.raises(NotImplementedError, match=r'Exercise 1.2: the "chief" merges'):
-        exec(compile(out, "<stub>", "exec"), namespace)
+        namespace["f"]()
 
 
 @pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION",
@@ -129,6 +138,26 @@ def test_stub_quotes_are_escaped_and_code_stays_valid():
 def test_unbalanced_markers_are_refused(src):
     with pytest.raises(cli.StudentCopyError, match="SOLUTION"):
         cli.stub_solutions(src)
+
+
+def test_top_level_stub_assigns_ellipsis_and_keeps_going():
+    out = cli.stub_solutions(fixture_notebook().cells[6].source)
+    assert "my_shapes = ...  # replace ... with your answer" in out and "raise" not in out
+    namespace = {"np": __import__("numpy"), "mc": __import__("mha_course")}
+    exec(compile(out, "<stub>", "exec"), namespace)  # runs: Run All does not stop here
+    assert namespace["my_shapes"] is Ellipsis
+
+
+def test_check_cells_are_softened_only_in_the_student_copy():
+    original = fixture_notebook()
+    student = cli.student_notebook(original)
+    assert student.cells[3].source == ("if check.softmax(my_softmax):\n    # the softmax of two huge equal logits\n"
+                                       "    print(my_softmax(np.array([1e4, 1e4])))")
+    assert student.cells[7].source == ("if check.stage_shapes(my_shapes, B, T, D, H):\n"
+                                       "    print(my_shapes['weights'])")
+    assert original.cells[3].source.startswith("assert check.softmax(my_softmax)\n")  # the answer key keeps it
+    assert student.cells[-1].source == cli.SUMMARY_CELL and len(student.cells) == len(original.cells) + 1
+    assert cli.student_notebook(original) == student  # deterministic (cell ids too): a re-run is no clash
 
 
 def test_student_notebook_stubs_clears_and_keeps_everything_else():
@@ -149,32 +178,26 @@ def test_student_notebook_stubs_clears_and_keeps_everything_else():
 def test_pasting_the_solutions_back_restores_the_original_sources():
     original = fixture_notebook()
     restored = paste_solutions(cli.student_notebook(original), original, upto=99)
-    assert [c.source for c in restored.cells] == [c.source for c in original.cells]
+    for o, r in zip(original.cells, restored.cells):
+        assert r.source in (o.source, cli.soften_check(o.source))
 
 
 # ---------------------------------------------------------------- execution of student copies
-def test_student_copy_fails_exactly_at_each_stub_and_passes_with_solutions(course):
+def test_a_fresh_student_copy_runs_all_and_the_summary_counts(course):
     original = nbformat.read(course, as_version=4)
     student = cli.student_notebook(original)
-    expected_stops = [(3, "Exercise 9.1: a numerically stable softmax"),  # the check cell of 9.1
-                      (6, "Exercise 9.2: count the parameters")]         # 9.2 raises in its own cell
-    for solved, (stop, label) in enumerate(expected_stops):
-        failing, ran = execute(paste_solutions(student, original, solved), course.parent)
-        assert failing == stop, (solved, failing)
-        assert "NotImplementedError" in cell_text(ran.cells[stop]) and label in cell_text(ran.cells[stop])
-    failing, ran = execute(paste_solutions(student, original, 2), course.parent)
-    assert failing is None
-    assert "✔ softmax: all 4 cases match" in cell_text(ran.cells[3])
-
-
-def test_a_wrong_solution_pasted_into_the_student_copy_is_named(course):
-    original = nbformat.read(course, as_version=4)
-    nb = cli.student_notebook(original)
-    nb.cells[2].source = ("def my_softmax(x, axis=-1):\n    e = np.exp(x)\n"
-                          "    return e / e.sum(axis=axis, keepdims=True)")
-    failing, ran = execute(nb, course.parent)
-    assert failing == 3
-    assert "Looks like: softmax without subtracting the maximum" in cell_text(ran.cells[3])
+    wrong = nbformat.from_dict(student)
+    wrong.cells[2].source = "def my_softmax(x, axis=-1):\n    e = np.exp(x)\n    return e / e.sum(axis=axis, keepdims=True)"
+    wrong.cells[6].source = paste_back(wrong.cells[6].source, original.cells[6].source)
+    runs = {solved: execute(nb, course.parent) for solved, nb in
+            [(0, student), ("wrong", wrong), (2, paste_solutions(student, original, 2))]}
+    for i in (3, 7):  # every check cell of the untouched copy: one line, "not finished yet"
+        assert len(printed(runs[0].cells[i]).splitlines()) == 1 and "not finished yet" in printed(runs[0].cells[i])
+    assert "Looks like: softmax without subtracting the maximum" in printed(runs["wrong"].cells[3])
+    assert "(2, 2, 3, 3)" in printed(runs[2].cells[7])  # the lines after a passing check run
+    if hasattr(check, "summary"):
+        for solved, done in ((0, 0), ("wrong", 1), (2, 2)):
+            assert f"{done} of 2 exercises done" in printed(runs[solved].cells[-1]), solved
 
 
 # ---------------------------------------------------------------- the command never loses work
@@ -232,10 +255,13 @@ def test_nothing_is_written_when_one_of_several_files_clashes(course, tmp_path, 
     nbformat.write(fixture_notebook(), second)
     out = tmp_path / "student"
     (out / "notebooks").mkdir(parents=True)
-    (out / "notebooks" / second.name).write_text("learner's work")
+    work = fixture_notebook()
+    work.cells[2].source += "\n# learner's work"
+    nbformat.write(work, out / "notebooks" / second.name)
+    mine = (out / "notebooks" / second.name).read_bytes()
     assert cli.main(["student", str(out), "--notebooks", str(course), str(second)]) == 1
     assert not (out / "notebooks" / course.name).exists()
-    assert (out / "notebooks" / second.name).read_text() == "learner's work"
+    assert (out / "notebooks" / second.name).read_bytes() == mine
 
 
 # ---------------------------------------------------------------- the real course notebooks
@@ -252,7 +278,9 @@ def test_course_notebook_is_stubbed_and_nothing_else_changes(path):
     assert not [c for c in student.cells if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
     assert sum(len(STUB.findall(c.source)) for c in student.cells if c.cell_type == "code") == n_blocks
     restored = paste_solutions(student, original, upto=10 ** 6)
-    assert [c.source for c in restored.cells] == [c.source for c in original.cells]
+    for o, r in zip(original.cells, restored.cells):
+        assert r.source in (o.source, cli.soften_check(o.source))  # only stubs and check asserts differ
+    assert len(student.cells) == len(original.cells) + bool(n_blocks)  # + the summary cell
     for o, s in zip(original.cells, student.cells):
         if s.source == o.source and s.get("outputs") != []:
             assert s == o  # untouched cells are kept exactly
@@ -261,17 +289,64 @@ def test_course_notebook_is_stubbed_and_nothing_else_changes(path):
             assert cli.exercise_label(c.source) != "Exercise", f"exercise cell without '# Exercise N.k:'\n{c.source}"
 
 
+def check_cells(nb) -> list:
+    """Index of the check cell (the next code cell) of each exercise cell."""
+    return [next(j for j in range(i + 1, len(nb.cells)) if nb.cells[j].cell_type == "code")
+            for i in exercise_cells(nb)]
+
+
+def learner_names(nb) -> set:
+    """Names the exercise cells define (functions, or variables assigned at the top level)."""
+    found = set()
+    for i in exercise_cells(nb):
+        found |= {a or b for a, b in re.findall(r"^def (\w+)|^(\w+)\s*=", nb.cells[i].source, re.M)}
+    return found
+
+
+def up_to_the_last_check(original, nb):
+    """The student copy cut after its last check cell, plus the summary cell.
+
+    The cells after the last check are the answer key's own, which nbval runs; the test
+    below makes sure none of them uses a learner's name. This halves the time of Run All.
+    """
+    nb = nbformat.from_dict(nb)
+    nb.cells = nb.cells[:check_cells(original)[-1] + 1] + nb.cells[-1:]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def executed_student_copies():
+    """Every course notebook's fresh student copy, executed top to bottom (two kernels at a time)."""
+    def run(path):
+        original = nbformat.read(path, as_version=4)
+        if not exercise_cells(original):
+            return path, None  # no exercise: the copy is the answer key, which nbval runs
+        nb = up_to_the_last_check(original, cli.student_notebook(original))
+        try:
+            cli._run_client(nb, path, timeout=300)
+        except cli.NotebookRunError as err:
+            return path, str(err)
+        return path, nb
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, COURSE_NOTEBOOKS))
+
+
 @needs_notebooks
 @pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=[p.name for p in COURSE_NOTEBOOKS])
-def test_course_student_copy_runs_up_to_its_first_stub(path):
+def test_course_student_copy_runs_all_with_every_stub_unfinished(path, executed_student_copies):
     original = nbformat.read(path, as_version=4)
-    student = cli.student_notebook(original)
-    exercises = [i for i, c in enumerate(original.cells) if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
-    if not exercises:
-        pytest.skip("no exercise in this notebook")
-    first, label = exercises[0], cli.exercise_label(original.cells[exercises[0]].source)
-    next_code = [i for i, c in enumerate(student.cells) if i > first and c.cell_type == "code"][:1]
-    student.cells = student.cells[:(next_code or [first])[0] + 1]  # run only up to its check cell
-    failing, ran = execute(student, path.parent)
-    assert failing in (first, *next_code), failing
-    assert "NotImplementedError" in cell_text(ran.cells[failing]) and label in cell_text(ran.cells[failing])
+    ran = executed_student_copies[path]
+    if ran is None:
+        assert cli.student_notebook(original) == original
+        pytest.skip("no exercise in this notebook: its student copy is the answer key")
+    assert not isinstance(ran, str), ran  # Run All stopped: the message names the notebook and the cell
+    for j in check_cells(original):
+        said = printed(ran.cells[j])
+        assert len(said.splitlines()) == 1 and "not finished yet" in said, (j, said)
+    if hasattr(check, "summary"):
+        assert re.search(r"\b0 of \d+ exercises? done", printed(ran.cells[-1])), printed(ran.cells[-1])
+    names = learner_names(original)
+    for cell in original.cells[check_cells(original)[-1] + 1:]:
+        used = {n for n in names if cell.cell_type == "code" and re.search(rf"\b{n}\b", cell.source)}
+        assert not used, f"a cell after the last check uses the learner's {used}; move it into a check cell"
