@@ -298,3 +298,18 @@ def test_the_time_limit_works_inside_a_jupyter_kernel(tmp_path):
     nbclient.NotebookClient(nb, timeout=60, kernel_name="python3").execute()
     text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
     assert "it did not finish within 0.5 s" in text and text.rstrip().endswith("False"), text
+
+
+def test_each_differing_output_is_localised_and_unnormalised_weights_are_named(capsys):
+    """One head's weights squared: out differs everywhere, weights only in that head, rows no longer sum to 1."""
+    reference = FUNCTION_CHECKERS["multi_head_attention"].reference
+
+    def one_head_squared(x, params, h, mask=None, context=None):
+        out, w = reference(x, params, h, mask, context)
+        w = w.copy()
+        w[:, 1] = w[:, 1] ** 2
+        return out + 1.0, w
+    ok, out = run(capsys, "multi_head_attention", one_head_squared)
+    assert ok is False and "- out: every value is shifted by +1" in out, out
+    assert "- weights: differences only at head 1 of 3 (axis 1)" in out, out
+    assert "- weights: the sums over the key axis are " in out and "where they should be 1" in out, out

@@ -422,27 +422,28 @@ def _explain(spec, runs, run) -> list:
 
 
 def _localise(got, want, outputs, axes) -> list:
-    """Where and how the first differing output differs, for a mistake the catalogue does not know."""
-    name, g, w = _first_difference(got, want, outputs)
-    labels = _axis_labels(np.ndim(w), axes.get(name, ()))
-    how = _how_shapes_differ(g, w, labels) if np.shape(g) != np.shape(w) else _how_values_differ(g, w, labels)
-    where = [] if np.shape(g) != np.shape(w) else _where_values_differ(g, w, labels)
-    where = [] if how and where and where[0].endswith("every axis") else where
-    return (["This is not one of the mistakes I know; here is where your result differs:"]
-            + [f"- {name}: {s}" for s in where + how]
+    """Where and how each differing output differs, for a mistake the catalogue does not know."""
+    lines = [f"- {name}: {s}" for name, g, w in _differences(got, want, outputs)
+             for s in _where_and_how(g, w, _axis_labels(np.ndim(w), axes.get(name, ())))]
+    return (["This is not one of the mistakes I know; here is where your result differs:"] + lines
             + ["Print the shape of each step and compare it with the formula in the notebook."])
 
 
-def _first_difference(got, want, outputs):
+def _where_and_how(g, w, labels) -> list:
+    if g.shape != w.shape:
+        return _how_shapes_differ(g, w, labels)
+    how, where = _how_values_differ(g, w, labels), _where_values_differ(g, w, labels)
+    return ([] if how and where and where[0].endswith("every axis") else where) + how
+
+
+def _differences(got, want, outputs) -> list:
+    """[(name, got array, expected array)] of every output that differs."""
     if isinstance(want, dict):
-        return _first_difference(tuple(got[k] for k in want), tuple(want.values()), tuple(map(str, want)))
+        return _differences(tuple(got[k] for k in want), tuple(want.values()), tuple(map(str, want)))
     if not isinstance(want, tuple):
-        return "result", np.asarray(got), np.asarray(want)
+        return [("result", np.asarray(got), np.asarray(want))]
     names = outputs or [f"output {i}" for i in range(len(want))]
-    for nm, g, w in zip(names, got, want):
-        if not _close(g, w):
-            return nm, np.asarray(g), np.asarray(w)
-    return names[0], np.asarray(got[0]), np.asarray(want[0])
+    return [(nm, np.asarray(g), np.asarray(w)) for nm, g, w in zip(names, got, want) if not _close(g, w)]
 
 
 def _axis_labels(ndim, trailing) -> list:
@@ -478,7 +479,7 @@ def _how_values_differ(g, w, labels) -> list:
     if bad.any():
         return [f"{int(bad.sum())} values are nan or inf where finite values were expected "
                 f"(the first at {tuple(int(i) for i in np.argwhere(bad)[0])})"]
-    for test in (_scaled, _shifted, _swapped, _permuted, _reduced):
+    for test in (_scaled, _shifted, _swapped, _permuted, _reduced, _unnormalised):
         found = test(g, w, labels)
         if found:
             return [found]
@@ -521,6 +522,15 @@ def _reduced(g, w, labels) -> str:
             if w.shape[ax] > 1 and _close(g, np.broadcast_to(f(w, axis=ax, keepdims=True), w.shape)):
                 return f"each value is the expected values {how} over the {labels[ax]} axis (axis {ax})"
     return ""
+
+
+def _unnormalised(g, w, labels) -> str:
+    """Weights whose rows summed to 1 (or 0, all masked) and no longer do."""
+    if w.ndim == 0 or w.min() < 0 or not np.all(np.isclose(w.sum(-1), 1) | np.isclose(w.sum(-1), 0)):
+        return ""
+    sums = g.sum(-1)[~np.isclose(g.sum(-1), w.sum(-1))]
+    return (f"the sums over the {labels[-1]} axis are {sums.min():.4g}..{sums.max():.4g} where they "
+            "should be 1 (a softmax over the wrong axis, or weights changed after it?)") if sums.size else ""
 
 
 def _how_shapes_differ(g, w, labels) -> list:
