@@ -12,9 +12,14 @@ At each position t (tokens already seen) it times one decode step:
 The two are timed alternately in one run (median of ``--repeats``), so the ratio is taken
 under the same machine load. ``--d-model/--h/--h-kv/--layers`` time a wider model.
 
+``--quality`` instead trains the induction model from scratch as MHA (h_kv = h), GQA and MQA
+with the same budget (the shipped checkpoint's config: steps, batch, lr, seed) and prints the
+accuracy on the second copy of 1,024 test sequences, and the cache bytes per token.
+
     python benchmarks/bench_decode.py                       # positions 256, 1024, 2048
     python benchmarks/bench_decode.py --quick               # fewer repeats
     python benchmarks/bench_decode.py --d-model 256 --h 8 --h-kv 2 --positions 1024 2048
+    python benchmarks/bench_decode.py --quality --h 4      # MHA, GQA (h_kv 2), MQA, same budget
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import platform
 import shlex
 import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -55,6 +61,23 @@ def table(rows: dict, config) -> str:
     return "\n".join(lines)
 
 
+def quality(base, h: int) -> str:
+    """Train MHA / GQA / MQA versions of ``base`` with h heads and one budget; a table of their accuracy."""
+    lines = ["| variant | h | h_kv | accuracy (second copy) | loss | cache bytes per token (fp16) | train s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for h_kv in sorted({h, max(1, h // 2), 1}, reverse=True):
+        config = base._replace(h=h, h_kv=h_kv)
+        start = time.perf_counter()
+        params, _ = train.train(config)
+        seconds = time.perf_counter() - start
+        m = train.evaluate(params, config, np.random.default_rng(12345), n=1024)
+        name = "MHA" if h_kv == h else "MQA" if h_kv == 1 else "GQA"
+        per_token = kv_cache_bytes_per_token(config.n_layers, h_kv, config.d_model // h, 2)
+        lines.append(f"| {name} | {h} | {h_kv} | {m.accuracy:.1%} | {m.loss:.3f} | {per_token} | {seconds:.0f} |")
+        print(f"{name} h_kv={h_kv}: accuracy {m.accuracy:.1%} after {config.steps} steps", file=sys.stderr)
+    return "\n".join(lines)
+
+
 def header(config, repeats: int) -> str:
     threads = {v: os.environ.get(v, "unset") for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
     return (f"model: {config.n_layers} layers, d_model {config.d_model}, h {config.h}, "
@@ -68,12 +91,19 @@ def main(argv=None) -> int:
     ap.add_argument("--positions", type=int, nargs="+", default=POSITIONS)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="3 repeats")
+    ap.add_argument("--quality", action="store_true", help="train MHA, GQA, MQA with one budget instead")
     base = train.CHECKPOINT_CONFIGS["induction"]
     for name in ("d_model", "h", "h_kv", "n_layers"):
         ap.add_argument("--" + name.replace("_", "-").replace("n-layers", "layers"), dest=name,
                         type=int, default=getattr(base, name))
     args = ap.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
+    command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *(argv or sys.argv[1:])])
+    if args.quality:
+        budget = f"budget: {base.steps} steps of batch {base.batch}, lr {base.lr}, seed {base.seed}"
+        print(f"$ {command}\n\ninduction, {base.n_layers} layers, d_model {base.d_model}; {budget}\n\n"
+              f"{quality(base, args.h)}")
+        return 0
     structure = base._replace(d_model=args.d_model, h=args.h, h_kv=args.h_kv, n_layers=args.n_layers)
     config, params = decode.timing_model(structure, max(args.positions) + 1)
     rng = np.random.default_rng(0)
@@ -82,7 +112,6 @@ def main(argv=None) -> int:
         rows[t] = measure(config, params, t, repeats, rng)
         print(f"[{i}/{len(args.positions)}] position {t}: {rows[t]['cache'] * 1e3:.3f} ms with the cache, "
               f"{rows[t]['no cache'] * 1e3:.1f} ms without", file=sys.stderr)
-    command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *(argv or sys.argv[1:])])
     print(f"$ {command}\n\n{header(config, repeats)}\n\n{table(rows, config)}")
     return 0
 

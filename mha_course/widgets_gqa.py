@@ -74,15 +74,24 @@ def cache_cost_figure(layers: int, d_model: int, h: int, h_kv: int, seq_len: int
     return ax
 
 
-def decode_times_figure(positions, with_cache, without_cache, ax=None):
+def decode_times_figure(positions, with_cache, without_cache, ax=None, window: int = 15):
     """Time per generated token (ms, log scale) against its position, with and without the cache.
 
+    Dots are single tokens; the lines are running medians over ``window`` tokens (a loaded
+    machine makes single timings jump).
+
     >>> ax = decode_times_figure([5, 6], [1e-3, 1e-3], [1e-3, 2e-3]); len(ax.lines)
-    2
+    4
     """
     ax = ax or plt.subplots(figsize=(6.4, 3.2))[1]
-    ax.plot(positions, np.asarray(without_cache) * 1e3, ".", ms=3, color="#d62728", label="without cache")
-    ax.plot(positions, np.asarray(with_cache) * 1e3, ".", ms=3, color="#1f77b4", label="with KV cache")
+    positions = np.asarray(positions)
+    for seconds, color, label in ((without_cache, "#d62728", "without cache"),
+                                  (with_cache, "#1f77b4", "with KV cache")):
+        ms = np.asarray(seconds) * 1e3
+        ax.plot(positions, ms, ".", ms=3, color=color, alpha=0.5)
+        w = min(window, len(ms))
+        medians = np.median(np.lib.stride_tricks.sliding_window_view(ms, w), axis=-1)  # (N - w + 1,)
+        ax.plot(positions[w // 2: w // 2 + len(medians)], medians, color=color, lw=2, label=label)
     ax.set_yscale("log")
     ax.set_xlabel("position of the generated token (tokens already seen)")
     ax.set_ylabel("time per token (ms)")
