@@ -93,6 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 repeats")
     ap.add_argument("--quality", action="store_true", help="train MHA, GQA, MQA with one budget instead")
     base = train.CHECKPOINT_CONFIGS["induction"]
+    ap.add_argument("--steps", type=int, default=base.steps, help="with --quality: the training budget")
     for name in ("d_model", "h", "h_kv", "n_layers"):
         ap.add_argument("--" + name.replace("_", "-").replace("n-layers", "layers"), dest=name,
                         type=int, default=getattr(base, name))
@@ -100,6 +101,7 @@ def main(argv=None) -> int:
     repeats = 3 if args.quick else args.repeats
     command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *(argv or sys.argv[1:])])
     if args.quality:
+        base = base._replace(steps=args.steps)
         budget = f"budget: {base.steps} steps of batch {base.batch}, lr {base.lr}, seed {base.seed}"
         print(f"$ {command}\n\ninduction, {base.n_layers} layers, d_model {base.d_model}; {budget}\n\n"
               f"{quality(base, args.h)}")
