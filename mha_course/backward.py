@@ -27,6 +27,7 @@ import numpy as np
 from . import _validate
 from .heads import _combine, _split
 from .mha import MHAParams, _forward, _project, init_params  # noqa: F401 (init_params: the doctests)
+from .positions import apply_rope
 
 __all__ = ["softmax_backward", "scale_backward", "split_heads_backward", "combine_heads_backward",
            "matmul_backward", "linear_backward", "attention_backward", "mha_vjp", "mha_backward"]
@@ -169,14 +170,16 @@ def attention_backward(Q, K, V, weights, grad_out):
     return grad_Q, np.swapaxes(grad_Kt, -1, -2), grad_V
 
 
-def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None):
+def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None, rope_base=None):
     """x (B, T, D) [, context (B, S, D)] -> out (B, T, D), weights (B, h, T, S), pullback.
 
     Runs ``multi_head_attention`` once, keeping its stages, and returns ``pullback(grad_out)
     -> (grad_x, grad_params, grad_context)``, which runs the backward pass without a second
     forward pass (what a training step wants). ``keep`` (broadcastable to (B, h, T, S)), when
     given, multiplies the weights before they meet V: dropout passes 0 or 1/(1-p) there.
-    The weights returned are softmax's, before ``keep``.
+    The weights returned are softmax's, before ``keep``. ``rope_base``: as in
+    ``multi_head_attention`` (RoPE on the query and key heads); its backward is the inverse
+    rotation, RoPE at the negated positions.
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
     >>> out, w, pullback = mha_vjp(np.ones((2, 5, 8)), p, h=4)
@@ -185,7 +188,7 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None)
     ((2, 5, 8), (8, 8), None, None)
     """
     stages = {}
-    out, weights, h, _ = _forward(x, params, h, mask, context, stages.__setitem__)
+    out, weights, h, _ = _forward(x, params, h, mask, context, stages.__setitem__, rope_base=rope_base)
     p = MHAParams(*(None if a is None else np.asarray(a, dtype=out.dtype) for a in params))
     ctx = None if context is None else np.asarray(context, dtype=out.dtype)
     if keep is not None:
@@ -198,7 +201,7 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None)
         if g.shape != out.shape:
             raise ValueError(f"grad_out has shape {g.shape} but the output has shape {out.shape}; "
                              "give d loss / d out, one number per output entry")
-        return _pullback(stages, p, h, g.astype(out.dtype, copy=False), ctx, keep)
+        return _pullback(stages, p, h, g.astype(out.dtype, copy=False), ctx, keep, rope_base)
     return out, weights, pullback
 
 
@@ -213,8 +216,8 @@ def _check_keep(keep, shape: tuple, dtype) -> np.ndarray:
                      f"{shape} (B, h, T, S); give one factor per weight, e.g. rng.random(shape) > p")
 
 
-def _heads_backward(st: dict, g_heads: np.ndarray, keep):
-    """grad of the head outputs (B, h, T, d_k) -> grads of Q_heads, K_heads, V_heads."""
+def _heads_backward(st: dict, g_heads: np.ndarray, keep, rope_base=None):
+    """grad of the head outputs (B, h, T, d_k) -> grads of Q_heads, K_heads, V_heads (before RoPE)."""
     w, V = st["weights"], st["V_heads"]
     g_w = g_heads @ np.swapaxes(V, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, S) -> (B, h, T, S)
     used = w if keep is None else w * keep  # what multiplied V in the forward pass
@@ -222,16 +225,19 @@ def _heads_backward(st: dict, g_heads: np.ndarray, keep):
     if keep is not None:
         g_w *= keep
     g_raw = softmax_backward(w, g_w) / math.sqrt(V.shape[-1])  # (B, h, T, S), the 1/sqrt(d_k) scale
-    g_Qh = g_raw @ st["K_heads"]  # (B, h, T, S) x (B, h, S, d_k) -> (B, h, T, d_k)
-    g_Kh = np.swapaxes(g_raw, -1, -2) @ st["Q_heads"]  # (B, h, S, T) x (B, h, T, d_k) -> (B, h, S, d_k)
+    Qh, Kh = (st["Q_rope"], st["K_rope"]) if rope_base is not None else (st["Q_heads"], st["K_heads"])
+    g_Qh = g_raw @ Kh  # (B, h, T, S) x (B, h, S, d_k) -> (B, h, T, d_k)
+    g_Kh = np.swapaxes(g_raw, -1, -2) @ Qh  # (B, h, S, T) x (B, h, T, d_k) -> (B, h, S, d_k)
+    if rope_base is not None:  # a rotation's backward is the rotation back: RoPE at -positions
+        g_Qh, g_Kh = (apply_rope(g, -np.arange(g.shape[-2]), base=rope_base) for g in (g_Qh, g_Kh))
     return g_Qh, g_Kh, g_Vh
 
 
-def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=None):
+def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=None, rope_base=None):
     """The backward pass over the recorded stages ``st`` (see the module docstring)."""
     x, c = st["X"], st["X"] if context is None else context
     g_concat, gW_o, gb_o = _linear_backward(st["concat"], p.W_o, g_out, p.b_o is not None)
-    g_Qh, g_Kh, g_Vh = _heads_backward(st, _split(g_concat, h), keep)  # combine backward: split
+    g_Qh, g_Kh, g_Vh = _heads_backward(st, _split(g_concat, h), keep, rope_base)  # combine backward: split
     grads = [_linear_backward(inp, W, _combine(gh), b is not None)  # split_heads backward: combine
              for inp, W, b, gh in ((x, p.W_q, p.b_q, g_Qh), (c, p.W_k, p.b_k, g_Kh), (c, p.W_v, p.b_v, g_Vh))]
     (g_x, gW_q, gb_q), (g_ck, gW_k, gb_k), (g_cv, gW_v, gb_v) = grads
@@ -242,17 +248,18 @@ def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=N
     return g_x, grad_params, g_ctx
 
 
-def mha_backward(x, params: MHAParams, h: int, grad_out, mask=None, context=None):
+def mha_backward(x, params: MHAParams, h: int, grad_out, mask=None, context=None, *, rope_base=None):
     """x (B, T, D), grad_out (B, T, D) [, context (B, S, D)] -> grad_x, grad_params, grad_context.
 
     The gradients of ``sum(grad_out * multi_head_attention(x, params, h, mask, context)[0])``
     with respect to x (B, T, D), to the parameters (an MHAParams of gradients; None where
     ``params`` has no bias) and to the context (B, S, D) (None in self-attention, where K and
-    V come from x and their gradients are added into grad_x).
+    V come from x and their gradients are added into grad_x). ``rope_base``: as in
+    ``multi_head_attention``.
 
     >>> p = init_params(8, rng=np.random.default_rng(0), bias=True)
     >>> gx, gp, gc = mha_backward(np.ones((2, 5, 8)), p, 4, np.ones((2, 5, 8)))
     >>> gx.shape, gp.b_q.shape, gc
     ((2, 5, 8), (8,), None)
     """
-    return mha_vjp(x, params, h, mask, context)[2](grad_out)
+    return mha_vjp(x, params, h, mask, context, rope_base=rope_base)[2](grad_out)

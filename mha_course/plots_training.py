@@ -110,8 +110,9 @@ def ablation_figure(labels, loss_increase, sharpness, ax=None):
     for x, y, label in zip(sharpness, loss_increase, labels):
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.set(xlabel="how sharp its weights look (mean of each query's largest weight)",
-           ylabel="loss increase when the head is zeroed (nats)", yscale="symlog")
+           ylabel="loss increase when the head is zeroed (nats)")
     ax.axhline(0, color="#999999", lw=0.8)
+    ax.margins(x=0.2, y=0.1)
     return ax
 
 

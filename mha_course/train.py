@@ -3,8 +3,8 @@
 Shapes: ``B`` batch, ``T`` positions, ``V`` vocabulary, ``D = d_model``, ``h`` heads,
 ``d_k = D // h``, ``L`` layers. The model, for tokens (B, T):
 
-    x = embed[tokens] (+ pos[:T])                      (B, T, D)   learned positions, or none
-    x = x + multi_head_attention(norm(x), layer_l, h, causal mask)   for l = 1 .. L
+    x = embed[tokens] (+ pos[:T])                      (B, T, D)   learned positions, RoPE, or none
+    x = x + multi_head_attention(norm(x), layer_l, h, causal mask [, rope_base])   for l = 1 .. L
     logits = norm(x) @ unembed                         (B, T, V)   norm: layer_norm or nothing
 
 trained with cross-entropy on the positions a task scores, and Adam. The forward pass is the
@@ -57,7 +57,7 @@ __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS
            "load_experiments", "add_train_command"]
 
 TASKS = ("previous_token", "induction")
-POSITIONS = ("learned", "none")
+POSITIONS = ("learned", "rope", "none")
 _LN_EPS = 1e-5
 
 
@@ -71,6 +71,7 @@ class Config(NamedTuple):
     h_kv: Optional[int] = None
     n_layers: int = 2
     positions: str = "learned"
+    rope_base: float = 10000.0
     layer_norm: bool = False
     scale: bool = True
     dropout: float = 0.0
@@ -118,6 +119,7 @@ class History(NamedTuple):
 
 # ----------------------------------------------------------------------------- config
 def _check_config(config) -> Config:
+    """config, validated, with h_kv filled in (None -> h); a ValueError names what to change."""
     if not isinstance(config, Config):
         raise ValueError(f"config must be a train.Config, got {type(config).__name__}; "
                          "use train.Config(task='induction')")
@@ -131,12 +133,20 @@ def _check_config(config) -> Config:
     if h % h_kv:
         raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: "
                          + ", ".join(map(str, _validate.divisors(h))))
+    _check_sizes(config)
+    return config._replace(h_kv=h_kv)
+
+
+def _check_sizes(config: Config) -> None:
+    d_k = config.d_model // config.h
+    if config.positions == "rope" and d_k % 2:
+        raise ValueError(f"positions='rope' needs an even d_k, but d_model={config.d_model} with "
+                         f"h={config.h} gives d_k={d_k}; choose h so that d_k is even")
     if config.task == "induction" and (config.seq_len < 6 or config.vocab < config.seq_len // 2):
         raise ValueError(f"induction needs seq_len >= 6 and vocab >= seq_len // 2 (distinct tokens in "
                          f"a copy); got seq_len={config.seq_len}, vocab={config.vocab}")
     if not 0 <= config.dropout < 1:
         raise ValueError(f"dropout={config.dropout} must be in [0, 1); 0 turns it off")
-    return config._replace(h_kv=h_kv)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -228,6 +238,11 @@ def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
                      pool(g.b_v), g.b_o)
 
 
+def _rope_base(config: Config):
+    """RoPE's base when the config asks for rotary positions, else None (no rotation)."""
+    return config.rope_base if config.positions == "rope" else None
+
+
 def _norm(x: np.ndarray, config: Config) -> np.ndarray:
     return layer_norm(x, _LN_EPS) if config.layer_norm else x
 
@@ -257,7 +272,8 @@ def forward(params: Model, tokens, config: Config, ablate=()) -> tuple[np.ndarra
     x, weights = embed(params, np.asarray(tokens), config), []
     mask = causal_mask(x.shape[1])
     for layer in range(config.n_layers):
-        out, w = multi_head_attention(_norm(x, config), layer_params(params, config, layer), config.h, mask)
+        out, w = multi_head_attention(_norm(x, config), layer_params(params, config, layer), config.h, mask,
+                                      rope_base=_rope_base(config))
         x = x + out  # the residual stream
         weights.append(w)
     return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
@@ -332,7 +348,7 @@ def loss_and_grads(params: Model, batch: Batch, config: Config, rng=None):
         keep = None if not config.dropout else _dropout_keep(rng, (B, config.h, T, T), config.dropout)
         inputs.append(x)
         out, _, pull = mha_vjp(_norm(x, config), layer_params(params, config, layer), config.h, mask,
-                               keep=keep)
+                               keep=keep, rope_base=_rope_base(config))
         x = x + out  # the residual stream
         pullbacks.append(pull)
     final = _norm(x, config)

@@ -251,3 +251,36 @@ def test_shared_kv_gradient_not_summed_is_caught():
         return grad_x, grad_p, None  # forgets that K and V were computed from x too
     with pytest.raises(AssertionError):
         assert_backward_matches_fd(unsummed)
+
+
+# ----------------------------------------------------------------------------- RoPE and dropout
+@pytest.mark.parametrize("kind", ["self", "cross"])
+def test_rope_backward_matches_finite_differences(kind):
+    def with_rope(x, params, h, g, mask, context):
+        return mc.mha_backward(x, params, h, g, mask, context, rope_base=100.0)
+
+    def loss_fn(x, params, h, g, mask, context):
+        return float((g * mc.multi_head_attention(x, params, h, mask, context, rope_base=100.0)[0]).sum())
+    B, T, S, D, h = 2, 4, 3 if kind == "cross" else 4, 8, 2
+    x, params, context, mask, g = _problem(np.random.default_rng(11), B, T, S, D, kind, True, "random", h)
+    grads = with_rope(x, params, h, g, mask, context)
+    loss = lambda: loss_fn(x, params, h, g, mask, context)  # noqa: E731
+    for a, ga in [(x, grads[0]), (params.W_q, grads[1].W_q), (params.W_k, grads[1].W_k)] + (
+            [] if context is None else [(context, grads[2])]):
+        assert np.abs(fd_grad(loss, a) - ga).max() <= 1e-6
+    plain = mc.mha_backward(x, params, h, g, mask, context)
+    assert np.abs(plain[1].W_q - grads[1].W_q).max() > 1e-3  # the rotation does change the gradient
+
+
+def test_dropout_keep_matches_finite_differences_and_rescales():
+    x, params, _, mask, g = _problem(np.random.default_rng(12), 2, 4, 4, 4, "self", False, "causal", 2)
+    keep = (np.random.default_rng(13).random((2, 2, 4, 4)) >= 0.3) / 0.7  # 0 or 1/(1-p)
+    out, w, pull = bw.mha_vjp(x, params, 2, mask, keep=keep)
+    heads = (w * keep) @ mc.split_heads(x @ params.W_v, 2)
+    assert np.allclose(out, mc.combine_heads(heads) @ params.W_o)
+    grad_x, grad_p, _ = pull(g)
+    loss = lambda: float((g * bw.mha_vjp(x, params, 2, mask, keep=keep)[0]).sum())  # noqa: E731
+    assert np.abs(fd_grad(loss, x) - grad_x).max() <= 1e-6
+    assert np.abs(fd_grad(loss, params.W_k) - grad_p.W_k).max() <= 1e-6
+    with pytest.raises(ValueError, match="does not broadcast"):
+        bw.mha_vjp(x, params, 2, mask, keep=np.ones(3))

@@ -49,7 +49,7 @@ def assert_grads_match_fd(config, eps=1e-6, tol=1e-6):
 
 @pytest.mark.parametrize("change", [
     {}, {"layer_norm": True}, {"positions": "none"}, {"h_kv": 1}, {"scale": False},
-    {"dropout": 0.3}, {"task": "previous_token", "n_layers": 1, "h": 1},
+    {"dropout": 0.3}, {"task": "previous_token", "n_layers": 1, "h": 1}, {"positions": "rope"},
 ])
 def test_gradients_match_finite_differences(change):
     assert_grads_match_fd(TINY._replace(**change))
@@ -194,7 +194,7 @@ def test_train_command_writes_a_checkpoint(tmp_path, capsys):
 @pytest.mark.parametrize("change, message", [
     ({"h": 3}, "not divisible by h=3"), ({"h_kv": 3}, "h=2 is not divisible by h_kv=3"),
     ({"task": "sorting"}, "valid tasks"), ({"dropout": 1.0}, "dropout=1.0"),
-    ({"vocab": 2}, "vocab >= seq_len // 2"),
+    ({"vocab": 2}, "vocab >= seq_len // 2"), ({"positions": "rope", "h": 4}, "even d_k"),
 ])
 def test_bad_config_names_the_fix(change, message):
     with pytest.raises(ValueError, match=message):
