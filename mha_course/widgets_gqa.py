@@ -7,6 +7,7 @@ only offers divisors of h: when h changes, h_kv moves to the nearest divisor of 
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import ipywidgets as W
@@ -138,36 +139,38 @@ class KVControls:
         """Call ``fn(**values)`` after every change."""
         self._callbacks.append(fn)
 
+    @contextlib.contextmanager
+    def _one_redraw(self):
+        """Changes made inside run no callback; the outermost block fires once at its end."""
+        outer, self._busy = not self._busy, True
+        try:
+            yield
+        finally:
+            self._busy = not outer and self._busy
+        if outer:
+            self._fire()
+
     def set(self, **sizes) -> None:
         """Change sizes from code; h_kv snaps to the nearest divisor of h. One redraw."""
-        self._busy = True
-        try:
-            for name in ("h", "h_kv", "layers", "seq_len", "d_model"):
-                if name in sizes:
-                    value = nearest_valid_h(self.sliders["h"].value, sizes[name]) if name == "h_kv" else sizes[name]
-                    if value not in self.sliders[name].options:
-                        raise ValueError(f"{name}={value} is not one of this control's options "
-                                         f"{list(self.sliders[name].options)}")
-                    self.sliders[name].value = value
-        finally:
-            self._busy = False
-        self._fire()
+        with self._one_redraw():
+            for name in (n for n in self.sliders if n in sizes):
+                value = nearest_valid_h(self.sliders["h"].value, sizes[name]) if name == "h_kv" else sizes[name]
+                if value not in self.sliders[name].options:
+                    raise ValueError(f"{name}={value} is not one of this control's options "
+                                     f"{list(self.sliders[name].options)}")
+                self.sliders[name].value = value
 
     def _on_h(self, change) -> None:
-        was_busy, self._busy = self._busy, True
-        try:
-            new_kv = nearest_valid_h(change["new"], self.sliders["h_kv"].value)
-            self.sliders["h_kv"].options = valid_kv_heads(change["new"])
-            self.sliders["h_kv"].value = new_kv
-        finally:
-            self._busy = was_busy
-        self._fire()
+        """h moved: h_kv's options become the divisors of the new h, h_kv the nearest of them."""
+        with self._one_redraw():
+            kv = self.sliders["h_kv"]
+            new_kv = nearest_valid_h(change["new"], kv.value)
+            kv.options, kv.value = valid_kv_heads(change["new"]), new_kv
 
     def _fire(self, change=None) -> None:
-        if self._busy:
-            return
-        for fn in self._callbacks:
-            fn(**self.values)
+        if not self._busy:
+            for fn in self._callbacks:
+                fn(**self.values)
 
     def _ipython_display_(self):
         display(self.box)

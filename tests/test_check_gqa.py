@@ -56,16 +56,13 @@ def offset_mask(T, offset, k=None, square=False, as_int=False):
     return m.astype(int) if as_int else m
 
 
-@pytest.mark.parametrize("fn, named", [
+MASK_MISTAKES = [
     (lambda T, offset: offset_mask(T, offset, k=0), "not offset by the cache length"),
     (lambda T, offset: offset_mask(T, offset, k=offset - 1), "the diagonal is missing"),
     (lambda T, offset: offset_mask(T, offset, k=0, square=True), "a square (T, T) causal mask"),
     (lambda T, offset: np.ones((T, offset + T), dtype=bool), "everything allowed"),
     (lambda T, offset: ~offset_mask(T, offset), "True and False swapped"),
-])
-def test_offset_causal_mask_names_each_typical_mistake(capsys, fn, named):
-    ok, out = run(capsys, "offset_causal_mask", fn)
-    assert not ok and named in out
+]
 
 
 def test_offset_causal_mask_solution_passes_and_ints_are_refused(capsys):
@@ -80,15 +77,19 @@ def kv_bytes(layers, h, h_kv, d_k, bytes_per_number):
     return 2 * layers * h_kv * d_k * bytes_per_number
 
 
-@pytest.mark.parametrize("fn, named", [
+BYTES_MISTAKES = [
     (lambda L, h, kv, d, b: L * kv * d * b, "only the keys are counted"),
     (lambda L, h, kv, d, b: 2 * L * h * d * b, "h (query heads) instead of h_kv"),
     (lambda L, h, kv, d, b: 2 * kv * d * b, "layers forgotten"),
     (lambda L, h, kv, d, b: 2 * L * kv * d, "numbers counted, not bytes"),
     (lambda L, h, kv, d, b: 2 * L * kv * d * b * 8, "bits, not bytes"),
-])
-def test_kv_bytes_per_token_names_each_typical_mistake(capsys, fn, named):
-    ok, out = run(capsys, "kv_bytes_per_token", fn)
+]
+
+
+@pytest.mark.parametrize("checker, fn, named", [("offset_causal_mask", *m) for m in MASK_MISTAKES]
+                         + [("kv_bytes_per_token", *m) for m in BYTES_MISTAKES])
+def test_mask_and_bytes_checkers_name_each_typical_mistake(capsys, checker, fn, named):
+    ok, out = run(capsys, checker, fn)
     assert not ok and named in out
 
 

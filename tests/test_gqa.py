@@ -151,12 +151,12 @@ def gqa_problems(draw):
 @given(gqa_problems())
 def test_gqa_is_mha_with_each_key_value_head_repeated_g_times(problem):
     x, p, h, h_kv, rng = problem
-    mask = random_allowed(rng, (x.shape[1], x.shape[1]), keep_one=False)
+    mask = random_allowed(rng, (1, 1, x.shape[1], x.shape[1]), keep_one=False)  # 4-D: never ambiguous
     out, w = gqa.grouped_query_attention(x, p, h, h_kv, mask=mask)
     ref_out, ref_w = mc.multi_head_attention(x, _repeat_kv(p, h, h_kv), h, mask=mask)
     assert_close(w, ref_w, x.dtype, "weights")
     assert_close(out, ref_out, x.dtype, "out")
-    allowed_any = np.broadcast_to(mask.any(-1)[None, None], w.shape[:-1])
+    allowed_any = np.broadcast_to(mask.any(-1), w.shape[:-1])
     assert np.allclose(w.sum(-1)[allowed_any], 1, atol=1e-5) and not w.sum(-1)[~allowed_any].any()
 
 
@@ -170,7 +170,7 @@ def test_any_split_into_chunks_gives_full_causal_attention(problem, rope, data):
     cache = gqa.KVCache(B, h_kv, D // h, max_len=T + data.draw(st.integers(0, 3)), dtype=x.dtype)
     chunks = [gqa.grouped_query_attention(c, p, h, h_kv, cache=cache, rope_base=base)[0]
               for c in np.split(x, cuts, axis=1)]
-    full, _ = gqa.grouped_query_attention(x, p, h, h_kv, mask=mc.causal_mask(T), rope_base=base)
+    full, _ = gqa.grouped_query_attention(x, p, h, h_kv, mask=mc.causal_mask(T)[None, None], rope_base=base)
     assert cache.length == T
     assert_close(np.concatenate(chunks, axis=1), full, x.dtype, "chunked == full causal")
 
