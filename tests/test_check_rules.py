@@ -313,3 +313,26 @@ def test_each_differing_output_is_localised_and_unnormalised_weights_are_named(c
     assert ok is False and "- out: every value is shifted by +1" in out, out
     assert "- weights: differences only at head 1 of 3 (axis 1)" in out, out
     assert "- weights: the sums over the key axis are " in out and "where they should be 1" in out, out
+
+
+def test_an_import_is_not_cut_in_half_by_the_time_limit(capsys, monkeypatch, tmp_path):
+    """A module that takes longer to import than the limit is imported whole (no broken sys.modules)."""
+    import sys
+    (tmp_path / "slow_module_for_check.py").write_text("import time\ntime.sleep(0.6)\nVALUE = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(engine, "TIME_LIMIT", 0.2)
+
+    def learner(T):
+        import slow_module_for_check
+        return np.tril(np.ones((T, T), dtype=bool)) if slow_module_for_check.VALUE == 3 else None
+    try:
+        ok, out = run(capsys, "causal_mask", learner)
+        assert ok, out
+        assert sys.modules["slow_module_for_check"].VALUE == 3
+    finally:
+        sys.modules.pop("slow_module_for_check", None)
+
+
+def test_exit_inside_a_learner_function_is_reported(capsys):
+    ok, out = run(capsys, "causal_mask", lambda T: exit(1))
+    assert ok is False and "it raised SystemExit: 1" in out

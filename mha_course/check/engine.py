@@ -237,7 +237,7 @@ def _call_learner(fn, reference, args, printed) -> _Outcome:
     except _TimeUp:
         return _Outcome(lines=(f"it did not finish within {TIME_LIMIT:g} s (the checker's limit for "
                                "one call): is there a loop that never ends?",))
-    except Exception as exc:  # the learner's code may raise anything: report it, never raise
+    except (Exception, SystemExit) as exc:  # the learner's code may raise anything: report it, never raise
         return _Outcome(error=exc, lines=tuple(_describe_error(exc, reference)))
     return _Outcome(value, lines=tuple(_changed_argument(fn, reference, args, mine)))
 
@@ -262,10 +262,19 @@ def _within_time_limit(call):
     return _thread_limited(call)
 
 
+def _time_up(signum, frame):
+    """SIGALRM: stop the learner's code, unless it is importing a module (a half-imported module
+    would stay broken in sys.modules): then look again in 0.2 s."""
+    while frame is not None and not frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    if frame is not None:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        return
+    raise _TimeUp
+
+
 def _alarm_limited(call):
-    def time_up(signum, frame):
-        raise _TimeUp
-    old_handler = signal.signal(signal.SIGALRM, time_up)
+    old_handler = signal.signal(signal.SIGALRM, _time_up)
     start, (old_delay, old_interval) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
     try:
         try:
