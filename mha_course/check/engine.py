@@ -52,6 +52,14 @@ Notes for checker authors:
 - A reference returning an int needs an int (``2.0`` is reported), a boolean array needs a boolean one.
 - The reference has the learner's signature and is itself a right answer: the rules tests pass it
   (and variants of it) to the checker as a learner would.
+- An Exercise computes its cases, the reference's values and each mistake's outcomes once and keeps
+  them: cases must be seeded and must not depend on anything that changes.
+- A shape exercise: ``ShapeExercise(name, reference(sizes) -> {stage: shape}, cases() -> [Sizes],
+  (ShapeMistake(name, fix, stages, wrong(stage, true shape, sizes) -> wrong shape), ...))``; the
+  learner's ``fn(*sizes)`` returns the dict (``check_value`` checks one dict the learner wrote).
+- The time limit is never applied halfway through an import (it waits for the import to end).
+  Tests may shorten it with ``monkeypatch.setattr(engine, "TIME_LIMIT", 0.3)``; ``forget_results()``
+  empties what :func:`summary` reports.
 - :func:`matches` does the same for a one-off function without registering it.
 """
 from __future__ import annotations
