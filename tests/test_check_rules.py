@@ -161,7 +161,16 @@ def test_an_unknown_wrong_stage_is_named_with_both_shapes(capsys, name):
     assert "scores: expected (" in out and "got (1, 2, 3)." in out, out
 
 
-# ---------------------------------------------------------------- stubs and the summary
+# ---------------------------------------------------------------- exceptions, stubs and the summary
+def broken(*args):
+    return [1, 2][5]  # IndexError inside the learner's code
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+def test_an_exception_is_reported_with_its_line_not_raised(capsys, name):
+    ok, out = run(capsys, name, broken)
+    assert ok is False and "it raised IndexError" in out and "of broken: return [1, 2][5]" in out, out
+
 def stub(*args):
     raise NotImplementedError("write this")
 
