@@ -149,3 +149,61 @@ def test_causal_self_attention_solution_passes_and_a_stub_is_unfinished(capsys):
         raise NotImplementedError
     ok, out = run(capsys, "causal_self_attention", stub)
     assert not ok and "not finished" in out and "leak probe" not in out
+
+
+# ---------------------------------------------------------------- document mask
+def document_mask(doc_ids, causal=False, ignore_causal=False, always_causal=False, no_docs=False, ge=False):
+    ids = np.asarray(doc_ids)
+    T = len(ids)
+    if no_docs:
+        same = np.ones((T, T), dtype=bool)
+    else:
+        same = ids[:, None] >= ids[None, :] if ge else ids[:, None] == ids[None, :]
+    if (causal and not ignore_causal) or always_causal:
+        same = same & np.tril(np.ones((T, T), dtype=bool))
+    return same
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"ignore_causal": True}, "causal=True is ignored"),
+    ({"always_causal": True}, "always causal"),
+    ({"no_docs": True}, "not separated"),
+    ({"ge": True}, "compared with >="),
+])
+def test_document_mask_names_each_typical_mistake(capsys, kwargs, named):
+    ok, out = run(capsys, "document_mask", lambda ids, causal=False: document_mask(ids, causal, **kwargs))
+    assert not ok and named in out
+
+
+def test_document_mask_solution_passes(capsys):
+    assert run(capsys, "document_mask", document_mask)[0]
+
+
+# ---------------------------------------------------------------- RoPE scores
+def rope_scores(Q, K, base=10000.0, only_q=False, only_k=False, unscaled=False, halves=False):
+    T, S, d_k = Q.shape[-2], K.shape[-2], Q.shape[-1]
+    q = Q if only_k else rope(Q, np.arange(T), base, halves=halves)
+    k = K if only_q else rope(K, np.arange(S), base, halves=halves)
+    s = q @ np.swapaxes(k, -1, -2)
+    return s if unscaled else s / np.sqrt(d_k)
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"only_q": True}, "only the queries are rotated"),
+    ({"only_k": True}, "only the keys are rotated"),
+    ({"unscaled": True}, "not divided by sqrt(d_k)"),
+    ({"halves": True}, "halves layout"),
+])
+def test_rope_scores_names_each_typical_mistake(capsys, kwargs, named):
+    ok, out = run(capsys, "rope_scores", lambda Q, K, base=10000.0: rope_scores(Q, K, base, **kwargs))
+    assert not ok and named in out
+
+
+def test_rope_scores_solution_passes_even_with_positions_shifted_by_one(capsys):
+    """Shifting every position by the same amount changes nothing: the score is relative."""
+    def shifted(Q, K, base=10000.0):
+        q = rope(Q, np.arange(Q.shape[-2]) + 1, base)
+        k = rope(K, np.arange(K.shape[-2]) + 1, base)
+        return q @ np.swapaxes(k, -1, -2) / np.sqrt(Q.shape[-1])
+    assert run(capsys, "rope_scores", rope_scores)[0]
+    assert run(capsys, "rope_scores", shifted)[0]

@@ -29,9 +29,9 @@ from .efficient import linear_attention, online_softmax_update, sliding_window_m
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
 from .gqa import kv_append, kv_bytes_per_token, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
-from .masks import causal_self_attention, mask_as
+from .masks import causal_self_attention, document_mask, mask_as
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
-from .positions import apply_rope, sinusoidal_positions
+from .positions import apply_rope, rope_scores, sinusoidal_positions
 from .qkv import no_projection_weights, project_qkv, qkv_param_count
 from .shapes import cross_attention_shapes, stage_shapes
 from .why_heads import gather_output_projection
@@ -48,4 +48,5 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "shared_input_backward", "adam_step",
            "torch_state_dict", "torch_attn_mask", "torch_attention",
            "online_softmax_update", "sliding_window_mask", "linear_attention",
-           "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope"]
+           "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope",
+           "document_mask", "rope_scores"]

@@ -127,3 +127,57 @@ def causal_self_attention(fn) -> bool:
         return False
     print("  leak probe (T=6): " + report.describe(most=3).replace("\n", "\n  "))
     return False
+
+
+# ---------------------------------------------------------------------------------------
+# document mask (packed sequences)
+# ---------------------------------------------------------------------------------------
+
+def _document_with(same_of):
+    """A document_mask(doc_ids, causal=False) whose 'same document' test is same_of(ids) (T, T)."""
+    def mask(doc_ids, causal=False):
+        ids = np.asarray(doc_ids)
+        same = same_of(ids)
+        return same & _causal_mask(len(ids)) if causal else same
+    return mask
+
+
+def _document_cases():
+    rng = np.random.default_rng(20240909)
+    cases = []
+    for n_docs, causal in ((3, False), (2, True), (4, True), (1, False), (5, False), (3, True)):
+        ids = np.repeat(np.arange(n_docs), rng.integers(1, 4, size=n_docs))  # (T,): 0 0 1 1 1 2 ...
+        cases.append(Case((ids, causal), f"{n_docs} packed documents, T={len(ids)}, causal={causal}"))
+    return cases
+
+
+_SAME = _document_with(lambda ids: ids[:, None] == ids[None, :])
+_DOCUMENT_MISTAKES = (
+    Mistake("causal=True is ignored: tokens read the future inside their document",
+            "when causal, also require key <= query: same & np.tril(np.ones((T, T), bool))",
+            lambda doc_ids, causal=False: _SAME(doc_ids, False)),
+    Mistake("always causal, even when causal=False",
+            "apply the causal part only when causal=True", lambda doc_ids, causal=False: _SAME(doc_ids, True)),
+    Mistake("the documents are not separated: the mask ignores doc_ids",
+            "allow query t and key s only when doc_ids[t] == doc_ids[s]",
+            _document_with(lambda ids: np.ones((len(ids), len(ids)), bool))),
+    Mistake("doc_ids compared with >=: later documents read the earlier ones",
+            "use ==: a document never reads another, earlier or later",
+            _document_with(lambda ids: ids[:, None] >= ids[None, :])),
+)
+DOCUMENT_MASK = Exercise("document_mask", lambda doc_ids, causal=False: _SAME(doc_ids, causal),
+                         _document_cases, _DOCUMENT_MISTAKES)
+
+
+def document_mask(fn) -> bool:
+    """Check a learner's ``document_mask(doc_ids, causal=False)``: doc_ids (T,) -> (T, T) bool.
+
+    >>> import mha_course as mc
+    >>> document_mask(mc.document_mask)
+    ✔ document_mask: all 6 cases match
+    True
+    """
+    return DOCUMENT_MASK.check(fn)
+
+
+__all__ += ["document_mask", "DOCUMENT_MASK"]

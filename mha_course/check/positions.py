@@ -114,3 +114,55 @@ def apply_rope(fn) -> bool:
     True
     """
     return APPLY_ROPE.check(fn)
+
+
+# ---------------------------------------------------------------------------------------
+# RoPE scores: both queries and keys rotated, then scaled
+# ---------------------------------------------------------------------------------------
+
+def _rope_scores_with(rotate_q=True, rotate_k=True, scale=True, layout="interleaved"):
+    """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) with the chosen parts of RoPE."""
+    def scores(Q, K, base=10000.0):
+        T, S, d_k = Q.shape[-2], K.shape[-2], Q.shape[-1]
+        q = _apply_rope(Q, np.arange(T), base, layout) if rotate_q else Q
+        k = _apply_rope(K, np.arange(S), base, layout) if rotate_k else K
+        return q @ np.swapaxes(k, -1, -2) / (np.sqrt(d_k) if scale else 1.0)  # (..., T, d_k) x (..., d_k, S)
+    return scores
+
+
+def _rope_scores_cases():
+    rng = np.random.default_rng(20240710)
+    return [Case((rng.normal(size=(5, 4)), rng.normal(size=(5, 4))), "Q, K (T=S=5, d_k=4)"),
+            Case((rng.normal(size=(2, 3, 4, 8)), rng.normal(size=(2, 3, 6, 8)), 100.0),
+                 "Q (B=2, h=3, T=4, d_k=8), K (S=6), base=100"),
+            Case((rng.normal(size=(7, 6)), rng.normal(size=(3, 6))), "T=7 queries, S=3 keys"),
+            Case((rng.normal(size=(1, 2, 9, 16)), rng.normal(size=(1, 2, 9, 16)), 500.0), "d_k=16, base=500")]
+
+
+_ROPE_SCORES_MISTAKES = (
+    Mistake("only the queries are rotated: the score is no longer relative",
+            "rotate both: apply_rope(Q, np.arange(T)) and apply_rope(K, np.arange(S))",
+            _rope_scores_with(rotate_k=False)),
+    Mistake("only the keys are rotated", "rotate the queries too: apply_rope(Q, np.arange(T))",
+            _rope_scores_with(rotate_q=False)),
+    Mistake("the scores are not divided by sqrt(d_k)", "divide Q Kᵀ by np.sqrt(d_k) as always",
+            _rope_scores_with(scale=False)),
+    Mistake("the halves layout instead of interleaved", "use layout='interleaved' (the default)",
+            _rope_scores_with(layout="halves")),
+)
+ROPE_SCORES = Exercise("rope_scores", _rope_scores_with(), _rope_scores_cases, _ROPE_SCORES_MISTAKES)
+
+
+def rope_scores(fn) -> bool:
+    """Check a learner's ``rope_scores(Q, K, base=10000.0)``: Q (..., T, d_k), K (..., S, d_k) -> (..., T, S).
+
+    >>> import mha_course as mc, numpy as np
+    >>> rope_scores(lambda Q, K, base=10000.0: mc.apply_rope(Q, np.arange(Q.shape[-2]), base)
+    ...             @ np.swapaxes(mc.apply_rope(K, np.arange(K.shape[-2]), base), -1, -2) / np.sqrt(Q.shape[-1]))
+    ✔ rope_scores: all 4 cases match
+    True
+    """
+    return ROPE_SCORES.check(fn)
+
+
+__all__ += ["rope_scores", "ROPE_SCORES"]
