@@ -894,11 +894,12 @@ def _shape_problems(spec, mine, sizes) -> list:
     if missing or extra:
         return ["give one shape for each stage"] + [f"  {k}: {', '.join(map(str, v))}" for k, v in
                                                     (("missing", missing), ("unknown", extra)) if v]
-    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes) for n in want) if p]
+    named = set()  # a mistake is explained at its first stage, then only referred to
+    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named) for n in want) if p]
     return [f"{len(problems)} of {len(want)} stages wrong"] + problems if problems else []
 
 
-def _stage_problem(spec, stage, mine, want, sizes) -> str:
+def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
     """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
     try:
         mine = tuple(int(n) for n in mine)
@@ -906,5 +907,7 @@ def _stage_problem(spec, stage, mine, want, sizes) -> str:
         return f"  {stage}: expected a tuple of ints such as {want}, got {_safe_repr(mine)}"
     if mine == want:
         return ""
-    named = [f" Looks like: {m.name}. Fix: {m.fix}" for m in _stage_matches(spec, stage, mine, want, sizes)]
-    return f"  {stage}: expected {want}, got {mine}." + (named[0] if named else "")
+    found = _stage_matches(spec, stage, mine, want, sizes)[:1]
+    said = [" The same mistake." if m.name in named else f" Looks like: {m.name}. Fix: {m.fix}" for m in found]
+    named.update(m.name for m in found)
+    return f"  {stage}: expected {want}, got {mine}." + "".join(said)
