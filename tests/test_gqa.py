@@ -105,6 +105,16 @@ def test_h_kv_equal_h_is_multi_head_attention(cross, dtype):
     assert_close(out, ref_out, dtype, "out", tol=TOL[np.dtype(dtype)] / 10)
 
 
+def test_h_kv_equal_h_with_rope_is_multi_head_attention_with_rope():
+    """Both modules rotate Q and K per head at positions 0..T-1: the same numbers."""
+    rng = np.random.default_rng(6)
+    p = mc.init_params(16, rng=rng, bias=True)
+    x = rng.normal(size=(2, 5, 16))
+    ours, _ = gqa.grouped_query_attention(x, gqa.GQAParams(*p), 4, 4, rope_base=100.0)
+    theirs, _ = mc.multi_head_attention(x, p, 4, rope_base=100.0)
+    assert np.abs(ours - theirs).max() <= 1e-12
+
+
 def test_init_with_h_kv_equal_h_is_init_params():
     a = gqa.init_gqa_params(8, 4, 4, rng=np.random.default_rng(5), bias=True)
     b = mc.init_params(8, rng=np.random.default_rng(5), bias=True)
