@@ -92,30 +92,35 @@ def header(config, repeats: int) -> str:
             f"load average {os.getloadavg()[0]:.1f}")
 
 
-def main(argv=None) -> int:
+BASE = train.CHECKPOINT_CONFIGS["induction"]
+
+
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--positions", type=int, nargs="+", default=POSITIONS)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="3 repeats")
     ap.add_argument("--quality", action="store_true", help="train MHA, GQA, MQA with one budget instead")
-    base = train.CHECKPOINT_CONFIGS["induction"]
-    ap.add_argument("--steps", type=int, default=base.steps, help="with --quality: the training budget")
+    ap.add_argument("--steps", type=int, default=BASE.steps, help="with --quality: the training budget")
     for name in ("d_model", "h", "h_kv", "n_layers"):
         ap.add_argument("--" + name.replace("_", "-").replace("n-layers", "layers"), dest=name,
-                        type=int, default=getattr(base, name))
-    args = ap.parse_args(argv)
+                        type=int, default=getattr(BASE, name))
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     repeats = 3 if args.quick else args.repeats
     command = "python " + " ".join(shlex.quote(a) for a in ["benchmarks/bench_decode.py", *(argv or sys.argv[1:])])
     if args.quality:
-        base = base._replace(steps=args.steps)
+        base = BASE._replace(steps=args.steps)
         budget = f"budget: {base.steps} steps of batch {base.batch}, lr {base.lr}, seed {base.seed}"
         print(f"$ {command}\n\ninduction, {base.n_layers} layers, d_model {base.d_model}; {budget}\n\n"
               f"{quality(base, args.h)}")
         return 0
-    structure = base._replace(d_model=args.d_model, h=args.h, h_kv=args.h_kv, n_layers=args.n_layers)
+    structure = BASE._replace(d_model=args.d_model, h=args.h, h_kv=args.h_kv, n_layers=args.n_layers)
     config, params = decode.timing_model(structure, max(args.positions) + 3)  # room for 3 timed steps
-    rng = np.random.default_rng(0)
-    rows = {}
+    rng, rows = np.random.default_rng(0), {}
     for i, t in enumerate(args.positions, 1):
         rows[t] = measure(config, params, t, repeats, rng)
         print(f"[{i}/{len(args.positions)}] position {t}: {rows[t]['cache'] * 1e3:.3f} ms with the cache, "
