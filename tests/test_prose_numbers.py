@@ -35,6 +35,7 @@ SKIP_CONTEXT = [
     r"(?i)\b(torch|pytorch|python|numpy|version|matplotlib|ipywidgets)\s+\d+(\.\d+)+\+?\w*",
     r"\b\d+\.\d+\.\d+\w*",                              # dotted versions
     r"(?i)\b\d+\s*(-\s*)?(minutes?|hours?|min)\b",      # time budgets: test_notebook_structure
+    r"(?i)\b\d+\s+(to read and run|for the(\s+\w+)?\s+exercises)",
     r"\b(19|20)\d\d\b",                                 # years
     r"(?m)^#+\s*\d+(\.\d+)*\s*[.·]?",                   # heading numbers
     r"(?m)^\s*(\*\*)?\d+\.(\*\*)?\s",                   # numbered list items / interview questions
