@@ -42,7 +42,13 @@ def heads(d_model: int, h) -> int:
 
 
 def float_array(x, name: str) -> np.ndarray:
-    """``x`` as a floating-point array; float32/float64 kept, anything else -> float64."""
+    """``x`` as a floating-point array: float32/float64 kept; float16 computed in float32 (its
+    sums overflow past 65504, so a softmax over 70,000 zeros would be all zeros); anything
+    else (ints, bools, longdouble) -> float64. Complex and non-numeric input are refused.
+
+    >>> float_array(np.zeros(2, np.float16), "x").dtype, float_array([1, 2], "x").dtype
+    (dtype('float32'), dtype('float64'))
+    """
     try:
         arr = np.asarray(x)
     except ValueError:
@@ -53,9 +59,59 @@ def float_array(x, name: str) -> np.ndarray:
                          "pass a numpy array of floats")
     if np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{name} must be real, got dtype {arr.dtype}")
-    if not np.issubdtype(arr.dtype, np.floating):
+    if arr.dtype == np.float16:
+        return arr.astype(np.float32)
+    if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float64)
     return arr
+
+
+def finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """Return ``arr`` if every entry is finite, else raise naming where the first NaN or inf is.
+
+    For the inputs of attention: it mixes every value into every output, and 0 * NaN = NaN,
+    so one NaN, even at a masked key or a padding position, would spread to every query.
+
+    >>> finite(np.array([[1.0, np.nan]]), "x")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: x has 1 non-finite value (the first: x[0, 1] = nan); attention mixes every key ...
+    """
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        n = int(bad.sum())
+        raise ValueError(
+            f"{name} has {n} non-finite value{'s' if n > 1 else ''} (the first: {name}{list(first)} = "
+            f"{arr[first]}); attention mixes every key into every output, so a NaN or inf, even at a "
+            f"masked or padding position, would spread: replace them, e.g. with np.nan_to_num({name}) "
+            "or zeros at the padding positions")
+    return arr
+
+
+def finite_array(x, name: str) -> np.ndarray:
+    """``float_array`` then ``finite``: the check for Q, K, V, x, context and weights of attention."""
+    return finite(float_array(x, name), name)
+
+
+def axis(value, shape: tuple, name: str = "axis") -> int:
+    """Check that ``value`` is an integer axis of an array of ``shape``; return it as an int.
+
+    >>> axis(-1, (3, 4))
+    -1
+    >>> axis(1.0, (3, 4))
+    Traceback (most recent call last):
+    ...
+    ValueError: axis=1.0 must be a whole number naming an axis (got float); pass e.g. axis=-1 for the last axis
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number naming an axis (got "
+                         f"{type(value).__name__}); pass e.g. {name}=-1 for the last axis")
+    n = len(shape)
+    if not -n <= value < n:
+        raise ValueError(f"{name}={value} is out of range for an array of shape {tuple(shape)}; "
+                         f"use an axis in {-n}..{n - 1}")
+    return int(value)
 
 
 def ndim(arr: np.ndarray, name: str, n: int, layout: str) -> None:
@@ -77,23 +133,63 @@ def nonempty(arr: np.ndarray, name: str, axes: str) -> None:
 
 
 def bool_mask(mask, target: tuple[int, ...], target_names: str) -> np.ndarray:
-    """Check that ``mask`` is boolean and broadcasts to ``target``; return it as an array.
+    """Check that ``mask`` is boolean and fits ``target`` without ambiguity; return it as an array.
 
-    Convention of the whole course: True = may attend.
+    Convention of the whole course: True = may attend. Accepted: (S,), (T, S), or one axis per
+    axis of the scores, each 1 or the scores' length. Refused: a mask with fewer axes than the
+    scores but more than 2, which numpy would line up from the right (a (B, T, S) mask on
+    (B, h, T, S) scores with B == h would silently go per head). A 2-D mask is always read as
+    (T, S), the same for every sequence: a padding mask must be (B, 1, 1, S) (as
+    ``padding_mask`` makes it); a (B, S) one is refused when B != T and, when B == T, cannot be
+    told from a (T, S) mask (refusing it would refuse every causal mask whenever B == T).
     """
     arr = np.asarray(mask)
     if arr.dtype != np.bool_:
-        raise ValueError(
-            f"mask must be boolean (True = may attend), got dtype {arr.dtype} with shape {arr.shape}; "
-            "convert it with mask.astype(bool), or build it with causal_mask / padding_mask"
-        )
-    try:
-        np.broadcast_shapes(arr.shape, target)
-        if np.broadcast_shapes(arr.shape, target) != tuple(target):
-            raise ValueError
-    except ValueError:
-        raise ValueError(
-            f"mask of shape {arr.shape} does not broadcast to the scores' shape {tuple(target)} "
-            f"{target_names}; give it shape (T, S), (B, 1, T, S) or (B, 1, 1, S)"
-        ) from None
+        raise ValueError(f"mask must be boolean (True = may attend), got dtype {arr.dtype} with shape "
+                         f"{arr.shape}; {_mask_fix(arr)}")
+    target, accepted = tuple(target), _accepted_masks(target, target_names)
+    if not _broadcasts_to(arr.shape, target):
+        raise ValueError(f"mask of shape {arr.shape} does not broadcast to the scores' shape {target} "
+                         f"{target_names}; give it shape {accepted}")
+    if 2 < arr.ndim < len(target):
+        raise ValueError(f"mask of shape {arr.shape} has {arr.ndim} axes but the scores {target_names} = "
+                         f"{target} have {len(target)}: numpy would line them up from the right, so "
+                         f"its first axis would not mean what you think; give it shape {accepted}, "
+                         "e.g. mask[:, None] for a (B, T, S) mask")
     return arr
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
+def _accepted_masks(target: tuple, target_names: str) -> str:
+    """The mask shapes that fit scores ``target`` named ``target_names``, as a sentence."""
+    if target_names.startswith("(B, h,"):
+        return ("(T, S) (the same for every sequence), (B, 1, 1, S) (padding, as padding_mask(lengths, S) "
+                "makes it), (B, 1, T, S), (1, h, T, S) or (B, h, T, S)")
+    if len(target) <= 2:
+        return "(T, S) or (S,)"
+    ones = ", ".join(["1"] * (len(target) - 2))
+    return f"(T, S), or {len(target)} axes such as ({ones}, T, S) or the full {tuple(target)}"
+
+
+def _mask_fix(arr: np.ndarray) -> str:
+    """How to turn a non-boolean mask into a True = may-attend one, by what its values say."""
+    try:
+        values = np.unique(arr)
+    except TypeError:
+        values = np.array([])
+    if values.dtype.kind not in "iuf" or values.size == 0:
+        return "build it with causal_mask / padding_mask, or compare it, e.g. mask == 0"
+    if values.dtype.kind == "f" and (np.isneginf(values).any() or values.min() < -1):
+        return ("it looks additive (0 = may attend, a large negative or -inf = blocked): "
+                "convert it with mask == 0 (not mask.astype(bool), which would block exactly the allowed keys)")
+    if set(values.tolist()) <= {0, 1}:
+        return ("if 1 means may attend (like Hugging Face's attention_mask) convert it with mask == 1; "
+                "if 1 means blocked (like torch.nn.MultiheadAttention's attn_mask), with mask == 0")
+    return ("if it is additive (0 = may attend, negative = blocked) convert it with mask == 0; "
+            "else build a boolean one with causal_mask / padding_mask")

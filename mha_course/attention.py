@@ -25,13 +25,20 @@ def softmax(x, axis: int = -1) -> np.ndarray:
 
     Numerically stable: the row maximum is subtracted before ``exp``, so logits of
     1e4 do not overflow. A row that is all ``-inf`` (every key masked) becomes all zeros
-    instead of NaN. float32 stays float32; integers are promoted to float64.
+    instead of NaN. A row with +inf logits gets the limit: its +inf entries share the weight
+    equally, the others get 0. float32 stays float32, float16 is computed in float32;
+    integers are promoted to float64.
 
     >>> softmax(np.array([1000.0, 1000.0, -np.inf]))
     array([0.5, 0.5, 0. ])
+    >>> softmax(np.array([np.inf, 1.0, 2.0]))
+    array([1., 0., 0.])
     """
     x = _check_logits(x, axis)
     m = x.max(axis=axis, keepdims=True)
+    if np.isposinf(m).any():  # the limit: a row's +inf logits share its weight equally, the rest get 0
+        x = np.where(np.isposinf(m), np.where(np.isposinf(x), 0.0, -np.inf), x)
+        m = np.where(np.isposinf(m), 0.0, m)
     e = np.exp(x - np.where(np.isfinite(m), m, 0))  # shifted by the row max; all -inf rows: exp(-inf) = 0
     total = e.sum(axis=axis, keepdims=True)
     return e / np.where(total == 0, 1, total)  # all-masked rows stay all-zero
@@ -42,7 +49,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
     weights = softmax(Q K^T / sqrt(d_k)) over the keys, out = weights V.
     ``mask`` is boolean, **True = may attend**, broadcastable to (..., T, S). A query
-    whose keys are all masked gets all-zero weights and a zero output (no NaN).
+    whose keys are all masked gets all-zero weights and a zero output (no NaN). Q, K and V
+    must be finite: a NaN even at a masked key would spread (0 * NaN), so it is refused.
     This is the textbook version; ``efficient.fast_attention`` computes the same faster.
 
     >>> rng = np.random.default_rng(0)
@@ -65,9 +73,7 @@ def _check_logits(x, axis: int) -> np.ndarray:
     arr = _validate.float_array(x, "x")
     if arr.ndim == 0:
         raise ValueError("softmax needs at least a 1-D array, got a scalar; wrap it as [x]")
-    if not -arr.ndim <= axis < arr.ndim:
-        raise ValueError(f"axis={axis} is out of range for an array of shape {arr.shape}; "
-                         f"use an axis in {-arr.ndim}..{arr.ndim - 1}")
+    axis = _validate.axis(axis, arr.shape)
     if arr.shape[axis] == 0:
         raise ValueError(f"softmax over an empty axis: x has shape {arr.shape} and axis={axis} has "
                          "length 0; give it at least one logit per row")
@@ -80,7 +86,7 @@ def check_attention_inputs(Q, K, V, mask=None):
     Q is broadcast over every batch axis of Q, K and V, so the weights have the full batch
     shape (..., T, S). Raises ValueError naming the shapes and the fix.
     """
-    Q, K, V = (_validate.float_array(a, n) for a, n in ((Q, "Q"), (K, "K"), (V, "V")))
+    Q, K, V = (_validate.finite_array(a, n) for a, n in ((Q, "Q"), (K, "K"), (V, "V")))  # NaN would spread
     shapes = f"Q {Q.shape}, K {K.shape}, V {V.shape}"
     if min(Q.ndim, K.ndim, V.ndim) < 2:
         raise ValueError(f"Q, K and V need at least 2 dims (..., seq, features); got {shapes}")

@@ -237,6 +237,8 @@ def _check_params(params, D: int, h: int, h_kv: int) -> None:
     w = h_kv * (D // h)
     wants = [(D, D), (D, w), (D, w), (D, D), (D,), (w,), (w,), (D,)]
     for name, p, want in zip(GQAParams._fields, params, wants):
+        if p is not None:
+            _validate.finite_array(p, f"params.{name}")  # real, numeric and finite, as in mha
         if p is not None and np.shape(p) != want:
             raise ValueError(f"params.{name} has shape {np.shape(p)}, expected {want} for d_model={D}, "
                              f"h={h}, h_kv={h_kv}; make params with init_gqa_params({D}, {h}, {h_kv}, rng=...)")
@@ -244,7 +246,7 @@ def _check_params(params, D: int, h: int, h_kv: int) -> None:
 
 def _check_inputs(x, params, h, h_kv, context, cache):
     """The checked x, h, h_kv and context (x itself in self-attention)."""
-    x = _validate.float_array(x, "x")
+    x = _validate.finite_array(x, "x")  # a NaN, even at a padding position, would spread
     _validate.ndim(x, "x", 3, "(B, T, d_model)")
     _validate.nonempty(x, "x", "(B, T, d_model)")
     D = x.shape[2]
@@ -255,7 +257,7 @@ def _check_inputs(x, params, h, h_kv, context, cache):
         _check_cache(cache, x.shape[0], h_kv, D // h, context)
     if context is None:
         return x, h, h_kv, x
-    ctx = _validate.float_array(context, "context").astype(x.dtype, copy=False)
+    ctx = _validate.finite_array(context, "context").astype(x.dtype, copy=False)
     _validate.ndim(ctx, "context", 3, "(B, S, d_model)")
     _validate.nonempty(ctx, "context", "(B, S, d_model)")
     if ctx.shape[0] != x.shape[0] or ctx.shape[2] != D:
@@ -431,7 +433,7 @@ def mla_attention(x, params: MLAParams, h: int, mask=None, cache: Optional[Laten
 
 def _check_mla(x, params, h, mask, cache):
     """Checked x, the mask (combined with the cached causal mask) and the first new position."""
-    x = _validate.float_array(x, "x")
+    x = _validate.finite_array(x, "x")  # a NaN, even at a padding position, would spread
     _validate.ndim(x, "x", 3, "(B, T, d_model)")
     _validate.nonempty(x, "x", "(B, T, d_model)")
     (B, T, D) = x.shape

@@ -38,7 +38,9 @@ def split_heads(x, h: int) -> np.ndarray:
     """x (B, T, d_model) -> (B, h, T, d_k) with d_k = d_model // h.
 
     Head i gets features ``i*d_k:(i+1)*d_k`` of every position. The transpose matters:
-    reshaping straight to (B, h, T, d_k) would mix positions into heads.
+    reshaping straight to (B, h, T, d_k) would mix positions into heads. The result is a view
+    of ``x`` (no copy, as torch's ``view``/``transpose``): writing into it writes into ``x``;
+    take ``.copy()`` to own it.
 
     >>> split_heads(np.zeros((2, 5, 12)), 3).shape
     (2, 3, 5, 4)
@@ -57,6 +59,9 @@ def _split(x: np.ndarray, h: int) -> np.ndarray:
 
 def combine_heads(x) -> np.ndarray:
     """x (B, h, T, d_k) -> (B, T, h * d_k): the inverse of ``split_heads``.
+
+    Like ``reshape``, it returns a view of ``x`` when it can (always when ``x`` came from
+    ``split_heads``) and a new array otherwise; take ``.copy()`` before writing into it.
 
     >>> x = np.arange(24.0).reshape(1, 2, 3, 4)
     >>> bool(np.array_equal(split_heads(combine_heads(x), 2), x))

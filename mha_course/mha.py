@@ -108,13 +108,16 @@ class Trace:
 
     ``trace["weights"]`` is an array; ``trace.stages`` the Stage tuples; ``trace.shapes``
     name -> shape. Arrays are read-only: views read a Trace, they never change it.
-    ``scores`` holds -inf where the mask forbids attending.
+    ``scores`` holds -inf where the mask forbids attending. ``trace.mask`` is a read-only
+    copy of the mask given (or None): changing your mask later does not change the Trace.
     """
 
     def __init__(self, stages, h: int, mask):
         self.stages: tuple = tuple(stages)
         self.h = h
-        self.mask = mask
+        self.mask = None if mask is None else np.array(mask)  # a read-only copy, like the stages
+        if self.mask is not None:
+            self.mask.setflags(write=False)
         self._by_name = {s.name: s for s in self.stages}
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -181,6 +184,8 @@ def _check_params(params, dtype) -> MHAParams:
     if not isinstance(params, MHAParams):
         raise ValueError(f"params must be an MHAParams, got {type(params).__name__}; "
                          "make one with init_params(d_model, rng=np.random.default_rng(0))")
+    params = MHAParams(*(None if p is None else _validate.finite_array(p, f"params.{name}")
+                         for name, p in zip(MHAParams._fields, params)))  # real, numeric, finite
     D = np.shape(params.W_q)[0] if np.ndim(params.W_q) == 2 else None
     if D is None or np.shape(params.W_q) != (D, D):
         raise ValueError(f"params.W_q has shape {np.shape(params.W_q)}, expected a square "
@@ -189,11 +194,11 @@ def _check_params(params, dtype) -> MHAParams:
         if p is not None and np.shape(p) != want:
             raise ValueError(f"params.{name} has shape {np.shape(p)}, expected {want}; "
                              "all four matrices must be (d_model, d_model), biases (d_model,)")
-    return MHAParams(*(None if p is None else np.asarray(p).astype(dtype, copy=False) for p in params))
+    return MHAParams(*(None if p is None else p.astype(dtype, copy=False) for p in params))
 
 
 def _check_inputs(x, params, h, mask, context):
-    x = _validate.float_array(x, "x")
+    x = _validate.finite_array(x, "x")  # a NaN, even at a padding position, would spread
     _validate.ndim(x, "x", 3, "(B, T, d_model)")
     _validate.nonempty(x, "x", "(B, T, d_model)")
     params = _check_params(params, x.dtype)
@@ -202,7 +207,7 @@ def _check_inputs(x, params, h, mask, context):
         raise ValueError(f"x has last dim {D} but params were made for d_model={params.d_model}; "
                          f"use init_params({D}, rng=...) or give x shape (B, T, {params.d_model})")
     h = _validate.heads(D, h)
-    ctx = x if context is None else _validate.float_array(context, "context").astype(x.dtype, copy=False)
+    ctx = x if context is None else _validate.finite_array(context, "context").astype(x.dtype, copy=False)
     if context is not None:
         _validate.ndim(ctx, "context", 3, "(B, S, d_model)")
         _validate.nonempty(ctx, "context", "(B, S, d_model)")

@@ -54,7 +54,8 @@ def entropy(weights, axis: int = -1) -> np.ndarray:
     >>> entropy(np.array([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]])).round(4)
     array([1.3863, 0.    ])
     """
-    p = np.asarray(weights, dtype=float)
+    p = _validate.float_array(weights, "weights")
+    axis = _validate.axis(axis, p.shape)
     logp = np.log(np.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
     return 0.0 - (p * logp).sum(axis=axis)  # 0.0 - x turns -0.0 into +0.0
 

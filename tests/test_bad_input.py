@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import mha_course as mc
+from mha_course import block, scaling
 
 _rng = np.random.default_rng(0)
 P8 = mc.init_params(8, rng=_rng)
@@ -19,6 +20,13 @@ Q, K, V = np.zeros((2, 3, 4)), np.zeros((2, 5, 4)), np.zeros((2, 5, 4))
 E = re.escape
 
 mha, trace, sdpa = mc.multi_head_attention, mc.trace, mc.scaled_dot_product_attention
+G8 = mc.init_gqa_params(8, 2, 1, rng=_rng)
+M8 = mc.init_mla_params(8, 2, 4, rng=_rng)
+NAN_K = np.zeros((2, 5, 4))
+NAN_K[1, 4, 0] = np.nan             # a NaN in the last key: the one a mask blocks
+NAN_X = np.zeros((2, 3, 8))
+NAN_X[0, 2, 5] = np.nan             # a NaN at a padding position of sequence 0 (length 2)
+entropy, attention_block = scaling.entropy, block.attention_block
 CASES = [
     # ---- h not dividing d_model: the message lists the valid h
     (mc.split_heads, dict(x=X10, h=4), "^" + E("d_model=10 is not divisible by h=4; valid h: 1, 2, 5, 10") + "$"),
@@ -56,7 +64,7 @@ CASES = [
     (sdpa, dict(Q=np.zeros(4), K=K[0], V=V[0]), E("Q, K and V need at least 2 dims (..., seq, features); got Q (4,), K (5, 4), V (5, 4)")),
     # ---- mask not boolean
     (mha, dict(x=X8, params=P8, h=2, mask=np.ones((3, 3), int)), E("mask must be boolean (True = may attend), got dtype int64 with shape (3, 3)")),
-    (sdpa, dict(Q=Q, K=K, V=V, mask=np.ones((3, 5))), E("mask must be boolean (True = may attend), got dtype float64") + ".*astype\\(bool\\)"),
+    (sdpa, dict(Q=Q, K=K, V=V, mask=np.ones((3, 5))), E("mask must be boolean (True = may attend), got dtype float64") + ".*" + E("mask == 1")),
     # ---- mask not broadcastable: both shapes are named
     (mha, dict(x=X8, params=P8, h=2, mask=np.ones((4, 4), bool)), E("mask of shape (4, 4) does not broadcast to the scores' shape (2, 2, 3, 3) (B, h, T, S)")),
     (trace, dict(x=X8, params=P8, h=2, mask=np.ones((2, 2, 2, 3, 3), bool)), E("mask of shape (2, 2, 2, 3, 3) does not broadcast to the scores' shape (2, 2, 3, 3)")),
@@ -97,6 +105,48 @@ CASES = [
     (mha, dict(x=[[[1.0, 2.0], [3.0]]], params=P8, h=2), E("x is not a rectangular array (ragged nested lists?)")),
     (mha, dict(x=None, params=P8, h=2), E("x must be a numeric array, got NoneType")),
     (sdpa, dict(Q=Q.astype(complex), K=K, V=V), E("Q must be real, got dtype complex128")),
+    # ---- issue 9: every argument named, every rule applied to every function with that input
+    # complex and non-numeric parameters, like a complex or non-numeric x
+    (mha, dict(x=X8, params=P8._replace(W_o=P8.W_o * 1j), h=2), E("params.W_o must be real, got dtype complex128")),
+    (trace, dict(x=X8, params=P8._replace(b_q=np.zeros(8, complex)), h=2), E("params.b_q must be real, got dtype complex128")),
+    (mha, dict(x=X8, params=P8._replace(W_v="abcdefgh"), h=2), E("params.W_v must be a numeric array, got str")),
+    (mc.grouped_query_attention, dict(x=X8, params=G8._replace(W_o=G8.W_o * 1j), h=2, h_kv=1),
+     E("params.W_o must be real, got dtype complex128")),
+    (mc.grouped_query_attention, dict(x=X8, params=G8._replace(W_k="k"), h=2, h_kv=1), E("params.W_k must be a numeric array, got str")),
+    # axis arguments that are not whole numbers
+    (mc.softmax, dict(x=np.zeros((3, 4)), axis=1.0), E("axis=1.0 must be a whole number naming an axis (got float)")),
+    (mc.softmax, dict(x=np.zeros((3, 4)), axis=None), E("axis=None must be a whole number naming an axis (got NoneType)")),
+    (mc.softmax, dict(x=np.zeros((3, 4)), axis="-1"), E("axis='-1' must be a whole number naming an axis (got str)")),
+    (entropy, dict(weights=np.full((2, 4), 0.25), axis=1.5), E("axis=1.5 must be a whole number naming an axis (got float)")),
+    (entropy, dict(weights=np.full((2, 4), 0.25), axis=3), E("axis=3 is out of range for an array of shape (2, 4)")),
+    # non-finite inputs of attention: refused where they are, since a NaN would spread from a masked key
+    (sdpa, dict(Q=Q, K=NAN_K, V=V, mask=np.arange(5) < 4), E("K has 1 non-finite value (the first: K[1, 4, 0] = nan)") + ".*nan_to_num"),
+    (sdpa, dict(Q=Q, K=K, V=NAN_K), E("V has 1 non-finite value (the first: V[1, 4, 0] = nan)")),
+    (sdpa, dict(Q=np.full((3, 4), np.inf), K=K[0], V=V[0]), E("Q has 12 non-finite values (the first: Q[0, 0] = inf)")),
+    (mc.fast_attention, dict(Q=Q, K=K, V=NAN_K), E("V has 1 non-finite value")),
+    (mc.tiled_attention, dict(Q=Q, K=NAN_K, V=V), E("K has 1 non-finite value")),
+    (mc.linear_attention, dict(Q=Q, K=K, V=NAN_K), E("V has 1 non-finite value")),
+    (mha, dict(x=NAN_X, params=P8, h=2, mask=mc.padding_mask([2, 3], 3)), E("x has 1 non-finite value (the first: x[0, 2, 5] = nan)")),
+    (trace, dict(x=X8, params=P8, h=2, context=NAN_X), E("context has 1 non-finite value (the first: context[0, 2, 5] = nan)")),
+    (mha, dict(x=X8, params=P8._replace(W_k=np.full((8, 8), np.nan)), h=2), E("params.W_k has 64 non-finite values")),
+    (mc.grouped_query_attention, dict(x=NAN_X, params=G8, h=2, h_kv=1), E("x has 1 non-finite value")),
+    (mc.mla_attention, dict(x=NAN_X, params=M8, h=2), E("x has 1 non-finite value")),
+    (attention_block, dict(x=NAN_X, params=P8, h=2), E("x has 1 non-finite value")),
+    # masks: the fix offered must be the right one for each kind of mask
+    (mha, dict(x=X8, params=P8, h=2, mask=np.where(mc.causal_mask(3), 0.0, -np.inf)), E("it looks additive") + ".*" + E("convert it with mask == 0")),
+    (sdpa, dict(Q=Q, K=K, V=V, mask=np.where(np.tri(3, 5, dtype=bool), 0.0, -1e9)), E("convert it with mask == 0")),
+    (mc.grouped_query_attention, dict(x=X8, params=G8, h=2, h_kv=1, mask=np.where(mc.causal_mask(3), 0.0, -np.inf)), E("convert it with mask == 0")),
+    (mha, dict(x=X8, params=P8, h=2, mask=np.ones((2, 3), np.int64)), E("if 1 means may attend (like Hugging Face's attention_mask) convert it with mask == 1")),
+    # masks with fewer axes than the scores but more than 2 would line up from the right: refused
+    (mha, dict(x=X8, params=P8, h=2, mask=np.ones((2, 3, 3), bool)),
+     E("mask of shape (2, 3, 3) has 3 axes but the scores (B, h, T, S) = (2, 2, 3, 3) have 4") + ".*" + E("(B, 1, 1, S)")),
+    (trace, dict(x=X8, params=P8, h=2, mask=np.ones((1, 3, 3), bool)), E("mask of shape (1, 3, 3) has 3 axes")),
+    (mc.grouped_query_attention, dict(x=X8, params=G8, h=2, h_kv=1, mask=np.ones((2, 3, 3), bool)), E("mask of shape (2, 3, 3) has 3 axes")),
+    (sdpa, dict(Q=np.zeros((2, 2, 3, 4)), K=np.zeros((2, 2, 5, 4)), V=np.zeros((2, 2, 5, 4)), mask=np.ones((2, 3, 5), bool)),
+     E("mask of shape (2, 3, 5) has 3 axes but the scores (..., T, S) = (2, 2, 3, 5) have 4")),
+    # a (B, S) padding mask: its message names the accepted padding shape
+    (mha, dict(x=X8, params=P8, h=2, mask=np.ones((2, 3), bool), context=np.zeros((2, 3, 8))),
+     E("mask of shape (2, 3) does not broadcast") + ".*" + E("(B, 1, 1, S) (padding, as padding_mask(lengths, S) makes it)")),
 ]
 
 
