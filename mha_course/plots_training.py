@@ -41,11 +41,12 @@ def loss_curves(curves: dict, ax=None, smooth: int = 10, title=None):
 def model_heatmaps(weights, tokens, axes=None, title: str = ""):
     """weights [(h, T, T)] * L of one sequence, tokens (T,) -> axes (L, h): one heatmap per head.
 
-    Keys in the query's future (the causal mask) are grey.
+    Keys in the query's future (the causal mask) are grey. Tokens label the left column's
+    queries and the bottom row's keys only (one label per position is plenty for the grid).
     """
     L, h = len(weights), weights[0].shape[0]
     if axes is None:
-        _, axes = plt.subplots(L, h, figsize=(3.0 * h, 2.9 * L), layout="constrained", squeeze=False)
+        _, axes = _grid(L, h, 3.0, 2.9)
     labels = [str(int(t)) for t in tokens]
     future = np.triu(np.ones((len(labels),) * 2, dtype=bool), k=1)
     for layer, w in enumerate(weights):
@@ -55,13 +56,30 @@ def model_heatmaps(weights, tokens, axes=None, title: str = ""):
                               annotate=False)
             ax.set_title(f"{title}layer {layer + 1}, head {head}", color=head_color(head), fontsize=9)
             ax.tick_params(labelsize=5)
+            _outer_labels_only(ax, layer == L - 1, head == 0)
     return axes
+
+
+def _grid(rows: int, cols: int, width: float, height: float):
+    """A figure of rows x cols axes with fixed margins (a constrained layout of many ticks is slow)."""
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig.subplots_adjust(left=0.06, right=0.9, bottom=0.1, top=0.9, wspace=0.25, hspace=0.35)
+    return fig, axes
+
+
+def _outer_labels_only(ax, bottom: bool, left: bool) -> None:
+    if not bottom:
+        ax.set_xticks([])
+        ax.set_xlabel("")
+    if not left:
+        ax.set_yticks([])
+        ax.set_ylabel("")
 
 
 def before_after_figure(before, after, tokens):
     """weights before and after training ([(h, T, T)] * L each) -> Figure: L rows, 2h columns."""
     L, h = len(before), before[0].shape[0]
-    fig, axes = plt.subplots(L, 2 * h, figsize=(2.6 * 2 * h, 2.6 * L), layout="constrained", squeeze=False)
+    fig, axes = _grid(L, 2 * h, 2.6, 2.7)
     model_heatmaps(before, tokens, axes=[row[:h] for row in axes], title="before: ")
     model_heatmaps(after, tokens, axes=[row[h:] for row in axes], title="after: ")
     fig.colorbar(axes[0][-1].images[0], ax=axes[:, -1].tolist(), fraction=0.05, label="weight")
@@ -74,9 +92,9 @@ def snapshot_figure(history, tokens, step: int):
     if step not in steps:
         raise ValueError(f"no snapshot at step {step}; snapshots were kept at steps {steps}")
     w = history.snapshot_weights[steps.index(step)]  # (L, h, T, T)
-    fig, axes = plt.subplots(w.shape[0], w.shape[1], figsize=(2.8 * w.shape[1], 2.7 * w.shape[0]),
-                             layout="constrained", squeeze=False)
+    fig, axes = _grid(w.shape[0], w.shape[1], 2.8, 2.7)
     model_heatmaps(list(w), tokens, axes=axes)
+    fig.colorbar(axes[0][-1].images[0], ax=axes[:, -1].tolist(), fraction=0.05, label="weight")
     fig.suptitle(f"attention on one sequence at training step {step}")
     return fig
 

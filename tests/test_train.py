@@ -201,3 +201,17 @@ def test_bad_config_names_the_fix(change, message):
         tr.init_model(TINY._replace(**change))
     with pytest.raises(ValueError, match="no checkpoint at"):
         tr.load_checkpoint("/nonexistent/x.npz")
+
+
+def test_shipped_experiments_are_reproducible():
+    exp = tr.load_experiments()
+    assert list(exp["h_sweep_hs"]) == list(tr.SWEEP_HS)
+    assert exp["h_sweep_losses"].shape == (2, len(tr.SWEEP_HS), tr.SWEEP_STEPS)
+    base = tr.CHECKPOINT_CONFIGS["induction"]
+    again = tr.train(base._replace(h=2, steps=3, seed=1))[1].losses  # seed 1, h = 2: row 1, column 1
+    assert np.allclose(again, exp["h_sweep_losses"][1, 1, :3], rtol=0, atol=1e-9)
+    again = tr.train(tr.SCALE_CONFIG._replace(scale=False, steps=3))[1].losses
+    assert np.allclose(again, exp["scale_off_losses"][:3], rtol=0, atol=1e-9)
+    assert float(exp["one_layer_accuracy"]) < 0.5 < float(exp["dropout_0_accuracy"])
+    with pytest.raises(ValueError, match="no experiments file"):
+        tr.load_experiments("/nonexistent/e.npz")
