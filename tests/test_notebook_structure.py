@@ -211,3 +211,58 @@ def test_readme_slider_list_is_exact():
         path = next(p for p in LESSONS if p.stem.startswith(num))
         assert names == sliders(path), f"README says {path.stem} has sliders {names}; it has {sliders(path)}"
     assert set(claimed) >= {p.stem[:2] for p in LESSONS if p.stem in CORE}
+
+
+# ---- no repeats across the core course: figures and interview questions -------------------------
+def _core_paths():
+    return [NOTEBOOKS / f"{n}.ipynb" for n in CORE]
+
+
+def test_no_figure_is_repeated_across_the_core_notebooks():
+    import hashlib
+    seen: dict = {}
+    for path in _core_paths():
+        for i, c in enumerate(_code_cells(path)):
+            for o in c.get("outputs", []):
+                png = o.get("data", {}).get("image/png")
+                if png:
+                    key = hashlib.sha1("".join(png).encode()).hexdigest()
+                    assert key not in seen, f"{path.stem} code cell {i} repeats the figure of {seen[key]}"
+                    seen[key] = f"{path.stem} code cell {i}"
+
+
+def _interview_questions(path: Path) -> list[str]:
+    text = _markdown(path)
+    part = text.split("## Interview questions", 1)[-1] if "## Interview questions" in text else \
+        text.split("Interview questions", 1)[-1]
+    part = re.sub(r"<details>.*?</details>", "", part, flags=re.S)
+    questions = re.findall(r"^\s*(?:\*\*)?\d+\.\s*(?:\*\*)?\s*\*?(.+?)$", part, flags=re.M)
+    return [re.sub(r"\W+", " ", q).strip().lower() for q in questions]
+
+
+_STOP = set("a an and are as at by do does for from how if in is it of on one or same show than that the "
+            "this to what when which why with you your".split())
+
+
+def repeated_question(q: str, other: str) -> bool:
+    """Two questions ask the same thing: most content words of the shorter one are in the other."""
+    a, b = (set(x.split()) - _STOP for x in (q, other))
+    return len(a & b) >= 0.6 * min(len(a), len(b))
+
+
+def test_interview_questions_are_not_repeated_across_the_core_notebooks():
+    seen: dict = {}
+    for path in _core_paths():
+        questions = _interview_questions(path)
+        assert len(questions) >= 3, f"{path.stem}: found interview questions {questions}"
+        for q in questions:
+            for other, where in seen.items():
+                assert not repeated_question(q, other), f"{path.stem}: interview question {q!r} repeats {where}: {other!r}"
+            seen[q] = path.stem
+
+
+def test_repeated_question_catches_the_same_question_in_other_words():
+    assert repeated_question("why does an attention block with 8 heads have as many parameters as one with a single head",
+                             "show that multi head attention with h heads has as many parameters as single head attention")
+    assert not repeated_question("why not one wide head it has the same parameters and the same flops",
+                                 "why is a transpose needed after the reshape in split_heads")
