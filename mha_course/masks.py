@@ -26,7 +26,7 @@ import numpy as np
 from . import _validate
 from .attention import causal_mask
 
-__all__ = ["MASK_CONVENTIONS", "mask_as", "prefix_lm_mask", "document_mask", "fully_masked_rows",
+__all__ = ["MASK_CONVENTIONS", "mask_as", "prefix_lm_mask", "document_mask", "gallery", "fully_masked_rows",
            "LeakReport", "leak_probe"]
 
 MASK_CONVENTIONS = {
@@ -112,6 +112,26 @@ def document_mask(doc_ids, causal: bool = False) -> np.ndarray:
     if causal:
         same &= causal_mask(ids.shape[-1])
     return same if ids.ndim == 1 else same[:, None]  # (B, T, T) -> (B, 1, T, T)
+
+
+def gallery(T: int) -> dict:
+    """T -> {name: mask (T, T) bool}: the five masks of the gallery in 06, for one sequence of T tokens.
+
+    Causal; key padding (the last T // 3 tokens are padding); left padding with causal (the
+    first T // 3 tokens are padding, so their rows see nothing); prefix-LM (prefix T // 2);
+    three packed documents, causal inside each.
+
+    >>> {name: int(m.sum()) for name, m in gallery(4).items()}
+    {'causal': 10, 'key padding': 12, 'left padding & causal': 6, 'prefix-LM': 11, 'documents': 5}
+    """
+    T = _validate.positive_int(T, "T")
+    pad = T // 3
+    left_padded = np.arange(T) >= pad  # (T,) over the keys: the first `pad` keys are padding
+    return {"causal": causal_mask(T),
+            "key padding": np.broadcast_to(np.arange(T) < T - pad, (T, T)).copy(),
+            "left padding & causal": causal_mask(T) & left_padded,
+            "prefix-LM": prefix_lm_mask(T, T // 2),
+            "documents": document_mask(np.arange(T) * 3 // T, causal=True)}
 
 
 def fully_masked_rows(mask) -> np.ndarray:

@@ -15,11 +15,13 @@ from matplotlib.patches import Patch
 
 from . import plots
 from .masks import LeakReport, fully_masked_rows
+from .mha import trace
 from .positions import ROPE_LAYOUTS, rope_angles, rope_score_grid, sinusoidal_positions
+from .qkv import sentence_inputs
 
 __all__ = ["FULLY_MASKED_COLOR", "LEAK_COLOR", "mask_heatmap", "mask_gallery", "leak_heatmap",
            "patch_grid", "patch_attention", "sinusoid_figure", "rope_layout_pairs",
-           "score_offset_heatmap", "rope_figure"]
+           "score_offset_heatmap", "rope_figure", "rope_heads_figure"]
 
 FULLY_MASKED_COLOR = "#b2182b"  # the label of a query row that may attend nothing
 LEAK_COLOR = "#d7301f"          # an output that moved although it must not see that token
@@ -42,8 +44,7 @@ def mask_heatmap(mask, q_tokens=None, k_tokens=None, ax=None, title=None):
     ax = plots.attention_heatmap(np.where(m, 1.0, np.nan), q_tokens, k_tokens, ax=_ax(ax),
                                  annotate=False, colorbar=False, title=title)
     for t in np.flatnonzero(fully_masked_rows(m)):
-        ax.text(m.shape[1] - 0.4, t, " fully masked", color=FULLY_MASKED_COLOR, va="center",
-                fontsize=8, clip_on=False)
+        ax.text(-0.4, t, "fully masked", color=FULLY_MASKED_COLOR, va="center", fontsize=8)  # inside the grey row
     return ax
 
 
@@ -114,6 +115,10 @@ def patch_attention(image, weights, patch: int, ax=None, title=None, colorbar: b
     rgba = shown.to_rgba(cells)  # (rows, cols, 4): colour by weight ...
     rgba[..., 3] = 0.9 * np.sqrt(cells)  # ... and opaque where the weight is large
     ax.imshow(rgba, extent=(0, W, H, 0), interpolation="nearest")
+    for (r, c), v in np.ndenumerate(cells):
+        if v >= 0.005:  # the weight itself, written on its patch
+            ax.text((c + 0.5) * patch, (r + 0.5) * patch, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if v > 0.5 else "black")
     ax.set_xticks([])
     ax.set_yticks([])
     if colorbar:
@@ -193,4 +198,26 @@ def rope_figure(offset: int, base: float, d_k: int = 8, max_offset: int = 64):
     ax.plot(np.arange(max_offset + 1), grid[:, 0], color=plots.SCALED_COLOR)
     ax.plot([offset], [grid[offset, 0]], "o", color=LEAK_COLOR)
     ax.set(xlabel="offset m - n", ylabel="score (R_m q)·(R_n k)", title=f"q = k = ones({d_k}), base = {base:g}")
+    return fig
+
+
+def rope_heads_figure(d_model: int, h: int, seq_len: int, base: float = 10000.0, seed: int = 0):
+    """Sizes -> Figure: each head's weights for the course sentence with RoPE (``trace(..., rope_base=base)``).
+
+    The view of the d_model / h / seq_len sliders in 07_positions_and_rope.ipynb. An h that
+    makes d_k odd cannot be rotated in pairs: the figure says so and names the h that work.
+    """
+    tokens = plots.tokens_for(seq_len)
+    X, params = sentence_inputs(tokens, d_model, seed)
+    if (d_model // h) % 2:
+        fig, ax = plt.subplots(figsize=(6, 1.2), layout="constrained")
+        good = [g for g in range(1, d_model + 1) if d_model % g == 0 and (d_model // g) % 2 == 0]
+        ax.text(0.5, 0.5, f"d_k = {d_model // h} is odd: RoPE rotates pairs of features.\nh with an even d_k: {good}",
+                ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    t = trace(X, params, h, mask=None, rope_base=base)
+    fig, axes = plots._head_grid(h)
+    plots.head_heatmaps(t, tokens, axes=axes)
+    fig.suptitle(f"RoPE (base {base:g}) in every head: d_model={d_model}, h={h}, d_k={t.d_k}, seq_len={seq_len}")
     return fig

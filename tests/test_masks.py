@@ -239,3 +239,13 @@ def test_leak_probe_tells_a_caller_whose_function_has_the_wrong_shape():
         leak_probe(lambda x: x.sum(-1), 4, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 1, 1, 4\) does not describe one"):
         leak_probe(_causal_attention, 4, rng=np.random.default_rng(0), mask=mc.padding_mask([1, 2], 4))
+
+
+@pytest.mark.parametrize("T", [1, 3, 8, 10])
+def test_gallery_has_fully_masked_rows_only_for_the_left_padded_queries(T):
+    masks = mc.masks.gallery(T)
+    assert list(masks) == ["causal", "key padding", "left padding & causal", "prefix-LM", "documents"]
+    for name, m in masks.items():
+        assert m.shape == (T, T) and m.dtype == bool
+        expected = np.arange(T) < T // 3 if name == "left padding & causal" else np.zeros(T, bool)
+        np.testing.assert_array_equal(fully_masked_rows(m), expected, err_msg=name)

@@ -81,3 +81,13 @@ def test_score_offset_heatmap_uses_the_values_colour_map():
     ax = pp.score_offset_heatmap(grid)
     assert ax.images[0].get_cmap().name == plots.VALUES_CMAP
     np.testing.assert_allclose(ax.images[0].get_array(), grid)
+
+
+def test_rope_heads_figure_draws_the_rope_trace_and_explains_an_odd_d_k():
+    fig = pp.rope_heads_figure(d_model=8, h=2, seq_len=5)
+    tokens = plots.tokens_for(5)
+    X, params = mc.qkv.sentence_inputs(tokens, 8, 0)
+    weights = mc.trace(X, params, 2, rope_base=10000.0)["weights"][0]  # (h, T, S)
+    np.testing.assert_allclose(fig.axes[0].images[0].get_array(), weights[0])
+    odd = pp.rope_heads_figure(d_model=6, h=2, seq_len=4)  # d_k = 3
+    assert "d_k = 3 is odd" in odd.axes[0].texts[0].get_text() and "[1, 3]" in odd.axes[0].texts[0].get_text()
