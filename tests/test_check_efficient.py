@@ -106,3 +106,10 @@ def test_linear_mistakes_are_named(capsys, fn, named):
 def test_linear_softmax_attention_is_not_linear_attention(capsys):
     ok, out = run(capsys, "linear_attention", lambda Q, K, V: mc.scaled_dot_product_attention(Q, K, V)[0])
     assert not ok and "case 1 of 4 failed" in out
+
+
+def test_linear_stub_is_not_finished(capsys):
+    def my_linear(Q, K, V):
+        raise NotImplementedError
+    ok, out = run(capsys, "linear_attention", my_linear)
+    assert not ok and "not finished" in out

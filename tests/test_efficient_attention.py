@@ -276,3 +276,18 @@ def test_causal_linear_attention_has_no_T_by_T_array_and_is_causal():
 def test_causal_linear_attention_needs_self_attention():
     with pytest.raises(ValueError, match="T=2 queries and S=3 keys"):
         mc.linear_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), causal=True)
+
+
+# ----------------------------------------------------------------------------- the benchmark script
+def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys):
+    """benchmarks/bench_efficient.py on a tiny sweep: the table, the command and the targets line."""
+    import runpy
+    from pathlib import Path
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "bench_efficient.py"))
+    rng = np.random.default_rng(14)
+    Q, K, V = (rng.standard_normal((1, 2, 64, 8), dtype=np.float32) for _ in range(3))
+    assert_close(bench["in_place_naive"](Q, K, V), _exact(Q, K, V), np.float32, "in-place naive")
+    bench["main"](["--seq-lens", "128", "--methods", "in-place", "tiled", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith("$ python benchmarks/bench_efficient.py --seq-lens 128")
+    assert "| 128 | " in out and "GiB" in out and "targets at seq_len 128: tiled peak" in out
