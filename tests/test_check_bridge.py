@@ -27,7 +27,7 @@ def test_state_dict_right_answer_passes(capsys):
     (lambda p: {"in_proj_weight": np.concatenate([p.W_q.T, p.W_k.T, p.W_v.T]),
                 "in_proj_bias": np.concatenate([p.b_q, p.b_k, p.b_v]),
                 "out_proj.weight": p.W_o, "out_proj.bias": p.b_o}, "out_proj.weight is W_o, not W_o.T"),
-    (lambda p: {"in_proj_weight": np.concatenate([p.W_q.T, p.W_k.T, p.W_v.T])}, "the dict has no"),
+    (lambda p: {"in_proj_weight": np.concatenate([p.W_q.T, p.W_k.T, p.W_v.T])}, "expected the keys"),
 ])
 def test_state_dict_mistakes_are_named(capsys, mine, named):
     ok, out = _feedback(capsys, check.torch_state_dict, mine)

@@ -81,6 +81,9 @@ def _perturbed(reference, change, index=-1):
     """The reference with ``change`` applied to one output (the last one of a tuple)."""
     def learner(*args):
         out = reference(*args)
+        if isinstance(out, dict):  # a dict of outputs: change its last entry
+            key = list(out)[index]
+            return {**out, key: change(np.asarray(out[key]))}
         if not isinstance(out, tuple):
             return change(np.asarray(out))
         out = list(out)
@@ -99,12 +102,21 @@ def _last_entry_changed(a):
     return a
 
 
+def _first_value(exercise):
+    return exercise.reference(*engine._as_cases(exercise.cases())[0].args)
+
+
 def _output_name(exercise):
+    out = _first_value(exercise)
+    if isinstance(out, dict):
+        return list(out)[-1]
     return exercise.outputs[-1] if exercise.outputs else "result"
 
 
 def _last_output(exercise):
-    out = exercise.reference(*engine._as_cases(exercise.cases())[0].args)
+    out = _first_value(exercise)
+    if isinstance(out, dict):
+        return np.asarray(list(out.values())[-1])
     return np.asarray(out[-1] if exercise.outputs else out)
 
 

@@ -14,7 +14,6 @@ import numpy as np
 
 from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
-from ..bridge import STATE_KEYS
 from ..bridge import torch_state_dict as _state_dict
 from ..mha import init_params
 from .engine import Case, Exercise, Mistake
@@ -23,22 +22,15 @@ __all__ = ["torch_state_dict", "torch_attn_mask", "torch_attention",
            "TORCH_STATE_DICT", "TORCH_ATTN_MASK", "TORCH_ATTENTION"]
 
 
-def _state_tuple(state: dict) -> tuple:
-    """The four arrays of an nn.MultiheadAttention(bias=True) state dict, in STATE_KEYS order."""
-    missing = [k for k in STATE_KEYS if k not in state]
-    if missing:
-        raise KeyError(f"the dict has no {missing}; nn.MultiheadAttention(bias=True) needs all of {STATE_KEYS}")
-    return tuple(np.asarray(state[k]) for k in STATE_KEYS)
-
-
 def _stacked(order, transpose=True):
     """A wrong state dict: the input projections stacked in ``order`` (and maybe not transposed)."""
     def state(p):
         get = (lambda W: W.T) if transpose else (lambda W: W)
         Ws = {"q": p.W_q, "k": p.W_k, "v": p.W_v}
         bs = {"q": p.b_q, "k": p.b_k, "v": p.b_v}
-        return (np.concatenate([get(Ws[c]) for c in order]), np.concatenate([bs[c] for c in order]),
-                get(p.W_o), p.b_o)
+        return {"in_proj_weight": np.concatenate([get(Ws[c]) for c in order]),
+                "in_proj_bias": np.concatenate([bs[c] for c in order]),
+                "out_proj.weight": get(p.W_o), "out_proj.bias": p.b_o}
     return state
 
 
@@ -47,7 +39,7 @@ def _state_cases():
     return [Case((init_params(d, rng=rng, bias=True),), f"d_model = {d}, with biases") for d in (3, 5, 4, 6)]
 
 
-TORCH_STATE_DICT = Exercise("torch_state_dict", lambda p: _state_tuple(_state_dict(p)), _state_cases, (
+TORCH_STATE_DICT = Exercise("torch_state_dict", _state_dict, _state_cases, (
     Mistake("no transposes: nn.Linear stores weight as (out, in) and computes x @ weight.T",
             "stack W_q.T, W_k.T, W_v.T, and use W_o.T for out_proj.weight", _stacked("qkv", transpose=False)),
     Mistake("the input projections stacked as K, Q, V", "in_proj_weight stacks Q, then K, then V",
@@ -55,8 +47,8 @@ TORCH_STATE_DICT = Exercise("torch_state_dict", lambda p: _state_tuple(_state_di
     Mistake("the input projections stacked as Q, V, K", "in_proj_weight stacks Q, then K, then V",
             _stacked("qvk")),
     Mistake("out_proj.weight is W_o, not W_o.T", "out_proj is an nn.Linear too: its weight is W_o.T",
-            lambda p: _stacked("qkv")(p)[:2] + (p.W_o, p.b_o)),
-), outputs=STATE_KEYS)
+            lambda p: {**_stacked("qkv")(p), "out_proj.weight": p.W_o}),
+))
 
 
 def torch_state_dict(fn) -> bool:
@@ -67,7 +59,7 @@ def torch_state_dict(fn) -> bool:
     ✔ torch_state_dict: all 4 cases match
     True
     """
-    return TORCH_STATE_DICT.check(_named_like(fn, lambda params: _state_tuple(fn(params))))
+    return TORCH_STATE_DICT.check(fn)
 
 
 def _named_like(fn, wrapper):
