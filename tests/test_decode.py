@@ -161,3 +161,16 @@ def test_to_gqa_with_h_kv_equal_h_changes_nothing_and_pools_otherwise():
                           decode.generate(mqa, mqa_config, tokens[:, :3], 5, use_cache=False))
     with pytest.raises(ValueError, match=E("to_gqa starts from a model with h_kv = h = 4; this one has h_kv=1")):
         decode.to_gqa(mqa, mqa_config, 1)
+
+
+# ----------------------------------------------------------------------------- the benchmark script
+def test_benchmark_prints_its_command_and_table(capsys):
+    """benchmarks/bench_decode.py on tiny positions: the command line, then one row per position."""
+    import runpy
+    from pathlib import Path
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "bench_decode.py"))
+    assert bench["main"](["--positions", "8", "16", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("$ python benchmarks/bench_decode.py --positions 8 16 --repeats 1")
+    rows = [line for line in out.splitlines() if line.startswith("| 8 |") or line.startswith("| 16 |")]
+    assert len(rows) == 2 and all(row.rstrip().endswith("KiB |") for row in rows)
