@@ -1,0 +1,205 @@
+"""Experiments that test common beliefs about multi-head attention (numpy only).
+
+Each function measures one thing notebook 11 needs, on the trained models of ``train``:
+
+- ``ablated_metrics`` / ``keep_only``: a model with some heads silenced (is MHA an ensemble?);
+- ``ensemble_metrics``: independently trained models averaged, as an ensemble really is;
+- ``head_attribution``: per head, how big its weights look, what ablating it costs, and its
+  gradient x input (first-order estimate of that cost) from ``backward.mha_backward``;
+- ``key_attribution`` / ``rank_correlation``: per query and key, weight vs. actual contribution;
+- ``rnn_scan`` / ``sequential_steps``: the sequential depth of an RNN vs. attention.
+
+Shapes: ``B`` batch, ``T`` positions, ``D = d_model``, ``h`` heads, ``d_k = D // h``, ``L`` layers.
+
+    >>> sequential_steps(16)
+    (16, 1)
+
+Taught in 11_misconceptions_and_interview.ipynb.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import train
+from .attention import causal_mask, softmax
+from .backward import mha_backward
+from .mha import init_params, multi_head_attention, trace
+
+__all__ = ["DATA_DIR", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
+           "ablated_metrics", "keep_only", "ensemble_metrics", "head_contributions", "head_attribution",
+           "key_attribution",
+           "rank_correlation", "rnn_scan", "sequential_steps"]
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+# Independent single-head models at the induction checkpoint's d_model (`make_ensemble` re-makes them).
+ENSEMBLE_CONFIG = train.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
+ENSEMBLE_SEEDS = (0, 1)
+
+
+def ensemble_paths() -> list[Path]:
+    """-> the paths of the shipped single-head members (``data/ensemble_seed{S}.npz``)."""
+    return [DATA_DIR / f"ensemble_seed{s}.npz" for s in ENSEMBLE_SEEDS]
+
+
+def make_ensemble(folder=None) -> list[Path]:
+    """Train ENSEMBLE_CONFIG once per seed, each run on its own; save the checkpoints (slow: minutes)."""
+    folder = DATA_DIR if folder is None else Path(folder)
+    paths = []
+    for seed, path in zip(ENSEMBLE_SEEDS, ensemble_paths()):
+        config = ENSEMBLE_CONFIG._replace(seed=seed)
+        params, _ = train.train(config)
+        paths.append(train.save_checkpoint(folder / path.name, params, config))
+    return paths
+
+
+def load_ensemble() -> list[tuple]:
+    """-> [(Config, Model)] of the shipped single-head members."""
+    return [train.load_checkpoint(p)[:2] for p in ensemble_paths()]
+
+
+def ablated_metrics(params, config, heads, seed: int = 0, n: int = 256) -> train.Metrics:
+    """Model, heads [(layer, head)] -> Metrics on ``n`` fresh sequences (``seed``) with those heads silenced.
+
+    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("previous_token"))
+    >>> ablated_metrics(params, config, []).accuracy > 0.99
+    True
+    """
+    for layer, head in heads:
+        params = train.ablate_head(params, config, layer, head)
+    return train.evaluate(params, config, np.random.default_rng(seed), n)
+
+
+def keep_only(config, keep: dict) -> list:
+    """config, {layer: head kept} -> the (layer, head) pairs to ablate: every other head of those layers.
+
+    >>> keep_only(train.Config(h=2, n_layers=2), {0: 1})
+    [(0, 0)]
+    """
+    return [(layer, j) for layer, head in keep.items() for j in range(config.h) if j != head]
+
+
+def ensemble_metrics(members, seed: int = 0, n: int = 256) -> train.Metrics:
+    """[(Config, Model)] of one task -> Metrics of their averaged probabilities on ``n`` fresh sequences."""
+    config = members[0][0]
+    batch = train.make_batch(config, np.random.default_rng(seed), n)
+    probs = np.mean([softmax(train.forward(p, batch.tokens, c)[0]) for c, p in members], axis=0)  # (B, T, V)
+    picked = np.take_along_axis(probs, batch.targets[..., None], -1)[..., 0][batch.scored]  # (N,)
+    accuracy = float((probs.argmax(-1) == batch.targets)[batch.scored].mean())
+    return train.Metrics(float(-np.log(np.maximum(picked, 1e-300)).mean()), accuracy)
+
+
+def _stream(params, config, tokens):
+    """The residual stream: inputs of every layer [(B, T, D)] * L, the final x, and each layer's Trace."""
+    x, inputs, traces = train.embed(params, tokens, config), [], []
+    mask = causal_mask(x.shape[1])
+    for layer in range(config.n_layers):
+        inputs.append(x)
+        traces.append(trace(x, train.layer_params(params, config, layer), config.h, mask))
+        x = x + traces[-1].output  # the residual stream
+    return inputs, x, traces
+
+
+def _stream_grads(params, config, batch, inputs, final) -> list:
+    """d loss / d (output of layer l) for every l, through the later layers with ``mha_backward``."""
+    _, g_logits, _ = train._cross_entropy(final @ params.unembed, batch.targets, batch.scored)
+    g = g_logits @ params.unembed.T  # (B, T, V) x (V, D) -> (B, T, D): the last layer's output gradient
+    grads = [g]
+    for layer in reversed(range(1, config.n_layers)):
+        gx = mha_backward(inputs[layer], train.layer_params(params, config, layer), config.h, g,
+                          mask=causal_mask(final.shape[1]))[0]
+        g = g + gx  # the residual path plus the path through layer l
+        grads.insert(0, g)
+    return grads
+
+
+def head_contributions(tr, W_o) -> np.ndarray:
+    """Trace, W_o (D, D) -> (B, h, T, D): what each head adds to the output (its rows of W_o).
+
+    >>> from mha_course import init_params
+    >>> p = init_params(8, rng=np.random.default_rng(0))
+    >>> t = trace(np.ones((1, 3, 8)), p, 2)
+    >>> np.allclose(head_contributions(t, p.W_o).sum(1), t.output)
+    True
+    """
+    h, d_k = tr.h, tr.d_k
+    W = W_o.reshape(h, d_k, -1)  # (D, D) -> (h, d_k, D)
+    return np.einsum("bhtk,hkd->bhtd", tr["head_outputs"], W)  # (B, h, T, d_k) x (h, d_k, D)
+
+
+def head_attribution(params, config, seed: int = 0, n: int = 128) -> dict:
+    """Model -> per head, arrays (L, h): ``max_weight`` (mean top weight of a query), ``ablation``
+    (loss increase when the head is silenced) and ``grad_x_input`` (-gradient · head output: the
+    first-order estimate of that increase)."""
+    batch = train.make_batch(config, np.random.default_rng(seed), n)
+    inputs, final, traces = _stream(params, config, batch.tokens)
+    grads = _stream_grads(params, config, batch, inputs, final)
+    base = ablated_metrics(params, config, [], seed, n).loss
+    out = {"max_weight": [], "ablation": [], "grad_x_input": []}
+    for layer, (tr, g) in enumerate(zip(traces, grads)):
+        c = head_contributions(tr, params.layers[layer].W_o)  # (B, h, T, D)
+        out["max_weight"].append(tr.weights.max(-1).mean(axis=(0, 2)))  # (h,)
+        out["grad_x_input"].append(-np.einsum("bhtd,btd->h", c, g))  # removing c changes the loss by ~ -g·c
+        out["ablation"].append([ablated_metrics(params, config, [(layer, j)], seed, n).loss - base
+                                for j in range(config.h)])
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def key_attribution(params, config, layer: int, seed: int = 0, n: int = 64):
+    """Model, layer -> weights (B, h, T, S) and attribution (B, h, T, S): the size of the gradient x input of
+    key s's share in query t's output, |g_t · w_ts v_s W_o|, for the loss on the scored queries."""
+    batch = train.make_batch(config, np.random.default_rng(seed), n)
+    inputs, final, traces = _stream(params, config, batch.tokens)
+    g = _stream_grads(params, config, batch, inputs, final)[layer]  # (B, T, D)
+    tr, h = traces[layer], config.h
+    vo = np.einsum("bhsk,hkd->bhsd", tr["V_heads"], params.layers[layer].W_o.reshape(h, tr.d_k, -1))
+    attr = np.abs(tr.weights * np.einsum("bhsd,btd->bhts", vo, g))  # (B, h, T, S)
+    return tr.weights, attr, batch
+
+
+def _ranks(a: np.ndarray) -> np.ndarray:
+    return np.argsort(np.argsort(a, axis=-1), axis=-1).astype(float)
+
+
+def rank_correlation(a, b) -> np.ndarray:
+    """a, b (..., n) -> (...): Spearman rank correlation along the last axis (no ties assumed).
+
+    >>> rank_correlation(np.array([1.0, 2, 3]), np.array([10.0, 30, 20]))
+    np.float64(0.5)
+    """
+    ra, rb = _ranks(np.asarray(a)), _ranks(np.asarray(b))
+    ra, rb = ra - ra.mean(-1, keepdims=True), rb - rb.mean(-1, keepdims=True)
+    return (ra * rb).sum(-1) / np.sqrt((ra ** 2).sum(-1) * (rb ** 2).sum(-1))
+
+
+def rnn_scan(x, W_x, W_h) -> tuple[np.ndarray, int]:
+    """x (B, T, D), W_x (D, D), W_h (D, D) -> states (B, T, D) and the number of sequential steps (T).
+
+    s_t = tanh(x_t W_x + s_{t-1} W_h): step t needs step t - 1, so T steps run one after another.
+
+    >>> s, steps = rnn_scan(np.ones((1, 5, 3)), np.eye(3), np.eye(3))
+    >>> s.shape, steps
+    ((1, 5, 3), 5)
+    """
+    x = np.asarray(x, dtype=float)
+    B, T, D = x.shape
+    s, states, steps = np.zeros((B, D)), [], 0
+    for t in range(T):
+        s = np.tanh(x[:, t] @ W_x + s @ W_h)  # (B, D): needs the previous state
+        states.append(s)
+        steps += 1
+    return np.stack(states, axis=1), steps
+
+
+def sequential_steps(T: int, d_model: int = 8, h: int = 2) -> tuple[int, int]:
+    """T -> (steps of an RNN over T positions, steps of one attention layer): (T, 1).
+
+    Attention computes all T outputs in one call: every position at once, however long T is.
+    """
+    rng = np.random.default_rng(0)
+    x, W = rng.normal(size=(1, T, d_model)), np.eye(d_model)
+    _, rnn_steps = rnn_scan(x, W, W)
+    p = init_params(d_model, rng=rng)
+    calls = [multi_head_attention(x, p, h, causal_mask(T))]  # one call covers every position
+    return rnn_steps, len(calls)

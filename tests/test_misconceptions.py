@@ -1,0 +1,103 @@
+"""The experiments of notebook 11 (mha_course.misconceptions) measure what they claim.
+
+- gradient x input per head is the first-order change of the loss: scaling a head's output by
+  (1 - eps) changes the loss by eps * grad_x_input (through layer 2's ``mha_backward`` for layer 1);
+- head contributions add up to the block's output; key attributions are causal;
+- ablation: keep_only silences the right heads; an ensemble of one member is that member;
+- rank_correlation against a hand-written Spearman; the RNN's steps depend on each other;
+- the shipped single-head members are the ENSEMBLE_CONFIG runs and solve the task.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course import misconceptions as mi
+from mha_course import train
+
+
+@pytest.fixture(scope="module")
+def induction():
+    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    return config, params
+
+
+def _scaled_head(params, layer, head, factor, config):
+    d_k = config.d_model // config.h
+    W_o = params.layers[layer].W_o.copy()
+    W_o[head * d_k:(head + 1) * d_k] *= factor
+    layers = list(params.layers)
+    layers[layer] = layers[layer]._replace(W_o=W_o)
+    return params._replace(layers=tuple(layers))
+
+
+@pytest.mark.parametrize("layer, head", [(0, 0), (0, 1), (1, 1)])
+def test_grad_x_input_is_the_first_order_change_of_the_loss(induction, layer, head):
+    config, params = induction
+    a = mi.head_attribution(params, config, seed=3, n=32)
+    eps = 1e-4
+    moved = [train.evaluate(_scaled_head(params, layer, head, 1 - s * eps, config), config,
+                            np.random.default_rng(3), 32).loss for s in (1, -1)]
+    assert (moved[0] - moved[1]) / 2 == pytest.approx(eps * a["grad_x_input"][layer, head], rel=1e-3, abs=1e-12)
+
+
+def test_ablation_column_is_the_loss_increase(induction):
+    config, params = induction
+    a = mi.head_attribution(params, config, seed=4, n=32)
+    base = train.evaluate(params, config, np.random.default_rng(4), 32).loss
+    silenced = train.evaluate(train.ablate_head(params, config, 1, 0), config, np.random.default_rng(4), 32).loss
+    assert a["ablation"][1, 0] == pytest.approx(silenced - base)
+    assert a["max_weight"].shape == (2, 2) and np.all((a["max_weight"] > 0) & (a["max_weight"] <= 1))
+
+
+def test_head_contributions_add_up_to_the_output():
+    rng = np.random.default_rng(0)
+    p = mc.init_params(12, rng=rng)
+    t = mc.trace(rng.normal(size=(2, 5, 12)), p, 3)
+    c = mi.head_contributions(t, p.W_o)
+    assert c.shape == (2, 3, 5, 12) and np.allclose(c.sum(1), t.output)
+
+
+def test_key_attribution_is_causal_and_sized_like_the_weights(induction):
+    config, params = induction
+    w, attr, batch = mi.key_attribution(params, config, 1, n=4)
+    T = config.seq_len
+    assert w.shape == attr.shape == (4, config.h, T, T)
+    assert np.all(attr[..., ~mc.causal_mask(T)] == 0) and np.all(attr >= 0)
+
+
+def test_keep_only_and_ensemble_of_one(induction):
+    config, params = induction
+    assert mi.keep_only(config, {0: 1, 1: 0}) == [(0, 0), (1, 1)]
+    one = mi.ensemble_metrics([(config, params)], seed=2, n=64)
+    ref = train.evaluate(params, config, np.random.default_rng(2), 64)
+    assert one.accuracy == pytest.approx(ref.accuracy) and one.loss == pytest.approx(ref.loss)
+
+
+def test_shipped_members_are_the_ensemble_config_and_solve_the_task():
+    members = mi.load_ensemble()
+    assert [c for c, _ in members] == [mi.ENSEMBLE_CONFIG._replace(seed=s) for s in mi.ENSEMBLE_SEEDS]
+    for config, params in members:
+        assert train.evaluate(params, config, np.random.default_rng(9), 128).accuracy > 0.95
+
+
+def test_rank_correlation_is_spearman():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(3, 7)), rng.normal(size=(3, 7))
+    ranks = lambda x: np.argsort(np.argsort(x))  # noqa: E731
+    want = [np.corrcoef(ranks(x), ranks(y))[0, 1] for x, y in zip(a, b)]
+    assert np.allclose(mi.rank_correlation(a, b), want)
+    assert mi.rank_correlation(a[0], a[0]) == pytest.approx(1) and mi.rank_correlation(a[0], -a[0]) == pytest.approx(-1)
+
+
+@pytest.mark.parametrize("T", [1, 7, 64])
+def test_rnn_steps_are_sequential_and_attention_is_one_call(T):
+    assert mi.sequential_steps(T) == (T, 1)
+    rng = np.random.default_rng(T)
+    x, W = rng.normal(size=(1, T, 3)), rng.normal(size=(3, 3))
+    s, _ = mi.rnn_scan(x, W, W)
+    x2 = x.copy()
+    x2[0, 0] += 1.0
+    s2, _ = mi.rnn_scan(x2, W, W)
+    assert np.all(np.abs(s2 - s)[:, :5].sum(-1) > 0)  # step 0 reaches later steps: each needs the one before

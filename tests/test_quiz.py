@@ -1,0 +1,251 @@
+"""The self-quiz (mha_course.quiz, quiz_widget) and its one data file, mha_course/data/quiz.json.
+
+- Every question has exactly one correct choice, its choices differ, and its link names a
+  section that exists in the notebook it cites; every lesson 00-12 is asked about.
+- Every computed answer is recomputed here by ANOTHER route through the package (a forward
+  pass, a shape, a loop), so a wrong computation or a wrong answer index fails; every
+  ``verify`` claim holds. A copy of the data file with a wrong answer index is caught.
+- grade / score / render_text; the expression evaluator refuses anything but arithmetic.
+- The widget's callbacks, called directly: answering, moving, revisiting, resetting.
+- Notebook 11 shows every question of the file (the interview set is generated from it).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course import misconceptions, quiz
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW = quiz.load_raw()
+QUESTIONS = quiz.load_questions()
+
+
+def _shape(stage, B, T, d_model, h, S=None):
+    """A stage's shape from a forward pass (not from the Trace the quiz uses)."""
+    rng = np.random.default_rng(5)
+    x, p = rng.normal(size=(B, T, d_model)), mc.init_params(d_model, rng=rng)
+    context = None if S is None else rng.normal(size=(B, S, d_model))
+    out, weights = mc.multi_head_attention(x, p, h, context=context)
+    concat = mc.combine_heads(mc.split_heads(out, h))
+    return {"weights": weights.shape, "scores": weights.shape, "concat": concat.shape}[stage]
+
+
+def _valid_heads(d_model):
+    ok = []
+    for h in range(1, d_model + 2):
+        try:
+            mc.multi_head_attention(np.ones((1, 2, d_model)), mc.init_params(d_model, rng=np.random.default_rng(0)), h)
+            ok.append(h)
+        except ValueError:
+            pass
+    return ok
+
+
+def _crossover(d_model):
+    from mha_course import complexity
+    T = 1
+    while complexity.attention_flops(T, d_model) < complexity.projection_flops(T, d_model):
+        T += 1
+    return T
+
+
+INDEPENDENT = {
+    "param_count": lambda d_model: mc.count_params(mc.init_params(d_model, rng=np.random.default_rng(0))),
+    "stage_shape": _shape,
+    "d_k": lambda d_model, h: mc.split_heads(np.zeros((1, 3, d_model)), h).shape[-1],
+    "valid_heads": _valid_heads,
+    "attention_flops": lambda T, d_model: 2 * (2 * T * T * d_model),  # Q Kᵀ and weights·V, 2 FLOPs per multiply-add
+    "crossover_seq_len": _crossover,
+    "score_memory_bytes": lambda B, h, T: math.prod((B, h, T, T)) * np.dtype(np.float32).itemsize,
+    "kv_cache_bytes_per_token": lambda layers, h_kv, d_k: 2 * layers * h_kv * d_k * 2,  # K and V, 2 bytes each
+    "sequential_steps": lambda T: (misconceptions.rnn_scan(np.zeros((1, T, 2)), np.eye(2), np.eye(2))[1], 1),
+}
+
+
+def _expected(choice):
+    return INDEPENDENT[choice["compute"]](**choice.get("args", {}))
+
+
+def computed_answer_problems(raw_questions) -> list[str]:
+    """What is wrong with the computed answers of ``raw_questions`` (empty when all are right)."""
+    problems = []
+    for q in raw_questions:
+        answer = q["choices"][q["answer"]]
+        if isinstance(answer, dict) and "compute" in answer:
+            if quiz.choice_value(answer) != _expected(answer):
+                problems.append(f"{q['id']}: {quiz.choice_value(answer)} != {_expected(answer)}")
+        for i, c in enumerate(q["choices"]):
+            numeric = isinstance(c, dict)
+            if numeric and i != q["answer"] and any(
+                    isinstance(a, dict) and "compute" in a and quiz.choice_value(c) == _expected(a) for a in q["choices"]):
+                problems.append(f"{q['id']}: choice {i} equals the computed answer")
+    return problems
+
+
+def test_at_least_thirty_questions_with_unique_ids():
+    ids = [q.id for q in QUESTIONS]
+    assert len(ids) >= 30 and len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("q", QUESTIONS, ids=[q.id for q in QUESTIONS])
+def test_exactly_one_correct_choice(q):
+    assert len(set(q.choices)) == len(q.choices) >= 3, q.choices
+    assert 0 <= q.answer < len(q.choices)
+    assert [quiz.grade(q, i).correct for i in range(len(q.choices))].count(True) == 1
+
+
+def test_numbers_and_shapes_are_computed_not_typed():
+    for q in RAW:
+        answer = q["choices"][q["answer"]]
+        if isinstance(answer, str):
+            assert not re.fullmatch(r"[\d,\s()x]+", answer), f"{q['id']}: a typed number/shape {answer!r}"
+
+
+def test_every_computed_answer_agrees_with_the_package_by_another_route():
+    assert computed_answer_problems(RAW) == []
+    assert sum(isinstance(q["choices"][q["answer"]], dict) for q in RAW) >= 10
+
+
+def test_a_wrong_answer_index_is_caught():
+    broken = copy.deepcopy(RAW)
+    q = next(q for q in broken if isinstance(q["choices"][q["answer"]], dict))
+    q["answer"] = (q["answer"] + 1) % len(q["choices"])
+    assert computed_answer_problems(broken), "moving the answer to a distractor must be caught"
+
+
+@pytest.mark.parametrize("q", [q for q in QUESTIONS if q.verify], ids=lambda q: q.id)
+def test_every_claim_the_answer_rests_on_holds(q):
+    assert quiz.verify(q)
+
+
+def _headings(stem: str) -> list[str]:
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return [line[3:] for c in cells if c["cell_type"] == "markdown"
+            for line in "".join(c["source"]).splitlines() if line.startswith("## ")]
+
+
+@pytest.mark.parametrize("q", QUESTIONS, ids=[q.id for q in QUESTIONS])
+def test_every_link_names_an_existing_section(q):
+    starts = [re.match(r"(\d+)\s*[.·]", h) for h in _headings(q.notebook)]
+    assert q.section in {m.group(1) for m in starts if m}, f"{q.notebook} has no section {q.section}"
+
+
+def test_every_lesson_is_asked_about():
+    lessons = {p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert lessons <= {q.notebook for q in QUESTIONS}
+
+
+def test_notebook_11_shows_every_question_of_the_file():
+    text = (ROOT / "notebooks" / "11_misconceptions_and_interview.ipynb").read_text(encoding="utf-8")
+    missing = [q.id for q in QUESTIONS if json.dumps(q.question)[1:-1] not in text]
+    assert not missing, f"notebook 11 lacks questions {missing}: re-generate its interview set"
+
+
+# ----------------------------------------------------------------------------- grading
+Q = quiz.Question("q", "04_concat_output", "4", "Params?", ("4·D²", "h·4·D²", "3·D²"), 0, "Same for any h.")
+
+
+def test_grade_right_and_wrong():
+    assert quiz.grade(Q, 0) == quiz.Feedback(True, "Right. Same for any h.")
+    wrong = quiz.grade(Q, 2)
+    assert not wrong.correct and '"4·D²"' in wrong.message and "Same for any h." in wrong.message
+
+
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_grade_refuses_a_choice_out_of_range(bad):
+    with pytest.raises(ValueError, match=rf"choice={bad} .*use 0..2"):
+        quiz.grade(Q, bad)
+
+
+def test_score_counts_right_and_answered():
+    other = Q._replace(id="r", answer=1)
+    assert quiz.score([Q, other], {"q": 0, "r": 0}) == (1, 2)
+    assert quiz.score([Q, other], {}) == (0, 0)
+
+
+def test_render_text_lists_choices_and_the_key():
+    text = quiz.render_text([Q])
+    assert "1. Params?  [04_concat_output §4]" in text and "   c) 3·D²" in text and text.endswith("answers: 1a")
+
+
+@pytest.mark.parametrize("expr", ["__import__('os')", "x + 1", "2 ** 3 / 2", "len((1,))", "1.5 * 2"])
+def test_expressions_are_arithmetic_only(expr):
+    with pytest.raises(ValueError, match="integer arithmetic"):
+        quiz.choice_value({"expr": expr})
+
+
+def test_expressions_and_unknown_computations():
+    assert quiz.choice_value({"expr": "(2, 4 * 3, -1)"}) == (2, 12, -1)
+    with pytest.raises(ValueError, match="unknown computation 'nope'; known: "):
+        quiz.choice_value({"compute": "nope"})
+
+
+def test_a_data_file_with_an_answer_out_of_range_is_refused(tmp_path):
+    path = tmp_path / "quiz.json"
+    path.write_text(json.dumps({"questions": [dict(RAW[0], answer=9)]}), encoding="utf-8")
+    with pytest.raises(ValueError, match="answer=9 is not an index"):
+        quiz.load_questions(path)
+
+
+@pytest.mark.parametrize("value, template, text", [
+    (1048576, "{}", "1,048,576"), ((2, 4, 5, 5), "{}", "(2, 4, 5, 5)"), ([1, 2, 3], "h in {}", "h in 1, 2, 3"),
+    (np.int64(7), "{} bytes", "7 bytes"), (True, "{}", "True"), ("text", "{}", "text")])
+def test_format_value(value, template, text):
+    assert quiz.format_value(value, template) == text
+
+
+# ----------------------------------------------------------------------------- the widget
+def _widget():
+    pytest.importorskip("ipywidgets")
+    from mha_course.quiz_widget import QuizWidget
+    return QuizWidget([Q, Q._replace(id="r", question="Second?", answer=1)])
+
+
+def test_widget_answers_give_feedback_and_score():
+    w = _widget()
+    assert not w.answer(1).correct and "Not quite" in w._feedback.value
+    assert w.score_text() == "score: 0 / 1 answered (2 questions)"
+    w.next()
+    assert w.answer(1).correct and "Right." in w._feedback.value
+    assert "score: 1 / 2 answered" in w._score.value
+
+
+def test_widget_clicking_a_choice_grades_it():
+    w = _widget()
+    w._choices.value = "3·D²"  # what a click does
+    assert w.answers == {"q": 2}
+
+
+def test_widget_moves_wrap_and_revisits_show_the_earlier_answer():
+    w = _widget()
+    w.answer(0)
+    w.next()
+    assert w._choices.value is None and w._feedback.value == "" and w.current == 1
+    w.next()
+    assert w.current == 0 and w._choices.value == "4·D²" and "Right." in w._feedback.value
+    w.previous()
+    assert w.current == 1 and "Second?" in w._title.value
+
+
+def test_widget_reset_and_empty():
+    w = _widget()
+    w.answer(0)
+    w.reset()
+    assert w.answers == {} and w.current == 0 and "score: 0 / 0" in w._score.value
+    from mha_course.quiz_widget import QuizWidget
+    with pytest.raises(ValueError, match="at least one question"):
+        QuizWidget([])
+
+
+def test_widget_defaults_to_the_data_file():
+    pytest.importorskip("ipywidgets")
+    from mha_course.quiz_widget import QuizWidget
+    assert [q.id for q in QuizWidget().questions] == [q.id for q in QUESTIONS]
