@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import mha_course as mc
+from mha_course import check, train
 from mha_course import misconceptions as mi
-from mha_course import train
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +101,25 @@ def test_rnn_steps_are_sequential_and_attention_is_one_call(T):
     x2[0, 0] += 1.0
     s2, _ = mi.rnn_scan(x2, W, W)
     assert np.all(np.abs(s2 - s)[:, :5].sum(-1) > 0)  # step 0 reaches later steps: each needs the one before
+
+
+# ----------------------------------------------------------------------------- the checkers of notebook 11
+@pytest.mark.parametrize("checker, wrong, named", [
+    (check.head_params, lambda d, h: (4 * d * d, 4 * h * d * d), "each head owns full"),
+    (check.head_params, lambda d, h: (3 * d * (d // h), 3 * d * d), "W_o is forgotten"),
+    (check.head_params, lambda d, h: (4 * (d // h) ** 2, 4 * h * (d // h) ** 2), "d_k x d_k"),
+    (check.score_std, lambda d_k: (float(d_k), 1.0), "the variance d_k"),
+    (check.score_std, lambda d_k: (1.0, d_k ** -0.5), "std 1"),
+    (check.work_growth, lambda T, d: 4.0, "only the T² part"),
+    (check.work_growth, lambda T, d: 2.0 ** T, "exponential"),
+])
+def test_checkers_name_the_mistake(checker, wrong, named, capsys):
+    assert checker(wrong) is False
+    assert named in capsys.readouterr().out
+
+
+def test_checkers_pass_right_answers(capsys):
+    assert check.head_params(lambda d, h: (4 * d * (d // h), 4 * d * d))
+    assert check.score_std(lambda d_k: (np.sqrt(d_k), 1.0))
+    assert check.work_growth(lambda T, d: (16 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d))
+    assert not check.work_growth(lambda T, d: 3.0)  # a constant cannot fit every case

@@ -31,6 +31,7 @@ from .gqa import kv_append, kv_bytes_per_token, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
 from .masks import causal_self_attention, document_mask, mask_as
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
+from .misconceptions import head_params, score_std, work_growth
 from .positions import apply_rope, rope_scores, sinusoidal_positions
 from .qkv import no_projection_weights, project_qkv, qkv_param_count
 from .shapes import cross_attention_shapes, stage_shapes
@@ -49,4 +50,4 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "torch_state_dict", "torch_attn_mask", "torch_attention",
            "online_softmax_update", "sliding_window_mask", "linear_attention",
            "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope",
-           "document_mask", "rope_scores"]
+           "document_mask", "rope_scores", "head_params", "score_std", "work_growth"]
