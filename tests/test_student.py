@@ -5,6 +5,7 @@ one at the top level of a cell). The parametrized tests at the end run over what
 course notebooks exist under notebooks/: a fresh student copy of each runs top to bottom
 with every stub unfinished, each check cell saying "not finished yet" and a summary last.
 """
+import ast
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -100,7 +101,7 @@ def execute(nb, cwd):
 
 def printed(cell) -> str:
     """What a cell printed on stdout."""
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
 
 
 def cell_text(cell) -> str:
@@ -303,14 +304,47 @@ def learner_names(nb) -> set:
     return found
 
 
-def up_to_the_last_check(original, nb):
-    """The student copy cut after its last check cell, plus the summary cell.
+def _names(source: str):
+    """(names a cell's code stores, names it reads); ``None`` when it is not plain Python."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    stored, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (stored if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.alias)):
+            stored.add(getattr(node, "asname", None) or node.name.split(".")[0])
+    return stored, read
 
-    The cells after the last check are the answer key's own, which nbval runs; the test
-    below makes sure none of them uses a learner's name. This halves the time of Run All.
+
+def _display_only(cell, later) -> bool:
+    """A plot or widget cell whose names no later cell reads: it cannot change what follows."""
+    shows = "plt.show()" in cell.source or cell.source.startswith("# NBVAL_IGNORE_OUTPUT")
+    names = _names(cell.source) if shows else None
+    if names is None:
+        return False
+    needed = set().union(*[(n[1] - n[0]) if n else {"*"} for n in map(_names, later)])
+    return "*" not in needed and not names[0] & needed
+
+
+def run_all_cells(original, nb):
+    """What Run All of the student copy needs to run to reach every check and the summary.
+
+    Cut after the last check cell (the cells after it are the answer key's own, which nbval
+    runs; the test makes sure none uses a learner's name), and without the cells that only
+    draw (plots, widgets) and define nothing a later cell reads: they cannot stop Run All,
+    and they are most of its time.
     """
     nb = nbformat.from_dict(nb)
-    nb.cells = nb.cells[:check_cells(original)[-1] + 1] + nb.cells[-1:]
+    kept = nb.cells[:check_cells(original)[-1] + 1]
+    for i, cell in enumerate(kept):
+        cell.metadata["index_in_student_copy"] = i
+    code = [c.source for c in kept if c.cell_type == "code"]
+    keep = [c for i, c in enumerate(kept) if c.cell_type != "code" or not _display_only(
+        c, code[sum(k.cell_type == "code" for k in kept[:i + 1]):])]
+    nb.cells = keep + nb.cells[-1:]
     return nb
 
 
@@ -321,7 +355,7 @@ def executed_student_copies():
         original = nbformat.read(path, as_version=4)
         if not exercise_cells(original):
             return path, None  # no exercise: the copy is the answer key, which nbval runs
-        nb = up_to_the_last_check(original, cli.student_notebook(original))
+        nb = run_all_cells(original, cli.student_notebook(original))
         try:
             cli._run_client(nb, path, timeout=300)
         except cli.NotebookRunError as err:
@@ -341,8 +375,9 @@ def test_course_student_copy_runs_all_with_every_stub_unfinished(path, executed_
         assert cli.student_notebook(original) == original
         pytest.skip("no exercise in this notebook: its student copy is the answer key")
     assert not isinstance(ran, str), ran  # Run All stopped: the message names the notebook and the cell
+    by_index = {c.metadata.get("index_in_student_copy"): c for c in ran.cells}
     for j in check_cells(original):
-        said = printed(ran.cells[j])
+        said = printed(by_index[j])
         assert len(said.splitlines()) == 1 and "not finished yet" in said, (j, said)
     if hasattr(check, "summary"):
         assert re.search(r"\b0 of \d+ exercises? done", printed(ran.cells[-1])), printed(ran.cells[-1])
