@@ -20,7 +20,7 @@ from PIL import Image as PILImage
 from .. import diagram
 from ..mha import Trace
 from ..plots import VALUES_CMAP, WEIGHTS_CMAP, head_color
-from .logic import GAP_COLOR, MAX_HEADS_SHOWN, head_spans, head_strip, heads_side_by_side, tick_positions
+from .logic import GAP_COLOR, MAX_HEADS_SHOWN, head_spans, head_strip, heads_side_by_side
 
 __all__ = ["FIGSIZE", "DPI", "INK", "SOFT", "LEARNED_FILL", "FREE_FILL", "ACTIVE_EDGE", "Scene",
            "Mode", "View", "Matrix", "Heads", "DiagramDrawing"]
@@ -118,9 +118,11 @@ class Matrix:
         self.ax.set_ylim(rows - 0.5, -0.5)
 
     def row_labels(self, tokens) -> None:
-        """Token labels down the rows, thinned so that they stay >= 10 px apart."""
+        """A token label on every row, or none when the rows are narrower than a label (a
+        thinned column of tokens would read as another sentence)."""
         height_px = self.ax.get_position().height * self.ax.figure.bbox.height
-        pos = tick_positions(len(tokens), max(1, min(16, int(height_px / 10))))
+        n = len(tokens)
+        pos = list(range(n)) if n <= len(self.rows.texts) and height_px / n >= 7 else []
         self.rows.set(pos, [tokens[i] for i in pos])
 
 
@@ -171,14 +173,17 @@ class Heads:
         return [self.matrix.ax, *strip, *self.titles, self.title, *keys]
 
     def key_labels(self, tokens, k: int) -> None:
-        """Key tokens under every head if they fit in the label pool, else under head 0 only;
-        thinned so that they stay >= 10 px apart."""
+        """Every key token under every head if they fit in the label pool, else under head 0
+        only; none when a column is narrower than a label (a thinned row of tokens would read
+        as another sentence)."""
         n, room = len(tokens), len(self.matrix.keys.texts)
         column_px = self.px / (k * n + k - 1)
-        keys = tick_positions(n, max(1, int(n * column_px / 10)))
-        spans = head_spans(k, n) if k * len(keys) <= room else head_spans(1, n)
-        self.matrix.keys.set([s + j for s, _ in spans for j in keys],
-                             [tokens[j] for _ in spans for j in keys])
+        if column_px < 8 or n > room:
+            self.matrix.keys.set([], [])
+            return
+        spans = head_spans(k, n) if k * n <= room else head_spans(1, n)
+        self.matrix.keys.set([s + j for s, _ in spans for j in range(n)],
+                             [tokens[j] for _ in spans for j in range(n)])
 
 
 class DiagramDrawing:

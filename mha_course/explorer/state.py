@@ -33,7 +33,9 @@ class StateView(View):
         self.story = fig.text(0.02, 0.36, "", ha="left", va="top", fontsize=10, color=INK,
                               linespacing=1.4)
         self.formula = fig.text(0.02, 0.14, "", ha="left", va="center", fontsize=16, color=INK)
-        self.tensor = Heads(fig, (0.57, 0.10, 0.40, 0.76), keys=32)
+        self.tensor = Heads(fig, (0.57, 0.10, 0.37, 0.76), keys=32)
+        self.cbar = fig.colorbar(self.tensor.matrix.image, cax=fig.add_axes((0.948, 0.10, 0.007, 0.76)))
+        self.cbar.ax.tick_params(labelsize=7)
         self.tensor_title = fig.text(0.57, 0.93, "", ha="left", va="bottom", fontsize=9.5,
                                      fontweight="bold", color=INK)
         self.tensor_xlabel = fig.text(0.97, 0.005, "", ha="right", va="bottom", fontsize=8,

@@ -1,0 +1,73 @@
+"""The explorer's heatmaps label every token or none (a thinned row of tokens reads as another
+sentence: "the sat the"), and every scores panel has a colour bar on the numbers it shows."""
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from mha_course.explorer import Explorer  # noqa: E402
+from mha_course.explorer.app import FIGSIZE  # noqa: E402
+from mha_course.explorer.data import DataView  # noqa: E402
+from mha_course.explorer.state import StateView  # noqa: E402
+from mha_course.qkv import SENTENCE  # noqa: E402
+from mha_course.plots import tokens_for  # noqa: E402
+
+
+def _labels(pool):
+    return [t.get_text() for t in pool.texts if t.get_visible() and t.get_text()]
+
+
+def _view(View, explorer):
+    """A static view of the explorer's current scene (what ``explorer.render`` draws)."""
+    view = View(plt.figure(figsize=FIGSIZE))
+    view.update(explorer.scene())
+    return view
+
+
+def _all_or_none(labels, tokens):
+    n = len(tokens)
+    return not labels or (len(labels) % n == 0 and labels == list(tokens) * (len(labels) // n))
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    return Explorer(d_model=16, h=4, seq_len=6)
+
+
+@pytest.mark.parametrize("sizes", [dict(h=4, seq_len=6), dict(h=8, seq_len=6), dict(h=2, seq_len=16),
+                                   dict(h=1, seq_len=16), dict(h=16, seq_len=12)])
+def test_data_mode_labels_every_token_or_none(explorer, sizes):
+    plt.close("all")
+    explorer.controls.set(**sizes)
+    view, tokens = _view(DataView, explorer), tokens_for(sizes["seq_len"])
+    for panel in (view.scores, view.weights):
+        assert _all_or_none(_labels(panel.matrix.keys), tokens), _labels(panel.matrix.keys)
+    for matrix in (view.top["X"], view.scores.matrix, view.outputs.matrix):
+        assert _all_or_none(_labels(matrix.rows), tokens), _labels(matrix.rows)
+
+
+def test_the_course_sentence_is_labelled_in_full(explorer):
+    explorer.controls.set(h=4, seq_len=6)
+    keys = _labels(_view(DataView, explorer).scores.matrix.keys)
+    assert keys[:6] == list(SENTENCE)
+
+
+@pytest.mark.parametrize("stage", ["scores", "weights", "X"])
+def test_state_mode_labels_every_token_or_none_and_has_a_colour_bar(explorer, stage):
+    explorer.controls.set(h=4, seq_len=6)
+    explorer.stage.value = explorer.trace.names.index(stage)
+    view = _view(StateView, explorer)
+    assert _all_or_none(_labels(view.tensor.matrix.rows), list(SENTENCE))
+    assert _all_or_none(_labels(view.tensor.matrix.keys), list(SENTENCE))
+    assert view.cbar.mappable is view.tensor.matrix.image
+
+
+def test_data_scores_colour_bar_follows_the_scores(explorer):
+    explorer.controls.set(h=4, seq_len=6)
+    view = _view(DataView, explorer)
+    lo, hi = view.scores.matrix.image.get_clim()
+    assert view.scores_cbar.mappable is view.scores.matrix.image
+    assert np.isclose(hi, np.abs(explorer.trace["scores"][0]).max()) and np.isclose(lo, -hi)
