@@ -348,8 +348,10 @@ def test_an_import_is_not_cut_in_half_by_the_time_limit(capsys, monkeypatch, tmp
         return np.tril(np.ones((T, T), dtype=bool)) if slow_module_for_check.VALUE == 3 else None
     try:
         ok, out = run(capsys, "causal_mask", learner)
-        assert ok, out
+        # the import always ends whole; the call itself may still be stopped once the import is
+        # over (it took longer than the limit), which depends on how loaded the machine is
         assert sys.modules["slow_module_for_check"].VALUE == 3
+        assert ok or "did not finish within 0.2 s" in out, out
     finally:
         sys.modules.pop("slow_module_for_check", None)
 
