@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import asyncio
 import copy
 import errno
 import json
@@ -149,7 +150,6 @@ def _read_notebook(path: Path, what: str = "notebook"):
 def _run_client(nb, path: Path, timeout: int) -> None:
     """Execute ``nb`` in a fresh kernel; NotebookRunError names the notebook and the failing cell."""
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     current = {"index": None}
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,18 +159,27 @@ def _run_client(nb, path: Path, timeout: int) -> None:
             on_cell_start=lambda cell, cell_index: current.update(index=cell_index))
         try:
             client.execute()
-        except CellTimeoutError:
-            raise NotebookRunError(f"{path}: {_cell_name(nb, current['index'])} did not finish within "
-                                   f"--timeout {timeout} s; it was stopped") from None
-        except DeadKernelError:
-            raise NotebookRunError(f"{path}: the kernel died in {_cell_name(nb, current['index'])} "
-                                   "(os._exit, a crash or out of memory)") from None
-        except CellExecutionError as err:
-            ename = getattr(err, "ename", "error")
-            raise _CellRaised(f"{path}: {_cell_name(nb, current['index'])} raised {ename}: "
-                                   f"{str(getattr(err, 'evalue', ''))[:200]}") from None
-        except RuntimeError as err:  # the kernel did not start
-            raise NotebookRunError(f"{path}: the kernel did not start ({err})") from None
+        except Exception as err:
+            if _SIGNALLED:  # nbclient turned our Ctrl-C / SIGTERM into a kernel error
+                raise KeyboardInterrupt from None
+            raise _run_error(err, nb, path, timeout, current["index"]) from None
+
+
+def _run_error(err: Exception, nb, path: Path, timeout: int, index) -> Exception:
+    """The one-line NotebookRunError for what nbclient raised while running cell ``index``."""
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    cell = _cell_name(nb, index)
+    if isinstance(err, CellTimeoutError):
+        return NotebookRunError(f"{path}: {cell} did not finish within --timeout {timeout} s; it was stopped")
+    if isinstance(err, DeadKernelError):
+        return NotebookRunError(f"{path}: the kernel died in {cell} (os._exit, a crash or out of memory)")
+    if isinstance(err, CellExecutionError):
+        evalue = str(getattr(err, "evalue", ""))[:200]
+        return _CellRaised(f"{path}: {cell} raised {getattr(err, 'ename', 'an error')}: {evalue}")
+    if isinstance(err, RuntimeError):  # the kernel did not start
+        return NotebookRunError(f"{path}: the kernel did not start ({err})")
+    return err
 
 
 def execute_notebook(path, timeout: int = 600, retries: int = 0) -> None:
@@ -199,12 +208,22 @@ def execute_notebook(path, timeout: int = 600, retries: int = 0) -> None:
     atomic_write(path, (nbformat.writes(nb) + "\n").encode("utf-8"))
 
 
-def _raise_on_sigterm(signum, frame):
+_SIGNALLED: list = []  # the signals received: what looks like a dead kernel after one is our stop
+
+
+def _raise_on_signal(signum, frame):
+    _SIGNALLED.append(signum)
     raise KeyboardInterrupt(f"signal {signum}")  # unwinds nbclient, which shuts its kernel down
 
 
 def _cmd_execute(args) -> int:
-    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        thread_env()
+    except ValueError as err:
+        print(f"mha-course execute: {err}", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _raise_on_signal)
     passed, failed = [], []
     for nb in args.notebooks:
         try:
@@ -670,7 +689,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C, or SIGTERM for execute
         print(f"mha-course {args.command}: interrupted; each file written so far is whole "
               "(the old version or the new one)", file=sys.stderr)
         return 130

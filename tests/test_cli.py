@@ -7,6 +7,7 @@ a full disk by ``resource.setrlimit(RLIMIT_FSIZE)`` in the subprocess.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -341,3 +342,20 @@ def test_mha_course_threads_reaches_pytest_and_execute(monkeypatch):
         cli.thread_env()
     monkeypatch.delenv("MHA_COURSE_THREADS")
     assert cli.thread_env()["OMP_NUM_THREADS"] == "1"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_execute_stops_on_a_signal_and_leaves_the_notebook_as_it_was(tmp_path, sig):
+    path = tmp_path / "loop.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("while True: pass")]), path)
+    before = path.read_bytes()
+    proc = subprocess.Popen([sys.executable, "-m", "mha_course.cli", "execute", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.communicate(timeout=8)  # let the kernel start and spin
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)  # a hang guard, not a timing
+    assert proc.returncode == 130 and "interrupted" in err, err
+    assert path.read_bytes() == before
