@@ -17,7 +17,7 @@ from IPython.display import display
 
 from .heads import nearest_valid_h, valid_heads
 
-__all__ = ["SizeControls", "LiveView", "live_view"]
+__all__ = ["SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view"]
 
 _STYLE = {"description_width": "70px"}
 _LAYOUT = W.Layout(width="330px")
@@ -203,5 +203,3 @@ def option_live_view(draw: Callable, name: str, options, value=None) -> LiveView
     """
     return LiveView(draw, OptionControls(name, options, value))
 
-
-__all__ += ["OptionControls", "option_live_view"]
