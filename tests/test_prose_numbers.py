@@ -28,6 +28,7 @@ ALLOWED = {
 NUMBER = re.compile(r"(?<![\w.^])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
 SKIP_CONTEXT = [
     r"https?://\S+",                                    # links
+    r"\[\d\d\](?=\()",                                    # [06](06_masks...): a notebook's number as link text
     r"\]\([^)]*\)",                                     # markdown link targets
     r"\b\d\d_[a-z_]+(\.ipynb)?",                        # notebook file names
     r"(?i)\b(notebooks?|exercises?|ex|sections?|§|steps?|chapter)\s*\d+(\.\d+)?"
@@ -121,7 +122,7 @@ def test_every_number_in_prose_is_printed_by_a_compared_cell(path):
 
 @pytest.mark.parametrize("text, expected", [
     ("weights 0.19 and 1,024 params, $1{,}056$ and $16\\,384$", ["0.19", "1024", "1056", "16384"]),
-    ("see notebook 05 and Exercise 3.3, torch 2.13.0, about 25 minutes, in 2017", []),
+    ("see notebook 05 and Exercise 3.3, torch 2.13.0, about 25 minutes, in 2017, [06](06_masks.ipynb)", []),
     ("## 3. Heads\nd_k = 64, W_O^{(2)}, float32, tok16, e^{23}", ["64", "2", "23"]),
 ])
 def test_prose_numbers_reads_numbers_as_a_reader_would(text, expected):
