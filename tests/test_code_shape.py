@@ -47,3 +47,22 @@ def test_code_lines_leave_out_the_docstring_and_comments():
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_function_is_longer_than_25_lines_of_code(path):
     assert long_functions(path) == []
+
+
+def layout_problems(path: Path) -> list[str]:
+    """Module-level imports after the first def/class, and more than one ``__all__`` statement."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    problems, seen_code, alls = [], False, 0
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            seen_code = True
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and seen_code:
+            problems.append(f"line {node.lineno}: import below the code")
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        alls += any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
+    return problems + ([f"{alls} __all__ statements"] if alls > 1 else [])
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_at_the_top_and_one_all(path):
+    assert layout_problems(path) == []
