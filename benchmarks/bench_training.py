@@ -123,6 +123,22 @@ def _in_process(side: str, threads: int, steps: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _report(ours: dict, theirs: dict, target: dict, gap: float, threads: int) -> None:
+    c = CONFIG
+    print(f"# training step, {c.n_layers} layers, d_model={c.d_model}, h={c.h}, seq_len={c.seq_len}, "
+          f"batch={c.batch}, float64, {threads} thread(s); {platform.processor() or platform.machine()}, "
+          f"numpy {np.__version__}, torch {theirs['torch']}; first 5 losses agree to {gap:.1e}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| | steps/s | time per step |")
+    print("|---|---|---|")
+    for name, r in (("mha_course (numpy, our backward)", ours), ("torch autograd + torch.optim.Adam", theirs)):
+        print(f"| {name} | {r['steps_per_s']:.1f} | {1000 / r['steps_per_s']:.2f} ms |")
+    print(f"\nour step takes {theirs['steps_per_s'] / ours['steps_per_s']:.2f}x torch's (target <= 1.5x)")
+    print(f"induction to {TARGET:.0%} held-out accuracy: {target['seconds']:.1f} s wall, "
+          f"{target.get('step', 'not reached in 5000')} steps (accuracy {target.get('accuracy', float('nan')):.3f}; "
+          f"target <= 60 s)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2, help="BLAS / torch threads of each side (default 2)")
@@ -139,19 +155,7 @@ def main(argv=None) -> int:
     if gap > 1e-9:
         raise SystemExit(f"the two models differ: first losses {ours['losses']} vs {theirs['losses']}")
     target = _in_process("target", args.threads, args.steps)
-    c = CONFIG
-    print(f"# training step, {c.n_layers} layers, d_model={c.d_model}, h={c.h}, seq_len={c.seq_len}, "
-          f"batch={c.batch}, float64, {args.threads} thread(s); {platform.processor() or platform.machine()}, "
-          f"numpy {np.__version__}, torch {theirs['torch']}; first 5 losses agree to {gap:.1e}")
-    print("| | steps/s | time per step |")
-    print("|---|---|---|")
-    for name, r in (("mha_course (numpy, our backward)", ours), ("torch autograd + torch.optim.Adam", theirs)):
-        print(f"| {name} | {r['steps_per_s']:.1f} | {1000 / r['steps_per_s']:.2f} ms |")
-    ratio = theirs["steps_per_s"] / ours["steps_per_s"]
-    print(f"\nour step takes {ratio:.2f}x torch's (target <= 1.5x)")
-    print(f"induction to {TARGET:.0%} held-out accuracy: {target['seconds']:.1f} s wall, "
-          f"{target.get('step', 'not reached in 5000')} steps (accuracy {target.get('accuracy', float('nan')):.3f}; "
-          f"target <= 60 s)")
+    _report(ours, theirs, target, gap, args.threads)
     print(f"\ncommand: python benchmarks/bench_training.py {shlex.join(argv or sys.argv[1:])}".rstrip())
     return 0
 
