@@ -45,6 +45,7 @@ notebooks: $(STAMP)
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_mha.py
 	$(BIN)/python benchmarks/bench_explorer.py
+	$(BIN)/python benchmarks/bench_training.py
 
 clean-venv:
 	rm -rf $(VENV)
