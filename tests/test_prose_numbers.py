@@ -21,8 +21,8 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 # (notebook stem, number as written) -> why it needs no printing cell
-ALLOWED = {
-    ("01_qkv", "0.83"): "the limit (4*1 + 2*0.5)/6 is derived in the same sentence",
+ALLOWED: dict = {
+    # ("01_qkv", "0.83"): "why this number needs no printing cell",
 }
 
 NUMBER = re.compile(r"(?<![\w.^])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
