@@ -23,14 +23,7 @@ class DataView(View):
                              head_titles=False)
         self.weights = Heads(fig, (0.555, 0.385, 0.405, 0.2), with_strip=False, rows=False,
                               keys=16)
-        self.cbar = fig.colorbar(self.weights.matrix.image,
-                                 cax=fig.add_axes((0.968, 0.385, 0.008, 0.2)))
-        self.cbar.ax.tick_params(labelsize=7)
-        self.cbar.set_ticks([0, 0.5, 1])
-        # The scores' own scale (centred on 0, it changes with h): a colour bar that is redrawn
-        self.scores_cbar = fig.colorbar(self.scores.matrix.image,
-                                        cax=fig.add_axes((0.497, 0.385, 0.008, 0.2)))
-        self.scores_cbar.ax.tick_params(labelsize=7)
+        self._colour_bars(fig)
         self.outputs = Heads(fig, (0.06, 0.04, 0.43, 0.16))
         self.concat = Heads(fig, (0.555, 0.04, 0.405, 0.16), rows=False, head_titles=False)
         fig.text(0.985, 0.975, "rows: tokens · columns: features · red > 0 > blue", ha="right",
@@ -44,6 +37,16 @@ class DataView(View):
             for artist in panel.per_head_artists():
                 self._dyn(artist)
         self._dyn(self.scores_cbar.ax)
+
+    def _colour_bars(self, fig: Figure) -> None:
+        """The weights' fixed 0..1 bar, and the scores' own (centred on 0, it changes with h)."""
+        self.cbar = fig.colorbar(self.weights.matrix.image,
+                                 cax=fig.add_axes((0.968, 0.385, 0.008, 0.2)))
+        self.cbar.ax.tick_params(labelsize=7)
+        self.cbar.set_ticks([0, 0.5, 1])
+        self.scores_cbar = fig.colorbar(self.scores.matrix.image,
+                                        cax=fig.add_axes((0.497, 0.385, 0.008, 0.2)))
+        self.scores_cbar.ax.tick_params(labelsize=7)
 
     def background_key(self, scene: Scene):
         """X, Q, K, V and the token labels depend on the tokens, d_model and seed, not on h."""
