@@ -145,7 +145,7 @@ def test_every_lesson_is_asked_about():
 
 def test_notebook_11_shows_every_question_of_the_file():
     text = (ROOT / "notebooks" / "11_misconceptions_and_interview.ipynb").read_text(encoding="utf-8")
-    missing = [q.id for q in QUESTIONS if json.dumps(q.question)[1:-1] not in text]
+    missing = [q.id for q in QUESTIONS if json.dumps(q.question, ensure_ascii=False)[1:-1] not in text]
     assert not missing, f"notebook 11 lacks questions {missing}: re-generate its interview set"
 
 
