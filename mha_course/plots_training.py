@@ -11,23 +11,27 @@ import numpy as np
 
 from .plots import _new_ax, attention_heatmap, head_color
 
-__all__ = ["loss_curves", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
+__all__ = ["smooth", "loss_curves", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
            "ablation_figure", "LiveLossPlot"]
 
 
-def _smooth(values, window: int) -> np.ndarray:
-    """Running mean over ``window`` steps (shorter at the start), same length as ``values``."""
+def smooth(values, window: int) -> np.ndarray:
+    """values (steps,) -> (steps,): the running mean over ``window`` steps (shorter at the start).
+
+    >>> smooth([1.0, 3.0, 5.0, 7.0], 2)
+    array([1., 2., 4., 6.])
+    """
     v = np.asarray(values, dtype=float)
     c = np.cumsum(np.insert(v, 0, 0.0))
     n = np.minimum(np.arange(1, len(v) + 1), window)
     return (c[1:] - c[np.arange(1, len(v) + 1) - n]) / n
 
 
-def loss_curves(curves: dict, ax=None, smooth: int = 10, title=None):
-    """{label: losses (steps,)} -> ax: each curve smoothed over ``smooth`` steps, loss on a log axis."""
+def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
+    """{label: losses (steps,)} -> ax: each curve smoothed over ``window`` steps, loss on a log axis."""
     ax = _new_ax(ax, (5, 3.2))
     for i, (label, losses) in enumerate(curves.items()):
-        ax.plot(_smooth(losses, smooth), label=label, color=head_color(i))
+        ax.plot(smooth(losses, window), label=label, color=head_color(i))
     ax.set_yscale("log")
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy (nats)")
@@ -105,7 +109,7 @@ def h_sweep_figure(results: dict, h=None):
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
     for i, hh in enumerate(hs):
         chosen = h is None or hh == h
-        left.plot(_smooth(curves[:, i].mean(0), 20), color=head_color(i) if chosen else "#cccccc",
+        left.plot(smooth(curves[:, i].mean(0), 20), color=head_color(i) if chosen else "#cccccc",
                   label=f"h={hh}", zorder=2 if chosen else 1)
     left.set(yscale="log", xlabel="training step", ylabel="training loss (nats)",
              title="d_model = 32, mean of the seeds")

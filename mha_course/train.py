@@ -10,6 +10,9 @@ Shapes: ``B`` batch, ``T`` positions, ``V`` vocabulary, ``D = d_model``, ``h`` h
 trained with cross-entropy on the positions a task scores, and Adam. The forward pass is the
 package's ``multi_head_attention``; the backward pass is ``mha_course.backward.mha_vjp``.
 
+Positions (``Config.positions``): ``"learned"`` (a table added to the embeddings), ``"rope"``
+(``multi_head_attention(..., rope_base=config.rope_base)``) or ``"none"``.
+
 Tasks (``make_batch``): ``"previous_token"`` (predict the token one position back: one layer
 with positions learns it, without positions it stays near chance) and ``"induction"``
 ([noise][A B C ...][A B C ...] with a random length; predict the second copy: a layer-1
@@ -22,6 +25,8 @@ Using a trained model (the shipped checkpoints, or your own)::
     batch = train.make_batch(config, np.random.default_rng(0))        # Batch(tokens, targets, scored)
     logits, weights = train.forward(params, batch.tokens, config)      # (B, T, V), [(B, h, T, T)] * L
     print(train.evaluate(params, config, np.random.default_rng(1)))    # Metrics(loss, accuracy)
+    train.metrics(params, batch, config, ablate=[(1, 0)])              # the same batch, one head cut
+    experiments = train.load_experiments()      # the h sweep, dropout and scale runs of notebook 08
     lp = train.layer_params(params, config, 1)  # the MHAParams layer 1 runs: W_k/W_v expanded for
     # h_kv < h and W_q multiplied by sqrt(d_k) when config.scale is False
     train.embed(params, tokens, config)          # the residual stream's input (B, T, D)
@@ -50,7 +55,7 @@ from .block import layer_norm
 from .mha import MHAParams, multi_head_attention
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
-           "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads",
+           "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
            "previous_token_score", "induction_score", "run_experiments", "save_experiments",
@@ -404,13 +409,16 @@ def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: f
 
 
 # ----------------------------------------------------------------------------- training
-def evaluate(params: Model, config: Config, rng: np.random.Generator, n: int = 256) -> Metrics:
-    """Model -> Metrics on ``n`` fresh sequences drawn with ``rng`` (no dropout)."""
-    config = _check_config(config)
-    batch = make_batch(config, rng, n)
-    logits, _ = forward(params, batch.tokens, config)
+def metrics(params: Model, batch: Batch, config: Config, ablate=()) -> Metrics:
+    """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate`` as in forward."""
+    logits, _ = forward(params, batch.tokens, config, ablate)
     loss, _, accuracy = _cross_entropy(logits, batch.targets, batch.scored)
     return Metrics(loss, accuracy)
+
+
+def evaluate(params: Model, config: Config, rng: np.random.Generator, n: int = 256) -> Metrics:
+    """Model -> Metrics on ``n`` fresh sequences drawn with ``rng`` (no dropout)."""
+    return metrics(params, make_batch(_check_config(config), rng, n), config)
 
 
 def _progress(steps: int, progress):

@@ -14,7 +14,7 @@ CONFIG = train.Config(task="induction", vocab=6, seq_len=6, d_model=4, h=2, n_la
 
 
 def test_smoothing_is_a_running_mean():
-    assert np.allclose(pt._smooth([1.0, 3.0, 5.0, 7.0], 2), [1.0, 2.0, 4.0, 6.0])
+    assert np.allclose(pt.smooth([1.0, 3.0, 5.0, 7.0], 2), [1.0, 2.0, 4.0, 6.0])
 
 
 def test_heatmaps_show_the_weights_and_grey_out_the_future():
