@@ -17,7 +17,7 @@ import numpy as np
 
 from .mha import MHAParams
 
-__all__ = ["torch_state_dict", "params_from_torch_state", "STATE_KEYS"]
+__all__ = ["torch_state_dict", "params_from_torch_state", "mean_peak_weight", "STATE_KEYS"]
 
 STATE_KEYS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
 
@@ -89,3 +89,19 @@ def params_from_torch_state(state) -> MHAParams:
         b_o = _as_array(state["out_proj.bias"], "out_proj.bias").copy()
         biases = (*np.split(b_in.copy(), 3), b_o)
     return MHAParams(W_q, W_k, W_v, W_o, *biases)
+
+
+def mean_peak_weight(weights) -> float:
+    """weights (..., T, S) -> the largest weight of each query row, averaged over all rows.
+
+    1.0 means every query reads one key only; 1/S means every query spreads its weight evenly.
+    ``nn.MultiheadAttention``'s default weights are the mean over heads, whose peaks are lower
+    than the heads' own: averaging blurs.
+
+    >>> mean_peak_weight(np.array([[1.0, 0.0], [0.5, 0.5]]))
+    0.75
+    """
+    w = np.asarray(weights, dtype=float)
+    if w.ndim < 2 or w.shape[-1] == 0:
+        raise ValueError(f"weights must have shape (..., T, S) with S >= 1, got {w.shape}")
+    return float(w.max(axis=-1).mean())

@@ -113,3 +113,27 @@ def test_ours_gives_zero_attention_on_a_fully_masked_row():
     keep[0] = False
     out, weights = mc.multi_head_attention(x, params, 2, mask=keep)
     assert np.all(weights[0, :, 0] == 0) and np.array_equal(out[0, 0], params.b_o)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(h=st.integers(1, 6), T=st.integers(1, 6), S=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_averaging_heads_never_sharpens(h, T, S, seed):
+    """max of a mean <= mean of the maxima: the default averaged weights are at most as peaked."""
+    from mha_course.bridge import mean_peak_weight
+    w = mc.softmax(np.random.default_rng(seed).normal(scale=3.0, size=(h, T, S)))
+    assert mean_peak_weight(w.mean(axis=0)) <= np.mean([mean_peak_weight(wi) for wi in w]) + 1e-12
+    assert 1 / S - 1e-12 <= mean_peak_weight(w) <= 1 + 1e-12
+
+
+def test_averaged_weights_figure_draws_the_heads_and_their_mean():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mha_course.plots_bridge import MAX_HEADS_SHOWN, averaged_weights_figure
+    for h in (1, 3, 8):
+        fig = averaged_weights_figure(24, h, 7)
+        titles = [ax.get_title().splitlines()[0] for ax in fig.axes if ax.get_title()]
+        assert titles == [f"head {i}" for i in range(min(h, MAX_HEADS_SHOWN))] + [f"mean of {h} heads"]
+        assert ("not drawn" in fig._suptitle.get_text()) == (h > MAX_HEADS_SHOWN)
+        plt.close(fig)
