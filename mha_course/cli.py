@@ -160,7 +160,10 @@ def _run_client(nb, path: Path, timeout: int) -> None:
         try:
             client.execute()
         except Exception as err:
-            if _SIGNALLED:  # nbclient turned our Ctrl-C / SIGTERM into a kernel error
+            # Ctrl-C / SIGTERM: before the kernel runs, our handler records it; while it runs,
+            # nbclient's own handler shuts the kernel down (and leaves this future behind),
+            # which would otherwise read as a dead kernel
+            if _SIGNALLED or getattr(client, "_async_cleanup_kernel_future", None) is not None:
                 raise KeyboardInterrupt from None
             raise _run_error(err, nb, path, timeout, current["index"]) from None
 

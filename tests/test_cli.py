@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -351,10 +352,12 @@ def test_execute_stops_on_a_signal_and_leaves_the_notebook_as_it_was(tmp_path, s
     before = path.read_bytes()
     proc = subprocess.Popen([sys.executable, "-m", "mha_course.cli", "execute", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        proc.communicate(timeout=8)  # let the kernel start and spin
-    except subprocess.TimeoutExpired:
-        pass
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    for _ in range(600):  # until the kernel runs (at most a minute), then a little more
+        if proc.poll() is not None or (children.exists() and children.read_text().strip()):
+            break
+        time.sleep(0.1)
+    time.sleep(2)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)  # a hang guard, not a timing
     assert proc.returncode == 130 and "interrupted" in err, err
