@@ -37,7 +37,7 @@ test: $(STAMP)
 app: $(APP_STAMP)
 	$(BIN)/voila notebooks/explorer_app.ipynb
 
-## Re-execute every notebook in place (reproducibly, one BLAS thread, timeout and retry).
+## Re-execute every notebook in place (reproducibly, one BLAS thread; a cell past the timeout or a dead kernel stops it, naming the cell).
 notebooks: $(STAMP)
 	$(BIN)/mha-course execute notebooks/*.ipynb
 
