@@ -6,9 +6,9 @@ Without torch these tests skip with the reason; MHA_COURSE_REQUIRE_TORCH=1 (CI) 
 """
 import numpy as np
 import pytest
-from _mha_checks import require_torch
 
 import mha_course as mc
+from _mha_checks import require_torch
 from mha_course import block
 
 T, D, H = 5, 8, 2
