@@ -150,6 +150,21 @@ def test_fully_masked_rows_are_zero_in_ours_and_sdpa_but_nan_in_multihead_attent
     assert not torch.isnan(without).any()
 
 
+@pytest.mark.parametrize("h, fast_path_nan", [(1, False), (2, True), (4, True)])
+def test_multihead_attention_fast_path_gives_nan_on_a_fully_masked_row(h, fast_path_nan):
+    """Notebooks 06 and 12: eval + no_grad + need_weights=False takes the fused fast path (even h), NaN there."""
+    torch = require_torch()
+    x = torch.from_numpy(np.random.default_rng(3).normal(size=(2, 3, 4)))
+    kpm = torch.tensor([[False, False, False], [True, True, True]])  # sequence 1 is all padding
+    m = torch.nn.MultiheadAttention(4, h, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        train_out, _ = m.train()(x, x, x, key_padding_mask=kpm, need_weights=False)
+        eval_out, _ = m.eval()(x, x, x, key_padding_mask=kpm, need_weights=False)
+    assert not torch.isnan(train_out).any()
+    assert bool(torch.isnan(eval_out[1]).all()) == fast_path_nan
+    assert not torch.isnan(eval_out[0]).any()
+
+
 # ----------------------------------------------------------------------------- gallery
 @PROFILE
 @given(st.integers(1, 8), st.data())
