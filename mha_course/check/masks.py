@@ -15,7 +15,7 @@ from ..masks import leak_probe as _leak_probe
 from ..masks import mask_as as _mask_as
 from .engine import Case, Exercise, Mistake
 
-__all__ = ["mask_as", "causal_self_attention", "MASK_AS", "CAUSAL_SELF_ATTENTION"]
+__all__ = ["mask_as", "causal_self_attention", "MASK_AS", "CAUSAL_SELF_ATTENTION", "document_mask", "DOCUMENT_MASK"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -180,4 +180,3 @@ def document_mask(fn) -> bool:
     return DOCUMENT_MASK.check(fn)
 
 
-__all__ += ["document_mask", "DOCUMENT_MASK"]

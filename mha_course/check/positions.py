@@ -13,7 +13,7 @@ from ..positions import apply_rope as _apply_rope
 from ..positions import sinusoidal_positions as _sinusoidal_positions
 from .engine import Case, Exercise, Mistake
 
-__all__ = ["sinusoidal_positions", "apply_rope", "SINUSOIDAL_POSITIONS", "APPLY_ROPE"]
+__all__ = ["sinusoidal_positions", "apply_rope", "SINUSOIDAL_POSITIONS", "APPLY_ROPE", "rope_scores", "ROPE_SCORES"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -165,4 +165,3 @@ def rope_scores(fn) -> bool:
     return ROPE_SCORES.check(fn)
 
 
-__all__ += ["rope_scores", "ROPE_SCORES"]
