@@ -107,7 +107,8 @@ def _current_env_kernel_manager(workdir: str):
     """An AsyncKernelManager whose kernel is ``sys.executable -m ipykernel_launcher``.
 
     Asynchronous, as nbclient expects: a blocking manager inside nbclient's event loop cannot
-    see a timeout or a dead kernel. The kernelspec lives in ``workdir`` (a temporary folder).
+    see a timeout or a dead kernel. The kernelspec and the kernel's IPC sockets live in
+    ``workdir`` (a temporary folder).
     """
     from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpecManager
@@ -118,7 +119,10 @@ def _current_env_kernel_manager(workdir: str):
     (spec_dir / "kernel.json").write_text(json.dumps(
         {"argv": argv, "display_name": "current", "language": "python"}))
     ksm = KernelSpecManager(kernel_dirs=[str(spec_dir.parent)], ensure_native_kernel=False)
-    return AsyncKernelManager(kernel_name="current", kernel_spec_manager=ksm)
+    # IPC sockets in ``workdir``, not TCP ports: two kernels started at once can never pick the
+    # same port (and so never read each other's messages)
+    return AsyncKernelManager(kernel_name="current", kernel_spec_manager=ksm, transport="ipc",
+                              ip=str(Path(workdir) / "kernel"))
 
 
 def _cell_name(nb, index) -> str:

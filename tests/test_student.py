@@ -6,8 +6,9 @@ course notebooks exist under notebooks/: a fresh student copy of each runs top t
 with every stub unfinished, each check cell saying "not finished yet" and a summary last.
 """
 import ast
+import multiprocessing
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -329,6 +330,22 @@ def _display_only(cell, later) -> bool:
     return "*" not in needed and not names[0] & needed
 
 
+def _widget_cells(nb, protected: set) -> set:
+    """Indices of the ``# NBVAL_IGNORE_OUTPUT`` cells (widgets, timings) and of the cells reading their names.
+
+    Widget cells are the answer key's own (nbval runs them); under two kernels at once a live
+    view once waited for the whole cell timeout, so the student-copy run leaves them out.
+    Exercise and check cells (``protected``) are never left out.
+    """
+    dropped, names = set(), set()
+    for i, cell in enumerate(nb.cells):
+        found = _names(cell.source) if cell.cell_type == "code" and i not in protected else None
+        if found and (cell.source.startswith("# NBVAL_IGNORE_OUTPUT") or found[1] & names):
+            dropped.add(i)
+            names |= found[0]
+    return dropped
+
+
 def run_all_cells(original, nb):
     """What Run All of the student copy needs to run to reach every check and the summary.
 
@@ -341,29 +358,37 @@ def run_all_cells(original, nb):
     kept = nb.cells[:check_cells(original)[-1] + 1]
     for i, cell in enumerate(kept):
         cell.metadata["index_in_student_copy"] = i
+    widgets = _widget_cells(nb, set(exercise_cells(original)) | set(check_cells(original)))
     code = [c.source for c in kept if c.cell_type == "code"]
-    keep = [c for i, c in enumerate(kept) if c.cell_type != "code" or not _display_only(
-        c, code[sum(k.cell_type == "code" for k in kept[:i + 1]):])]
+    keep = [c for i, c in enumerate(kept) if i not in widgets and (c.cell_type != "code" or not _display_only(
+        c, code[sum(k.cell_type == "code" for k in kept[:i + 1]):]))]
     nb.cells = keep + nb.cells[-1:]
     return nb
 
 
+def run_student_copy(path: Path):
+    """(path, the executed student copy as text, or the one-line failure, or None: no exercise)."""
+    original = nbformat.read(path, as_version=4)
+    if not exercise_cells(original):
+        return path, None  # no exercise: the copy is the answer key, which nbval runs
+    nb = run_all_cells(original, cli.student_notebook(original))
+    try:
+        cli._run_client(nb, path, timeout=300)
+    except cli.NotebookRunError as err:
+        return path, str(err)
+    return path, nbformat.writes(nb)
+
+
 @pytest.fixture(scope="module")
 def executed_student_copies():
-    """Every course notebook's fresh student copy, executed top to bottom (two kernels at a time)."""
-    def run(path):
-        original = nbformat.read(path, as_version=4)
-        if not exercise_cells(original):
-            return path, None  # no exercise: the copy is the answer key, which nbval runs
-        nb = run_all_cells(original, cli.student_notebook(original))
-        try:
-            cli._run_client(nb, path, timeout=300)
-        except cli.NotebookRunError as err:
-            return path, str(err)
-        return path, nb
+    """Every course notebook's fresh student copy, executed top to bottom, two at a time.
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, COURSE_NOTEBOOKS))
+    In two processes, not threads: two nbclient clients in threads of one process share
+    zmq and event-loop state, and a widget cell then waited for the whole cell timeout.
+    """
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = dict(pool.map(run_student_copy, COURSE_NOTEBOOKS))
+    return {p: nbformat.reads(r, as_version=4) if r and r.startswith("{") else r for p, r in done.items()}
 
 
 @needs_notebooks
