@@ -31,7 +31,7 @@ course: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 ## The explorer as a standalone app (Voila) for a workshop screen.
 app: $(APP_STAMP)
