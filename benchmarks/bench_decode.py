@@ -33,9 +33,10 @@ import time
 
 import numpy as np
 
-from mha_course import decode, train
-from mha_course.complexity import format_bytes
 from mha_course.gqa import kv_cache_bytes_per_token
+from mha_course.lessons import gqa as decode
+from mha_course.lessons import model as train
+from mha_course.lessons.complexity import format_bytes
 
 POSITIONS = [256, 1024, 2048]
 

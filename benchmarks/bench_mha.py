@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 import mha_course as mc
-from mha_course.complexity import attention_flops, projection_flops
+from mha_course.lessons.complexity import attention_flops, projection_flops
 
 D_MODEL, HEADS, BATCH = 512, 8, 1
 SEQ_LENS = [128, 512, 1024, 2048, 4096]

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from mha_course import train as tr
+from mha_course.lessons import model as tr
 
 CONFIG = tr.CHECKPOINT_CONFIGS["induction"]
 TARGET = 0.95

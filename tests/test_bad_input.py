@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course import block, scaling
+from mha_course import block
+from mha_course.lessons import scaling
 
 _rng = np.random.default_rng(0)
 P8 = mc.init_params(8, rng=_rng)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import require_torch
-from mha_course.bridge import params_from_torch_state, torch_state_dict
+from mha_course.lessons.bridge import params_from_torch_state, torch_state_dict
 
 
 @settings(derandomize=True, max_examples=40, deadline=None)
@@ -119,7 +119,7 @@ def test_ours_gives_zero_attention_on_a_fully_masked_row():
 @given(h=st.integers(1, 6), T=st.integers(1, 6), S=st.integers(1, 6), seed=st.integers(0, 2**16))
 def test_averaging_heads_never_sharpens(h, T, S, seed):
     """max of a mean <= mean of the maxima: the default averaged weights are at most as peaked."""
-    from mha_course.bridge import mean_peak_weight
+    from mha_course.lessons.bridge import mean_peak_weight
     w = mc.softmax(np.random.default_rng(seed).normal(scale=3.0, size=(h, T, S)))
     assert mean_peak_weight(w.mean(axis=0)) <= np.mean([mean_peak_weight(wi) for wi in w]) + 1e-12
     assert 1 / S - 1e-12 <= mean_peak_weight(w) <= 1 + 1e-12
@@ -130,7 +130,7 @@ def test_averaged_weights_figure_draws_the_heads_and_their_mean():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from mha_course.plots_bridge import MAX_HEADS_SHOWN, averaged_weights_figure
+    from mha_course.views.bridge import MAX_HEADS_SHOWN, averaged_weights_figure
     for h in (1, 3, 8):
         fig = averaged_weights_figure(24, h, 7)
         titles = [ax.get_title().splitlines()[0] for ax in fig.axes if ax.get_title()]

@@ -4,7 +4,7 @@ import pytest
 
 from _mha_checks import require_torch
 from mha_course import check
-from mha_course.bridge import torch_state_dict
+from mha_course.lessons.bridge import torch_state_dict
 
 
 def _feedback(capsys, checker, fn):

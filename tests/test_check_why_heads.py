@@ -6,7 +6,8 @@ The wrong answers are typed here the way a learner writes them.
 import numpy as np
 import pytest
 
-from mha_course import check, why_heads
+from mha_course import check
+from mha_course.lessons import why_heads
 
 
 def solution(d_model, content):

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from mha_course import cli
+from mha_course.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def one_line_error(capsys, *needles):
 
 def run_student_subprocess(args, prelude="", limit_bytes=None):
     """`mha-course student ARGS` in a fresh interpreter, after running ``prelude`` in it."""
-    code = f"import os, signal, sys\nfrom mha_course import cli\n{prelude}\nsys.exit(cli.main({['student', *map(str, args)]!r}))"
+    code = f"import os, signal, sys\nfrom mha_course.tools import cli\n{prelude}\nsys.exit(cli.main({['student', *map(str, args)]!r}))"
 
     def limit():
         import resource
@@ -305,7 +305,7 @@ def test_execute_stops_at_timeouts_and_dead_kernels_and_names_notebook_and_cell(
     (tmp_path / "corrupt.ipynb").write_text('{"cells": [')
     before = {n: p.read_bytes() for n, p in paths.items()}
     args = [*paths.values(), tmp_path / "corrupt.ipynb", tmp_path / "missing.ipynb", "--timeout", "3"]
-    run = subprocess.run([sys.executable, "-m", "mha_course.cli", "execute", *map(str, args)],
+    run = subprocess.run([sys.executable, "-m", "mha_course.tools.cli", "execute", *map(str, args)],
                          capture_output=True, text=True, timeout=240)  # a hang guard, not a timing
     assert run.returncode == 1, run.stderr
     lines = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-course execute:")]
@@ -350,7 +350,7 @@ def test_execute_stops_on_a_signal_and_leaves_the_notebook_as_it_was(tmp_path, s
     path = tmp_path / "loop.ipynb"
     nbformat.write(new_notebook(cells=[new_code_cell("while True: pass")]), path)
     before = path.read_bytes()
-    proc = subprocess.Popen([sys.executable, "-m", "mha_course.cli", "execute", str(path)],
+    proc = subprocess.Popen([sys.executable, "-m", "mha_course.tools.cli", "execute", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     for _ in range(600):  # until the kernel runs (at most a minute), then a little more

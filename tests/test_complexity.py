@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mha_course as mc
-from mha_course import complexity as cx
+from mha_course.lessons import complexity as cx
 
 
 def _matmul_flops(a_shape, b_shape) -> int:

@@ -14,7 +14,8 @@ import re
 import numpy as np
 import pytest
 
-from mha_course import decode, train
+from mha_course.lessons import gqa as decode
+from mha_course.lessons import model as train
 
 E = re.escape
 CONFIGS = {

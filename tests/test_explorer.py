@@ -23,15 +23,13 @@ from matplotlib import mathtext  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import (  # noqa: E402
-    complexity,
-    diagram,
-    plots,  # noqa: E402
-)
+from mha_course.lessons import complexity  # noqa: E402
+from mha_course.views import attention as plots  # noqa: E402
+from mha_course.views import diagram  # noqa: E402
 from mha_course import explorer as ex  # noqa: E402
 from mha_course.block import layer_norm  # noqa: E402
-from mha_course.plots import head_color  # noqa: E402
-from mha_course.qkv import sentence_trace  # noqa: E402
+from mha_course.lessons.qkv import sentence_trace  # noqa: E402
+from mha_course.views.attention import head_color  # noqa: E402
 
 SIZES = st.sampled_from([4, 6, 8, 12, 16]).flatmap(
     lambda d: st.tuples(st.just(d), st.sampled_from(mc.valid_heads(d)), st.integers(1, 9)))

@@ -12,8 +12,8 @@ from mha_course.explorer import Explorer  # noqa: E402
 from mha_course.explorer.app import FIGSIZE  # noqa: E402
 from mha_course.explorer.data import DataView  # noqa: E402
 from mha_course.explorer.state import StateView  # noqa: E402
-from mha_course.plots import tokens_for  # noqa: E402
-from mha_course.qkv import SENTENCE  # noqa: E402
+from mha_course.lessons.qkv import SENTENCE  # noqa: E402
+from mha_course.views.attention import tokens_for  # noqa: E402
 
 
 def _labels(pool):

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course import check, train
-from mha_course import misconceptions as mi
+from mha_course import check
+from mha_course.lessons import misconceptions as mi
+from mha_course.lessons import model as train
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import plots_efficient as pe  # noqa: E402
+from mha_course.views import efficient as pe  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -7,9 +7,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import plots  # noqa: E402
-from mha_course import plots_positions as pp  # noqa: E402
+from mha_course.lessons import qkv  # noqa: E402
 from mha_course.positions import patchify, rope_score_grid  # noqa: E402
+from mha_course.views import attention as plots  # noqa: E402
+from mha_course.views import positions as pp  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +87,7 @@ def test_score_offset_heatmap_uses_the_values_colour_map():
 def test_rope_heads_figure_draws_the_rope_trace_and_explains_an_odd_d_k():
     fig = pp.rope_heads_figure(d_model=8, h=2, seq_len=5)
     tokens = plots.tokens_for(5)
-    X, params = mc.qkv.sentence_inputs(tokens, 8, 0)
+    X, params = qkv.sentence_inputs(tokens, 8, 0)
     weights = mc.trace(X, params, 2, rope_base=10000.0)["weights"][0]  # (h, T, S)
     np.testing.assert_allclose(fig.axes[0].images[0].get_array(), weights[0])
     odd = pp.rope_heads_figure(d_model=6, h=2, seq_len=4)  # d_k = 3

@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from mha_course import plots_training as pt  # noqa: E402
-from mha_course import train  # noqa: E402
+from mha_course.lessons import model as train  # noqa: E402
+from mha_course.views import model as pt  # noqa: E402
 
 CONFIG = train.Config(task="induction", vocab=6, seq_len=6, d_model=4, h=2, n_layers=2, batch=3, steps=4)
 

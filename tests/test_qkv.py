@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course import qkv
+from mha_course.lessons import qkv
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from mha_course import plots  # noqa: E402
+from mha_course.views import attention as plots  # noqa: E402
 
 
 def test_sentence_trace_equals_the_notebook_steps():

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course import misconceptions, quiz
+from mha_course.lessons import misconceptions, quiz
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = quiz.load_raw()
@@ -50,7 +50,7 @@ def _valid_heads(d_model):
 
 
 def _crossover(d_model):
-    from mha_course import complexity
+    from mha_course.lessons import complexity
     T = 1
     while complexity.attention_flops(T, d_model) < complexity.projection_flops(T, d_model):
         T += 1
@@ -205,7 +205,7 @@ def test_format_value(value, template, text):
 # ----------------------------------------------------------------------------- the widget
 def _widget():
     pytest.importorskip("ipywidgets")
-    from mha_course.quiz_widget import QuizWidget
+    from mha_course.widgets.quiz import QuizWidget
     return QuizWidget([Q, Q._replace(id="r", question="Second?", answer=1)])
 
 
@@ -240,12 +240,12 @@ def test_widget_reset_and_empty():
     w.answer(0)
     w.reset()
     assert w.answers == {} and w.current == 0 and "score: 0 / 0" in w._score.value
-    from mha_course.quiz_widget import QuizWidget
+    from mha_course.widgets.quiz import QuizWidget
     with pytest.raises(ValueError, match="at least one question"):
         QuizWidget([])
 
 
 def test_widget_defaults_to_the_data_file():
     pytest.importorskip("ipywidgets")
-    from mha_course.quiz_widget import QuizWidget
+    from mha_course.widgets.quiz import QuizWidget
     assert [q.id for q in QuizWidget().questions] == [q.id for q in QUESTIONS]

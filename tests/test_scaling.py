@@ -15,7 +15,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import plots, scaling  # noqa: E402
+from mha_course.lessons import scaling
+from mha_course.views import attention as plots  # noqa: E402
 from mha_course.widgets import OptionControls, option_live_view  # noqa: E402
 
 

@@ -16,9 +16,10 @@ import pytest  # noqa: E402
 from matplotlib import mathtext  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import diagram, plots  # noqa: E402
 from mha_course import explorer as ex  # noqa: E402
-from mha_course.stages import STAGE_TABLE, flow_inputs, present_stages  # noqa: E402
+from mha_course.views import attention as plots
+from mha_course.views import diagram  # noqa: E402
+from mha_course.views.stages import STAGE_TABLE, flow_inputs, present_stages  # noqa: E402
 
 
 def _traces():

@@ -15,7 +15,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from mha_course import check, cli
+from mha_course import check
+from mha_course.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

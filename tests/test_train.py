@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from _mha_checks import require_torch
-from mha_course import train as tr
+from mha_course.lessons import model as tr
+from mha_course.tools import train as train_command
 
 TINY = tr.Config(task="induction", vocab=6, seq_len=6, d_model=4, h=2, n_layers=2, batch=3, steps=3)
 
@@ -182,7 +183,7 @@ def test_checkpoint_round_trip_and_atomic_write(tmp_path):
 
 def test_train_command_writes_a_checkpoint(tmp_path, capsys):
     parser = argparse.ArgumentParser()
-    tr.add_train_command(parser.add_subparsers(dest="command"))
+    train_command.add_train_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["train", "previous_token", "--out", str(tmp_path / "p.npz")])
     small = {"previous_token": TINY._replace(task="previous_token", n_layers=1)}
     with mock.patch.object(tr, "CHECKPOINT_CONFIGS", small):

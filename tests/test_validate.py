@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course import _validate, scaling
+from mha_course import _validate
+from mha_course.lessons import scaling
 
 rng = np.random.default_rng(0)
 B, T, D, H = 2, 3, 8, 2

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course import why_heads as wh
+from mha_course.lessons import why_heads as wh
 
 SIZES = [(16, 6, 8, 1, 5), (16, 6, 8, 5, 0), (20, 10, 6, 3, 7), (24, 4, 12, 2, 0)]
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import plots  # noqa: E402
+from mha_course.views import attention as plots  # noqa: E402
 from mha_course.widgets import SizeControls, live_view  # noqa: E402
 
 OPTIONS = (4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
@@ -104,7 +104,7 @@ def test_params_figure_counts_4_d_model_squared_for_any_h(d_model, h):
 def test_ledger_figure_shows_the_ledger_and_every_valid_h(d_model, h, seq_len):
     fig = plots.ledger_figure(d_model, h, seq_len)
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    from mha_course.complexity import ledger
+    from mha_course.lessons.complexity import ledger
     assert ledger(d_model, h, seq_len).table() in texts
     bars = [ax for ax in fig.axes if ax.patches]
     assert len(bars) == 1 and len(bars[0].patches) == len(mc.valid_heads(d_model))

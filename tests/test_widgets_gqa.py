@@ -13,7 +13,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import mha_course as mc  # noqa: E402
-from mha_course import widgets_gqa as wg  # noqa: E402
+from mha_course.widgets import gqa as wg  # noqa: E402
 
 H_OPTIONS = (1, 2, 4, 6, 8, 12, 16)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
-from ..bridge import torch_state_dict as _state_dict
+from ..lessons.bridge import torch_state_dict as _state_dict
 from ..mha import init_params
 from .engine import Case, Exercise, Mistake
 
@@ -54,7 +54,7 @@ TORCH_STATE_DICT = Exercise("torch_state_dict", _state_dict, _state_cases, (
 def torch_state_dict(fn) -> bool:
     """Check ``fn(params) -> dict`` of nn.MultiheadAttention's arrays: in_proj_weight (3D, D), ... .
 
-    >>> from mha_course.bridge import torch_state_dict as mine
+    >>> from mha_course.lessons.bridge import torch_state_dict as mine
     >>> torch_state_dict(mine)
     ✔ torch_state_dict: all 4 cases match
     True

@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from ..complexity import attention_flops, projection_flops, score_memory_bytes
-from ..complexity import crossover_seq_len as _crossover
+from ..lessons.complexity import attention_flops, projection_flops, score_memory_bytes
+from ..lessons.complexity import crossover_seq_len as _crossover
 from .engine import Case, Exercise, Mistake
 
 __all__ = ["flops", "crossover_seq_len", "score_bytes", "max_seq_len", "FLOPS", "CROSSOVER_SEQ_LEN",

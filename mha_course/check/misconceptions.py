@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..complexity import attention_flops, projection_flops
+from ..lessons.complexity import attention_flops, projection_flops
 from .engine import Case, Exercise, Mistake
 
 __all__ = ["head_params", "score_std", "work_growth", "HEAD_PARAMS", "SCORE_STD", "WORK_GROWTH"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..why_heads import gather_output_projection as _reference
+from ..lessons.why_heads import gather_output_projection as _reference
 from .engine import Case, Exercise, Mistake
 
 __all__ = ["gather_output_projection", "GATHER_OUTPUT_PROJECTION"]
@@ -60,7 +60,7 @@ GATHER_OUTPUT_PROJECTION = Exercise(
 def gather_output_projection(fn) -> bool:
     """Check ``fn(d_model, content) -> W_o (d_model, d_model)``, the merge of the two heads.
 
-    >>> from mha_course import why_heads
+    >>> from mha_course.lessons import why_heads
     >>> gather_output_projection(why_heads.gather_output_projection)
     ✔ gather_output_projection: all 4 cases match
     True

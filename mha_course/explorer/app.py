@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..widgets import SizeControls
+from ..widgets.controls import SizeControls
 from . import performance, state
 from .architecture import ArchitectureMode
 from .canvas import DPI, FIGSIZE, Mode, Scene, View

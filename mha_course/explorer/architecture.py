@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from .. import diagram
+from ..views import diagram
 from .canvas import SOFT, DiagramDrawing, Mode, Scene, View
 
 __all__ = ["ArchitectureView", "ArchitectureMode", "LEGEND"]

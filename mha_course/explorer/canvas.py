@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 from PIL import Image as PILImage
 
-from .. import diagram
 from ..mha import Trace
-from ..plots import VALUES_CMAP, WEIGHTS_CMAP, head_color
+from ..views import diagram
+from ..views.attention import VALUES_CMAP, WEIGHTS_CMAP, head_color
 from .logic import GAP_COLOR, MAX_HEADS_SHOWN, head_spans, head_strip, heads_side_by_side
 
 __all__ = ["FIGSIZE", "DPI", "INK", "SOFT", "LEARNED_FILL", "FREE_FILL", "ACTIVE_EDGE", "Scene",

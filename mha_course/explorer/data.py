@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from ..diagram import shape_text
 from ..mha import Trace
+from ..views.diagram import shape_text
 from .canvas import INK, SOFT, Heads, Matrix, Mode, Scene, View
 from .logic import MAX_HEADS_SHOWN
 

@@ -14,13 +14,13 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib import colors as mcolors
 
-from .. import complexity
 from ..block import layer_norm
-from ..diagram import shape_text
+from ..lessons import complexity
+from ..lessons.qkv import sentence_inputs
 from ..mha import Trace, trace
-from ..plots import head_color
-from ..qkv import sentence_inputs
-from ..stages import STAGE_TABLE
+from ..views.attention import head_color
+from ..views.diagram import shape_text
+from ..views.stages import STAGE_TABLE
 
 __all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "GAP_COLOR", "StageInfo", "sentence_tokens",
            "explorer_trace", "block_output", "shape_summary", "stage_info", "ledger_rows",

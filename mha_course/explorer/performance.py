@@ -10,9 +10,9 @@ import numpy as np
 from matplotlib import ticker as mticker
 from matplotlib.figure import Figure
 
-from .. import complexity
+from ..lessons import complexity
 from ..mha import Trace
-from ..plots import head_color
+from ..views.attention import head_color
 from .canvas import ACTIVE_EDGE, INK, LEARNED_FILL, SOFT, Mode, Scene, View
 from .logic import format_seconds, guide_lines, ledger_rows, sweep_seq_lens
 

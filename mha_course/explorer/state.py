@@ -12,10 +12,10 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
 
-from .. import diagram
-from ..diagram import shape_text
 from ..mha import STAGES
-from ..stages import STAGE_TABLE
+from ..views import diagram
+from ..views.diagram import shape_text
+from ..views.stages import STAGE_TABLE
 from .canvas import INK, SOFT, DiagramDrawing, Heads, Mode, Scene, View
 from .logic import MAX_HEADS_SHOWN, stage_info
 

@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _validate
-from .attention import softmax
+from .. import _validate
+from ..attention import softmax
 
 __all__ = ["sample_scores", "entropy", "softmax_jacobian", "jacobian_norm",
            "ScalingResult", "scaling_experiment", "POWERS_OF_TWO"]

@@ -16,7 +16,7 @@ import html
 
 import ipywidgets as widgets
 
-from . import quiz
+from ..lessons import quiz
 
 __all__ = ["QuizWidget"]
 

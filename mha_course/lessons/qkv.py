@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _validate
-from .mha import MHAParams, Trace, init_params, trace
+from .. import _validate
+from ..mha import MHAParams, Trace, init_params, trace
 
 __all__ = ["SENTENCE", "vocabulary", "embedding_table", "embed", "sentence_trace",
            "identity_params", "blend_params", "mean_diagonal_weight", "diagonal_curve"]

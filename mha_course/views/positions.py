@@ -13,11 +13,11 @@ import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 
-from . import plots
-from .masks import LeakReport, fully_masked_rows
-from .mha import trace
-from .positions import ROPE_LAYOUTS, rope_angles, rope_score_grid, sinusoidal_positions
-from .qkv import sentence_inputs
+from ..lessons.qkv import sentence_inputs
+from ..masks import LeakReport, fully_masked_rows
+from ..mha import trace
+from ..positions import ROPE_LAYOUTS, rope_angles, rope_score_grid, sinusoidal_positions
+from . import attention as plots
 
 __all__ = ["FULLY_MASKED_COLOR", "LEAK_COLOR", "mask_heatmap", "mask_gallery", "leak_heatmap",
            "patch_grid", "patch_attention", "sinusoid_figure", "rope_layout_pairs",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from . import plots
-from .bridge import mean_peak_weight
-from .qkv import sentence_trace
+from ..lessons.bridge import mean_peak_weight
+from ..lessons.qkv import sentence_trace
+from . import attention as plots
 
 __all__ = ["averaged_weights_figure"]
 

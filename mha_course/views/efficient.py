@@ -10,10 +10,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from . import plots
-from .attention import scaled_dot_product_attention
-from .complexity import format_bytes
-from .efficient import naive_attention_bytes, online_softmax_result, tiled_attention_bytes, tiled_attention_steps
+from ..attention import scaled_dot_product_attention
+from ..efficient import naive_attention_bytes, online_softmax_result, tiled_attention_bytes, tiled_attention_steps
+from ..lessons.complexity import format_bytes
+from . import attention as plots
 
 __all__ = ["tiling_step_figure", "score_tiles", "io_bytes_curves", "measured_curves", "step_bytes"]
 

@@ -17,8 +17,8 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from . import _validate
-from .mha import init_params, multi_head_attention
+from .. import _validate
+from ..mha import init_params, multi_head_attention
 
 __all__ = ["Ledger", "ledger", "projection_flops", "attention_flops", "crossover_seq_len",
            "score_memory_bytes", "param_count", "format_count", "format_bytes",

@@ -10,7 +10,8 @@ tokens (greedy: the most likely next token), which tests/test_decode.py checks.
 
 The caches are the only state: ``new_caches`` makes them, ``forward_cached`` fills them in place.
 
-    from mha_course import decode, train
+    from mha_course.lessons import gqa as decode
+    from mha_course.lessons import model as train
     config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
     tokens = decode.generate(params, config, prompt, 8, use_cache=True, progress=True)
 
@@ -22,10 +23,10 @@ import time
 
 import numpy as np
 
-from . import _validate
-from .gqa import GQAParams, KVCache, gqa_from_mha, grouped_query_attention
-from .mha import MHAParams
-from .train import Config, Model, _norm, forward, init_model, layer_params
+from .. import _validate
+from ..gqa import GQAParams, KVCache, gqa_from_mha, grouped_query_attention
+from ..mha import MHAParams
+from .model import Config, Model, _norm, forward, init_model, layer_params
 
 __all__ = ["cached_layers", "new_caches", "forward_cached", "generate", "seconds_per_token",
            "step_seconds", "timing_model", "max_positions", "to_gqa"]

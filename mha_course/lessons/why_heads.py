@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _validate
-from .mha import MHAParams, multi_head_attention
+from .. import _validate
+from ..mha import MHAParams, multi_head_attention
 
 __all__ = ["gather_inputs", "gather_target", "gather_output_projection", "two_head_params", "one_head_params",
            "fit_output_projection", "relative_error", "blend_error", "head_errors"]

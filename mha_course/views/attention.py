@@ -14,11 +14,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors as mcolors
 
-from . import _validate
-from . import complexity as _cx
-from .heads import split_heads, valid_heads
-from .mha import trace as _trace
-from .qkv import diagonal_curve, identity_params, mean_diagonal_weight, sentence_inputs, sentence_trace
+from .. import _validate
+from ..heads import split_heads, valid_heads
+from ..lessons import complexity as _cx
+from ..lessons.qkv import diagonal_curve, identity_params, mean_diagonal_weight, sentence_inputs, sentence_trace
+from ..mha import trace as _trace
 from .stages import flow_inputs, present_stages
 
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAULT_TOKENS",

@@ -29,15 +29,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _validate, complexity, efficient, gqa, heads, misconceptions, train
-from .attention import causal_mask, scaled_dot_product_attention, softmax
-from .mha import count_params, init_params, multi_head_attention, trace
-from .positions import apply_rope
+from .. import _validate, efficient, gqa, heads
+from ..attention import causal_mask, scaled_dot_product_attention, softmax
+from ..mha import count_params, init_params, multi_head_attention, trace
+from ..positions import apply_rope
+from . import complexity, misconceptions
+from . import model as train
 
 __all__ = ["QUIZ_PATH", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
            "format_value", "grade", "score", "render_text", "verify"]
 
-QUIZ_PATH = Path(__file__).resolve().parent / "data" / "quiz.json"
+QUIZ_PATH = Path(__file__).resolve().parent.parent / "data" / "quiz.json"
 
 
 class Question(NamedTuple):

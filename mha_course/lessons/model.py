@@ -20,7 +20,7 @@ previous-token head and a layer-2 induction head, so it needs two layers).
 
 Using a trained model (the shipped checkpoints, or your own)::
 
-    from mha_course import train
+    from mha_course.lessons import model as train
     config, params, history = train.load_checkpoint(train.checkpoint_path("induction"))
     batch = train.make_batch(config, np.random.default_rng(0))        # Batch(tokens, targets, scored)
     logits, weights = train.forward(params, batch.tokens, config)      # (B, T, V), [(B, h, T, T)] * L
@@ -48,18 +48,18 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from . import _validate
-from .attention import causal_mask
-from .backward import _linear_backward, mha_vjp
-from .block import layer_norm
-from .mha import MHAParams, multi_head_attention
+from .. import _validate
+from ..attention import causal_mask
+from ..backward import _linear_backward, mha_vjp
+from ..block import layer_norm
+from ..mha import MHAParams, multi_head_attention
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
            "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
            "previous_token_score", "induction_score", "run_experiments", "save_experiments",
-           "load_experiments", "add_train_command"]
+           "load_experiments"]
 
 TASKS = ("previous_token", "induction")
 POSITIONS = ("learned", "rope", "none")
@@ -465,7 +465,7 @@ def train(config: Config, callback: Optional[Callable] = None, progress: bool = 
 
 
 # ----------------------------------------------------------------------------- checkpoints
-CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
+CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 # The configs of the shipped checkpoints (`mha-course train TASK` re-makes them).
 CHECKPOINT_CONFIGS = {
     "previous_token": Config(task="previous_token", vocab=16, seq_len=16, d_model=16, h=2, n_layers=1,
@@ -486,26 +486,6 @@ def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path,
     params, history = train(config, progress=progress, snapshot_every=max(1, config.steps // 16))
     path = save_checkpoint(checkpoint_path(task) if path is None else path, params, config, history)
     return path, evaluate(params, config, np.random.default_rng(config.seed + 2))
-
-
-def add_train_command(sub) -> None:
-    """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.cli`` calls this)."""
-    cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
-    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments"],
-                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08)")
-    cmd.add_argument("--out", default=None,
-                     help="where to write the .npz (default: the shipped mha_course/checkpoints/TASK.npz)")
-    cmd.set_defaults(func=_cmd_train)
-
-
-def _cmd_train(args) -> int:
-    if args.task == "experiments":
-        print(f"saved {save_experiments(args.out)}")
-        return 0
-    path, metrics = make_checkpoint(args.task, args.out, progress=True)
-    print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "
-          f"sequences; saved {path}")
-    return 0
 
 
 # The experiments of notebook 08 section 5, too slow to run live: `mha-course train experiments`.

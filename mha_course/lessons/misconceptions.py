@@ -22,17 +22,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import train
-from .attention import causal_mask, softmax
-from .backward import mha_backward
-from .mha import init_params, multi_head_attention, trace
+from ..attention import causal_mask, softmax
+from ..backward import mha_backward
+from ..mha import init_params, multi_head_attention, trace
+from . import model as train
 
 __all__ = ["DATA_DIR", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
            "ablated_metrics", "keep_only", "ensemble_metrics", "head_contributions", "head_attribution",
            "key_attribution",
            "rank_correlation", "rnn_scan", "sequential_steps"]
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 # Independent single-head models at the induction checkpoint's d_model (`make_ensemble` re-makes them).
 ENSEMBLE_CONFIG = train.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
 ENSEMBLE_SEEDS = (0, 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .plots import _new_ax, attention_heatmap, head_color
+from .attention import _new_ax, attention_heatmap, head_color
 
 __all__ = ["smooth", "loss_curves", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
            "ablation_figure", "LiveLossPlot"]

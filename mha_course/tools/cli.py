@@ -635,7 +635,7 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
 
 
 def _default_notebooks() -> list:
-    here = Path(__file__).resolve().parent.parent / "notebooks"
+    here = Path(__file__).resolve().parent.parent.parent / "notebooks"
     for folder in (here, Path.cwd() / "notebooks"):
         found = sorted(folder.glob("*.ipynb"))
         if found:
@@ -677,7 +677,7 @@ def _student_parser(sub) -> None:
 # ---------------------------------------------------------------------------------------
 
 def _train_parser(sub) -> None:
-    from .train import add_train_command  # `train TASK`: lives beside the model it trains
+    from .train import add_train_command  # `train TASK`
     add_train_command(sub)
 
 

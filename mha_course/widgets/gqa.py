@@ -15,11 +15,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from .complexity import format_bytes
-from .gqa import _kv_heads, kv_cache_table, valid_kv_heads
-from .heads import nearest_valid_h
-from .plots import head_color
-from .widgets import LiveView
+from ..gqa import _kv_heads, kv_cache_table, valid_kv_heads
+from ..heads import nearest_valid_h
+from ..lessons.complexity import format_bytes
+from ..views.attention import head_color
+from .controls import LiveView
 
 __all__ = ["grouping_figure", "cache_cost_figure", "decode_times_figure", "KVControls",
            "grouping_live_view", "cache_live_view", "VARIANT_COLORS"]

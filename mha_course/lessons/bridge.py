@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mha import MHAParams
+from ..mha import MHAParams
 
 __all__ = ["torch_state_dict", "params_from_torch_state", "mean_peak_weight", "STATE_KEYS"]
 

@@ -1,0 +1,1 @@
+"""The command line ``mha-course``: student copies, executing notebooks, training the tiny models."""
