@@ -20,16 +20,19 @@ Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import numbers
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+import threadpoolctl
 
 from . import _validate
-from .attention import check_attention_inputs, softmax
+from .attention import check_attention_inputs
 
 __all__ = [
     "fast_attention",
@@ -141,6 +144,76 @@ def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool) -> None:
     np.multiply(acc[..., :-1], total, out=out)
 
 
+# ---- Threads: every parallel region of this module chooses its threads once. ----
+
+def cpu_count() -> int:
+    """The number of cores this process may run on (its CPU affinity), at least 1.
+
+    >>> cpu_count() >= 1
+    True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows: no affinity call
+        return os.cpu_count() or 1
+
+
+_WORKER = threading.local()  # .inside is True in a worker of run_jobs: a nested run_jobs runs serially
+_BLAS = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None}
+
+
+@contextlib.contextmanager
+def _blas_on_one_thread():
+    """BLAS limited to one thread while the block runs (threadpoolctl), restored when the last
+    concurrent user leaves (two threads calling tiled_attention at once share one limit)."""
+    with _BLAS["lock"]:
+        if _BLAS["users"] == 0:
+            if _BLAS["controller"] is None:
+                _BLAS["controller"] = threadpoolctl.ThreadpoolController()  # numpy's BLAS is loaded by now
+            _BLAS["limiter"] = _BLAS["controller"].limit(limits=1, user_api="blas")
+        _BLAS["users"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS["lock"]:
+            _BLAS["users"] -= 1
+            if _BLAS["users"] == 0:
+                _BLAS["limiter"].restore_original_limits()
+
+
+def run_jobs(run, jobs: list, parallel: bool = True) -> None:
+    """Call ``run(job)`` for every job: on a pool of one thread per core when ``parallel``.
+
+    The threads are chosen once, here, whatever the thread variables say: BLAS runs on one
+    thread while the jobs run. Each job's matmuls are small tiles, too small for a threaded
+    BLAS (its threads spin and wait, and on a busy machine they queue behind other
+    processes); the pool spreads the jobs, numpy's one-threaded ``exp`` included, over the
+    cores instead, so the pool's threads and BLAS's never compete. Small problems (and a call
+    from inside a worker) run serially. A job's exception is raised here.
+
+    >>> out = []
+    >>> run_jobs(out.append, [1, 2, 3], parallel=False); out
+    [1, 2, 3]
+    """
+    if getattr(_WORKER, "inside", False):  # already inside a worker, with BLAS on one thread
+        for job in jobs:
+            run(job)
+        return
+    workers = min(cpu_count(), len(jobs)) if parallel else 1
+
+    def work(job):
+        _WORKER.inside = True
+        run(job)
+
+    with _blas_on_one_thread():
+        if workers < 2:
+            for job in jobs:
+                run(job)
+            return
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, jobs))  # list(): re-raises a worker's exception here
+
+
 # ---- Tiled attention with an online softmax (FlashAttention's idea, in numpy). Taught in 10. ----
 
 # Scores handled at a time by tiled_attention: 2**18 entries (1 MiB in float32), a tile that stays
@@ -178,18 +251,48 @@ def online_softmax_update(state: SoftmaxState, scores_block, V_block) -> Softmax
     The new max m' = max(m, max of the block); what was summed under the old max is
     rescaled by exp(m - m'), then the block's exp(score - m') are added. Masked scores are
     -inf; a row that has seen no allowed key yet keeps l = 0 and acc = 0. Pure: the inputs
-    are not changed.
+    are not changed. NaN or +inf scores, non-finite values and shapes that do not fit the
+    state raise ValueError.
 
     >>> s = online_softmax_update(online_softmax_start(1, 1), np.array([[0.0, 2.0]]), np.ones((2, 1)))
     >>> float(s.m[0, 0]), round(float(s.l[0, 0]), 4)
     (2.0, 1.1353)
     """
+    state, scores_block, V_block = _check_online_update(state, scores_block, V_block)
     m_new = np.maximum(state.m, scores_block.max(axis=-1, keepdims=True))  # (..., T, 1)
     shift = np.where(np.isneginf(m_new), 0, m_new)  # rows with no allowed key yet: exp(-inf - 0) = 0
     p = np.exp(scores_block - shift)  # (..., T, c) exp(score - m'), at most 1
     alpha = np.exp(state.m - shift)  # (..., T, 1) rescales the old sums to the new max
     return SoftmaxState(m_new, alpha * state.l + p.sum(axis=-1, keepdims=True),
                         alpha * state.acc + p @ V_block)  # (..., T, c) x (..., c, d_v) -> (..., T, d_v)
+
+
+def _check_online_update(state, scores_block, V_block):
+    """online_softmax_update's checks: a SoftmaxState, scores finite or -inf, shapes that fit."""
+    if not isinstance(state, SoftmaxState):
+        raise ValueError(f"state must be a SoftmaxState, got {type(state).__name__}; start one with "
+                         "online_softmax_start(T, d_v)")
+    s = _validate.float_array(scores_block, "scores_block")
+    V_block = _validate.finite_array(V_block, "V_block")
+    if s.ndim < 2 or V_block.ndim < 2:
+        raise ValueError(f"scores_block must be (..., T, c) and V_block (..., c, d_v); got shapes {s.shape} "
+                         f"and {V_block.shape}")
+    bad = np.isnan(s) | np.isposinf(s)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"scores_block has {int(bad.sum())} NaN or +inf scores (the first: scores_block"
+                         f"{list(first)} = {s[first]}); scores must be finite, or -inf where a key is masked")
+    (T, d_v), c = state.acc.shape[-2:], s.shape[-1]
+    if s.shape[-2] != T or V_block.shape[-2] != c or V_block.shape[-1] != d_v:
+        raise ValueError(f"shapes do not fit: the state has T={T} rows and d_v={d_v}, scores_block is "
+                         f"{s.shape} (..., T, c) and V_block {V_block.shape} (..., c, d_v); give scores of "
+                         f"(..., {T}, c) and values of (..., c, {d_v}) for the same c keys")
+    try:
+        np.broadcast_shapes(state.acc.shape[:-2], s.shape[:-2], V_block.shape[:-2])
+    except ValueError:
+        raise ValueError(f"the batch axes of the state {state.acc.shape[:-2]}, scores_block {s.shape[:-2]} "
+                         f"and V_block {V_block.shape[:-2]} do not broadcast") from None
+    return state, s, V_block
 
 
 def online_softmax_result(state: SoftmaxState) -> np.ndarray:
@@ -202,7 +305,7 @@ def online_softmax_result(state: SoftmaxState) -> np.ndarray:
     return state.acc / np.where(state.l == 0, 1, state.l)
 
 
-def tiled_attention(Q, K, V, mask=None, block_size: int = 256) -> np.ndarray:
+def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool = False) -> np.ndarray:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v); no weights.
 
     The exact output of ``scaled_dot_product_attention``, computed tile by tile: blocks of
@@ -210,25 +313,29 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256) -> np.ndarray:
     row's running max, sum and accumulator from one key block to the next (the update of
     ``online_softmax_update``, done in place). No T x S array is ever made: memory grows as
     T, not T^2. ``mask`` as in ``scaled_dot_product_attention``; key blocks it blocks
-    entirely are skipped. Query blocks run on a thread pool, one per core (the tiles are too
-    small for a threaded BLAS: set OPENBLAS_NUM_THREADS=1 for the best speed on big inputs).
+    entirely are skipped. ``causal=True``: query t sees keys 0..t (``causal_mask``, without
+    making it); the tiles above the diagonal are never computed. Query blocks run on a thread
+    pool, one thread per core, with BLAS on one thread inside it (``run_jobs``).
 
     Why no weights: a tile's weights are final only once the last key block has been seen
     (every step rescales them), so returning them would mean storing or recomputing all
     T x S of them, the very traffic tiling avoids. FlashAttention keeps only each row's max
     and sum, and recomputes the weights tile by tile in the backward pass.
 
-    >>> from mha_course.attention import scaled_dot_product_attention
+    >>> from mha_course.attention import scaled_dot_product_attention, causal_mask
     >>> rng = np.random.default_rng(0)
-    >>> Q, K, V = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3))
-    >>> out = tiled_attention(Q, K, V, block_size=3)
-    >>> bool(np.allclose(out, scaled_dot_product_attention(Q, K, V)[0]))
+    >>> Q, K, V = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 3))
+    >>> out = tiled_attention(Q, K, V, block_size=3, causal=True)
+    >>> bool(np.allclose(out, scaled_dot_product_attention(Q, K, V, causal_mask(5))[0]))
     True
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     block_size = _validate.positive_int(block_size, "block_size")
+    causal = _flag(causal, "causal")
     batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
-    Qs = np.multiply(Q, Q.dtype.type(1 / math.sqrt(d_k)), order="C")  # scaled once, contiguous for BLAS
+    scale = 1 / math.sqrt(d_k)
+    shift = not exp_needs_no_shift(Q, K, V, scale)
+    Qs = np.multiply(Q, Q.dtype.type(scale), order="C")  # scaled once, contiguous for BLAS
     K = np.broadcast_to(K, (*batch, S, d_k))  # a view
     V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
                         axis=-1)  # (..., S, d_v + 1): [V | 1], the row sums come out of the matmul
@@ -238,38 +345,78 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256) -> np.ndarray:
 
     def run(job):
         b, r = job
-        out[b][r] = _tiled_rows(Qs[b][r], K[b], V1[b], block_size, None if allowed is None else allowed[b][r])
+        band = (r.start, T + S) if causal else None  # query t sees keys s <= t: a band of unbounded width
+        out[b][r] = _tiled_rows(Qs[b][r], K[b], V1[b], block_size, None if allowed is None else allowed[b][r],
+                                band, shift)
 
-    _run_jobs(run, [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)],
-              parallel=math.prod(batch) * T * S > 4 * _TILE_ENTRIES)
+    run_jobs(run, [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)],
+             parallel=math.prod(batch) * T * S > 4 * _TILE_ENTRIES)
     return out
 
 
-def _run_jobs(run, jobs: list, parallel: bool) -> None:
-    """Call ``run(job)`` for every job: on a pool of one thread per core when ``parallel``."""
-    workers = min(os.cpu_count() or 1, len(jobs))
-    if not parallel or workers == 1:
-        for job in jobs:
-            run(job)
-        return
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(run, jobs))  # list(): re-raises a worker's exception here
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r} must be True or False")
+    return bool(value)
 
 
-def _tiled_rows(q, K, V1, block_size: int, allowed) -> np.ndarray:
-    """q (r, d_k) already scaled, K (S, d_k), V1 (S, d_v + 1) = [V | 1], allowed (r, S) or None -> out (r, d_v)."""
-    m = np.full((len(q), 1), -np.inf, dtype=q.dtype)  # running max
-    acc1 = np.zeros((len(q), V1.shape[-1]), dtype=q.dtype)  # [acc | l]: accumulator and running sum
-    buffer = np.empty((len(q), min(block_size, len(K))), dtype=q.dtype)  # one tile of scores, reused
-    for c in range(0, len(K), block_size):
-        keys = slice(c, c + block_size)
-        tile = None if allowed is None else allowed[:, keys]
+def exp_needs_no_shift(Q, K, V, scale: float) -> bool:
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v), scale -> True when the row max need not be subtracted.
+
+    By Cauchy-Schwarz every score obeys |s| <= b = scale max|q| max|k|. The softmax may then
+    use exp(s) itself if nothing it computes leaves the normal floats: S exp(b) max|v| (the
+    sums of exp(s) v and of exp(s)) stays below the largest float and its reciprocal above the
+    smallest; exp(-b) times each value column's scale stays a full-precision normal number.
+    Subtracting the row max would then change only the rounding. False for inf or NaN.
+
+    >>> x = np.ones((3, 4), np.float32)  # |q| |k| = 4
+    >>> exp_needs_no_shift(x, x, x, 11.0), exp_needs_no_shift(x, x, np.float32(1e20) * x, 11.0)
+    (True, False)
+    """
+    fi = np.finfo(np.result_type(Q, K, V))
+    squared = [float(np.einsum("...i,...i->...", a, a).max()) for a in (Q, K)]  # max |q|^2, |k|^2
+    b = scale * math.sqrt(squared[0] * squared[1])
+    columns = np.maximum(V.max(axis=-2), -V.min(axis=-2))  # (..., d_v) max |v| of each column, no |V| copy
+    v_max, used = float(columns.max()), columns[columns > 0]
+    v_min = min(1.0, float(used.min())) if used.size else 1.0
+    high = min(math.log(fi.max), -math.log(fi.tiny)) - math.log(V.shape[-2]) - math.log(max(1.0, v_max)) - 1
+    low = math.log(v_min) - math.log(fi.tiny) + math.log(fi.eps) - 1
+    return bool(b <= min(high, low))  # a NaN b compares False
+
+
+def _tiled_rows(q, K, V1, block_size: int, allowed, band, shift: bool) -> np.ndarray:
+    """q (r, d_k) already scaled, K (S, d_k), V1 (S, d_v + 1) = [V | 1] -> out (r, d_v).
+
+    ``allowed`` (r, S) bool or None. ``band`` (offset, width) or None: row i may see the keys j
+    with 0 <= i + offset - j < width (causal: width larger than any distance; a sliding window:
+    width = window); key blocks outside the band are skipped, and each key block is computed
+    only for the rows that see some key in it. ``shift``: keep a running max (False when
+    ``exp_needs_no_shift`` proved exp(s) safe: then the tile is just exp(s) [V | 1]).
+    """
+    r, S = len(q), len(K)
+    offset, width = band if band is not None else (0, None)
+    first, stop = (0, S) if band is None else (max(0, offset - width + 1), min(S, r + offset))
+    acc1 = np.zeros((r, V1.shape[-1]), dtype=q.dtype)  # [acc | l]: accumulator and running sum
+    m = np.full((r, 1), -np.inf, dtype=q.dtype) if shift else None  # running max
+    buffer = np.empty((r, min(block_size, S)), dtype=q.dtype)  # one tile of scores, reused
+    for c in range(first, stop, block_size):
+        n = min(block_size, stop - c)
+        lo, hi = (0, r) if band is None else (max(0, c - offset), min(r, c + n - 1 + width - offset))
+        tile = None if allowed is None else allowed[lo:hi, c:c + n]
         if tile is not None and not tile.any():
-            continue  # a key block these queries may not see at all (above a causal diagonal)
-        s = np.matmul(q, K[keys].T, out=buffer[:, :len(K[keys])])  # (r, d_k) x (d_k, c) -> (r, c)
+            continue  # a key block these queries may not see at all
+        if band is not None and (lo + offset < c + n - 1 or hi - 1 + offset - width + 1 > c):  # the band's edge
+            d = np.arange(lo + offset, hi + offset)[:, None] - np.arange(c, c + n)[None, :]  # (rows, n): t - s
+            in_band = (d >= 0) & (d < width)
+            tile = in_band if tile is None else tile & in_band
+        s = np.matmul(q[lo:hi], K[c:c + n].T, out=buffer[:hi - lo, :n])  # (rows, d_k) x (d_k, n) -> (rows, n)
         if tile is not None:
             np.copyto(s, -np.inf, where=~tile)
-        _online_update_inplace(m, acc1, s, V1[keys])
+        if shift:
+            _online_update_inplace(m[lo:hi], acc1[lo:hi], s, V1[c:c + n])
+        else:
+            np.exp(s, out=s)  # |s| is bounded: exp(s) [V | 1] stays in range, no running max needed
+            acc1[lo:hi] += s @ V1[c:c + n]  # (rows, n) x (n, d_v + 1) -> (rows, d_v + 1)
     total = acc1[:, -1:]  # (r, 1): l
     total[total == 0] = 1  # rows that saw no allowed key stay zero
     return acc1[:, :-1] / total
@@ -363,9 +510,10 @@ def sliding_window_mask(T: int, window: int) -> np.ndarray:
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
     """Q (..., T, d_k), K (..., T, d_k), V (..., T, d_v) -> out (..., T, d_v); query t sees its last ``window`` keys.
 
-    Equal to ``scaled_dot_product_attention(Q, K, V, sliding_window_mask(T, window))``, but the
-    scores are a band (..., T, window): key t - window + 1 + j in column j, so memory and work
-    grow as T * window, not T^2. K and V are read through strided windows (views, no copies).
+    Equal to ``scaled_dot_product_attention(Q, K, V, sliding_window_mask(T, window))``, but
+    only the band is computed: blocks of query rows against the keys their windows reach, on
+    the tiles of ``tiled_attention`` (tiles outside the band are never computed), so memory
+    grows as T * window (a few tiles per core besides the inputs and the output), not T^2.
 
     >>> rng = np.random.default_rng(0)
     >>> Q, K, V = rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), rng.normal(size=(6, 2))
@@ -376,14 +524,24 @@ def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
     """
     Q, K, V, _ = check_attention_inputs(Q, K, V)
     T, w = _self_attention_len(Q, K, "sliding_window_attention"), _validate.positive_int(window, "window")
-    pad = [(0, 0)] * (K.ndim - 2) + [(w - 1, 0), (0, 0)]  # w - 1 rows before the first key
-    Kw = sliding_window_view(np.pad(K, pad), w, axis=-2)  # (..., T, d_k, w): the window of each query
-    Vw = sliding_window_view(np.pad(V, pad), w, axis=-2)  # (..., T, d_v, w)
-    # (..., T, 1, d_k) x (..., T, d_k, w) -> (..., T, 1, w) -> (..., T, w): one row of w scores per query
-    scores = (Q[..., :, None, :] @ Kw)[..., 0, :] / math.sqrt(Q.shape[-1])
-    before_start = np.arange(T)[:, None] - (w - 1) + np.arange(w)[None, :] < 0  # (T, w): padding keys
-    weights = softmax(np.where(before_start, -np.inf, scores), axis=-1)  # (..., T, w)
-    return (Vw @ weights[..., :, :, None])[..., 0]  # (..., T, d_v, w) x (..., T, w, 1) -> (..., T, d_v)
+    batch, d_k, d_v = Q.shape[:-2], Q.shape[-1], V.shape[-1]
+    scale = 1 / math.sqrt(d_k)
+    shift = not exp_needs_no_shift(Q, K, V, scale)
+    K, V = np.broadcast_to(K, (*batch, T, d_k)), np.broadcast_to(V, (*batch, T, d_v))  # views
+    block = min(256, max(64, w // 2))  # keys per tile: the band wastes about block / window of the work
+    rows = max(block, _TILE_ENTRIES // (4 * block))  # queries per job
+    out = np.empty((*batch, T, d_v), dtype=Q.dtype)
+
+    def run(job):
+        b, t0 = job
+        t1, k0 = min(T, t0 + rows), max(0, t0 - w + 1)  # queries t0..t1-1 reach keys k0..t1-1
+        q = np.multiply(Q[b][t0:t1], Q.dtype.type(scale), order="C")  # (r, d_k), scaled per job: no copy of Q
+        v1 = np.concatenate([V[b][k0:t1], np.ones((t1 - k0, 1), V.dtype)], axis=-1)  # (keys, d_v + 1): [V | 1]
+        out[b][t0:t1] = _tiled_rows(q, K[b][k0:t1], v1, block, None, (t0 - k0, w), shift)
+
+    run_jobs(run, [(b, t) for b in np.ndindex(*batch) for t in range(0, T, rows)],
+             parallel=math.prod(batch) * T * min(w, T) > 4 * _TILE_ENTRIES)
+    return out
 
 
 def _self_attention_len(Q, K, name: str) -> int:
@@ -413,9 +571,19 @@ def longformer_mask(T: int, window: int, global_tokens) -> np.ndarray:
 
 
 def _token_indices(tokens, T: int) -> np.ndarray:
-    """tokens -> 1-D int array of positions in 0..T-1, or a ValueError naming the bad ones."""
-    idx = np.asarray(tokens, dtype=int).reshape(-1)
-    bad = idx[(idx < 0) | (idx >= T)]
+    """tokens -> 1-D int array of positions in 0..T-1, or a ValueError naming the bad ones.
+
+    Whole numbers only: True is not position 1, and 1.7 is no position at all.
+    """
+    arr = np.asarray(tokens).reshape(-1)
+    has_bool = arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(
+        isinstance(t, (bool, np.bool_)) for t in np.asarray(tokens, dtype=object).reshape(-1)))  # [0, True]
+    if has_bool or not (np.issubdtype(arr.dtype, np.integer) or (
+            np.issubdtype(arr.dtype, np.floating) and np.isfinite(arr).all() and (arr == np.round(arr)).all())):
+        raise ValueError(f"token positions must be whole numbers, got {arr.tolist()!r} (dtype {arr.dtype}); "
+                         "give indices of the sequence such as [0, 5]")
+    idx = arr.astype(int)
+    bad = arr[(arr < 0) | (arr >= T)]
     if bad.size:
         raise ValueError(f"token positions {bad.tolist()} lie outside 0..T-1 = 0..{T - 1}; "
                          "give positions of the sequence")
@@ -450,7 +618,8 @@ def bigbird_mask(T: int, window: int, n_global: int, n_random: int, *, rng: np.r
     ((8, 8), True, True)
     """
     T = _validate.positive_int(T, "T")
-    if not (isinstance(n_global, int) and isinstance(n_random, int) and 0 <= n_global <= T and 0 <= n_random <= T):
+    if not all(isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and 0 <= n <= T
+               for n in (n_global, n_random)):
         raise ValueError(f"n_global={n_global!r} and n_random={n_random!r} must be whole numbers in 0..T={T}")
     mask = longformer_mask(T, window, np.arange(n_global))
     picks = np.argsort(rng.random((T, T)), axis=-1)[:, :n_random]  # (T, n_random) distinct keys per query
@@ -474,6 +643,35 @@ def elu_feature_map(x) -> np.ndarray:
     return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
 
 
+def _scaled_features(x, axes) -> np.ndarray:
+    """x (...) -> phi(x) / max phi(x) over ``axes``: entries in (0, 1], the largest exactly 1.
+
+    Linear attention does not change when phi(q_t) is multiplied by a positive number (it
+    stands in the numerator and the denominator), nor when all of phi(K) is: dividing by the
+    max keeps Q - 800 from underflowing to 0 / 0 and large entries from overflowing.
+    """
+    top = x.max(axis=axes, keepdims=True)  # phi is increasing: the max of phi(x) is phi(max x)
+    positive = top > 0
+    log_top = np.where(positive, np.log1p(np.maximum(top, 0)), top)  # log phi(max x)
+    return np.where(x > 0, (x + 1) / np.where(positive, top + 1, 1), np.exp(np.minimum(x, 0) - log_top))
+
+
+def _features(Q, K):
+    """phi(Q) scaled per query row, phi(K) scaled per batch item: the same linear attention, in range."""
+    return _scaled_features(Q, -1), _scaled_features(K, (-2, -1))
+
+
+def _ratio(num, den, dtype) -> np.ndarray:
+    """num / den of linear attention, or a ValueError when the features cannot represent it."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = num / den
+    if not np.isfinite(out).all():
+        raise ValueError(f"linear attention cannot be computed in {np.dtype(dtype)} for these inputs: for some "
+                         "queries phi(q) . phi(k) underflows to 0 for every key, or phi(K)^T V overflows; "
+                         "compute in float64 (Q.astype(np.float64), ...) or bring Q, K and V to a smaller scale")
+    return out.astype(dtype, copy=False)
+
+
 def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), in O(T) time and memory.
 
@@ -483,6 +681,8 @@ def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     never forms the T x S matrix. ``causal``: query t sums keys s <= t only, through prefix
     sums of phi(k_s) v_s^T carried from chunk to chunk (needs T == S). Equal to
     ``linear_attention_quadratic``; not equal to softmax attention (a different kernel).
+    phi(q_t) and phi(K) are divided by their largest entry first (which changes nothing) so that
+    far-off inputs neither underflow nor overflow; what still cannot be represented raises ValueError.
 
     >>> rng = np.random.default_rng(0)
     >>> Q, K, V = rng.normal(size=(5, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
@@ -490,31 +690,34 @@ def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     True
     """
     Q, K, V, _ = check_attention_inputs(Q, K, V)
-    fQ, fK = elu_feature_map(Q), elu_feature_map(K)  # (..., T, d_k), (..., S, d_k)
-    if causal:
+    if _flag(causal, "causal"):
         _self_attention_len(Q, K, "linear_attention(causal=True)")
-        return _causal_linear(fQ, fK, V)
-    kv = np.swapaxes(fK, -1, -2) @ V  # (..., d_k, S) x (..., S, d_v) -> (..., d_k, d_v)
-    z = fK.sum(axis=-2)[..., :, None]  # (..., d_k, 1): the normaliser's sum of phi(k)
-    return (fQ @ kv) / (fQ @ z)  # (..., T, d_v) / (..., T, 1)
+    fQ, fK = _features(Q, K)  # (..., T, d_k), (..., S, d_k)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
+        if causal:
+            return _causal_linear(fQ, fK, V)
+        kv = np.swapaxes(fK, -1, -2) @ V  # (..., d_k, S) x (..., S, d_v) -> (..., d_k, d_v)
+        z = fK.sum(axis=-2)[..., :, None]  # (..., d_k, 1): the normaliser's sum of phi(k)
+        return _ratio(fQ @ kv, fQ @ z, Q.dtype)  # (..., T, d_v) / (..., T, 1)
 
 
 def _causal_linear(fQ, fK, V) -> np.ndarray:
     """phi(Q), phi(K) (..., T, d_k), V (..., T, d_v) -> causal linear attention, chunk by chunk."""
     batch, (T, d_k), d_v = fQ.shape[:-2], fK.shape[-2:], V.shape[-1]
-    kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v))  # prefix sum of phi(k) v^T
-    z = np.zeros((*fK.shape[:-2], d_k, 1))  # prefix sum of phi(k)
-    out = np.empty((*batch, T, d_v), dtype=np.result_type(fQ, V))
+    dtype = fQ.dtype
+    kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
+    z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
+    num, den = np.empty((*batch, T, d_v), dtype), np.empty((*batch, T, 1), dtype)
     within = np.tril(np.ones((_CHUNK, _CHUNK), dtype=bool))
     for c in range(0, T, _CHUNK):
         q, k, v = fQ[..., c:c + _CHUNK, :], fK[..., c:c + _CHUNK, :], V[..., c:c + _CHUNK, :]
         n = q.shape[-2]
         a = np.where(within[:n, :n], q @ np.swapaxes(k, -1, -2), 0)  # (..., n, n) causal inside the chunk
-        num = q @ kv + a @ v  # earlier chunks through the prefix sums, this chunk exactly
-        out[..., c:c + n, :] = num / (q @ z + a.sum(axis=-1, keepdims=True))
+        num[..., c:c + n, :] = q @ kv + a @ v  # earlier chunks through the prefix sums, this chunk exactly
+        den[..., c:c + n, :] = q @ z + a.sum(axis=-1, keepdims=True)
         kv = kv + np.swapaxes(k, -1, -2) @ v  # (..., d_k, n) x (..., n, d_v)
         z = z + k.sum(axis=-2)[..., :, None]
-    return out
+    return _ratio(num, den, dtype)
 
 
 def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
@@ -528,7 +731,9 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     array([[1.]])
     """
     Q, K, V, _ = check_attention_inputs(Q, K, V)
-    A = elu_feature_map(Q) @ np.swapaxes(elu_feature_map(K), -1, -2)  # (..., T, S), all > 0
-    if causal:
+    fQ, fK = _features(Q, K)
+    A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
+    if _flag(causal, "causal"):
         A = np.where(np.tril(np.ones((_self_attention_len(Q, K, "causal linear attention"),) * 2, bool)), A, 0)
-    return (A @ V) / A.sum(axis=-1, keepdims=True)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
+        return _ratio(A @ V, A.sum(axis=-1, keepdims=True), Q.dtype)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)

@@ -93,6 +93,7 @@ def test_tiled_uses_the_in_place_update_and_skips_blocked_tiles(monkeypatch):
     monkeypatch.setattr(efficient, "_online_update_inplace", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(5)
     Q, K, V = _qkv(rng, (), 64, 64)
+    Q *= 1000  # scores beyond float64 exp's range: the running max is needed
     mc.tiled_attention(Q, K, V, mc.causal_mask(64), block_size=16)  # one block of rows, 4 key blocks
     assert len(calls) == 4
     calls.clear()
@@ -100,16 +101,114 @@ def test_tiled_uses_the_in_place_update_and_skips_blocked_tiles(monkeypatch):
     assert calls == []  # every key block blocked: none computed
 
 
-def test_tiled_runs_big_inputs_on_a_thread_pool(monkeypatch):
+def test_tiled_skips_the_running_max_when_the_bound_allows(monkeypatch):
+    """Unit-variance inputs: exp_needs_no_shift proves exp(s) [V | 1] in range, no max is kept."""
+    calls, proofs = [], []
+    real_update, real_bound = efficient._online_update_inplace, efficient.exp_needs_no_shift
+    monkeypatch.setattr(efficient, "_online_update_inplace", lambda *a: calls.append(1) or real_update(*a))
+    monkeypatch.setattr(efficient, "exp_needs_no_shift", lambda *a: proofs.append(real_bound(*a)) or proofs[-1])
+    rng = np.random.default_rng(15)
+    Q, K, V = _qkv(rng, (2,), 40, 50, dtype=np.float32)
+    out = mc.tiled_attention(Q, K, V, block_size=8)
+    assert proofs == [True] and calls == []
+    assert_close(out, _exact(Q, K, V), np.float32, "tiled without the running max")
+
+
+@pytest.mark.parametrize("scale", [1.0, 100.0])  # 100: the running-max path
+def test_exp_bound_refuses_what_would_overflow(scale):
+    """Scores about 43.6 and values about 1e20 in float32: exp(s) alone fits, exp(s) * v does not."""
+    Q = np.full((1, 1, 4), 6.6 * scale, np.float32)  # scaled by 1 / sqrt(4): scores 43.56 * scale
+    K = np.array([[[3.3] * 4, [0.0] * 4]], np.float32)
+    V = np.array([[[1e20], [1.0]]], np.float32)
+    assert not efficient.exp_needs_no_shift(Q, K, V, 0.5)
+    assert efficient.exp_needs_no_shift(Q, K, V / np.float32(1e20), 0.5) == (scale == 1.0)
+    out = mc.tiled_attention(Q, K, V)
+    assert np.isfinite(out).all()
+    assert_close(out, _exact(Q, K, V), np.float32, "large values", tol=1e14)  # 1e20 to float32 rounding
+
+
+def test_the_exp_bound_holds_whenever_it_says_so():
+    rng = np.random.default_rng(16)
+    for dtype in (np.float32, np.float64):
+        for scale in (0.1, 1.0, 3.0, 10.0, 100.0):
+            for v_scale in (1e-30, 1.0, 1e20):
+                Q, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
+                V = (v_scale * rng.normal(size=(2, 5, 3))).astype(dtype)
+                if efficient.exp_needs_no_shift(Q, K, V, 1.0):
+                    s = np.abs(Q.astype(np.float64) @ np.swapaxes(K, -1, -2)).max()
+                    big = 5 * np.exp(s) * max(1.0, np.abs(V).max())
+                    assert big < np.finfo(dtype).max and 1 / big > np.finfo(dtype).tiny
+
+
+@pytest.mark.parametrize("T,S,block", [(64, 64, 16), (50, 50, 7), (33, 20, 8), (20, 33, 8), (1, 1, 4)])
+def test_tiled_causal_equals_the_masked_textbook_and_skips_tiles_above_the_diagonal(monkeypatch, T, S, block):
+    entries = []
+    real = efficient._online_update_inplace
+    monkeypatch.setattr(efficient, "_online_update_inplace", lambda m, a, s, v: entries.append(s.size) or real(m, a, s, v))
+    rng = np.random.default_rng(T * S)
+    Q, K, V = _qkv(rng, (2,), T, S)
+    Q *= 1000  # scores beyond float64 exp's range: the running-max path, so every computed tile is counted
+    causal = np.tril(np.ones((T, S), bool))  # query t sees keys 0..t
+    out = mc.tiled_attention(Q, K, V, block_size=block, causal=True)
+    assert_close(out, _exact(Q, K, V, causal), np.float64, "tiled causal", tol=TOL64 * 100)
+    # each key block is computed only for the rows that see one of its keys: the diagonal tiles at most
+    assert 0 < sum(entries) <= 2 * (causal.sum() + T * block)
+
+
+def test_tiled_causal_with_a_mask_is_their_conjunction():
+    rng = np.random.default_rng(17)
+    Q, K, V = _qkv(rng, (2,), 30, 30)
+    mask = random_allowed(rng, (2, 30, 30))
+    out = mc.tiled_attention(Q, K, V, mask, block_size=7, causal=True)
+    assert_close(out, _exact(Q, K, V, mask & mc.causal_mask(30)), np.float64, "mask & causal", tol=TOL64)
+    with pytest.raises(ValueError, match="causal='yes' must be True or False"):
+        mc.tiled_attention(Q, K, V, causal="yes")
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+    return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+
+
+def test_tiled_runs_big_inputs_on_a_pool_with_blas_on_one_thread(monkeypatch):
+    """One worker per core, BLAS limited to one thread inside the pool and restored after it."""
+    from threadpoolctl import threadpool_limits
+    pools, inside = [], []
+    real = efficient.ThreadPoolExecutor
+    monkeypatch.setattr(efficient, "ThreadPoolExecutor", lambda n: pools.append(n) or real(n))
+    monkeypatch.setattr(efficient, "cpu_count", lambda: 2)
+    real_rows = efficient._tiled_rows
+    monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: inside.append(_blas_threads()) or real_rows(*a))
+    rng = np.random.default_rng(6)
+    Q, K, V = _qkv(rng, (4,), 600, 600, d_k=4, d_v=2)
+    with threadpool_limits(limits=2, user_api="blas"):  # as a learner's kernel with no thread variable
+        out = mc.tiled_attention(Q, K, V, block_size=128)
+        assert _blas_threads() == 2  # restored
+    assert pools == [2] and inside and set(inside) == {1}
+    assert_close(out, _exact(Q, K, V), np.float64, "tiled on threads", tol=TOL64)
+
+
+def test_run_jobs_inside_a_worker_runs_serially(monkeypatch):
     pools = []
     real = efficient.ThreadPoolExecutor
     monkeypatch.setattr(efficient, "ThreadPoolExecutor", lambda n: pools.append(n) or real(n))
-    monkeypatch.setattr(efficient.os, "cpu_count", lambda: 2)
-    rng = np.random.default_rng(6)
-    Q, K, V = _qkv(rng, (4,), 600, 600, d_k=4, d_v=2)
-    out = mc.tiled_attention(Q, K, V, block_size=128)
-    assert pools == [2]
-    assert_close(out, _exact(Q, K, V), np.float64, "tiled on threads", tol=TOL64)
+    monkeypatch.setattr(efficient, "cpu_count", lambda: 2)
+    seen = []
+    efficient.run_jobs(lambda job: efficient.run_jobs(seen.append, [job, job]), [1, 2, 3])
+    assert pools == [2] and sorted(seen) == [1, 1, 2, 2, 3, 3]  # the inner calls made no second pool
+    with pytest.raises(ZeroDivisionError):
+        efficient.run_jobs(lambda job: 1 / job, [1, 0])  # a worker's exception reaches the caller
+    assert _blas_threads() >= 1
+
+
+def test_small_inputs_run_serially(monkeypatch):
+    pools = []
+    monkeypatch.setattr(efficient, "ThreadPoolExecutor", lambda n: pools.append(n))
+    rng = np.random.default_rng(18)
+    Q, K, V = _qkv(rng, (2,), 30, 30)
+    mc.tiled_attention(Q, K, V)
+    mc.sliding_window_attention(Q, K, V, 4)
+    assert pools == []
 
 
 def test_tiled_rejects_a_bad_block_size():
@@ -185,6 +284,31 @@ def test_io_byte_counts():
         mc.tiled_attention_bytes(4, 4, 2, 2, block_rows=0)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_online_update_refuses_nan_and_plus_inf_scores(bad):
+    state = mc.online_softmax_start(2, 1)
+    scores = np.array([[0.0, 1.0], [bad, 2.0]])
+    with pytest.raises(ValueError, match=r"scores_block has 1 NaN or \+inf scores \(the first: scores_block\[1, 0\]"):
+        mc.online_softmax_update(state, scores, np.ones((2, 1)))
+    masked = mc.online_softmax_update(state, np.array([[-np.inf, 1.0], [-np.inf, -np.inf]]), np.ones((2, 1)))
+    assert np.array_equal(mc.online_softmax_result(masked), [[1.0], [0.0]])  # -inf is a masked key
+
+
+@pytest.mark.parametrize("scores,values,match", [
+    (np.zeros((3, 2)), np.ones((2, 1)), "the state has T=2 rows"),  # 3 query rows for a 2-row state
+    (np.zeros((2, 2)), np.ones((3, 1)), "for the same c keys"),  # 2 scores but 3 values
+    (np.zeros((2, 2)), np.ones((2, 4)), "d_v=1"),  # values wider than the accumulator
+    (np.zeros(2), np.ones((2, 1)), r"must be \(\.\.\., T, c\)"),
+    (np.zeros((3, 2, 2)), np.ones((4, 2, 1)), "do not broadcast"),
+    (np.zeros((2, 2)), np.array([[np.nan], [1.0]]), "V_block has 1 non-finite value"),
+])
+def test_online_update_refuses_shapes_that_do_not_fit(scores, values, match):
+    with pytest.raises(ValueError, match=match):
+        mc.online_softmax_update(mc.online_softmax_start(2, 1), scores, values)
+    with pytest.raises(ValueError, match="state must be a SoftmaxState"):
+        mc.online_softmax_update((0, 0, 0), np.zeros((2, 2)), np.ones((2, 1)))
+
+
 # ----------------------------------------------------------------------------- sliding windows and patterns
 def test_sliding_window_mask_definition():
     T, w = 9, 3
@@ -204,12 +328,45 @@ def test_sliding_window_attention_equals_masked_full(T, window):
     assert_close(mc.sliding_window_attention(Q, K, V, window), expected, np.float64, "window", tol=TOL64)
 
 
+@settings(derandomize=True, database=None, deadline=None, max_examples=60)
+@given(T=st.integers(1, 40), window=st.integers(1, 45), batch=st.sampled_from([(), (2,), (2, 3)]),
+       dtype=st.sampled_from([np.float64, np.float32]), scale=st.sampled_from([0.1, 1.0, 1000.0]),
+       seed=st.integers(0, 2**16))
+def test_sliding_window_property(T, window, batch, dtype, scale, seed):
+    """Equal to the masked full computation for any length, window, batch, dtype and score size
+    (1000: beyond exp's range, so the running max is used)."""
+    rng = np.random.default_rng(seed)
+    Q, K, V = _qkv(rng, batch, T, T, d_k=3, d_v=2, dtype=dtype)
+    Q *= dtype(scale)
+    expected = _exact(Q, K, V, mc.sliding_window_mask(T, window))
+    out = mc.sliding_window_attention(Q, K, V, window)
+    assert out.dtype == dtype and out.shape == expected.shape
+    assert_close(out, expected, dtype, "window", tol=(TOL64 if dtype == np.float64 else 2e-5) * max(1.0, scale))
+
+
+def test_sliding_window_tiles_span_many_blocks(monkeypatch):
+    """Windows wider than a tile and queries spread over several jobs still give the masked result."""
+    monkeypatch.setattr(efficient, "_TILE_ENTRIES", 256)  # tiny jobs: rows = max(block, 256 // (4 block))
+    rng = np.random.default_rng(19)
+    Q, K, V = _qkv(rng, (2,), 300, 300)
+    for window in (1, 37, 64, 299, 500):
+        expected = _exact(Q, K, V, mc.sliding_window_mask(300, window))
+        assert_close(mc.sliding_window_attention(Q, K, V, window), expected, np.float64, f"w={window}", tol=TOL64)
+
+
 def test_sliding_window_memory_grows_as_T_times_window():
+    """Besides its output, the call allocates a few tiles per core: far below one (T, window) band,
+    and it does not grow with T (float32, 8 heads as in the benchmark, at a quarter of its length)."""
     rng = np.random.default_rng(10)
-    Q, K, V = _qkv(rng, (), 2048, 2048, d_k=8, d_v=8)
-    peak = _peak_bytes(lambda: mc.sliding_window_attention(Q, K, V, 16))
-    assert peak < 2048 * 2048 * 8 / 8  # far below one T x T array
-    assert peak < 20 * 2048 * 16 * 8  # a few (T, window) arrays and padded copies of K and V
+    h, w, d = 8, 256, 64
+    peaks = {}
+    for T in (1024, 4096):
+        Q, K, V = (rng.standard_normal((1, h, T, d), dtype=np.float32) for _ in range(3))
+        out_bytes = Q.nbytes
+        peaks[T] = _peak_bytes(lambda: mc.sliding_window_attention(Q, K, V, w)) - out_bytes
+        band = h * T * w * 4  # one (h, T, window) float32 array: what the strided version made several of
+        assert peaks[T] < min(band / 2, 8 << 20)
+    assert peaks[4096] < 2 * peaks[1024] + (1 << 20)  # the working set does not grow with T
 
 
 def test_sliding_window_needs_self_attention():
@@ -234,6 +391,27 @@ def test_longformer_dilated_and_bigbird_patterns():
         mc.longformer_mask(10, 2, [10])
     with pytest.raises(ValueError, match="n_random=40"):
         mc.bigbird_mask(8, 2, 1, 40, rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("tokens", [[1.7], [True], [0, True], np.array([np.nan]), ["1"], [[0.5]]])
+def test_longformer_refuses_token_positions_that_are_not_whole_numbers(tokens):
+    with pytest.raises(ValueError, match="token positions must be whole numbers"):
+        mc.longformer_mask(5, 1, tokens)
+
+
+def test_longformer_accepts_whole_numbers_of_any_integer_or_float_type():
+    expected = mc.longformer_mask(5, 1, [1])
+    for tokens in ([1.0], np.array([1], np.int8), [np.int64(1)], (1,), []):
+        got = mc.longformer_mask(5, 1, tokens)
+        assert np.array_equal(got, expected if len(tokens) else mc.sliding_window_mask(5, 1) | False)
+
+
+def test_bigbird_accepts_numpy_whole_numbers_and_refuses_the_rest():
+    rng = lambda: np.random.default_rng(0)  # noqa: E731
+    assert np.array_equal(mc.bigbird_mask(8, 2, np.int64(1), np.int32(2), rng=rng()), mc.bigbird_mask(8, 2, 1, 2, rng=rng()))
+    for bad in (1.0, True, "1", -1):
+        with pytest.raises(ValueError, match="must be whole numbers in 0..T=8"):
+            mc.bigbird_mask(8, 2, bad, 2, rng=rng())
 
 
 # ----------------------------------------------------------------------------- linear attention
@@ -271,6 +449,33 @@ def test_causal_linear_attention_has_no_T_by_T_array_and_is_causal():
     V2[1000:] += 1  # change the future of position 999
     a, b = mc.linear_attention(Q, K, V, True), mc.linear_attention(Q, K, V2, True)
     assert np.array_equal(a[:1000], b[:1000]) and not np.allclose(a[1000:], b[1000:])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_attention_of_far_off_queries_is_finite_and_unchanged(causal):
+    """Q - 800 in float32: phi(q) = exp(q) underflows to 0 and the ratio to 0 / 0 without the
+    rescaling. For queries <= 0, phi(q - a) = exp(-a) phi(q): the output must not change."""
+    rng = np.random.default_rng(20)
+    Q = -np.abs(rng.normal(size=(2, 30, 8))).astype(np.float32) - 1
+    K, V = rng.normal(size=(2, 30, 8)).astype(np.float32), rng.normal(size=(2, 30, 3)).astype(np.float32)
+    for f in (mc.linear_attention, mc.linear_attention_quadratic):
+        near, far = f(Q, K, V, causal), f(Q - np.float32(800), K, V, causal)
+        assert np.isfinite(far).all()
+        assert_close(far, near, np.float32, f"{f.__name__} of Q - 800", tol=1e-5)
+        huge = f(Q, K * np.float32(1e30), V, causal)  # phi(K) = K + 1 near 1e30: no overflow after rescaling
+        assert np.isfinite(huge).all()
+
+
+def test_linear_attention_says_what_cannot_be_represented():
+    Q = np.array([[0.0, -200.0]], np.float32)  # phi(q) = (1, e^-200): 0 in float32
+    K = np.array([[-200.0, 0.0]] * 3, np.float32)  # phi(k) = (e^-200, 1): phi(q) . phi(k) = 0 for every key
+    V = np.ones((3, 2), np.float32)
+    for f in (mc.linear_attention, mc.linear_attention_quadratic):
+        with pytest.raises(ValueError, match="cannot be computed in float32 .* compute in float64"):
+            f(Q, K, V)
+        assert np.allclose(f(Q.astype(np.float64), K, V), 1.0)  # the same inputs in float64: exact
+    with pytest.raises(ValueError, match="phi\\(K\\)\\^T V overflows"):
+        mc.linear_attention(np.ones((1, 2), np.float32), np.ones((4, 2), np.float32), np.full((4, 1), 3e38, np.float32))
 
 
 def test_causal_linear_attention_needs_self_attention():
