@@ -1,36 +1,19 @@
 """nbval set-up for the notebooks: a notebook that imports torch is skipped, with the reason, without torch.
 
-With MHA_COURSE_REQUIRE_TORCH=1 (CI) nothing is skipped, so a missing torch fails the notebook's cells.
+The rule is ``mha_course.tools.torch_rule`` (the tests use the same one): with
+MHA_COURSE_REQUIRE_TORCH=1 (CI) nothing is skipped, so a missing torch fails the notebook's cells.
 """
-import importlib.util
-import json
-import os
-import re
-from functools import lru_cache
-
 import pytest
 
-_IMPORTS_TORCH = re.compile(r"^\s*(import torch\b|from torch\b)", re.MULTILINE)
-
-
-@lru_cache(maxsize=None)
-def needs_torch(path: str) -> bool:
-    """True when a code cell of the notebook at ``path`` imports torch."""
-    with open(path, encoding="utf-8") as f:
-        cells = json.load(f).get("cells", [])
-    return any(_IMPORTS_TORCH.search("".join(c.get("source", ""))) for c in cells
-               if c.get("cell_type") == "code")
-
-
-def _torch_required() -> bool:
-    return os.environ.get("MHA_COURSE_REQUIRE_TORCH", "").strip().lower() not in ("", "0", "false", "no")
+from mha_course.tools.torch_rule import notebook_needs_torch, torch_skip_reason
 
 
 def pytest_collection_modifyitems(config, items):
-    if importlib.util.find_spec("torch") is not None or _torch_required():
+    reason = torch_skip_reason("this notebook")
+    if reason is None:
         return
-    skip = pytest.mark.skip(reason="this notebook needs PyTorch: pip install torch==2.13.0 (CPU) to run it")
+    skip = pytest.mark.skip(reason=reason)
     for item in items:
         path = str(item.fspath)
-        if path.endswith(".ipynb") and needs_torch(path):
+        if path.endswith(".ipynb") and notebook_needs_torch(path):
             item.add_marker(skip)

@@ -10,41 +10,33 @@ Shapes: ``B`` batch, ``T`` queries, ``S`` keys, ``D = d_model``, ``h`` heads,
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 
 import numpy as np
 import pytest
 
 import mha_course as mc
+from mha_course.tools.torch_rule import INSTALL_TORCH, REQUIRE_TORCH_VAR, torch_required
 
 # Max abs error allowed against the PyTorch reference, per dtype (issue 2).
 PARITY_TOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 2e-5}
 # Error allowed between two of our own computations that do the same maths in another order.
 SAME_MATHS_TOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 2e-6}
 
-REQUIRE_TORCH_VAR = "MHA_COURSE_REQUIRE_TORCH"
-
-
 # ----------------------------------------------------------------------------- torch
-def torch_required() -> bool:
-    """True when the environment says the torch tests must run (CI sets it)."""
-    return os.environ.get(REQUIRE_TORCH_VAR, "").strip().lower() not in ("", "0", "false", "no")
-
-
 def require_torch():
     """Return the ``torch`` module; skip the test if it is missing, FAIL if CI requires it.
 
-    The one place that decides skip-or-fail, so the parity tests cannot skip silently in CI.
+    The rule is ``mha_course.tools.torch_rule`` (notebooks/conftest.py asks it too), so the
+    parity tests cannot skip silently in CI.
     """
     try:
         import torch
     except ImportError as exc:
         if torch_required():
             pytest.fail(f"{REQUIRE_TORCH_VAR}=1 but torch cannot be imported ({exc}); "
-                        "install it with: pip install torch==2.13.0", pytrace=False)
-        pytest.skip(f"PyTorch parity tests need torch ({exc}); "
-                    "pip install torch==2.13.0 (CPU) to run them")
+                        f"install it with: {INSTALL_TORCH}", pytrace=False)
+        pytest.skip(f"PyTorch parity tests need torch ({exc}); {INSTALL_TORCH} (CPU) to run them")
     return torch
 
 

@@ -16,11 +16,26 @@ import pytest
 
 from mha_course import check
 from mha_course.check import engine
+from mha_course.tools.torch_rule import torch_skip_reason
 
 CATALOGUE = check.catalogue()
 FUNCTION_CHECKERS = {n: e for n, e in CATALOGUE.items() if isinstance(e, check.Exercise)}
 SHAPE_CHECKERS = {n: e for n, e in CATALOGUE.items() if isinstance(e, check.ShapeExercise)}
 PAIRS = [(n, i) for n, e in CATALOGUE.items() for i in range(len(e.mistakes))]
+# the checkers that run the learner's PyTorch code: skipped without torch (unless MHA_COURSE_REQUIRE_TORCH=1)
+NEEDS_TORCH = {"torch_attn_mask", "torch_attention"}
+_NO_TORCH = torch_skip_reason("this PyTorch checker")
+
+
+def names(checkers):
+    """pytest params of checker names; those in NEEDS_TORCH skip with the reason when torch is absent."""
+    return [pytest.param(n, marks=pytest.mark.skip(reason=_NO_TORCH)) if _NO_TORCH and n in NEEDS_TORCH else n
+            for n in checkers]
+
+
+def pairs(items):
+    return [pytest.param(n, i, id=f"{n}-{i}", marks=pytest.mark.skip(reason=_NO_TORCH))
+            if _NO_TORCH and n in NEEDS_TORCH else pytest.param(n, i, id=f"{n}-{i}") for n, i in items]
 
 
 def run(capsys, name, fn):
@@ -46,7 +61,7 @@ def test_every_checker_has_mistakes():
     assert all(e.mistakes for e in CATALOGUE.values()), [n for n, e in CATALOGUE.items() if not e.mistakes]
 
 
-@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+@pytest.mark.parametrize("name", names(FUNCTION_CHECKERS))
 def test_reference_passes(capsys, name):
     ok, out = run(capsys, name, FUNCTION_CHECKERS[name].reference)
     assert ok is True and out.startswith(f"✔ {name}: "), out
@@ -58,7 +73,7 @@ def test_true_shapes_pass(capsys, name):
 
 
 # ---------------------------------------------------------------- (a) the confusion matrix
-@pytest.mark.parametrize("name, i", PAIRS, ids=[f"{n}-{i}" for n, i in PAIRS])
+@pytest.mark.parametrize("name, i", pairs(PAIRS))
 def test_mistake_is_recognised_as_itself_and_no_other(capsys, name, i):
     exercise = CATALOGUE[name]
     mistake = exercise.mistakes[i]
@@ -120,7 +135,7 @@ def _last_output(exercise):
     return np.asarray(out[-1] if exercise.outputs else out)
 
 
-@pytest.mark.parametrize("name", [n for n, e in FUNCTION_CHECKERS.items() if _last_output(e).dtype != bool])
+@pytest.mark.parametrize("name", names(n for n, e in FUNCTION_CHECKERS.items() if _last_output(e).dtype != bool))
 def test_unknown_scaling_is_localised(capsys, name):
     exercise = FUNCTION_CHECKERS[name]
     ok, out = run(capsys, name, _perturbed(exercise.reference, _scale))
@@ -129,7 +144,7 @@ def test_unknown_scaling_is_localised(capsys, name):
     assert f"- {_output_name(exercise)}: every value is {factor} times the expected one" in out, out
 
 
-@pytest.mark.parametrize("name", [n for n, e in FUNCTION_CHECKERS.items() if _last_output(e).ndim >= 2])
+@pytest.mark.parametrize("name", names(n for n, e in FUNCTION_CHECKERS.items() if _last_output(e).ndim >= 2))
 def test_unknown_change_of_one_entry_is_localised(capsys, name):
     exercise = FUNCTION_CHECKERS[name]
     ok, out = run(capsys, name, _perturbed(exercise.reference, _last_entry_changed))
@@ -178,7 +193,7 @@ def broken(*args):
     return [1, 2][5]  # IndexError inside the learner's code
 
 
-@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+@pytest.mark.parametrize("name", names(FUNCTION_CHECKERS))
 def test_an_exception_is_reported_with_its_line_not_raised(capsys, name):
     ok, out = run(capsys, name, broken)
     assert ok is False and "it raised IndexError" in out and "of broken: return [1, 2][5]" in out, out
@@ -187,7 +202,7 @@ def stub(*args):
     raise NotImplementedError("write this")
 
 
-@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+@pytest.mark.parametrize("name", names(FUNCTION_CHECKERS))
 def test_a_stub_is_not_finished_and_does_not_raise(capsys, name):
     ok, out = run(capsys, name, stub)
     assert ok is False

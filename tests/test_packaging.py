@@ -64,6 +64,24 @@ def requirement(spec: str) -> tuple[str, str]:
     return re.sub(r"[-_.]+", "-", m.group(1)).lower(), m.group(2).replace(" ", "")
 
 
+def python_in_range(version: str, spec: str) -> bool:
+    """'3.12', '>=3.10, <3.14' -> True: every comma-separated clause of ``spec`` holds for ``version``."""
+    def key(v):
+        return tuple(int(x) for x in v.split("."))
+    ops = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
+           "==": lambda a, b: a[:len(b)] == b, "!=": lambda a, b: a[:len(b)] != b}
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        op, bound = re.fullmatch(r"(>=|<=|==|!=|>|<)\s*([\d.]+)", clause).groups()
+        if not ops[op](key(version), key(bound)):
+            return False
+    return True
+
+
+def test_python_in_range_reads_requires_python():
+    assert python_in_range("3.12", ">=3.10") and python_in_range("3.12", ">=3.10, <3.14")
+    assert not python_in_range("3.9", ">=3.10") and not python_in_range("3.14", ">=3.10,<3.14")
+
+
 def test_environment_yml_parser_agrees_with_pyyaml():
     yaml = pytest.importorskip("yaml", reason="PyYAML absent: the fallback parser is the only one")
     text = (ROOT / "environment.yml").read_text()
@@ -77,7 +95,11 @@ def test_environment_yml_and_pyproject_name_the_same_dependencies():
     conda = dict(requirement(d) for d in env["dependencies"] if isinstance(d, str))
     pip_part = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
     assert env["name"] == "mha-course"
-    assert conda.pop("python") == project["requires-python"].replace(" ", "")
+    python = conda.pop("python")
+    assert re.fullmatch(r"=3\.\d+", python), (
+        f"environment.yml pins python{python}; repo2docker (Binder) reads only python=3.X, e.g. python=3.12")
+    assert python_in_range(python[1:], project["requires-python"]), (
+        f"environment.yml's python{python} is outside pyproject.toml's requires-python {project['requires-python']}")
     assert conda.pop("pip") == ""
     assert conda == wanted, (
         f"only in environment.yml: {sorted(conda.items() - wanted.items())}; "
@@ -116,12 +138,33 @@ def test_make_test_runs_pytest():
         assert re.search(r"python -m pytest", dry.stdout), dry.stdout
 
 
+def _ci_script() -> list[str]:
+    return [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def test_ci_runs_the_newcomers_make_test_first_without_torch():
+    script = _ci_script()
+    newcomer = next(i for i, line in enumerate(script) if "make test" in line and "EXTRAS=test " in line)
+    full = next(i for i, line in enumerate(script) if re.match(r"^export\s+EXTRAS=", line))
+    assert newcomer < full, "the newcomer's make test runs before the full run"
+    before = script[:newcomer]
+    assert any(line.startswith("git clone") for line in before), "the newcomer's path starts from a fresh clone"
+    assert any(line.startswith("unset") and "PIP_FIND_LINKS" in line and "MHA_COURSE_REQUIRE_TORCH" in line
+               for line in before), "the newcomer's pip must not see the local torch wheel, nor the CI flags"
+    venv = re.search(r"VENV=(\S+)", script[newcomer]).group(1)
+    assert venv != ".venv", "the newcomer gets a fresh virtual environment"
+
+
 def test_ci_requires_torch_and_runs_the_test_command():
-    script = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
-              if line.strip() and not line.strip().startswith("#")]
+    script = _ci_script()
     assert any(re.match(r"^(export\s+)?MHA_COURSE_REQUIRE_TORCH=1(\s|$)", line) for line in script), script
-    assert "make test" in script
-    extras = next(re.search(r"EXTRAS=\"?([\w,]+)", line).group(1) for line in script if "EXTRAS=" in line)
+    assert any(re.match(r"^(export\s+)?MHA_COURSE_REQUIRE_BROWSER=1(\s|$)", line) for line in script), script
+    assert any(line.endswith(" make test") for line in script)
+    extras = next(re.search(r"EXTRAS=\"?([\w,]+)", line).group(1) for line in script
+                  if re.match(r"^export\s+EXTRAS=", line))
     optional = load_toml(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
     pinned = [req for extra in extras.split(",") for req in optional.get(extra, [])]
     assert "torch==2.13.0" in pinned, f"CI installs extras {extras} = {pinned}: torch==2.13.0 missing"
+    assert any("MHA_COURSE_THREADS=2" in line and "pytest notebooks" in line for line in script)
+    assert any("tests/test_busy_machine.py" in line and "--busy" in line for line in script)

@@ -39,10 +39,13 @@ Taught in 08_heads_that_learn.ipynb.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import tempfile
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
@@ -58,6 +61,7 @@ __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS
            "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
+           "train_checkpoint", "checkpoint_arrays", "checkpoint_bytes", "npz_bytes", "read_npz", "MAX_NPZ_BYTES",
            "previous_token_score", "induction_score", "run_experiments", "save_experiments",
            "load_experiments"]
 
@@ -475,17 +479,22 @@ CHECKPOINT_CONFIGS = {
 }
 
 
-def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path, Metrics]:
-    """task -> (path written, Metrics on fresh data): trains CHECKPOINT_CONFIGS[task] and saves it.
+def train_checkpoint(task: str, progress: bool = False) -> tuple[Config, Model, History, Metrics]:
+    """task -> (config, trained Model, History, Metrics on fresh data): CHECKPOINT_CONFIGS[task] trained.
 
-    What ``mha-course train TASK`` runs; ``path`` defaults to the shipped checkpoint's path.
+    What ``mha-course train TASK`` runs before it writes the checkpoint (``checkpoint_bytes``).
     """
     if task not in CHECKPOINT_CONFIGS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(CHECKPOINT_CONFIGS)}")
     config = CHECKPOINT_CONFIGS[task]
     params, history = train(config, progress=progress, snapshot_every=max(1, config.steps // 16))
-    path = save_checkpoint(checkpoint_path(task) if path is None else path, params, config, history)
-    return path, evaluate(params, config, np.random.default_rng(config.seed + 2))
+    return config, params, history, evaluate(params, config, np.random.default_rng(config.seed + 2))
+
+
+def make_checkpoint(task: str, path, progress: bool = False) -> tuple[Path, Metrics]:
+    """task, path -> (path written, Metrics on fresh data): trains CHECKPOINT_CONFIGS[task] and saves it."""
+    config, params, history, metrics = train_checkpoint(task, progress)
+    return save_checkpoint(path, params, config, history), metrics
 
 
 # The experiments of notebook 08 section 5, too slow to run live: `mha-course train experiments`.
@@ -525,28 +534,55 @@ def run_experiments(seeds=(0, 1)) -> dict:
     return out
 
 
-def save_experiments(path=None) -> Path:
-    """Run ``run_experiments`` and write the arrays to ``path`` (default checkpoints/experiments.npz)."""
-    return _write_npz(CHECKPOINT_DIR / "experiments.npz" if path is None else path, run_experiments())
+def save_experiments(path) -> Path:
+    """Run ``run_experiments`` and write the arrays to ``path`` (``mha-course train experiments`` writes
+    ./checkpoints/experiments.npz; the shipped file is ``CHECKPOINT_DIR / "experiments.npz"``)."""
+    return _write_npz(path, run_experiments())
 
 
 def load_experiments(path=None) -> dict:
-    """-> the arrays that ``save_experiments`` wrote (default: the shipped experiments.npz)."""
+    """-> the arrays that ``save_experiments`` wrote (default: the shipped experiments.npz).
+
+    A file that is not such an .npz (text, cut short, damaged, an array of Python objects, a
+    header that claims more data than the file holds) is one ValueError naming the path.
+    """
     path = Path(CHECKPOINT_DIR / "experiments.npz" if path is None else path)
-    if not path.exists():
-        raise ValueError(f"no experiments file at {path}; make it with `mha-course train experiments`")
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    arrays = read_npz(path, "experiments file", "make it again with `mha-course train experiments`")
+    for key, a in arrays.items():
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"{path}: not an .npz experiments file ({key!r} holds {a.dtype} values, not "
+                             "numbers); make it again with `mha-course train experiments`")
+    return arrays
+
+
+def npz_bytes(arrays: dict) -> bytes:
+    """{name: array} -> the bytes of a compressed .npz holding them (no Python objects).
+
+    >>> len(npz_bytes({"a": np.zeros(3)})) > 0
+    True
+    """
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
 
 
 def _write_npz(path, arrays: dict) -> Path:
-    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
+    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace.
+
+    The library's writer (notebooks, ``misconceptions.make_ensemble``); the command line writes
+    with ``mha_course.tools.files.atomic_write``, which this folder may not import (layers).
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz.tmp")
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # write through the link
+    mode = (os.stat(path).st_mode & 0o777) if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.pid{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a checkpoint is ordinary data
+            f.write(npz_bytes(arrays))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes it private; a checkpoint is ordinary data
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -570,27 +606,147 @@ def _flatten(params: Model) -> dict:
     return arrays
 
 
+def checkpoint_arrays(params: Model, config: Config, history: Optional[History] = None) -> dict:
+    """Model, Config [, History] -> {name: array}: what a checkpoint .npz holds (config as JSON text)."""
+    _check_config(config)
+    arrays = _flatten(params)
+    if history is not None:
+        arrays.update({f"history.{n}": np.asarray(a) for n, a in zip(History._fields, history)})
+    arrays["config"] = np.array(json.dumps(config._asdict()))
+    return arrays
+
+
+def checkpoint_bytes(params: Model, config: Config, history: Optional[History] = None) -> bytes:
+    """Model, Config [, History] -> the bytes of its checkpoint .npz (what ``load_checkpoint`` reads)."""
+    return npz_bytes(checkpoint_arrays(params, config, history))
+
+
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
     """Write config, params (and history) to ``path`` (.npz), atomically: a temp file, then os.replace."""
-    _check_config(config)
-    path, arrays = Path(path), _flatten(params)
-    if history is not None:
-        arrays.update({f"history.{n}": a for n, a in zip(History._fields, history)})
-    arrays["config"] = np.array(json.dumps(config._asdict()))
-    return _write_npz(path, arrays)
+    return _write_npz(path, checkpoint_arrays(params, config, history))
+
+
+MAX_NPZ_BYTES = 1 << 30  # what one .npz may hold once unpacked (the shipped ones hold < 2 MB)
+
+
+def read_npz(path, what: str = "checkpoint", fix: str = "make it again with `mha-course train TASK`") -> dict:
+    """path -> {name: array} of an .npz, every array checked before it is read; ValueError otherwise.
+
+    Refused, each with one ValueError naming ``path`` and ``fix``: a missing path or a folder,
+    a file that is no zip archive (text, a notebook), one cut short or damaged, a member that
+    is no .npy array or holds Python objects (never unpickled), and a header that claims more
+    data than the member holds or more than MAX_NPZ_BYTES in all (nothing that size is allocated).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no {what} at {path}; {fix}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not an .npz {what}; give the path of the .npz file")
+
+    def bad(why):
+        return ValueError(f"{path}: not an .npz {what} ({why}); {fix}")
+
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        raise bad("it is no zip archive: a text file, another format, or a file cut short") from None
+    arrays, total = {}, 0
+    with archive:
+        for info in archive.infolist():
+            name = info.filename
+            if not name.endswith(".npy") or name[:-4] in arrays:
+                raise bad(f"it holds {name!r}, which is no array of its own")
+            try:
+                with archive.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                    elif version == (2, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+                    else:
+                        raise bad(f"{name!r} has .npy format {version}, which is not read here")
+                    if dtype.hasobject:
+                        raise bad(f"{name!r} holds Python objects, which a checkpoint never does")
+                    nbytes = math.prod(shape) * dtype.itemsize
+                    total += nbytes
+                    if nbytes != info.file_size - f.tell() or total > MAX_NPZ_BYTES:
+                        raise bad(f"{name!r} claims shape {shape} ({nbytes:,} bytes) but holds "
+                                  f"{max(info.file_size - f.tell(), 0):,}")
+                    data = f.read(nbytes)
+            except ValueError as err:
+                if str(err).startswith(str(path)):
+                    raise
+                raise bad(f"{name!r} is damaged: {str(err)[:80]}") from None
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as err:
+                raise bad(f"{name!r} is cut short or damaged: {str(err)[:80]}") from None
+            if len(data) != nbytes:
+                raise bad(f"{name!r} is cut short")
+            arrays[name[:-4]] = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C").copy()
+    return arrays
+
+
+def _read_config(arrays: dict, bad) -> Config:
+    """The validated Config of a checkpoint's arrays (the "config" entry: JSON text)."""
+    if "config" not in arrays:
+        raise bad("it has no config")
+    raw = arrays.pop("config")
+    if raw.shape != () or raw.dtype.kind != "U":
+        raise bad(f"its config is {raw.dtype} {raw.shape}, not JSON text")
+    try:
+        fields = json.loads(str(raw))
+    except json.JSONDecodeError as err:
+        raise bad(f"its config is not JSON ({err.msg})") from None
+    if not isinstance(fields, dict):
+        raise bad(f"its config is a JSON {type(fields).__name__}, not an object of Config fields")
+    unknown = sorted(set(fields) - set(Config._fields))
+    if unknown:
+        raise bad(f"its config has fields Config does not know: {unknown}")
+    try:
+        config = Config(**fields)
+        _check_config(config)  # validated; returned as stored (h_kv None stays None)
+    except (TypeError, ValueError) as err:
+        raise bad(f"its config is not valid: {err}") from None
+    return config
 
 
 def load_checkpoint(path) -> tuple[Config, Model, Optional[History]]:
-    """path (.npz from save_checkpoint) -> (Config, Model, History or None)."""
+    """path (.npz from save_checkpoint) -> (Config, Model, History or None), checked whole at load.
+
+    The config must be valid, and the arrays exactly those a model of that config has (names,
+    shapes, finite floats: an ``n_layers=3`` config with one layer stored is refused), with a
+    history whole or absent. Anything else is one ValueError naming the path (see ``read_npz``).
+    """
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"no checkpoint at {path}; make one with `mha-course train TASK` "
-                         "or train.save_checkpoint(path, params, config)")
-    with np.load(path, allow_pickle=False) as z:
-        config = Config(**json.loads(str(z["config"])))
-        layers = tuple(MHAParams(*(z[f"layer{i}.{n}"] if f"layer{i}.{n}" in z else None
-                                   for n in MHAParams._fields)) for i in range(config.n_layers))
-        params = Model(z["embed"], z["pos"] if "pos" in z else None, layers, z["unembed"])
-        keys = [f"history.{n}" for n in History._fields]
-        history = History(*(z[k] for k in keys)) if all(k in z for k in keys) else None
+    fix = "make one with `mha-course train TASK` or train.save_checkpoint(path, params, config)"
+    arrays = read_npz(path, "checkpoint", fix)
+
+    def bad(why):
+        return ValueError(f"{path}: not a usable checkpoint ({why}); {fix}")
+
+    config = _read_config(arrays, bad)
+    history_keys = [f"history.{n}" for n in History._fields]
+    stored = {k: arrays.pop(k) for k in history_keys if k in arrays}
+    expected = {k: a.shape for k, a in _flatten(init_model(config, np.random.default_rng(0))).items()}
+    config_line = f"n_layers={config.n_layers}, positions={config.positions!r}"
+    missing, extra = sorted(expected.keys() - arrays.keys()), sorted(arrays.keys() - expected.keys())
+    if missing or extra:
+        raise bad(f"a model of its config ({config_line}) has "
+                  f"{len(expected)} arrays; missing {missing[:6]}, not expected {extra[:6]}")
+    for key, shape in expected.items():
+        a = arrays[key]
+        if a.shape != shape or a.dtype.kind != "f" or not np.isfinite(a).all():
+            raise bad(f"{key!r} is {a.dtype} {a.shape}, expected finite floats of shape {shape}")
+    layers = tuple(MHAParams(*(arrays.get(f"layer{i}.{n}") for n in MHAParams._fields))
+                   for i in range(config.n_layers))
+    params = Model(arrays["embed"], arrays.get("pos"), layers, arrays["unembed"])
+    history = None
+    if stored:
+        if len(stored) != len(history_keys):
+            raise bad(f"its history is partial: it has {sorted(stored)}, a history has all of {history_keys}")
+        history = History(*(stored[k] for k in history_keys))
+        n = len(history.snapshot_steps)
+        if history.losses.ndim != 1 or history.snapshot_steps.ndim != 1 or \
+                history.snapshot_weights.shape[:3] != (n, config.n_layers, config.h):
+            raise bad(f"its history has shapes {[np.shape(a) for a in history]}, expected (steps,), (n,) and "
+                      f"(n, {config.n_layers}, {config.h}, T, T)")
     return config, params, history

@@ -1,24 +1,102 @@
-"""``mha-course train TASK [--out PATH]``: train a tiny model of notebook 08 and save its checkpoint."""
+"""``mha-course train TASK [--out PATH]``: train a tiny model of notebook 08 and save its checkpoint.
+
+The checkpoint goes to ``./checkpoints/TASK.npz`` in the current folder (``--out`` chooses
+another ``.npz``), never into the package: the shipped checkpoints are read-only to this
+command. The path is checked before training (a missing folder, a folder, a notebook or any
+other non-``.npz`` target is one line naming the path and the fix); an existing file is kept
+as ``NAME.npz.<timestamp>.bak`` beside it, and the new one is written by ``files.atomic_write``.
+"""
 from __future__ import annotations
 
-from ..lessons.model import CHECKPOINT_CONFIGS, make_checkpoint, save_experiments
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..lessons import model
+from . import files
+
+__all__ = ["PACKAGE_DIR", "default_out", "check_out", "backup_existing", "add_train_command"]
+
+PACKAGE_DIR = Path(model.__file__).resolve().parent.parent  # mha_course/: never written by `train`
+TASKS = [*sorted(model.CHECKPOINT_CONFIGS), "experiments"]
+
+
+def default_out(task: str) -> Path:
+    """task -> ./checkpoints/TASK.npz in the current folder.
+
+    >>> default_out("induction").relative_to(Path.cwd()).as_posix()
+    'checkpoints/induction.npz'
+    """
+    return Path.cwd() / "checkpoints" / f"{task}.npz"
+
+
+def check_out(task: str, out=None) -> Path:
+    """The checkpoint path for ``--out`` (None: ``default_out(task)``, its folder made), checked before training.
+
+    PathError (one line): empty, not ``.npz``, a folder, inside the package, a folder that does
+    not exist or cannot be written.
+    """
+    example = f"checkpoints/{task}.npz"
+    return files.check_new_file(default_out(task) if out is None else out, "--out", ".npz", example,
+                                read_only=[PACKAGE_DIR], make_folder=out is None)
+
+
+def backup_existing(path: Path):
+    """Keep the file at ``path`` (through a symlink) as ``NAME.<timestamp>.bak`` beside it; return that or None."""
+    real = files.real_target(path)
+    if not real.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 10_000):
+        backup = real.with_name(f"{real.name}.{stamp}{'' if n == 1 else f'-{n}'}.bak")
+        try:
+            os.link(real, backup)  # the very file, under a new name; never replaces an older backup
+            return backup
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links here: a copy
+            try:
+                return files.exclusive_write(backup, real.read_bytes(), files.file_mode(real))
+            except FileExistsError:
+                continue
+    raise files.PathError(f"{real.parent} holds too many backups of {real.name}; remove old ones")
+
+
+def _write(path: Path, data: bytes) -> Path:
+    backup = backup_existing(path)
+    written = files.atomic_write(path, data)
+    if backup is not None:
+        print(f"kept the previous {path.name} as {backup}")
+    return written
+
+
+def _cmd_train(args) -> int:
+    try:
+        path = check_out(args.task, args.out)
+        if args.task == "experiments":
+            data = model.npz_bytes(model.run_experiments())
+            print(f"saved {_write(path, data)}")
+            return 0
+        config, params, history, metrics = model.train_checkpoint(args.task, progress=True)
+        written = _write(path, model.checkpoint_bytes(params, config, history))
+    except files.PathError as err:
+        print(f"mha-course train: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"mha-course train: {files.os_error_line(err, args.out or default_out(args.task))}", file=sys.stderr)
+        return 2
+    print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "
+          f"sequences; saved {written}")
+    return 0
 
 
 def add_train_command(sub) -> None:
     """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.tools.cli`` calls this)."""
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
-    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments"],
+    cmd.add_argument("task", choices=TASKS,
                      help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08)")
     cmd.add_argument("--out", default=None,
-                     help="where to write the .npz (default: the shipped mha_course/checkpoints/TASK.npz)")
+                     help="where to write the .npz (default: ./checkpoints/TASK.npz in the current folder; "
+                          "an existing file is kept as NAME.npz.<timestamp>.bak)")
     cmd.set_defaults(func=_cmd_train)
-
-
-def _cmd_train(args) -> int:
-    if args.task == "experiments":
-        print(f"saved {save_experiments(args.out)}")
-        return 0
-    path, metrics = make_checkpoint(args.task, args.out, progress=True)
-    print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "
-          f"sequences; saved {path}")
-    return 0

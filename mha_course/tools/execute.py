@@ -1,0 +1,334 @@
+"""``mha-course execute NOTEBOOK...``: re-run notebooks in place, reproducibly, one line per failure.
+
+Re-execution pins BLAS to one thread (``MHA_COURSE_THREADS`` changes that), runs nbclient's own
+asynchronous kernel manager on this very interpreter (never a foreign ``python3`` kernelspec),
+stops a cell at ``--timeout`` and notices a dead kernel at once. When a notebook is done (or
+stopped), every process its kernel started is killed: the kernel's process group, and any
+child that left it (``start_new_session``), so a timed-out ``sleep 301`` does not live on.
+
+The notebook is written back by ``files.atomic_write`` (through a symlink, keeping its mode);
+a notebook that cannot be written (a read-only folder, a full disk, a file size limit) is one
+line naming the file, and the rest of the batch goes on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from . import files, threads
+
+__all__ = ["KERNELSPEC", "NotebookRunError", "read_notebook", "run_client", "execute_notebook",
+           "positive_int", "non_negative_int", "add_execute_command"]
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+class NotebookRunError(RuntimeError):
+    """A notebook could not be executed or saved: one line naming the notebook (and the cell)."""
+
+
+class _CellRaised(NotebookRunError):
+    """A cell raised: running it again would raise again, so it is never retried."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (``--timeout``).
+
+    >>> positive_int("3")
+    3
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give seconds >= 1, e.g. 600") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1 (0 or less would mean no limit at all); "
+                                         "give seconds >= 1, e.g. 600")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: a whole number >= 0 (``--retries``).
+
+    >>> non_negative_int("0")
+    0
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; give 0 or more, e.g. 1") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; give 0 or more extra attempts, e.g. 1")
+    return value
+
+
+def _current_env_kernel_manager(workdir: str):
+    """An AsyncKernelManager whose kernel is ``sys.executable -m ipykernel_launcher``.
+
+    Asynchronous, as nbclient expects: a blocking manager inside nbclient's event loop cannot
+    see a timeout or a dead kernel. The kernelspec and the kernel's IPC sockets live in
+    ``workdir`` (a temporary folder).
+    """
+    from jupyter_client import AsyncKernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec_dir = Path(workdir) / "kernels" / "current"
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec_dir / "kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": "current", "language": "python"}))
+    ksm = KernelSpecManager(kernel_dirs=[str(spec_dir.parent)], ensure_native_kernel=False)
+    # IPC sockets in ``workdir``, not TCP ports: two kernels started at once can never pick the
+    # same port (and so never read each other's messages)
+    return AsyncKernelManager(kernel_name="current", kernel_spec_manager=ksm, transport="ipc",
+                              ip=str(Path(workdir) / "kernel"))
+
+
+# ---------------------------------------------------------------------------------------
+# the kernel's processes: every one it started is killed when the notebook is done
+# ---------------------------------------------------------------------------------------
+
+def _children(pid: int) -> list:
+    """The direct children of ``pid`` (Linux /proc; [] elsewhere)."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _start_time(pid: int):
+    """The start time of ``pid`` in clock ticks (it tells a process from a later one with its pid)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class _KernelProcesses:
+    """Watches the kernel's descendants while it runs; ``kill()`` ends the kernel's group and all of them."""
+
+    def __init__(self, km):
+        self.km, self.seen, self.groups = km, {}, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="mha-course kernel children", daemon=True)
+        self._thread.start()
+
+    def _kernel_pid(self):
+        return getattr(getattr(self.km, "provisioner", None), "pid", None)
+
+    def snapshot(self) -> None:
+        pid = self._kernel_pid()
+        if not pid:
+            return
+        try:
+            self.groups.add(os.getpgid(pid))
+        except OSError:
+            pass
+        todo = _children(pid)
+        while todo:
+            child = todo.pop()
+            if child not in self.seen:
+                self.seen[child] = _start_time(child)
+                todo += _children(child)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            self.snapshot()
+
+    def kill(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for group in self.groups:
+            if group not in (os.getpgrp(), 0, 1):
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except OSError:
+                    pass
+        for pid, started in self.seen.items():
+            if started is not None and _start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+# ---------------------------------------------------------------------------------------
+# running one notebook
+# ---------------------------------------------------------------------------------------
+
+def _cell_name(nb, index) -> str:
+    """'cell 7 (`# Exercise 2.1: ...`)': the index and the first line of its source."""
+    if index is None or not 0 <= index < len(nb.cells):
+        return "kernel start-up"
+    first = next((ln for ln in nb.cells[index].source.splitlines() if ln.strip()), "")
+    return f"cell {index} (`{first[:60]}`)"
+
+
+def read_notebook(path, what: str = "notebook"):
+    """nbformat.read (any version Jupyter opens, as version 4); NotebookRunError: one line naming the path."""
+    import nbformat
+
+    path = Path(path)
+    if not path.is_file():
+        state = "is a folder" if path.is_dir() else "does not exist"
+        raise NotebookRunError(f"{path}: the {what} {state}; give the path of an .ipynb file")
+    try:
+        nb = nbformat.read(path, as_version=4)
+        if not isinstance(nb.get("cells"), list):
+            raise ValueError("it has no list of cells")
+        return nb
+    except Exception as err:  # NotJSONError, UnicodeDecodeError, a JSON that is no notebook, ...
+        reason = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+        raise NotebookRunError(f"{path}: not a readable {what} ({reason}); restore it from git or "
+                               "save it again from JupyterLab") from None
+
+
+def run_client(nb, path, timeout: int) -> None:
+    """Execute ``nb`` in a fresh kernel; NotebookRunError names the notebook and the failing cell.
+
+    Whatever happens, the kernel and every process it started are gone afterwards.
+    """
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    current = {"index": None}
+    with tempfile.TemporaryDirectory() as tmp:
+        km = _current_env_kernel_manager(tmp)
+        client = NotebookClient(
+            nb, timeout=timeout, km=km, record_timing=False,
+            resources={"metadata": {"path": str(path.parent)}}, shutdown_kernel="immediate",
+            on_cell_start=lambda cell, cell_index: current.update(index=cell_index))
+        processes = _KernelProcesses(km)
+        try:
+            client.execute()
+        except Exception as err:
+            # Ctrl-C / SIGTERM: before the kernel runs, our handler records it; while it runs,
+            # nbclient's own handler shuts the kernel down (and leaves this future behind),
+            # which would otherwise read as a dead kernel
+            if _SIGNALLED or getattr(client, "_async_cleanup_kernel_future", None) is not None:
+                raise KeyboardInterrupt from None
+            raise _run_error(err, nb, path, timeout, current["index"]) from None
+        finally:
+            processes.kill()
+
+
+def _run_error(err: Exception, nb, path: Path, timeout: int, index) -> Exception:
+    """The one-line NotebookRunError for what nbclient raised while running cell ``index``."""
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    cell = _cell_name(nb, index)
+    if isinstance(err, CellTimeoutError):
+        return NotebookRunError(f"{path}: {cell} did not finish within --timeout {timeout} s; it was stopped "
+                                "(and every process it started)")
+    if isinstance(err, DeadKernelError):
+        return NotebookRunError(f"{path}: the kernel died in {cell} (os._exit, a crash or out of memory)")
+    if isinstance(err, CellExecutionError):
+        evalue = str(getattr(err, "evalue", ""))[:200]
+        return _CellRaised(f"{path}: {cell} raised {getattr(err, 'ename', 'an error')}: {evalue}")
+    if isinstance(err, RuntimeError):  # the kernel did not start
+        return NotebookRunError(f"{path}: the kernel did not start ({err})")
+    return err
+
+
+def _check_limits(timeout, retries) -> None:
+    for name, value, low in (("timeout", timeout, 1), ("retries", retries, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}={value!r} must be a whole number >= {low}"
+                             + (" (0 or less would mean no limit)" if name == "timeout" else "")
+                             + f", e.g. {name}={600 if name == 'timeout' else 1}")
+
+
+def execute_notebook(path, timeout: int = 600, retries: int = 0) -> None:
+    """Execute the notebook at ``path`` top to bottom and write it back (atomically) with its outputs.
+
+    Cells tagged ``raises-exception`` may raise. Any other error, a cell running past
+    ``timeout`` seconds (>= 1), a dead kernel or a file that cannot be written raises
+    NotebookRunError naming the notebook (and the cell); the file is then left as it was.
+    ``retries`` (>= 0) extra attempts follow a timeout or a dead kernel (not a raising cell,
+    which would raise again). A symlink is written through, to the file it points to.
+    """
+    import nbformat
+
+    _check_limits(timeout, retries)
+    path = Path(path)
+    os.environ.update(threads.thread_env())
+    os.environ.pop("MPLBACKEND", None)
+    for attempt in range(retries + 1):
+        nb = read_notebook(path)
+        try:
+            run_client(nb, path, timeout)
+            break
+        except NotebookRunError as err:
+            if attempt == retries or isinstance(err, _CellRaised):
+                raise
+            print(f"{err}; attempt {attempt + 1} of {retries + 1}, trying again", file=sys.stderr)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    try:
+        files.atomic_write(path, (nbformat.writes(nb) + "\n").encode("utf-8"))
+    except OSError as err:
+        raise NotebookRunError(f"{path}: it ran, but {files.os_error_line(err, path)}; "
+                               "the notebook on disk is unchanged") from None
+
+
+# ---------------------------------------------------------------------------------------
+# the command
+# ---------------------------------------------------------------------------------------
+
+_SIGNALLED: list = []  # the signals received: what looks like a dead kernel after one is our stop
+
+
+def _raise_on_signal(signum, frame):
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds nbclient, which shuts its kernel down
+
+
+def _cmd_execute(args) -> int:
+    try:
+        threads.thread_env()
+    except ValueError as err:
+        print(f"mha-course execute: {err}", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _raise_on_signal)
+    if hasattr(signal, "SIGXFSZ"):  # past `ulimit -f`, a write fails (EFBIG) instead of killing us
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    passed, failed = [], []
+    for nb in args.notebooks:
+        try:
+            execute_notebook(files.check_path_arg(nb, "NOTEBOOK", "notebooks/01_attention.ipynb"),
+                             timeout=args.timeout, retries=args.retries)
+        except (NotebookRunError, files.PathError) as err:
+            print(f"mha-course execute: {err}", file=sys.stderr)
+            failed.append(nb)
+            continue
+        passed.append(nb)
+        print(f"executed {nb}")
+    if len(args.notebooks) > 1 or failed:
+        print(f"{len(passed)} of {len(args.notebooks)} notebook(s) executed"
+              + (f"; passed: {', '.join(map(str, passed))}" if passed else "")
+              + (f"; failed: {', '.join(map(str, failed))}" if failed else ""),
+              file=sys.stderr if failed else sys.stdout)
+    return 1 if failed else 0
+
+
+def add_execute_command(sub) -> None:
+    """Add ``execute NOTEBOOK... [--timeout S] [--retries N]`` to argparse subparsers."""
+    ex = sub.add_parser("execute", help="re-execute notebooks in place, reproducibly")
+    ex.add_argument("notebooks", nargs="+", help="notebook files to execute")
+    ex.add_argument("--timeout", type=positive_int, default=600, help="seconds per cell, >= 1 (default 600)")
+    ex.add_argument("--retries", type=non_negative_int, default=0,
+                    help="extra attempts after a failure such as a timeout, >= 0 (default 0)")
+    ex.set_defaults(func=_cmd_execute)
