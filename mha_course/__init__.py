@@ -1,9 +1,28 @@
 """mha_course: multi-head attention from first principles, in numpy.
 
-``import mha_course`` loads the numpy core only (floors 0-2); plots, widgets, checkers and
-the explorer live in their own modules (``mha_course.plots``, ``mha_course.widgets``, ...).
+``import mha_course as mc`` loads the numpy core: the top-level modules below. The course's
+machinery lives in one folder per layer, each adding one dependency: ``lessons/`` (the
+notebooks' numpy experiments), ``views/`` (matplotlib), ``widgets/`` (ipywidgets),
+``explorer/`` (the four-mode explorer), ``check/`` (the exercise checkers) and ``tools/``
+(the ``mha-course`` command line). One topic keeps one stem across them.
 
 Mask convention everywhere: boolean, **True = may attend**.
+
+| notebook | the core | lessons, views, widgets, checkers |
+|---|---|---|
+| 00_overview | mha (trace, Trace) | lessons.qkv, views.attention, views.diagram, explorer |
+| 01_qkv | mha | lessons.qkv, views.attention, check.qkv |
+| 02_scaled_dot_product | attention | lessons.scaling, views.attention, check.attention |
+| 03_multi_head_split | heads, mha | lessons.why_heads, views.attention, widgets.controls, check.heads |
+| 04_concat_output | mha, block | views.attention, check.mha, check.block |
+| 05_complexity | mha | lessons.complexity, views.attention, check.complexity |
+| 06_masks_and_cross_attention | masks, attention | views.positions, check.masks |
+| 07_positions_and_rope | positions | views.positions, check.positions |
+| 08_heads_that_learn | backward | lessons.model, views.model, check.backward |
+| 09_kv_cache_and_gqa | gqa | lessons.gqa, lessons.model, widgets.gqa, check.gqa |
+| 10_efficient_attention | efficient, fast | lessons.model, views.efficient, check.efficient |
+| 11_misconceptions_and_interview | mha | lessons.misconceptions, lessons.quiz, widgets.quiz, check.misconceptions |
+| 12_from_numpy_to_pytorch | mha, masks | lessons.bridge, views.bridge, check.bridge |
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import mha_backward
@@ -12,7 +31,6 @@ from .efficient import (
     bigbird_mask,
     dilated_window_mask,
     elu_feature_map,
-    fast_attention,
     linear_attention,
     linear_attention_quadratic,
     longformer_mask,
@@ -26,6 +44,7 @@ from .efficient import (
     tiled_attention_bytes,
     tiled_attention_steps,
 )
+from .fast import fast_attention
 from .gqa import (
     CacheCost,
     GQAParams,

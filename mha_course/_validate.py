@@ -193,3 +193,79 @@ def _mask_fix(arr: np.ndarray) -> str:
                 "if 1 means blocked (like torch.nn.MultiheadAttention's attn_mask), with mask == 0")
     return ("if it is additive (0 = may attend, negative = blocked) convert it with mask == 0; "
             "else build a boolean one with causal_mask / padding_mask")
+
+
+def attention_call(x, params, h, h_kv, mask, context, params_type, rope_base=None, S=None):
+    """The one check of a multi-head (h_kv None) or grouped-query attention call.
+
+    -> x (B, T, D), context (x itself in self-attention), params as ``params_type`` in x's dtype,
+    h, h_kv (h when None), mask (bool, broadcastable to (B, h, T, S), or None). ``S`` overrides
+    the number of keys the mask must cover (a KV cache adds the cached ones). Every array is
+    checked once: numeric, real, finite, with the shapes d_model, h and h_kv call for.
+    """
+    x = finite_array(x, "x")  # a NaN, even at a padding position, would spread
+    ndim(x, "x", 3, "(B, T, d_model)")
+    nonempty(x, "x", "(B, T, d_model)")
+    B, T, D = x.shape
+    make = "init_params(d_model, rng=np.random.default_rng(0))" if h_kv is None else \
+        "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))"
+    if not isinstance(params, params_type):
+        name = params_type.__name__
+        article = "an" if name[0] in "AEFHILMNORSX" else "a"  # an MHAParams, a GQAParams
+        raise ValueError(f"params must be {article} {name}, got {type(params).__name__}; make one with {make}")
+    W_q = np.asarray(params.W_q) if params.W_q is not None else None
+    if W_q is None or W_q.ndim != 2 or W_q.shape[0] != W_q.shape[1]:
+        raise ValueError(f"params.W_q has shape {np.shape(params.W_q)}, expected a square (d_model, d_model) "
+                         f"matrix; make params with {make}")
+    if W_q.shape[0] != D and h_kv is None:
+        raise ValueError(f"x has last dim {D} but params were made for d_model={W_q.shape[0]}; "
+                         f"use init_params({D}, rng=...) or give x shape (B, T, {W_q.shape[0]})")
+    if W_q.shape[0] != D:
+        raise ValueError(f"x has last dim {D} but params.W_q has shape {W_q.shape}; use "
+                         f"init_gqa_params({D}, {h}, {h_kv}, rng=...) or give x the params' d_model")
+    h = heads(D, h)
+    if h_kv is None:
+        g = 1
+    else:
+        h_kv = positive_int(h_kv, "h_kv")
+        if h % h_kv:
+            raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: "
+                             + ", ".join(str(d) for d in divisors(h)))
+        g = h // h_kv
+    what = f"d_model={D}" if h_kv is None else f"d_model={D}, h={h}, h_kv={h_kv}"
+    params = projection_params(params, D, D // g, x.dtype, what, make)
+    ctx = x if context is None else context_array(context, x)
+    if rope_base is not None and (D // h) % 2:
+        good = ", ".join(str(k) for k in divisors(D) if (D // k) % 2 == 0) or "none"
+        raise ValueError(f"rope_base needs an even d_k, but d_model={D} with h={h} gives d_k={D // h}; "
+                         f"h with an even d_k: {good} (or use rope_base=None)")
+    if mask is not None:
+        mask = bool_mask(mask, (B, h, T, ctx.shape[1] if S is None else S), "(B, h, T, S)")
+    return x, ctx, params, h, (h if h_kv is None else h_kv), mask
+
+
+def projection_params(params, D: int, width: int, dtype, what: str, make: str):
+    """params (W_q, W_k, W_v, W_o, b_q, b_k, b_v, b_o) -> the same type, each array checked (real,
+    finite, its shape: W_q, W_o (D, D), W_k, W_v (D, width), biases to match) and cast to ``dtype``."""
+    wants = [(D, D), (D, width), (D, width), (D, D), (D,), (width,), (width,), (D,)]
+    checked = []
+    for name, p, want in zip(params._fields, params, wants):
+        if p is not None:
+            p = finite_array(p, f"params.{name}")
+            if p.shape != want:
+                raise ValueError(f"params.{name} has shape {p.shape}, expected {want} for {what}; "
+                                 f"make params with {make}")
+            p = p.astype(dtype, copy=False)
+        checked.append(p)
+    return type(params)(*checked)
+
+
+def context_array(context, x: np.ndarray) -> np.ndarray:
+    """context (B, S, d_model) of cross-attention, checked against x (B, T, d_model), in x's dtype."""
+    ctx = finite_array(context, "context").astype(x.dtype, copy=False)
+    ndim(ctx, "context", 3, "(B, S, d_model)")
+    nonempty(ctx, "context", "(B, S, d_model)")
+    if ctx.shape[0] != x.shape[0] or ctx.shape[2] != x.shape[2]:
+        raise ValueError(f"context has shape {ctx.shape} but x has shape {x.shape}; context must be "
+                         f"(B={x.shape[0]}, S, d_model={x.shape[2]}): same batch and width as x")
+    return ctx

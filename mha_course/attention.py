@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _validate
 
-__all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask"]
+__all__ = ["softmax", "scaled_dot_product_attention", "attention_scores", "causal_mask", "padding_mask",
+           "check_attention_inputs"]
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
@@ -51,7 +52,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     ``mask`` is boolean, **True = may attend**, broadcastable to (..., T, S). A query
     whose keys are all masked gets all-zero weights and a zero output (no NaN). Q, K and V
     must be finite: a NaN even at a masked key would spread (0 * NaN), so it is refused.
-    This is the textbook version; ``efficient.fast_attention`` computes the same faster.
+    This is the textbook version; ``fast.fast_attention`` computes the same faster.
 
     >>> rng = np.random.default_rng(0)
     >>> out, w = scaled_dot_product_attention(rng.normal(size=(3, 4)), rng.normal(size=(5, 4)),
@@ -60,12 +61,20 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     ((3, 2), (3, 5), True)
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
-    d_k = Q.shape[-1]
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)  # True = may attend
-    weights = softmax(scores, axis=-1)  # (..., T, S)
+    weights = softmax(attention_scores(Q, K, mask), axis=-1)  # (..., T, S)
     return weights @ V, weights  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
+
+
+def attention_scores(Q, K, mask=None) -> np.ndarray:
+    """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) = Q K^T / sqrt(d_k), -inf where masked.
+
+    The logits that ``scaled_dot_product_attention`` feeds to the softmax (inputs as it checks them).
+
+    >>> attention_scores(np.ones((1, 4)), np.ones((2, 4)), mask=np.array([True, False]))
+    array([[  2., -inf]])
+    """
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    return scores if mask is None else np.where(mask, scores, -np.inf)  # True = may attend
 
 
 def _check_logits(x, axis: int) -> np.ndarray:

@@ -25,8 +25,8 @@ import math
 import numpy as np
 
 from . import _validate
-from .heads import _combine, _split
-from .mha import MHAParams, _forward, _project, init_params  # noqa: F401 (init_params: the doctests)
+from .heads import combine_heads, split_heads
+from .mha import MHAParams, init_params, linear, trace  # noqa: F401 (init_params: the doctests)
 from .positions import apply_rope
 
 __all__ = ["softmax_backward", "scale_backward", "split_heads_backward", "combine_heads_backward",
@@ -74,9 +74,7 @@ def split_heads_backward(grad_heads) -> np.ndarray:
     >>> split_heads_backward(np.zeros((2, 3, 5, 4))).shape
     (2, 5, 12)
     """
-    g = _validate.float_array(grad_heads, "grad_heads")
-    _validate.ndim(g, "grad_heads", 4, "(B, h, T, d_k)")
-    return _combine(g)
+    return combine_heads(grad_heads)
 
 
 def combine_heads_backward(grad_concat, h: int) -> np.ndarray:
@@ -85,9 +83,7 @@ def combine_heads_backward(grad_concat, h: int) -> np.ndarray:
     >>> combine_heads_backward(np.zeros((2, 5, 12)), h=3).shape
     (2, 3, 5, 4)
     """
-    g = _validate.float_array(grad_concat, "grad_concat")
-    _validate.ndim(g, "grad_concat", 3, "(B, T, d_model)")
-    return _split(g, _validate.heads(g.shape[-1], h))
+    return split_heads(grad_concat, h)
 
 
 def _unbroadcast(grad: np.ndarray, shape: tuple) -> np.ndarray:
@@ -187,14 +183,14 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None,
     >>> grad_x.shape, grad_p.W_o.shape, grad_p.b_o, grad_c
     ((2, 5, 8), (8, 8), None, None)
     """
-    stages = {}
-    out, weights, h, _ = _forward(x, params, h, mask, context, stages.__setitem__, rope_base=rope_base)
+    t = trace(x, params, h, mask, context, rope_base)  # the forward pass, every stage kept
+    stages, out, weights, h = {s.name: s.array for s in t}, t.output, t.weights, t.h
     p = MHAParams(*(None if a is None else np.asarray(a, dtype=out.dtype) for a in params))
     ctx = None if context is None else np.asarray(context, dtype=out.dtype)
     if keep is not None:
         keep = _check_keep(keep, weights.shape, out.dtype)
-        stages["concat"] = _combine((weights * keep) @ stages["V_heads"])  # (B, T, D)
-        out = _project(stages["concat"], p.W_o, p.b_o)
+        stages["concat"] = combine_heads((weights * keep) @ stages["V_heads"])  # (B, T, D)
+        out = linear(stages["concat"], p.W_o, p.b_o)
 
     def pullback(grad_out):
         g = _validate.float_array(grad_out, "grad_out")
@@ -237,8 +233,8 @@ def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=N
     """The backward pass over the recorded stages ``st`` (see the module docstring)."""
     x, c = st["X"], st["X"] if context is None else context
     g_concat, gW_o, gb_o = _linear_backward(st["concat"], p.W_o, g_out, p.b_o is not None)
-    g_Qh, g_Kh, g_Vh = _heads_backward(st, _split(g_concat, h), keep, rope_base)  # combine backward: split
-    grads = [_linear_backward(inp, W, _combine(gh), b is not None)  # split_heads backward: combine
+    g_Qh, g_Kh, g_Vh = _heads_backward(st, split_heads(g_concat, h), keep, rope_base)  # combine backward: split
+    grads = [_linear_backward(inp, W, combine_heads(gh), b is not None)  # split_heads backward: combine
              for inp, W, b, gh in ((x, p.W_q, p.b_q, g_Qh), (c, p.W_k, p.b_k, g_Kh), (c, p.W_v, p.b_v, g_Vh))]
     (g_x, gW_q, gb_q), (g_ck, gW_k, gb_k), (g_cv, gW_v, gb_v) = grads
     g_ctx = g_ck + g_cv  # K and V both read the context: their gradients add

@@ -28,12 +28,11 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from . import _validate
-from .efficient import attend
-from .heads import _combine, _split
-from .mha import MHAParams, init_params
-from .positions import apply_rope
+from .fast import attend
+from .heads import combine_heads, split_heads
+from .mha import MHAParams, init_params, linear, rope_heads
 
-__all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "KVCache",
+__all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv_heads", "KVCache",
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
            "mla_to_mha", "LatentCache", "mla_attention", "kv_cache_bytes_per_token",
            "mla_cache_bytes_per_token", "CacheCost", "kv_cache_table"]
@@ -63,8 +62,12 @@ def valid_kv_heads(h: int) -> list[int]:
     return _validate.divisors(_validate.positive_int(h, "h"))
 
 
-def _kv_heads(h: int, h_kv) -> int:
-    """Check that h_kv is a positive integer dividing h; return it as int."""
+def kv_heads(h: int, h_kv) -> int:
+    """h, h_kv -> h_kv as an int, checked: a positive whole number dividing h (else ValueError).
+
+    >>> kv_heads(8, 2)
+    2
+    """
     h_kv = _validate.positive_int(h_kv, "h_kv")
     if h % h_kv:
         valid = ", ".join(str(d) for d in valid_kv_heads(h))
@@ -85,7 +88,7 @@ def init_gqa_params(d_model: int, h: int, h_kv: int, *, rng: np.random.Generator
     """
     d_model = _validate.positive_int(d_model, "d_model")
     h = _validate.heads(d_model, h)
-    width = _kv_heads(h, h_kv) * (d_model // h)
+    width = kv_heads(h, h_kv) * (d_model // h)
     p = init_params(d_model, rng=rng, bias=bias, dtype=dtype)
     narrow = {name: getattr(p, name)[..., :width] for name in ("W_k", "W_v", "b_k", "b_v")
               if getattr(p, name) is not None}
@@ -104,7 +107,7 @@ def gqa_from_mha(params: MHAParams, h: int, h_kv: int) -> GQAParams:
     """
     D = np.shape(params.W_q)[0]
     h = _validate.heads(D, h)
-    h_kv = _kv_heads(h, h_kv)
+    h_kv = kv_heads(h, h_kv)
 
     def pool(a):  # (..., h·d_k) -> (..., h_kv·d_k)
         a = np.asarray(a)
@@ -137,8 +140,17 @@ class _Cache:
     def dtype(self) -> np.dtype:
         return self._buffers[0].dtype
 
+    @property
+    def shape(self) -> tuple:
+        """The shape of one preallocated buffer: (batch, heads, max_len, width)."""
+        return self._buffers[0].shape
+
     def _append(self, arrays) -> tuple:
         """Write (batch, heads, T, width) arrays at length .. length + T; return the filled views."""
+        names = ("K", "V") if len(arrays) == 2 else ("latents",)
+        arrays = [_validate.finite_array(a, n) for a, n in zip(arrays, names)]  # real, numeric, finite
+        for arr, n in zip(arrays, names):
+            _validate.ndim(arr, n, 4, "(batch, heads, new tokens, width)")
         T = arrays[0].shape[2]
         for buf, arr in zip(self._buffers, arrays):
             want = (*buf.shape[:2], T, buf.shape[3])
@@ -221,51 +233,6 @@ def cached_causal_mask(T: int, offset: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- attention
-def _project(x: np.ndarray, W, b) -> np.ndarray:
-    """x (B, N, D) @ W (D, w) (+ b (w,)) -> (B, N, w)."""
-    y = np.matmul(x, np.asarray(W, dtype=x.dtype))
-    return y if b is None else y + np.asarray(b, dtype=x.dtype)
-
-
-def _check_params(params, D: int, h: int, h_kv: int) -> None:
-    if not isinstance(params, GQAParams):
-        raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
-                         "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
-    if np.ndim(params.W_q) != 2 or params.d_model != D:
-        raise ValueError(f"x has last dim {D} but params.W_q has shape {np.shape(params.W_q)}; use "
-                         f"init_gqa_params({D}, {h}, {h_kv}, rng=...) or give x the params' d_model")
-    w = h_kv * (D // h)
-    wants = [(D, D), (D, w), (D, w), (D, D), (D,), (w,), (w,), (D,)]
-    for name, p, want in zip(GQAParams._fields, params, wants):
-        if p is not None:
-            _validate.finite_array(p, f"params.{name}")  # real, numeric and finite, as in mha
-        if p is not None and np.shape(p) != want:
-            raise ValueError(f"params.{name} has shape {np.shape(p)}, expected {want} for d_model={D}, "
-                             f"h={h}, h_kv={h_kv}; make params with init_gqa_params({D}, {h}, {h_kv}, rng=...)")
-
-
-def _check_inputs(x, params, h, h_kv, context, cache):
-    """The checked x, h, h_kv and context (x itself in self-attention)."""
-    x = _validate.finite_array(x, "x")  # a NaN, even at a padding position, would spread
-    _validate.ndim(x, "x", 3, "(B, T, d_model)")
-    _validate.nonempty(x, "x", "(B, T, d_model)")
-    D = x.shape[2]
-    h = _validate.heads(D, h)
-    h_kv = _kv_heads(h, h_kv)
-    _check_params(params, D, h, h_kv)
-    if cache is not None:
-        _check_cache(cache, x.shape[0], h_kv, D // h, context)
-    if context is None:
-        return x, h, h_kv, x
-    ctx = _validate.finite_array(context, "context").astype(x.dtype, copy=False)
-    _validate.ndim(ctx, "context", 3, "(B, S, d_model)")
-    _validate.nonempty(ctx, "context", "(B, S, d_model)")
-    if ctx.shape[0] != x.shape[0] or ctx.shape[2] != D:
-        raise ValueError(f"context has shape {ctx.shape} but x has shape {x.shape}; "
-                         f"context must be (B={x.shape[0]}, S, d_model={D}): same batch and width as x")
-    return x, h, h_kv, ctx
-
-
 def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
     if not isinstance(cache, KVCache):
         raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; "
@@ -274,14 +241,9 @@ def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
         raise ValueError("a KVCache holds the keys of the tokens being generated (self-attention); "
                          "with context= (cross-attention) the keys do not grow: compute them once, no cache")
     want = (B, h_kv, cache.max_len, d_k)
-    if cache._buffers[0].shape != want:
-        raise ValueError(f"the cache has shape {cache._buffers[0].shape} but this call needs (batch={B}, "
+    if cache.shape != want:
+        raise ValueError(f"the cache has shape {cache.shape} but this call needs (batch={B}, "
                          f"h_kv={h_kv}, max_len, d_k={d_k}); make a KVCache({B}, {h_kv}, {d_k}, max_len)")
-
-
-def _rope(a: np.ndarray, start: int, base) -> np.ndarray:
-    """a (B, heads, N, d_k) rotated at absolute positions start .. start + N - 1 (or unchanged)."""
-    return a if base is None else apply_rope(a, np.arange(start, start + a.shape[-2]), base=base)
 
 
 def _grouped_attend(Qh, Kh, Vh, mask) -> tuple[np.ndarray, np.ndarray]:
@@ -321,21 +283,23 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     >>> out.shape, w.shape
     ((1, 5, 8), (1, 4, 5, 5))
     """
-    x, h, h_kv, ctx = _check_inputs(x, params, h, h_kv, context, cache)
-    B, T = x.shape[:2]
-    start = 0 if cache is None else cache.length
-    S = ctx.shape[1] if cache is None else start + T
-    if mask is not None:
-        mask = _validate.bool_mask(mask, (B, h, T, S), "(B, h, T, S)")
+    if not isinstance(params, GQAParams):  # a GQAParams(*mha_params) is the h_kv = h case
+        raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
+                         "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
+    B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
+    start = 0 if cache is None or not isinstance(cache, KVCache) else cache.length
+    x, ctx, p, h, h_kv, mask = _validate.attention_call(
+        x, params, h, h_kv, mask, context, GQAParams, rope_base, S=None if cache is None else start + T)
     if cache is not None:
+        _check_cache(cache, B, h_kv, x.shape[2] // h, context)
         mask = cached_causal_mask(T, start) if mask is None else mask & cached_causal_mask(T, start)
-    Qh = _rope(_split(_project(x, params.W_q, params.b_q), h), start, rope_base)      # (B, h, T, d_k)
-    Kh = _rope(_split(_project(ctx, params.W_k, params.b_k), h_kv), start, rope_base)  # (B, h_kv, T|S, d_k)
-    Vh = _split(_project(ctx, params.W_v, params.b_v), h_kv)                           # (B, h_kv, T|S, d_k)
+    Qh = rope_heads(split_heads(linear(x, p.W_q, p.b_q), h), rope_base, start)         # (B, h, T, d_k)
+    Kh = rope_heads(split_heads(linear(ctx, p.W_k, p.b_k), h_kv), rope_base, start)    # (B, h_kv, T|S, d_k)
+    Vh = split_heads(linear(ctx, p.W_v, p.b_v), h_kv)                                   # (B, h_kv, T|S, d_k)
     if cache is not None:
         Kh, Vh = (a.astype(x.dtype, copy=False) for a in cache.append(Kh, Vh))  # (B, h_kv, S, d_k)
     heads_out, weights = _grouped_attend(Qh, Kh, Vh, mask)  # (B, h, T, d_k), (B, h, T, S)
-    return _project(_combine(heads_out), params.W_o, params.b_o), weights  # (B, T, D)
+    return linear(combine_heads(heads_out), p.W_o, p.b_o), weights  # (B, T, D)
 
 
 # ----------------------------------------------------------------------------- MLA
@@ -396,6 +360,8 @@ class LatentCache(_Cache):
     def append(self, C) -> np.ndarray:
         """C (batch, T, d_latent) -> every cached latent (batch, length, d_latent), read-only."""
         C = np.asarray(C)
+        C = _validate.finite_array(C, "latents")
+        _validate.ndim(C, "latents", 3, "(batch, new tokens, d_latent)")
         return self._append((C[:, None],))[0][:, 0]
 
     @property
@@ -418,17 +384,17 @@ def mla_attention(x, params: MLAParams, h: int, mask=None, cache: Optional[Laten
     >>> out.shape, w.shape
     ((1, 4, 8), (1, 2, 4, 4))
     """
-    x, mask, start = _check_mla(x, params, h, mask, cache)
+    x, params, mask, start = _check_mla(x, params, h, mask, cache)  # checked whole before the cache changes
     d_c, d_k = params.W_dkv.shape[1], x.shape[2] // h
-    C = _project(x, params.W_dkv, None)                      # (B, T, d_c): the latents
+    C = linear(x, params.W_dkv)                               # (B, T, d_c): the latents
     C = C if cache is None else cache.append(C).astype(x.dtype, copy=False)  # (B, S, d_c)
-    W_uk = np.asarray(params.W_uk, x.dtype).reshape(d_c, h, d_k).transpose(1, 2, 0)  # (h, d_k, d_c)
-    W_uv = np.asarray(params.W_uv, x.dtype).reshape(d_c, h, d_k).transpose(1, 0, 2)  # (h, d_c, d_k)
-    Qh = _split(_project(x, params.W_q, None), h)             # (B, h, T, d_k)
+    W_uk = params.W_uk.reshape(d_c, h, d_k).transpose(1, 2, 0)  # (h, d_k, d_c)
+    W_uv = params.W_uv.reshape(d_c, h, d_k).transpose(1, 0, 2)  # (h, d_c, d_k)
+    Qh = split_heads(linear(x, params.W_q), h)                # (B, h, T, d_k)
     Q_lat = Qh @ W_uk * x.dtype.type(math.sqrt(d_c / d_k))   # (B, h, T, d_c); attend scales by 1/sqrt(d_c)
     out_lat, weights = attend(Q_lat, C[:, None], C[:, None], mask)  # (B, h, T, d_c), (B, h, T, S)
     heads_out = out_lat @ W_uv                                # (B, h, T, d_c) x (h, d_c, d_k) -> (B, h, T, d_k)
-    return _project(_combine(heads_out), params.W_o, None), weights
+    return linear(combine_heads(heads_out), params.W_o), weights
 
 
 def _check_mla(x, params, h, mask, cache):
@@ -441,15 +407,29 @@ def _check_mla(x, params, h, mask, cache):
     if not isinstance(params, MLAParams) or np.shape(params.W_q) != (D, D):
         raise ValueError(f"params must be MLAParams for d_model={D}; make them with "
                          f"init_mla_params({D}, {h}, d_latent, rng=np.random.default_rng(0))")
+    d_c = np.shape(params.W_dkv)[-1] if np.ndim(params.W_dkv) == 2 else None
+    wants = {"W_q": (D, D), "W_dkv": (D, d_c), "W_uk": (d_c, D), "W_uv": (d_c, D), "W_o": (D, D)}
+    arrays = {}
+    for name, want in wants.items():
+        a = _validate.finite_array(getattr(params, name), f"params.{name}")  # NaN parameters are refused
+        if d_c is None or a.shape != want:
+            raise ValueError(f"params.{name} has shape {a.shape}, expected {want if d_c else '(d_model, d_latent)'} "
+                             f"for d_model={D}, d_latent={d_c}; make params with init_mla_params({D}, {h}, "
+                             "d_latent, rng=np.random.default_rng(0))")
+        arrays[name] = a.astype(x.dtype, copy=False)
+    params = params._replace(**arrays)
     if cache is not None and not isinstance(cache, LatentCache):
         raise ValueError(f"cache must be a LatentCache, got {type(cache).__name__}; "
                          "make one with LatentCache(batch, d_latent, max_len)")
+    if cache is not None and cache.shape[::3] != (B, d_c):
+        raise ValueError(f"the cache holds latents of shape (batch, d_latent) = {cache.shape[::3]}, but this "
+                         f"call makes ({B}, {d_c}); make a LatentCache({B}, {d_c}, max_len)")
     start = 0 if cache is None else cache.length
     if mask is not None:
         mask = _validate.bool_mask(mask, (B, h, T, start + T), "(B, h, T, S)")
     if cache is not None:
         mask = cached_causal_mask(T, start) if mask is None else mask & cached_causal_mask(T, start)
-    return x, mask, start
+    return x, params, mask, start
 
 
 # ----------------------------------------------------------------------------- what the cache costs
@@ -499,7 +479,7 @@ def kv_cache_table(layers: int, d_model: int, h: int, h_kv: int, seq_lens, bytes
     [('MHA', 524288, 2048), ('GQA', 131072, 512), ('MQA', 16384, 64), ('MLA', 36864, 144)]
     """
     d_k = d_model // _validate.heads(_validate.positive_int(d_model, "d_model"), h)
-    h_kv = _kv_heads(h, h_kv)
+    h_kv = kv_heads(h, h_kv)
     d_c = 4 * d_k if d_latent is None else d_latent
     d_r = d_k // 2 if d_rope is None else d_rope
     per_token = [("MHA", f"{h} K + {h} V heads of {d_k}", kv_cache_bytes_per_token(layers, h, d_k, bytes_per_number)),

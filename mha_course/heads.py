@@ -48,12 +48,7 @@ def split_heads(x, h: int) -> np.ndarray:
     x = _validate.float_array(x, "x")
     _validate.ndim(x, "x", 3, "(B, T, d_model)")
     B, T, d_model = x.shape
-    return _split(x, _validate.heads(d_model, h))
-
-
-def _split(x: np.ndarray, h: int) -> np.ndarray:
-    """Unchecked split_heads: x (B, T, d_model) -> (B, h, T, d_k)."""
-    B, T, d_model = x.shape
+    h = _validate.heads(d_model, h)
     return x.reshape(B, T, h, d_model // h).transpose(0, 2, 1, 3)  # (B, T, h, d_k) -> (B, h, T, d_k)
 
 
@@ -69,10 +64,5 @@ def combine_heads(x) -> np.ndarray:
     """
     x = _validate.float_array(x, "x")
     _validate.ndim(x, "x", 4, "(B, h, T, d_k)")
-    return _combine(x)
-
-
-def _combine(x: np.ndarray) -> np.ndarray:
-    """Unchecked combine_heads: x (B, h, T, d_k) -> (B, T, h * d_k)."""
     B, h, T, d_k = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)  # (B, T, h, d_k) -> (B, T, h*d_k)

@@ -1,4 +1,4 @@
-"""Multi-head attention: parameters, the forward pass and its Trace (floor 2, numpy only).
+"""Multi-head attention: its parameters, the forward pass and its Trace (numpy only).
 
 Shapes: ``B`` batch, ``T`` queries, ``S`` keys (``S = T`` for self-attention),
 ``D = d_model``, ``h`` heads, ``d_k = d_model // h``.
@@ -15,12 +15,13 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from . import _validate
-from .efficient import attend
-from .heads import _combine, _split
+from .attention import attention_scores, scaled_dot_product_attention
+from .fast import attend
+from .heads import combine_heads, split_heads
 from .positions import apply_rope
 
 __all__ = ["MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
-           "Trace", "Stage", "STAGES"]
+           "Trace", "Stage", "STAGES", "linear", "rope_heads"]
 
 
 class MHAParams(NamedTuple):
@@ -76,7 +77,7 @@ def count_params(params: MHAParams) -> int:
 
 
 # Stage names in the order the forward pass produces them, with their symbolic shapes
-# (what the views show for each: mha_course.stages.STAGE_TABLE).
+# (what the views show for each: mha_course.views.stages.STAGE_TABLE).
 STAGES = {
     "X": "(B, T, d_model)",
     "Q": "(B, T, d_model)",
@@ -172,100 +173,40 @@ class Trace:
         return f"Trace(h={self.h}, d_model={self.d_model}, stages={len(self)})\n{self.table()}"
 
 
-def _project(x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
-    """x (B, N, D) @ W (D, D) (+ b (D,)) -> (B, N, D)."""
-    y = np.matmul(x, W)
-    if b is not None:
-        y += b
-    return y
+def linear(x: np.ndarray, W: np.ndarray, b=None) -> np.ndarray:
+    """x (..., D_in) @ W (D_in, D_out) (+ b (D_out,)) -> (..., D_out): the projections of attention."""
+    y = x @ W
+    return y if b is None else y + b
 
 
-def _check_params(params, dtype) -> MHAParams:
-    if not isinstance(params, MHAParams):
-        raise ValueError(f"params must be an MHAParams, got {type(params).__name__}; "
-                         "make one with init_params(d_model, rng=np.random.default_rng(0))")
-    params = MHAParams(*(None if p is None else _validate.finite_array(p, f"params.{name}")
-                         for name, p in zip(MHAParams._fields, params)))  # real, numeric, finite
-    D = np.shape(params.W_q)[0] if np.ndim(params.W_q) == 2 else None
-    if D is None or np.shape(params.W_q) != (D, D):
-        raise ValueError(f"params.W_q has shape {np.shape(params.W_q)}, expected a square "
-                         "(d_model, d_model) matrix; make params with init_params(d_model, rng=...)")
-    for name, p, want in zip(MHAParams._fields, params, [(D, D)] * 4 + [(D,)] * 4):
-        if p is not None and np.shape(p) != want:
-            raise ValueError(f"params.{name} has shape {np.shape(p)}, expected {want}; "
-                             "all four matrices must be (d_model, d_model), biases (d_model,)")
-    return MHAParams(*(None if p is None else p.astype(dtype, copy=False) for p in params))
+def rope_heads(heads: np.ndarray, base, start: int = 0) -> np.ndarray:
+    """heads (B, h, N, d_k) rotated by RoPE at positions start .. start + N - 1; unchanged if base is None."""
+    if base is None:
+        return heads
+    return apply_rope(heads, np.arange(start, start + heads.shape[-2]), base=base)
 
 
-def _check_inputs(x, params, h, mask, context):
-    x = _validate.finite_array(x, "x")  # a NaN, even at a padding position, would spread
-    _validate.ndim(x, "x", 3, "(B, T, d_model)")
-    _validate.nonempty(x, "x", "(B, T, d_model)")
-    params = _check_params(params, x.dtype)
-    B, T, D = x.shape
-    if D != params.d_model:
-        raise ValueError(f"x has last dim {D} but params were made for d_model={params.d_model}; "
-                         f"use init_params({D}, rng=...) or give x shape (B, T, {params.d_model})")
-    h = _validate.heads(D, h)
-    ctx = x if context is None else _validate.finite_array(context, "context").astype(x.dtype, copy=False)
-    if context is not None:
-        _validate.ndim(ctx, "context", 3, "(B, S, d_model)")
-        _validate.nonempty(ctx, "context", "(B, S, d_model)")
-        if ctx.shape[0] != B or ctx.shape[2] != D:
-            raise ValueError(f"context has shape {ctx.shape} but x has shape {x.shape}; "
-                             f"context must be (B={B}, S, d_model={D}): same batch and width as x")
-    if mask is not None:
-        mask = _validate.bool_mask(mask, (B, h, T, ctx.shape[1]), "(B, h, T, S)")
-    return x, params, h, mask, ctx
-
-
-def _forward(x, params, h, mask, context, record=None, rope_base=None):
-    """The one code path behind multi_head_attention and trace (``record=None``: keep nothing)."""
-    x, p, h, mask, ctx = _check_inputs(x, params, h, mask, context)
-    record = record or _ignore
-    record("X", x)
-    Q = _project(x, p.W_q, p.b_q)    # (B, T, D) x (D, D) -> (B, T, D)
-    K = _project(ctx, p.W_k, p.b_k)  # (B, S, D) x (D, D) -> (B, S, D)
-    V = _project(ctx, p.W_v, p.b_v)  # (B, S, D) x (D, D) -> (B, S, D)
-    for name, arr in (("Q", Q), ("K", K), ("V", V)):
-        record(name, arr)
-    Qh, Kh, Vh = _heads(Q, K, V, h, rope_base, record)  # (B, h, T|S, d_k)
-    scores = None if record is _ignore else np.empty((*Qh.shape[:-1], Kh.shape[-2]), x.dtype)  # (B, h, T, S)
-    heads_out, weights = attend(Qh, Kh, Vh, mask, scores)  # (B, h, T, d_k), (B, h, T, S)
-    for name, arr in (("scores", scores), ("weights", weights), ("head_outputs", heads_out)):
-        record(name, arr)
-    concat = _combine(heads_out)  # (B, h, T, d_k) -> (B, T, D)
-    record("concat", concat)
-    out = _project(concat, p.W_o, p.b_o)  # (B, T, D) x (D, D) -> (B, T, D)
-    record("output", out)
-    return out, weights, h, mask
-
-
-def _heads(Q, K, V, h: int, rope_base, record):
-    """Q (B, T, D), K, V (B, S, D) -> their heads (B, h, T|S, d_k); with ``rope_base``, the
-    query and key heads rotated by RoPE at positions 0..T-1 and 0..S-1."""
-    Qh, Kh, Vh = _split(Q, h), _split(K, h), _split(V, h)  # (B, T, D) -> (B, h, T, d_k), etc.
-    for name, arr in (("Q_heads", Qh), ("K_heads", Kh), ("V_heads", Vh)):
-        record(name, arr)
-    if rope_base is not None:
-        _check_rope_heads(Q.shape[-1], h)
-        Qh = apply_rope(Qh, np.arange(Qh.shape[-2]), base=rope_base)  # (B, h, T, d_k)
-        Kh = apply_rope(Kh, np.arange(Kh.shape[-2]), base=rope_base)  # (B, h, S, d_k)
-        record("Q_rope", Qh)
-        record("K_rope", Kh)
-    return Qh, Kh, Vh
-
-
-def _check_rope_heads(D: int, h: int) -> None:
-    """RoPE turns features in pairs: raise unless d_k = D // h is even, naming the h that work."""
-    if (D // h) % 2:
-        good = ", ".join(str(g) for g in _validate.divisors(D) if (D // g) % 2 == 0) or "none"
-        raise ValueError(f"rope_base needs an even d_k, but d_model={D} with h={h} gives d_k={D // h}; "
-                         f"h with an even d_k: {good} (or use rope_base=None)")
-
-
-def _ignore(name, array):
-    return None
+def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None):
+    """The one multi-head attention computation, on checked inputs; ``stages`` (a dict or None)
+    receives every intermediate by name, for ``trace`` and the backward pass."""
+    Q = linear(x, p.W_q, p.b_q)                      # (B, T, D) x (D, D) -> (B, T, D)
+    K = linear(context, p.W_k, p.b_k)                # (B, S, D) x (D, D) -> (B, S, D)
+    V = linear(context, p.W_v, p.b_v)                # (B, S, D) x (D, D) -> (B, S, D)
+    Q_heads, K_heads, V_heads = split_heads(Q, h), split_heads(K, h), split_heads(V, h)  # (B, h, T|S, d_k)
+    Q_rope, K_rope = rope_heads(Q_heads, rope_base), rope_heads(K_heads, rope_base)      # positions 0.., or as is
+    # The textbook softmax(Q K^T / sqrt(d_k)) V when the stages are kept; otherwise its fast sibling
+    # (fast.py: the same numbers, computed in blocks and in place; tests hold the two equal).
+    attention = scaled_dot_product_attention if stages is not None else attend
+    head_outputs, weights = attention(Q_rope, K_rope, V_heads, mask)  # (B, h, T, d_k), (B, h, T, S)
+    concat = combine_heads(head_outputs)             # (B, h, T, d_k) -> (B, T, D)
+    output = linear(concat, p.W_o, p.b_o)            # (B, T, D) x (D, D) -> (B, T, D)
+    if stages is not None:
+        scores = attention_scores(Q_rope, K_rope, mask)  # (B, h, T, S), -inf where masked
+        stages.update(X=x, Q=Q, K=K, V=V, Q_heads=Q_heads, K_heads=K_heads, V_heads=V_heads)
+        if rope_base is not None:
+            stages.update(Q_rope=Q_rope, K_rope=K_rope)
+        stages.update(scores=scores, weights=weights, head_outputs=head_outputs, concat=concat, output=output)
+    return output, weights
 
 
 def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None):
@@ -283,27 +224,30 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     >>> out.shape, w.shape
     ((2, 5, 8), (2, 4, 5, 5))
     """
-    out, weights, _, _ = _forward(x, params, h, mask, context, rope_base=rope_base)
-    return out, weights
+    x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
+                                                               rope_base)
+    return _forward(x, params, h, mask, context, rope_base)
 
 
 def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None) -> Trace:
     """x (B, T, d_model) [, context (B, S, d_model)] -> Trace of every stage in ``STAGES``.
 
-    Same arguments and the same code path as ``multi_head_attention``; ``mask`` is boolean,
-    **True = may attend**, broadcastable to (B, h, T, S). ``Q_rope`` and ``K_rope`` (the
-    rotated heads) are recorded only when ``rope_base`` is given.
+    Same arguments and the same code path as ``multi_head_attention``, with the textbook
+    attention; ``mask`` is boolean, **True = may attend**, broadcastable to (B, h, T, S).
+    ``Q_rope`` and ``K_rope`` (the rotated heads) are recorded only when ``rope_base`` is given.
 
     >>> t = trace(np.ones((1, 3, 8)), init_params(8, rng=np.random.default_rng(0)), h=2)
     >>> t.shapes["Q_heads"], t.names[-1]
     ((1, 2, 3, 4), 'output')
     """
+    x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
+                                                               rope_base)
+    kept = {}
+    _forward(x, params, h, mask, context, rope_base, kept)
     stages = []
-
-    def record(name, array):
-        frozen = np.array(array)  # a private copy, so later in-place steps cannot change it
-        frozen.setflags(write=False)
-        stages.append(Stage(name, frozen, frozen.shape, STAGES[name]))
-
-    _, _, h, mask = _forward(x, params, h, mask, context, record, rope_base)
+    for name in STAGES:
+        if name in kept:
+            frozen = np.array(kept[name])  # a private copy, so later in-place steps cannot change it
+            frozen.setflags(write=False)
+            stages.append(Stage(name, frozen, frozen.shape, STAGES[name]))
     return Trace(stages, h, mask)

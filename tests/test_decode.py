@@ -73,8 +73,8 @@ def test_a_decoder_that_restarts_positions_is_caught(monkeypatch):
     tokens = np.random.default_rng(3).integers(0, config.vocab, size=(2, 12))
     full, _ = train.forward(params, tokens, config)
     assert np.abs(_cached_logits(params, config, tokens, [4, 5, 6]) - full).max() <= 1e-10
-    real = decode._embed_at
-    monkeypatch.setattr(decode, "_embed_at", lambda params, tokens, start: real(params, tokens, 0))
+    real = train.embed
+    monkeypatch.setattr(train, "embed", lambda params, tokens, config, start=0: real(params, tokens, config, 0))
     assert np.abs(_cached_logits(params, config, tokens, [4, 5, 6]) - full).max() > 1e-3
     assert np.abs(_cached_logits(params, config, tokens, []) - full).max() <= 1e-10  # a prefill hides it
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import SAME_MATHS_TOL, assert_close, random_allowed
-from mha_course import efficient
+from mha_course import fast
 from mha_course.attention import scaled_dot_product_attention
 from test_properties import DTYPES, PROFILE
 
@@ -48,23 +48,23 @@ def test_fast_attention_equals_the_textbook(inputs, block_bytes):
     Q, K, V, mask = inputs
     with pytest.MonkeyPatch.context() as mp:
         if block_bytes is not None:  # force many small blocks of query rows
-            mp.setattr(efficient, "_BLOCK_BYTES", block_bytes)
+            mp.setattr(fast, "_BLOCK_BYTES", block_bytes)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # fully masked rows: zeros, no NaN warnings
-            fast = efficient.fast_attention(Q, K, V, mask)
+            got = fast.fast_attention(Q, K, V, mask)
             textbook = scaled_dot_product_attention(Q, K, V, mask)
-    assert_same_attention(fast, textbook, Q.dtype, scale=max(1.0, float(np.abs(V).max())))
+    assert_same_attention(got, textbook, Q.dtype, scale=max(1.0, float(np.abs(V).max())))
     if mask is not None:  # a query that may attend nothing: zero weights, zero output
-        empty = ~np.broadcast_to(mask, fast[1].shape).any(-1)
-        assert (fast[1][empty] == 0).all() and (fast[0][empty] == 0).all()
+        empty = ~np.broadcast_to(mask, got[1].shape).any(-1)
+        assert (got[1][empty] == 0).all() and (got[0][empty] == 0).all()
 
 
 class Spy:
-    """Wraps a function of ``efficient`` and records what each call returned."""
+    """Wraps a function of ``fast`` and records what each call returned."""
 
     def __init__(self, monkeypatch, name):
-        self.fn, self.results = getattr(efficient, name), []
-        monkeypatch.setattr(efficient, name, self)
+        self.fn, self.results = getattr(fast, name), []
+        monkeypatch.setattr(fast, name, self)
 
     def __call__(self, *args):
         self.results.append(self.fn(*args))
@@ -96,22 +96,22 @@ def test_exp_shortcut_is_not_taken_for_large_logits(monkeypatch):
     """Scores far beyond exp's range: the fast path must subtract the row max (else inf / NaN)."""
     safe, shift = Spy(monkeypatch, "_exp_is_safe"), Spy(monkeypatch, "_subtract_row_max")
     x, params, h = _default_problem(scale=30.0, seq_len=16)
-    t = mc.trace(x, params, h)
+    out, weights = mc.multi_head_attention(x, params, h)  # the core runs on the fast sibling
     assert safe.results == [False] and len(shift.results) == 1
-    assert np.isfinite(t["weights"]).all() and np.isfinite(t.output).all()
-    textbook = scaled_dot_product_attention(t["Q_heads"], t["K_heads"], t["V_heads"])
-    assert_same_attention((t["head_outputs"], t["weights"]), textbook, np.float32, scale=10.0)
+    assert np.isfinite(weights).all() and np.isfinite(out).all()
+    t = mc.trace(x, params, h)  # the textbook path
+    assert_same_attention((out, weights), (t.output, t.weights), np.float32, scale=10.0)
 
 
 def test_long_sequences_go_block_by_block(monkeypatch):
     """Above _BLOCK_BYTES of scores the fast path loops over blocks of query rows."""
-    monkeypatch.setattr(efficient, "_BLOCK_BYTES", 4 * 16 * 4)  # 4 rows of 16 float32 scores
+    monkeypatch.setattr(fast, "_BLOCK_BYTES", 4 * 16 * 4)  # 4 rows of 16 float32 scores
     blocks = Spy(monkeypatch, "_attend_block")
     x, params, h = _default_problem(seq_len=16, d_model=16, h=8)
-    t = mc.trace(x, params, h)
+    out, weights = mc.multi_head_attention(x, params, h)  # the core runs on the fast sibling
     assert len(blocks.results) == 8 * 4  # one batch item (head) at a time, 4 slices of rows each
-    textbook = scaled_dot_product_attention(t["Q_heads"], t["K_heads"], t["V_heads"])
-    assert_same_attention((t["head_outputs"], t["weights"]), textbook, np.float32)
+    t = mc.trace(x, params, h)  # the textbook path
+    assert_same_attention((out, weights), (t.output, t.weights), np.float32)
 
 
 def test_the_bound_holds_whenever_the_shortcut_is_taken():
@@ -119,13 +119,13 @@ def test_the_bound_holds_whenever_the_shortcut_is_taken():
     for dtype in (np.float32, np.float64):
         for scale in (0.1, 1.0, 3.0, 10.0, 100.0):
             Qs, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
-            if efficient._exp_is_safe(Qs, K):
+            if fast._exp_is_safe(Qs, K):
                 limit = np.log(np.finfo(dtype).max) / 2
                 assert np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max() <= limit
 
 
 def test_fast_attention_checks_its_arguments():
     with pytest.raises(ValueError, match="share their last dim d_k"):
-        efficient.fast_attention(np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 4)))
+        fast.fast_attention(np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 4)))
     with pytest.raises(ValueError, match="must be boolean"):
-        efficient.fast_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), mask=np.ones((2, 2)))
+        fast.fast_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), mask=np.ones((2, 2)))

@@ -241,14 +241,14 @@ def _mask_not_offset(T, offset):
     return np.tril(np.ones((T, offset + T), dtype=bool))
 
 
-def _rope_at_zero(a, start, base):
+def _rope_at_zero(heads, base, start=0):
     """BUG: every call rotates its tokens from position 0, whatever is already cached."""
-    return a if base is None else mc.apply_rope(a, np.arange(a.shape[-2]), base=base)
+    return heads if base is None else mc.apply_rope(heads, np.arange(heads.shape[-2]), base=base)
 
 
 @pytest.mark.parametrize("bug, target, wrong, rope", [
     ("mask not offset by the cache length", "cached_causal_mask", _mask_not_offset, None),
-    ("RoPE at position 0 for every new token", "_rope", _rope_at_zero, 10000.0)])
+    ("RoPE at position 0 for every new token", "rope_heads", _rope_at_zero, 10000.0)])
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_decode_check_catches_the_learner_bugs(monkeypatch, bug, target, wrong, rope, kind):
     rng = np.random.default_rng(KINDS[kind])
@@ -263,7 +263,7 @@ def test_rope_at_zero_is_invisible_without_a_cache(monkeypatch):
     rng = np.random.default_rng(2)
     x, p = _problem(rng, 1, 5, 8, 2, 1)
     before = gqa.grouped_query_attention(x, p, 2, 1, rope_base=100.0)[0]
-    monkeypatch.setattr(gqa, "_rope", _rope_at_zero)
+    monkeypatch.setattr(gqa, "rope_heads", _rope_at_zero)
     assert np.array_equal(gqa.grouped_query_attention(x, p, 2, 1, rope_base=100.0)[0], before)
 
 
@@ -299,7 +299,7 @@ def test_cached_causal_mask():
 # ----------------------------------------------------------------------------- the fast path
 def test_keys_are_broadcast_not_repeated(monkeypatch):
     """The fast path: the h_kv keys reach the attention core once, never copied g times."""
-    import mha_course.efficient as eff
+    import mha_course.fast as fast
     seen = []
     real = gqa.attend
 
@@ -314,7 +314,7 @@ def test_keys_are_broadcast_not_repeated(monkeypatch):
     Qh = mc.split_heads(x @ p.W_q, 4)
     Kh, Vh = (np.repeat(mc.split_heads(x @ W, 2), 2, axis=1) for W in (p.W_k, p.W_v))
     ref = mc.combine_heads(mc.scaled_dot_product_attention(Qh, Kh, Vh)[0]) @ p.W_o
-    assert gqa.attend is spy and eff.attend is real
+    assert gqa.attend is spy and fast.attend is real
     assert np.allclose(out, ref, atol=1e-12)
 
 
@@ -403,7 +403,7 @@ BAD = [
     (gqa.grouped_query_attention, dict(x=X8, params=P42, h=4, h_kv=2, context=X8, cache=gqa.KVCache(2, 2, 2, 9)),
      E("with context= (cross-attention) the keys do not grow")),
     (gqa.grouped_query_attention, dict(x=np.zeros((2, 3, 6)), params=gqa.init_gqa_params(6, 2, 1, rng=_r),
-                                       h=2, h_kv=1, rope_base=100.0), E("odd")),
+                                       h=2, h_kv=1, rope_base=100.0), E("rope_base needs an even d_k")),
     (gqa.KVCache, dict(batch=1, h_kv=2, d_k=4, max_len=0), E("max_len=0 must be >= 1")),
     (gqa.KVCache, dict(batch=1, h_kv=2, d_k=4, max_len=4, dtype=np.int64), E("dtype=int64 is not a float type")),
     (gqa.cached_causal_mask, dict(T=2, offset=-1), E("offset=-1 must be a whole number >= 0")),

@@ -148,7 +148,7 @@ def test_row_blocks_compute_the_same_attention(problem, masked, block_bytes):
     x, params, h, context, rng = problem
     mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
     whole = mc.trace(x, params, h, mask=mask, context=context)
-    with mock.patch.object(mc.efficient, "_BLOCK_BYTES", block_bytes):
+    with mock.patch.object(mc.fast, "_BLOCK_BYTES", block_bytes):
         blocks = mc.trace(x, params, h, mask=mask, context=context)
     tol = SAME_MATHS_TOL[x.dtype]
     for name in ("scores", "weights", "head_outputs", "output"):
@@ -165,7 +165,7 @@ def test_skipping_the_row_max_changes_nothing(problem, masked, scale):
     x = (x * scale).astype(x.dtype)
     mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
     fast = mc.trace(x, params, h, mask=mask, context=context)
-    with mock.patch.object(mc.efficient, "_exp_is_safe", lambda Qs, K: False):
+    with mock.patch.object(mc.fast, "_exp_is_safe", lambda Qs, K: False):
         guarded = mc.trace(x, params, h, mask=mask, context=context)
     tol = SAME_MATHS_TOL[x.dtype] * 10
     for name in ("weights", "head_outputs", "output"):
@@ -177,7 +177,7 @@ def test_skipping_the_row_max_changes_nothing(problem, masked, scale):
 def test_exp_shortcut_is_only_taken_when_every_score_is_in_range(dtype, scale, seed):
     rng = np.random.default_rng(seed)
     Qs, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
-    if mc.efficient._exp_is_safe(Qs, K):
+    if mc.fast._exp_is_safe(Qs, K):
         limit = np.log(np.finfo(dtype).max) / 2
         assert np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max() <= limit
 
@@ -208,13 +208,15 @@ def test_trace_records_every_stage_in_order_with_its_shape(problem, masked):
 
 @PROFILE
 @given(problems(), st.booleans())
-def test_trace_and_multi_head_attention_agree_exactly(problem, masked):
+def test_trace_and_multi_head_attention_agree(problem, masked):
+    """trace runs the textbook attention, multi_head_attention its fast sibling: the same numbers."""
     x, params, h, context, rng = problem
     mask = _random_mask(rng, x, h, context, keep_one=False) if masked else None
     out, weights = mc.multi_head_attention(x, params, h, mask=mask, context=context)
     t = mc.trace(x, params, h, mask=mask, context=context)
-    assert np.array_equal(t.output, out) and np.array_equal(t["output"], out)
-    assert np.array_equal(t.weights, weights)
+    tol = SAME_MATHS_TOL[np.dtype(out.dtype)]
+    assert np.allclose(t.output, out, rtol=0, atol=tol * max(1.0, float(np.abs(out).max())))
+    assert np.allclose(t.weights, weights, rtol=0, atol=tol)
 
 
 def test_trace_arrays_are_read_only():

@@ -95,7 +95,7 @@ def test_trace_matches_torch(torch_module, dtype):
 @pytest.mark.parametrize("block_bytes", [1, 200])
 def test_attention_in_small_row_blocks_matches_torch(torch_module, monkeypatch, block_bytes, mask, dtype):
     """Long sequences are processed in blocks of query rows: force many tiny blocks."""
-    monkeypatch.setattr(mc.efficient, "_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(mc.fast, "_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng([block_bytes, MASKS.index(mask), DTYPES.index(dtype)])
     B, T, D, h = 2, 7, 12, 3
     x, params, _ = _inputs(rng, B, T, T, D, "self", True, dtype)
@@ -112,7 +112,7 @@ def test_large_logits_match_torch(torch_module, mask, dtype, scale):
     x = (x * scale).astype(dtype)
     t = mc.trace(x, params, h)
     Qs = (t["Q_heads"] / math.sqrt(D // h)).astype(dtype)
-    assert not mc.efficient._exp_is_safe(Qs, t["K_heads"])  # really the row-max path
+    assert not mc.fast._exp_is_safe(Qs, t["K_heads"])  # really the row-max path
     assert_mha_matches_torch(mc.multi_head_attention, x, params, h, **_mask_kwargs(rng, mask, B, T, T, h))
 
 

@@ -24,25 +24,17 @@ import time
 import numpy as np
 
 from .. import _validate
-from ..gqa import GQAParams, KVCache, gqa_from_mha, grouped_query_attention
+from ..gqa import GQAParams, KVCache, gqa_from_mha
 from ..mha import MHAParams
-from .model import Config, Model, _norm, forward, init_model, layer_params
+from .model import Config, Model, cached_layer_params, forward, init_model
 
 __all__ = ["cached_layers", "new_caches", "forward_cached", "generate", "seconds_per_token",
            "step_seconds", "timing_model", "max_positions", "to_gqa"]
 
 
 def cached_layers(params: Model, config: Config) -> list[GQAParams]:
-    """Model -> one GQAParams per layer: the stored h_kv-head W_k, W_v and the W_q the model runs.
-
-    W_q comes from ``train.layer_params`` (it folds in the scale choice); W_k and W_v stay at
-    h_kv·d_k columns, so the cache holds h_kv heads, not the h copies that layer_params makes.
-    """
-    out = []
-    for layer, p in enumerate(params.layers):
-        run = layer_params(params, config, layer)
-        out.append(GQAParams(run.W_q, p.W_k, p.W_v, p.W_o, run.b_q, p.b_k, p.b_v, p.b_o))
-    return out
+    """Model -> one GQAParams per layer (``model.cached_layer_params``): the cache holds h_kv heads."""
+    return [cached_layer_params(params, config, layer) for layer in range(len(params.layers))]
 
 
 def max_positions(params: Model) -> int | None:
@@ -56,32 +48,13 @@ def new_caches(params: Model, config: Config, batch: int, max_len: int) -> list[
     return [KVCache(batch, h_kv, config.d_model // config.h, max_len) for _ in params.layers]
 
 
-def forward_cached(params: Model, tokens, config: Config, caches: list[KVCache],
-                   layers: list[GQAParams] | None = None) -> np.ndarray:
+def forward_cached(params: Model, tokens, config: Config, caches: list[KVCache]) -> np.ndarray:
     """tokens (B, T) new tokens -> logits (B, T, V); appends to every layer's cache **in place**.
 
-    The same model as ``train.forward``, run on the T tokens that follow the ``caches[0].length``
-    already cached: positions start there, attention is causal over everything cached.
-    ``layers`` (from ``cached_layers``) saves rebuilding them on every step.
+    ``model.forward`` with ``caches``: the T tokens follow the ``caches[0].length`` already cached,
+    positions start there and attention is causal over everything cached.
     """
-    tokens = np.asarray(tokens)
-    start, T = caches[0].length, tokens.shape[1]
-    limit = max_positions(params)
-    if limit is not None and start + T > limit:
-        raise ValueError(f"the model has learned positions for {limit} tokens; {start} cached + {T} new "
-                         f"= {start + T} is too long; keep prompt + new tokens <= {limit}")
-    x = _embed_at(params, tokens, start)  # (B, T, D)
-    h, h_kv = config.h, config.h_kv or config.h
-    for p, cache in zip(layers or cached_layers(params, config), caches):
-        out, _ = grouped_query_attention(_norm(x, config), p, h, h_kv, cache=cache)
-        x = x + out
-    return _norm(x, config) @ params.unembed  # (B, T, D) x (D, V) -> (B, T, V)
-
-
-def _embed_at(params: Model, tokens: np.ndarray, start: int) -> np.ndarray:
-    """tokens (B, T) at absolute positions start .. start + T - 1 -> x (B, T, D)."""
-    x = params.embed[tokens]  # (B, T) -> (B, T, D)
-    return x if params.pos is None else x + params.pos[start:start + tokens.shape[1]]
+    return forward(params, tokens, config, caches=caches)[0]
 
 
 def _check_prompt(prompt, params: Model, config: Config, n_new) -> np.ndarray:
@@ -106,8 +79,7 @@ def _steps(params: Model, config: Config, prompt, n_new: int, use_cache: bool):
     tokens = prompt
     if use_cache:
         caches = new_caches(params, config, prompt.shape[0], prompt.shape[1] + n_new)
-        layers = cached_layers(params, config)
-        logits = forward_cached(params, prompt, config, caches, layers)  # the prefill
+        logits = forward_cached(params, prompt, config, caches)  # the prefill
     for step in range(n_new):
         if not use_cache:
             logits, _ = forward(params, tokens, config)  # the whole sequence, every step
@@ -115,7 +87,7 @@ def _steps(params: Model, config: Config, prompt, n_new: int, use_cache: bool):
         tokens = np.concatenate([tokens, nxt[:, None]], axis=1)
         yield nxt
         if use_cache and step < n_new - 1:
-            logits = forward_cached(params, nxt[:, None], config, caches, layers)  # one decode step
+            logits = forward_cached(params, nxt[:, None], config, caches)  # one decode step
 
 
 def generate(params: Model, config: Config, prompt, n_new: int, *, use_cache: bool = True,
@@ -168,9 +140,9 @@ def step_seconds(params: Model, config: Config, position: int, *, use_cache: boo
     position, repeats = _validate.positive_int(position, "position"), _validate.positive_int(repeats, "repeats")
     tokens = rng.integers(0, config.vocab, size=(1, position + repeats))
     if use_cache:
-        caches, layers = new_caches(params, config, 1, position + repeats), cached_layers(params, config)
-        forward_cached(params, tokens[:, :position], config, caches, layers)  # the prefill, not timed
-        run = [lambda t=t: forward_cached(params, tokens[:, t:t + 1], config, caches, layers)
+        caches = new_caches(params, config, 1, position + repeats)
+        forward_cached(params, tokens[:, :position], config, caches)  # the prefill, not timed
+        run = [lambda t=t: forward_cached(params, tokens[:, t:t + 1], config, caches)
                for t in range(position, position + repeats)]
     else:
         run = [lambda: forward(params, tokens[:, :position + 1], config)] * repeats

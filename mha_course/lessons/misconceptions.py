@@ -23,11 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from ..attention import causal_mask, softmax
-from ..backward import mha_backward
-from ..mha import init_params, multi_head_attention, trace
+from ..mha import init_params, multi_head_attention
 from . import model as train
 
-__all__ = ["DATA_DIR", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
+__all__ = ["DATA_DIR", "residual_stream", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
            "ablated_metrics", "keep_only", "ensemble_metrics", "head_contributions", "head_attribution",
            "key_attribution",
            "rank_correlation", "rnn_scan", "sequential_steps"]
@@ -90,34 +89,18 @@ def ensemble_metrics(members, seed: int = 0, n: int = 256) -> train.Metrics:
     return train.Metrics(float(-np.log(np.maximum(picked, 1e-300)).mean()), accuracy)
 
 
-def _stream(params, config, tokens):
-    """The residual stream: inputs of every layer [(B, T, D)] * L, the final x, and each layer's Trace."""
-    x, inputs, traces = train.embed(params, tokens, config), [], []
-    mask = causal_mask(x.shape[1])
-    for layer in range(config.n_layers):
-        inputs.append(x)
-        traces.append(trace(x, train.layer_params(params, config, layer), config.h, mask))
-        x = x + traces[-1].output  # the residual stream
-    return inputs, x, traces
-
-
-def _stream_grads(params, config, batch, inputs, final) -> list:
-    """d loss / d (output of layer l) for every l, through the later layers with ``mha_backward``."""
-    _, g_logits, _ = train._cross_entropy(final @ params.unembed, batch.targets, batch.scored)
-    g = g_logits @ params.unembed.T  # (B, T, V) x (V, D) -> (B, T, D): the last layer's output gradient
-    grads = [g]
-    for layer in reversed(range(1, config.n_layers)):
-        gx = mha_backward(inputs[layer], train.layer_params(params, config, layer), config.h, g,
-                          mask=causal_mask(final.shape[1]))[0]
-        g = g + gx  # the residual path plus the path through layer l
-        grads.insert(0, g)
-    return grads
+def residual_stream(params, config, batch) -> tuple[list, list]:
+    """Model, Batch -> [Trace] * L and [d loss / d (output of layer l) (B, T, D)] * L, from the one
+    forward pass and its backward pass (``model.forward``, ``model.backward``)."""
+    traces = []
+    train.forward(params, batch.tokens, config, traces=traces)
+    return traces, train.backward(params, batch, config)[2]
 
 
 def head_contributions(tr, W_o) -> np.ndarray:
     """Trace, W_o (D, D) -> (B, h, T, D): what each head adds to the output (its rows of W_o).
 
-    >>> from mha_course import init_params
+    >>> from mha_course import init_params, trace
     >>> p = init_params(8, rng=np.random.default_rng(0))
     >>> t = trace(np.ones((1, 3, 8)), p, 2)
     >>> np.allclose(head_contributions(t, p.W_o).sum(1), t.output)
@@ -133,8 +116,7 @@ def head_attribution(params, config, seed: int = 0, n: int = 128) -> dict:
     (loss increase when the head is silenced) and ``grad_x_input`` (-gradient · head output: the
     first-order estimate of that increase)."""
     batch = train.make_batch(config, np.random.default_rng(seed), n)
-    inputs, final, traces = _stream(params, config, batch.tokens)
-    grads = _stream_grads(params, config, batch, inputs, final)
+    traces, grads = residual_stream(params, config, batch)
     base = ablated_metrics(params, config, [], seed, n).loss
     out = {"max_weight": [], "ablation": [], "grad_x_input": []}
     for layer, (tr, g) in enumerate(zip(traces, grads)):
@@ -150,8 +132,8 @@ def key_attribution(params, config, layer: int, seed: int = 0, n: int = 64):
     """Model, layer -> weights (B, h, T, S) and attribution (B, h, T, S): the size of the gradient x input of
     key s's share in query t's output, |g_t · w_ts v_s W_o|, for the loss on the scored queries."""
     batch = train.make_batch(config, np.random.default_rng(seed), n)
-    inputs, final, traces = _stream(params, config, batch.tokens)
-    g = _stream_grads(params, config, batch, inputs, final)[layer]  # (B, T, D)
+    traces, grads = residual_stream(params, config, batch)
+    g = grads[layer]  # (B, T, D)
     tr, h = traces[layer], config.h
     vo = np.einsum("bhsk,hkd->bhsd", tr["V_heads"], params.layers[layer].W_o.reshape(h, tr.d_k, -1))
     attr = np.abs(tr.weights * np.einsum("bhsd,btd->bhts", vo, g))  # (B, h, T, S)

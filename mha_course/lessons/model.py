@@ -52,13 +52,15 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from .. import _validate
-from ..attention import causal_mask
-from ..backward import _linear_backward, mha_vjp
+from ..backward import linear_backward, mha_vjp
 from ..block import layer_norm
-from ..mha import MHAParams, multi_head_attention
+from ..gqa import GQAParams, cached_causal_mask, grouped_query_attention
+from ..heads import combine_heads, split_heads
+from ..mha import MHAParams, linear, multi_head_attention, rope_heads, trace
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
-           "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
+           "make_batch", "init_model", "embed", "layer_params", "cached_layer_params", "forward", "backward",
+           "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
            "train_checkpoint", "checkpoint_arrays", "checkpoint_bytes", "npz_bytes", "read_npz", "MAX_NPZ_BYTES",
@@ -209,10 +211,18 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
     return Model(embedding, pos, layers, rng.normal(0, 1 / math.sqrt(D), size=(D, V)))
 
 
-def embed(params: Model, tokens, config: Config) -> np.ndarray:
-    """tokens (B, T) ints -> x (B, T, D): token embeddings (+ learned positions)."""
+def embed(params: Model, tokens, config: Config, start: int = 0) -> np.ndarray:
+    """tokens (B, T) ints at positions start .. start + T - 1 -> x (B, T, D): token embeddings
+    (+ learned positions)."""
+    tokens = np.asarray(tokens)
     x = params.embed[tokens]  # (B, T) -> (B, T, D)
-    return x if params.pos is None else x + params.pos[: tokens.shape[1]]
+    if params.pos is None:
+        return x
+    if start + tokens.shape[1] > params.pos.shape[0]:
+        raise ValueError(f"the model has learned positions for {params.pos.shape[0]} tokens; {start} cached + "
+                         f"{tokens.shape[1]} new = {start + tokens.shape[1]} is too long; keep the sequence "
+                         f"<= {params.pos.shape[0]} tokens")
+    return x + params.pos[start:start + tokens.shape[1]]
 
 
 def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
@@ -270,21 +280,60 @@ def layer_norm_backward(x, grad_y, eps: float = _LN_EPS) -> np.ndarray:
     return inv * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
 
 
-def forward(params: Model, tokens, config: Config, ablate=()) -> tuple[np.ndarray, list]:
-    """tokens (B, T) -> logits (B, T, V), [weights (B, h, T, T) for each layer].
+def cached_layer_params(params: Model, config: Config, layer: int) -> GQAParams:
+    """Model, config, layer -> GQAParams for ``grouped_query_attention`` with a KV cache: the W_q that
+    the model runs (``layer_params`` folds in the scale choice) and the stored h_kv-head W_k, W_v."""
+    run, p = layer_params(params, config, layer), params.layers[layer]
+    return GQAParams(run.W_q, p.W_k, p.W_v, p.W_o, run.b_q, p.b_k, p.b_v, p.b_o)
 
+
+def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, caches=None, traces=None,
+            tape=None, rng=None) -> tuple[np.ndarray, list]:
+    """tokens (B, T) -> logits (B, T, V), [weights (B, h, T, S) for each layer].
+
+    The one forward pass of the tiny model; training, decoding and the notebooks' experiments all run it.
     ``ablate``: (layer, head) pairs whose head output is zeroed (see ``ablate_head``).
+    ``core``: fn(Q, K, V, mask) -> out (B, h, T, d_k) in place of softmax attention (e.g. linear
+    attention, notebook 10); its layers' weights are None.
+    ``caches``: one KVCache per layer, **appended in place**: the tokens follow the caches[0].length
+    already cached (decoding, notebook 09). ``traces``: a list that receives each layer's Trace.
+    ``tape``: a list that receives, per layer, (its input, its pullback), then (the last residual
+    stream, None): what ``loss_and_grads`` runs backwards; ``rng`` draws the dropout masks there.
+
+    >>> config = Config(vocab=8, seq_len=6, d_model=8, h=2, n_layers=2)
+    >>> logits, weights = forward(init_model(config), np.zeros((3, 6), int), config)
+    >>> logits.shape, len(weights), weights[0].shape
+    ((3, 6, 8), 2, (3, 2, 6, 6))
     """
     config = _check_config(config)
     for layer, head in ablate:
         params = ablate_head(params, config, layer, head)
-    x, weights = embed(params, np.asarray(tokens), config), []
-    mask = causal_mask(x.shape[1])
+    start = 0 if caches is None else caches[0].length
+    x = embed(params, tokens, config, start)      # (B, T, D)
+    B, T, D = x.shape
+    mask = cached_causal_mask(T, start)           # (T, start + T): causal over every cached token
+    h, rope, weights = config.h, _rope_base(config), []
     for layer in range(config.n_layers):
-        out, w = multi_head_attention(_norm(x, config), layer_params(params, config, layer), config.h, mask,
-                                      rope_base=_rope_base(config))
-        x = x + out  # the residual stream
+        a, p = _norm(x, config), layer_params(params, config, layer)  # the layer's input, its (D, D) params
+        if caches is not None:                    # decoding: keys and values appended to the cache
+            out, w = grouped_query_attention(a, cached_layer_params(params, config, layer), h, config.h_kv,
+                                             cache=caches[layer], rope_base=rope)
+        elif core is not None:                    # another attention core on the same projections
+            Qh, Kh, Vh = (split_heads(linear(a, W, b), h) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
+            out, w = linear(combine_heads(core(rope_heads(Qh, rope), rope_heads(Kh, rope), Vh, mask)), p.W_o, p.b_o), None
+        elif tape is not None:                    # training: keep the pullback for the backward pass
+            keep = _dropout_keep(rng, (B, h, T, T), config.dropout) if config.dropout else None
+            out, w, pullback = mha_vjp(a, p, h, mask, keep=keep, rope_base=rope)
+            tape.append((x, pullback))
+        elif traces is not None:                  # every intermediate, for the views and the experiments
+            traces.append(trace(a, p, h, mask, rope_base=rope))
+            out, w = traces[-1].output, traces[-1].weights
+        else:
+            out, w = multi_head_attention(a, p, h, mask, rope_base=rope)  # (B, T, D), (B, h, T, S)
+        x = x + out                               # the residual stream
         weights.append(w)
+    if tape is not None:
+        tape.append((x, None))
     return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
 
 
@@ -350,29 +399,35 @@ def _dropout_keep(rng, shape, p: float):
 
 def loss_and_grads(params: Model, batch: Batch, config: Config, rng=None):
     """Model, Batch -> (Metrics, grads: a Model of gradients). ``rng`` draws the dropout masks."""
-    x = embed(params, batch.tokens, config)
-    B, T, D = x.shape
-    mask, pullbacks, inputs = causal_mask(T), [], []
-    for layer in range(config.n_layers):
-        keep = None if not config.dropout else _dropout_keep(rng, (B, config.h, T, T), config.dropout)
-        inputs.append(x)
-        out, _, pull = mha_vjp(_norm(x, config), layer_params(params, config, layer), config.h, mask,
-                               keep=keep, rope_base=_rope_base(config))
-        x = x + out  # the residual stream
-        pullbacks.append(pull)
-    final = _norm(x, config)
-    loss, g_logits, accuracy = _cross_entropy(final @ params.unembed, batch.targets, batch.scored)
-    g_x, g_unembed, _ = _linear_backward(final, params.unembed, g_logits, False)
+    metrics_, grads, _ = backward(params, batch, config, rng)
+    return metrics_, grads
+
+
+def backward(params: Model, batch: Batch, config: Config, rng=None):
+    """Model, Batch -> (Metrics, grads (a Model), [d loss / d output of layer l, (B, T, D)] * L).
+
+    ``forward`` with a tape, then each layer's pullback in reverse: the residual stream adds
+    the gradient that comes through a layer to the one that skips it.
+    """
+    config = _check_config(config)
+    tape = []
+    logits, _ = forward(params, batch.tokens, config, tape=tape, rng=rng)
+    x = tape.pop()[0]                                          # the last residual stream (B, T, D)
+    loss, g_logits, accuracy = _cross_entropy(logits, batch.targets, batch.scored)
+    g_x, g_unembed, _ = linear_backward(_norm(x, config), params.unembed, g_logits)
     g_x = layer_norm_backward(x, g_x) if config.layer_norm else g_x
-    g_layers = []
+    g_layers, g_outputs = [], []
     for layer in reversed(range(config.n_layers)):
-        g_in, g_p, _ = pullbacks[layer](g_x)
-        g_x = g_x + (layer_norm_backward(inputs[layer], g_in) if config.layer_norm else g_in)
+        x_in, pullback = tape[layer]
+        g_outputs.insert(0, g_x)                               # d loss / d (this layer's output)
+        g_in, g_p, _ = pullback(g_x)
+        g_x = g_x + (layer_norm_backward(x_in, g_in) if config.layer_norm else g_in)
         g_layers.insert(0, _compact_grads(g_p, config))
+    B, T = batch.tokens.shape
     g_embed = np.zeros_like(params.embed)
     np.add.at(g_embed, batch.tokens, g_x)  # rows of embed used several times add up
     g_pos = None if params.pos is None else np.pad(g_x.sum(0), ((0, params.pos.shape[0] - T), (0, 0)))
-    return Metrics(loss, accuracy), Model(g_embed, g_pos, tuple(g_layers), g_unembed)
+    return Metrics(loss, accuracy), Model(g_embed, g_pos, tuple(g_layers), g_unembed), g_outputs
 
 
 # ----------------------------------------------------------------------------- Adam

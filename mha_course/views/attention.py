@@ -1,4 +1,4 @@
-"""Static views of a Trace with matplotlib (floor 4).
+"""Views of 00-05 (a Trace, the course sentence, the sqrt(d_k) experiment, the heads, the ledger).
 
 Conventions for every plot of the course:
 - attention weights always use ``WEIGHTS_CMAP`` on a fixed 0..1 scale, so colours mean
@@ -20,6 +20,7 @@ from ..lessons import complexity as _cx
 from ..lessons.qkv import diagonal_curve, identity_params, mean_diagonal_weight, sentence_inputs, sentence_trace
 from ..mha import trace as _trace
 from .stages import flow_inputs, present_stages
+from .style import HEAD_COLORS, MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color, head_grid, label_axes, new_ax
 
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAULT_TOKENS",
            "tokens_for", "head_color", "attention_heatmap", "matrix_heatmap", "head_heatmaps",
@@ -33,11 +34,6 @@ __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAUL
            "DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
            "score_memory_bars", "timing_loglog", "params_figure", "ledger_figure"]
 
-WEIGHTS_CMAP = "Blues"
-VALUES_CMAP = "RdBu_r"
-MASKED_COLOR = "#d9d9d9"
-HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "warm",
                   "and", "soft", "under", "the", "old", "lamp")
 
@@ -56,17 +52,6 @@ def tokens_for(n: int, tokens=None) -> list[str]:
     return source[:n] + [f"tok{i}" for i in range(len(source), n)]
 
 
-def head_color(i: int) -> str:
-    """Head index -> its colour, the same in every plot of the course."""
-    return HEAD_COLORS[i % len(HEAD_COLORS)]
-
-
-def _new_ax(ax, figsize=(4, 3.5)):
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
-
-
 def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None,
                       annotate: bool | None = None, colorbar: bool = True):
     """weights (T, S) -> ax: queries down the rows, keys along the columns, 0..1 colour scale.
@@ -80,10 +65,10 @@ def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None
         raise ValueError(f"attention_heatmap needs a (T, S) matrix, got shape {w.shape}; "
                          "pick one batch element and head, e.g. weights[0, head]")
     T, S = w.shape
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     cmap = plt.get_cmap(WEIGHTS_CMAP).with_extremes(bad=MASKED_COLOR)
     img = ax.imshow(np.ma.masked_invalid(w), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-    _label_axes(ax, tokens_for(T, q_tokens), tokens_for(S, k_tokens), "query", "key")
+    label_axes(ax, tokens_for(T, q_tokens), tokens_for(S, k_tokens), "query", "key")
     if annotate if annotate is not None else max(T, S) <= 8:
         for (i, j), v in np.ndenumerate(w):
             if np.isfinite(v):
@@ -105,14 +90,14 @@ def matrix_heatmap(values, row_labels=None, ax=None, title=None, col_label="feat
     v = np.asarray(values, dtype=float)
     if v.ndim != 2:
         raise ValueError(f"matrix_heatmap needs a 2-D array, got shape {v.shape}")
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     finite = v[np.isfinite(v)]
     lim = vlim if vlim is not None else (float(np.abs(finite).max()) if finite.size else 1.0) or 1.0
     cmap = plt.get_cmap(VALUES_CMAP).with_extremes(bad=MASKED_COLOR)
     img = ax.imshow(np.ma.masked_invalid(v), cmap=cmap, norm=mcolors.Normalize(-lim, lim),
                     aspect="auto", interpolation="nearest")
     rows = None if row_labels is None else list(row_labels)
-    _label_axes(ax, rows, None, row_label, col_label)
+    label_axes(ax, rows, None, row_label, col_label)
     if colorbar:
         ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04)
     if title:
@@ -144,15 +129,6 @@ def head_heatmaps(trace, tokens=None, batch: int = 0, axes=None, context_tokens=
     axes[-1].figure.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.046 / min(h, 4) ** 0.5,
                              pad=0.02, label="weight")
     return axes
-
-
-def _label_axes(ax, rows, cols, row_label, col_label):
-    if rows is not None:
-        ax.set_yticks(range(len(rows)), rows)
-    if cols is not None:
-        ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
-    ax.set_ylabel(row_label)
-    ax.set_xlabel(col_label)
 
 
 # --- 02_scaled_dot_product: the sqrt(d_k) experiment ------------------------------------
@@ -195,7 +171,7 @@ def weights_bars(raw, scaled, ax=None, title=None):
     if raw.shape != scaled.shape or raw.ndim != 1:
         raise ValueError(f"weights_bars needs two (S,) rows of equal length, got {raw.shape} "
                          f"and {scaled.shape}")
-    ax = _new_ax(ax)
+    ax = new_ax(ax)
     keys = np.arange(raw.size)
     ax.bar(keys - 0.2, raw, width=0.4, color=RAW_COLOR, label="no scaling")
     ax.bar(keys + 0.2, scaled, width=0.4, color=SCALED_COLOR, label="scaled by 1/√d_k")
@@ -302,7 +278,7 @@ def stage_flow(trace, ax=None):
 
     Boxes of per-head stages (h, ...) are outlined in head 0's colour.
     """
-    ax = _new_ax(ax, figsize=(13, 3.6))
+    ax = new_ax(ax, figsize=(13, 3.6))
     shapes, where = trace.shapes, _flow_positions(trace.names)
     for name, (xb, yb) in where.items():
         for source in flow_inputs(name, where):
@@ -325,17 +301,6 @@ def stage_flow(trace, ax=None):
     return ax
 
 
-def _head_grid(h: int, ncols: int = 4):
-    """h -> (Figure, h axes) laid out in rows of at most ``ncols`` heatmaps."""
-    ncols = min(h, ncols)
-    nrows = -(-h // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.0 * nrows + 0.4),
-                             layout="constrained", squeeze=False)
-    for ax in axes.flat[h:]:
-        ax.set_axis_off()
-    return fig, list(axes.flat[:h])
-
-
 def sentence_heads_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
     """Sizes -> Figure: one weights heatmap per head for the course sentence cut or extended to seq_len.
 
@@ -344,7 +309,7 @@ def sentence_heads_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
     """
     tokens = tokens_for(seq_len)
     t = sentence_trace(tokens, d_model, h, seed)
-    fig, axes = _head_grid(h)
+    fig, axes = head_grid(h)
     head_heatmaps(t, tokens, axes=axes)
     fig.suptitle(f"d_model={d_model}, h={h}, d_k={t.d_k}, seq_len={seq_len}: "
                  f"weights {t.shapes['weights']}")
@@ -425,10 +390,10 @@ def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vma
         raise ValueError(f"head_change_heatmap needs a (T, d_model) array, got shape {d.shape}; "
                          "pick one batch element, e.g. delta[0]")
     owner = _head_of_column(d.shape[1], h)
-    ax = _new_ax(ax, figsize=(5, 3.5))
+    ax = new_ax(ax, figsize=(5, 3.5))
     top = vmax if vmax is not None else (float(d.max()) or 1.0)
     img = ax.imshow(d, cmap=DELTA_CMAP, vmin=0.0, vmax=top, aspect="auto", interpolation="nearest")
-    _label_axes(ax, tokens_for(d.shape[0], row_labels), None, "position", "output column")
+    label_axes(ax, tokens_for(d.shape[0], row_labels), None, "position", "output column")
     for j in np.flatnonzero(np.diff(owner)):
         ax.axvline(j + 0.5, color="black", lw=0.8)
     strip = ax.inset_axes([0.0, 1.02, 1.0, 0.08])
@@ -475,7 +440,7 @@ def flop_curves(seq_lens, projection, attention, crossover=None, ax=None):
 
     ``crossover`` (a seq_len) draws a dashed line where the two parts cost the same.
     """
-    ax = _new_ax(ax, figsize=(5.5, 3.8))
+    ax = new_ax(ax, figsize=(5.5, 3.8))
     T = np.asarray(seq_lens, dtype=float)
     ax.loglog(T, np.asarray(projection, dtype=float), "-", color=HEAD_COLORS[0], lw=2,
               label="projections  8·T·d_model²  (∝ T)")
@@ -498,7 +463,7 @@ def score_memory_bars(hs, nbytes, current_h=None, ax=None):
 
     The bar of ``current_h`` is drawn in the first head colour, the others in grey.
     """
-    ax = _new_ax(ax, figsize=(4.5, 3.5))
+    ax = new_ax(ax, figsize=(4.5, 3.5))
     mib = np.asarray(nbytes, dtype=float) / 2**20
     colors = [HEAD_COLORS[0] if h == current_h else "#bbbbbb" for h in hs]
     ax.bar([str(h) for h in hs], mib, color=colors)
@@ -516,7 +481,7 @@ def score_memory_bars(hs, nbytes, current_h=None, ax=None):
 def timing_loglog(seq_lens, seconds, slope=None, ax=None):
     """seq_lens (N,), seconds (N,) -> ax: measured times on log-log axes with slope-1 and
     slope-2 guide lines through the last point (and the fitted ``slope`` in the legend)."""
-    ax = _new_ax(ax, figsize=(5.5, 3.8))
+    ax = new_ax(ax, figsize=(5.5, 3.8))
     T, t = np.asarray(seq_lens, dtype=float), np.asarray(seconds, dtype=float)
     label = "measured" + (f" (fitted slope {slope:.2f})" if slope is not None else "")
     ax.loglog(T, t, "o-", color=HEAD_COLORS[0], lw=2, label=label)

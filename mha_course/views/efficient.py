@@ -20,7 +20,7 @@ __all__ = ["tiling_step_figure", "score_tiles", "io_bytes_curves", "measured_cur
 NAIVE_COLOR, TILED_COLOR = "tab:red", plots.HEAD_COLORS[0]
 
 
-def _new_ax(ax, figsize):
+def new_ax(ax, figsize):
     """ax, or a new one on a figure with fixed margins (faster to draw than a constrained layout)."""
     if ax is None:
         fig = plt.figure(figsize=figsize)
@@ -45,7 +45,7 @@ def score_tiles(scores, block_size: int, step: int, ax=None):
     """
     s = np.asarray(scores, dtype=float)
     T, S = s.shape
-    ax = _new_ax(ax, figsize=(6, 2.4))
+    ax = new_ax(ax, figsize=(6, 2.4))
     done = min(S, step * block_size)
     shown = np.ma.masked_where(np.broadcast_to(np.arange(S) >= done, s.shape), s)
     lim = float(np.abs(s).max()) or 1.0
@@ -128,7 +128,7 @@ def io_bytes_curves(seq_lens, d_k: int, block_rows: int, itemsize: int = 4, mark
     T = np.asarray(seq_lens, dtype=np.int64)
     naive = [naive_attention_bytes(int(t), int(t), d_k, d_k, itemsize) for t in T]
     tiled = [tiled_attention_bytes(int(t), int(t), d_k, d_k, block_rows, itemsize) for t in T]
-    ax = _new_ax(ax, figsize=(5.5, 3.6))
+    ax = new_ax(ax, figsize=(5.5, 3.6))
     ax.loglog(T, naive, "o-", color=NAIVE_COLOR, label="naive: 4·T² + 4·T·d_k numbers")
     ax.loglog(T, tiled, "s-", color=TILED_COLOR, label=f"tiled, {block_rows} query rows per block")
     if mark is not None:
@@ -146,7 +146,7 @@ def io_bytes_curves(seq_lens, d_k: int, block_rows: int, itemsize: int = 4, mark
 def measured_curves(xs, series: dict, xlabel: str, ylabel: str = "seconds (log scale)", log_x: bool = True,
                     ax=None):
     """xs, {name: values (len(xs),)} -> ax: one marked line per series, log y (and log x by default)."""
-    ax = _new_ax(ax, figsize=(5.5, 3.6))
+    ax = new_ax(ax, figsize=(5.5, 3.6))
     for i, (name, ys) in enumerate(series.items()):
         ax.plot(xs, ys, "o-", color=plots.head_color(i), label=name)
     ax.set_yscale("log")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .attention import _new_ax, attention_heatmap, head_color
+from .attention import attention_heatmap
+from .style import head_color, new_ax
 
 __all__ = ["smooth", "loss_curves", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
            "ablation_figure", "LiveLossPlot"]
@@ -29,7 +30,7 @@ def smooth(values, window: int) -> np.ndarray:
 
 def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
     """{label: losses (steps,)} -> ax: each curve smoothed over ``window`` steps, loss on a log axis."""
-    ax = _new_ax(ax, (5, 3.2))
+    ax = new_ax(ax, (5, 3.2))
     for i, (label, losses) in enumerate(curves.items()):
         ax.plot(smooth(losses, window), label=label, color=head_color(i))
     ax.set_yscale("log")
@@ -42,11 +43,13 @@ def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
     return ax
 
 
-def model_heatmaps(weights, tokens, axes=None, title: str = ""):
+def model_heatmaps(weights, tokens, axes=None, title: str = "", copy_start=None):
     """weights [(h, T, T)] * L of one sequence, tokens (T,) -> axes (L, h): one heatmap per head.
 
     Keys in the query's future (the causal mask) are grey. Tokens label the left column's
     queries and the bottom row's keys only (one label per position is plenty for the grid).
+    ``copy_start`` (a position) draws where the second copy of an induction sequence starts:
+    a line under the row of its first query and beside the column of its first key.
     """
     L, h = len(weights), weights[0].shape[0]
     if axes is None:
@@ -59,9 +62,15 @@ def model_heatmaps(weights, tokens, axes=None, title: str = ""):
             attention_heatmap(np.where(future, np.nan, w[head]), labels, labels, ax=ax, colorbar=False,
                               annotate=False)
             ax.set_title(f"{title}layer {layer + 1}, head {head}", color=head_color(head), fontsize=9)
-            ax.tick_params(labelsize=5)
+            ax.tick_params(labelsize=7, length=2, pad=1)
+            if copy_start is not None:
+                ax.axhline(copy_start - 0.5, color=COPY_COLOR, lw=1.2)
+                ax.axvline(copy_start - 0.5, color=COPY_COLOR, lw=1.2, ls="--")
             _outer_labels_only(ax, layer == L - 1, head == 0)
     return axes
+
+
+COPY_COLOR = "#d62728"  # the line that marks where the second copy starts
 
 
 def _grid(rows: int, cols: int, width: float, height: float):
@@ -80,13 +89,19 @@ def _outer_labels_only(ax, bottom: bool, left: bool) -> None:
         ax.set_ylabel("")
 
 
-def before_after_figure(before, after, tokens):
-    """weights before and after training ([(h, T, T)] * L each) -> Figure: L rows, 2h columns."""
+def before_after_figure(before, after, tokens, copy_start=None):
+    """weights before and after training ([(h, T, T)] * L each) -> Figure: L rows, 2h columns.
+
+    ``copy_start``: the position where the repeated part starts, marked in red on every heatmap.
+    """
     L, h = len(before), before[0].shape[0]
-    fig, axes = _grid(L, 2 * h, 2.6, 2.7)
-    model_heatmaps(before, tokens, axes=[row[:h] for row in axes], title="before: ")
-    model_heatmaps(after, tokens, axes=[row[h:] for row in axes], title="after: ")
+    fig, axes = _grid(L, 2 * h, 3.3, 3.3)
+    model_heatmaps(before, tokens, axes=[row[:h] for row in axes], title="before: ", copy_start=copy_start)
+    model_heatmaps(after, tokens, axes=[row[h:] for row in axes], title="after: ", copy_start=copy_start)
     fig.colorbar(axes[0][-1].images[0], ax=axes[:, -1].tolist(), fraction=0.05, label="weight")
+    if copy_start is not None:
+        fig.text(0.5, 0.01, f"red lines: the second copy starts at position {copy_start} (solid: its first query, "
+                 "dashed: its first key)", ha="center", color=COPY_COLOR, fontsize=9)
     return fig
 
 
@@ -107,10 +122,12 @@ def h_sweep_figure(results: dict, h=None):
     """run_experiments' arrays, the h to highlight -> Figure: loss curves by h, final loss against h."""
     hs, curves, final = results["h_sweep_hs"], results["h_sweep_losses"], results["h_sweep_final"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
-    for i, hh in enumerate(hs):
+    styles = ("-", "--", "-.", ":")
+    for i, hh in enumerate(hs):  # every h its own colour and dash; the chosen one drawn thick and on top
         chosen = h is None or hh == h
-        left.plot(smooth(curves[:, i].mean(0), 20), color=head_color(i) if chosen else "#cccccc",
-                  label=f"h={hh}", zorder=2 if chosen else 1)
+        left.plot(smooth(curves[:, i].mean(0), 20), color=head_color(i), ls=styles[i % len(styles)],
+                  lw=2.4 if chosen and h is not None else 1.2, alpha=1.0 if chosen else 0.75,
+                  label=f"h={hh}", zorder=3 if chosen else 2)
     left.set(yscale="log", xlabel="training step", ylabel="training loss (nats)",
              title="d_model = 32, mean of the seeds")
     left.legend(fontsize=7, ncol=2)
@@ -127,7 +144,7 @@ def h_sweep_figure(results: dict, h=None):
 
 def ablation_figure(labels, loss_increase, sharpness, ax=None):
     """(n,) labels, loss increases (nats), mean max weights -> ax: a scatter of importance vs looks."""
-    ax = _new_ax(ax, (5, 3.4))
+    ax = new_ax(ax, (5, 3.4))
     ax.scatter(sharpness, loss_increase, color="#1f77b4", zorder=3)
     for x, y, label in zip(sharpness, loss_increase, labels):
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)

@@ -9,6 +9,7 @@ Taught in 06_masks_and_cross_attention.ipynb and 07_positions_and_rope.ipynb.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
@@ -18,6 +19,7 @@ from ..masks import LeakReport, fully_masked_rows
 from ..mha import trace
 from ..positions import ROPE_LAYOUTS, rope_angles, rope_score_grid, sinusoidal_positions
 from . import attention as plots
+from . import style
 
 __all__ = ["FULLY_MASKED_COLOR", "LEAK_COLOR", "mask_heatmap", "mask_gallery", "leak_heatmap",
            "patch_grid", "patch_attention", "sinusoid_figure", "rope_layout_pairs",
@@ -74,7 +76,7 @@ def leak_heatmap(report: LeakReport, tokens=None, ax=None, title=None):
     ax = _ax(ax)
     ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=2.5, aspect="auto")
     T = moved.shape[0]
-    plots._label_axes(ax, plots.tokens_for(T, tokens), plots.tokens_for(T, tokens),
+    style.label_axes(ax, plots.tokens_for(T, tokens), plots.tokens_for(T, tokens),
                       "output position t", "replaced token s")
     ax.legend(handles=[Patch(color=cmap(1), label="moved (allowed)"), Patch(color=LEAK_COLOR, label="leak")],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
@@ -144,6 +146,9 @@ def sinusoid_figure(seq_len: int, d_model: int):
     axes[1].legend(fontsize=7, loc="lower left")
     plots.matrix_heatmap(pe @ pe.T, rows, ax=axes[2], title="PE PEᵀ: depends on the offset",
                          col_label="position", row_label="position")
+    for ax in (axes[0], axes[2]):  # features and positions are whole numbers: no 2.5, 7.5 ticks
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(f"sinusoidal_positions(seq_len={seq_len}, d_model={d_model})")
     return fig
 
@@ -217,7 +222,7 @@ def rope_heads_figure(d_model: int, h: int, seq_len: int, base: float = 10000.0,
         ax.set_axis_off()
         return fig
     t = trace(X, params, h, mask=None, rope_base=base)
-    fig, axes = plots._head_grid(h)
+    fig, axes = style.head_grid(h)
     plots.head_heatmaps(t, tokens, axes=axes)
     fig.suptitle(f"RoPE (base {base:g}) in every head: d_model={d_model}, h={h}, d_k={t.d_k}, seq_len={seq_len}")
     return fig

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from ..gqa import _kv_heads, kv_cache_table, valid_kv_heads
+from ..gqa import kv_cache_table, kv_heads, valid_kv_heads
 from ..heads import nearest_valid_h
 from ..lessons.complexity import format_bytes
 from ..views.attention import head_color
@@ -36,7 +36,7 @@ def grouping_figure(h: int, h_kv: int, ax=None):
     >>> ax = grouping_figure(8, 2); len(ax.lines)
     8
     """
-    g = h // _kv_heads(h, h_kv)  # a ValueError naming the valid h_kv
+    g = h // kv_heads(h, h_kv)  # a ValueError naming the valid h_kv
     ax = ax or plt.subplots(figsize=(6.4, 2.2))[1]
     q_x, kv_x = np.arange(h), (np.arange(h_kv) + 0.5) * g - 0.5  # each kv head centred under its group
     for i in range(h):

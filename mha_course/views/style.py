@@ -1,0 +1,52 @@
+"""The one style of the course's plots: colour maps, head colours, new axes, labelled grids.
+
+- attention weights always use ``WEIGHTS_CMAP`` on a fixed 0..1 scale, so colours mean the same
+  thing in every notebook; masked entries are drawn in ``MASKED_COLOR``;
+- other tensors (X, Q, K, V, scores) use the diverging ``VALUES_CMAP`` centred on 0;
+- head i is always drawn in ``head_color(i)``;
+- helpers take ``ax=None`` and return what they drew on; no global matplotlib state is touched.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+__all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax",
+           "label_axes", "head_grid"]
+
+WEIGHTS_CMAP = "Blues"
+VALUES_CMAP = "RdBu_r"
+MASKED_COLOR = "#d9d9d9"
+HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+
+def head_color(i: int) -> str:
+    """Head index -> its colour, the same in every plot of the course."""
+    return HEAD_COLORS[i % len(HEAD_COLORS)]
+
+
+def new_ax(ax, figsize=(4, 3.5)):
+    """ax -> ax, or a new (figsize) axes in its own constrained-layout figure when ax is None."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def label_axes(ax, rows, cols, row_label, col_label):
+    """Tick labels ``rows`` (y) and ``cols`` (x, turned 45 degrees) and the two axis labels."""
+    if rows is not None:
+        ax.set_yticks(range(len(rows)), rows)
+    if cols is not None:
+        ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
+    ax.set_ylabel(row_label)
+    ax.set_xlabel(col_label)
+
+
+def head_grid(h: int, ncols: int = 4):
+    """h -> (Figure, h axes) laid out in rows of at most ``ncols`` heatmaps."""
+    ncols = min(h, ncols)
+    nrows = -(-h // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.0 * nrows + 0.4),
+                             layout="constrained", squeeze=False)
+    for ax in axes.flat[h:]:
+        ax.set_axis_off()
+    return fig, list(axes.flat[:h])
