@@ -1,20 +1,10 @@
-"""Faster ways to compute the same attention (floor 1, numpy only).
+"""Lesson 10: attention that never forms the T x S matrix (numpy only; imports the core, never the reverse).
 
-``fast_attention`` is ``attention.scaled_dot_product_attention`` tuned for speed, with the
-same result (tests/test_efficient.py holds the two equal). ``multi_head_attention`` and
-``trace`` run on it. Three things make it fast without changing the maths:
-
-- long sequences go block by block (see ``_blocks``), so each block of scores is still
-  in cache for the softmax and the second matmul; the weights are written once, in place;
-- the row sums of the softmax come out of the second matmul, from a column of ones
-  appended to V: ``exp(scores) [V | 1] = [unnormalised out | row sums]``;
-- the row max is subtracted only when exp could overflow (see ``_exp_is_safe``).
-
-Then the ways that never form the T x S matrix (taught in 10_efficient_attention.ipynb):
-``tiled_attention`` (exact, an online softmax over key blocks: FlashAttention's idea, with
-``online_softmax_update`` as its single step and byte counts of the IO argument),
-``sliding_window_attention`` (a band of T x window scores) with the sparse patterns of
-Longformer and BigBird as masks, and ``linear_attention`` (the elu + 1 kernel, O(T)).
+Taught in 10_efficient_attention.ipynb: ``tiled_attention`` (exact, an online softmax over key
+blocks: FlashAttention's idea, with ``online_softmax_update`` as its single step and byte counts
+of the IO argument), ``sliding_window_attention`` (a band of T x window scores) with the sparse
+patterns of Longformer and BigBird as masks, and ``linear_attention`` (the elu + 1 kernel, O(T)).
+The fast sibling of the textbook attention that the core runs on is ``fast.fast_attention``.
 
 Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
 """
@@ -35,114 +25,11 @@ from . import _validate
 from .attention import check_attention_inputs
 
 __all__ = [
-    "fast_attention",
     "SoftmaxState", "online_softmax_start", "online_softmax_update", "online_softmax_result",
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
 ]
-
-# Bytes of scores handled at a time: a block small enough to stay in cache between the matmul
-# that writes it, the softmax passes over it and the matmul that reads it back.
-_BLOCK_BYTES = 16 << 20
-
-
-def fast_attention(Q, K, V, mask=None):
-    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), weights (..., T, S).
-
-    The same result as ``scaled_dot_product_attention`` (to rounding), computed in blocks,
-    in place, with the row sums from the second matmul and the row-max pass skipped when a
-    Cauchy-Schwarz bound proves that exp cannot overflow.
-
-    >>> from mha_course.attention import scaled_dot_product_attention
-    >>> rng = np.random.default_rng(0)
-    >>> Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 2))
-    >>> out, w = fast_attention(Q, K, V)
-    >>> bool(np.allclose(out, scaled_dot_product_attention(Q, K, V)[0]))
-    True
-    """
-    Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
-    return attend(Q, K, V, mask)
-
-
-def _blocks(batch: tuple, T: int, S: int, itemsize: int) -> list:
-    """(batch index, query rows) pairs covering the (*batch, T, S) scores.
-
-    Small problems are one block (every batch item at once); large ones go one batch item
-    at a time, in slices of query rows of about _BLOCK_BYTES of scores each.
-    """
-    if math.prod(batch) * T * S * itemsize <= _BLOCK_BYTES:
-        return [((), slice(0, T))]
-    rows = max(1, _BLOCK_BYTES // (S * itemsize))
-    return [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)]
-
-
-def attend(Q, K, V, mask=None, scores=None):
-    """Unchecked fast_attention: out (..., T, d_v), weights (..., T, S) of one dtype, Q's.
-
-    Q, K, V are float arrays of one dtype with broadcastable batch axes; ``mask`` a boolean
-    array broadcastable to (..., T, S) or None. ``scores``, when given, is a (..., T, S)
-    array that receives the masked scores Q K^T / sqrt(d_k) (-inf where blocked).
-    """
-    batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
-    (T, d_k), (S, d_v) = Q.shape[-2:], V.shape[-2:]
-    # scaled once, as a contiguous copy (BLAS is slow on the strided per-head views of split_heads);
-    # the scale is a scalar of Q's dtype: no float64 upcast
-    Qs = np.multiply(Q, Q.dtype.type(1.0 / math.sqrt(d_k)), order="C")
-    shift = not _exp_is_safe(Qs, K)
-    Qs = np.broadcast_to(Qs, (*batch, T, d_k))  # broadcast views: they copy nothing
-    Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
-    V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
-                        axis=-1)  # (..., S, d_v + 1): [V | 1]
-    blocked = None if mask is None else np.broadcast_to(~np.atleast_2d(mask), (*batch, T, S))
-    weights = np.empty((*batch, T, S), dtype=Q.dtype)
-    out = np.empty((*batch, T, d_v), dtype=Q.dtype)
-    for b, rows in _blocks(batch, T, S, Q.dtype.itemsize):
-        _attend_block(Qs[b][..., rows, :], Kt[b], V1[b], weights[b][..., rows, :], out[b][..., rows, :],
-                      None if blocked is None else blocked[b][..., rows, :],
-                      None if scores is None else scores[b][..., rows, :], shift)
-    return out, weights
-
-
-def _exp_is_safe(Qs: np.ndarray, K: np.ndarray) -> bool:
-    """True when no scaled score can leave [-L, L], L = half of exp's range (44 in float32).
-
-    By Cauchy-Schwarz |q . k| <= |q| |k|. Within that range exp neither overflows nor
-    underflows, so subtracting the row max (the usual guard) would not change the softmax.
-    """
-    limit = math.log(np.finfo(Qs.dtype).max) / 2
-    squared_norms = [np.einsum("...i,...i->...", a, a).max() for a in (Qs, K)]  # max |q|^2, |k|^2
-    return bool(math.sqrt(squared_norms[0] * squared_norms[1]) <= limit)  # False for inf or NaN too
-
-
-def _subtract_row_max(w: np.ndarray) -> None:
-    """w (..., r, S) -= its row maxima, in place; all-masked rows (max -inf) are left as they are."""
-    m = w.max(axis=-1, keepdims=True)
-    m[~np.isfinite(m)] = 0  # all-masked rows: keep exp(-inf - 0) = 0, avoid inf - inf
-    w -= m
-
-
-def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool) -> None:
-    """One block, written into the views ``w`` (weights), ``out`` and ``scores`` (if given).
-
-    q (..., r, d_k) already scaled, kt (..., d_k, S), v1 (..., S, d_v + 1) = [V | 1];
-    blocked (..., r, S) is True where attending is forbidden; ``shift``: subtract row maxima.
-    """
-    np.matmul(q, kt, out=w)  # (..., r, d_k) x (..., d_k, S) -> (..., r, S)
-    if blocked is not None:
-        np.copyto(w, -np.inf, where=blocked)
-    if scores is not None:
-        scores[...] = w  # the scores, kept before the softmax overwrites them
-    if shift:
-        _subtract_row_max(w)
-    np.exp(w, out=w)  # unnormalised weights
-    acc = np.matmul(w, v1)  # (..., r, S) x (..., S, d_v + 1) -> (..., r, d_v + 1)
-    total = acc[..., -1:]  # (..., r, 1): the row sums
-    total[total == 0] = 1  # all-masked rows stay all-zero
-    np.reciprocal(total, out=total)
-    w *= total
-    np.multiply(acc[..., :-1], total, out=out)
-
 
 # ---- Threads: every parallel region of this module chooses its threads once. ----
 
@@ -472,9 +359,13 @@ def naive_attention_bytes(T: int, S: int, d_k: int, d_v: int, itemsize: int = 4)
 def tiled_attention_bytes(T: int, S: int, d_k: int, d_v: int, block_rows: int, itemsize: int = 4) -> int:
     """T, S, d_k, d_v, block_rows -> bytes ``tiled_attention`` moves to and from main memory.
 
-    Each block of ``block_rows`` queries is read once and its output written once; K and V
-    are read once per query block; the tiles of scores stay in cache and never travel:
-    (T d_k + T d_v) + ceil(T / block_rows) S (d_k + d_v) numbers, no T x S term.
+    Each block of ``block_rows`` queries is read once and its output written once; the tiles of
+    scores stay in fast memory and never travel; but K and V are read once per query block:
+    (T d_k + T d_v) + ceil(T / block_rows) S (d_k + d_v) numbers. For S = T the second term is
+    still quadratic in T, divided by the block height: FlashAttention makes Theta(N^2 d^2 / M)
+    accesses to main memory against Theta(N d + N^2) for the standard algorithm, for a fast memory
+    of M numbers (Dao et al. 2022, FlashAttention, Theorem 2), and its query blocks are at most d
+    rows (B_r = min(ceil(M / 4d), d)), so on a GPU the saving is a few times, not a new order.
 
     >>> tiled_attention_bytes(1024, 1024, 64, 64, block_rows=1024) / 2**20
     1.0
