@@ -1,4 +1,4 @@
-"""Argument checks shared by the public functions (floor 0, numpy only).
+"""Argument checks shared by the public functions (numpy only).
 
 Every check raises ``ValueError`` whose message names the offending values
 and says how to fix them. The public functions call these at their boundary;

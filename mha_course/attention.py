@@ -1,4 +1,4 @@
-"""Softmax, masks and scaled dot-product attention (floor 0, numpy only).
+"""Softmax, masks and scaled dot-product attention (numpy only).
 
 Shapes: ``T`` queries, ``S`` keys, ``d_k`` query/key size, ``d_v`` value size,
 ``...`` any batch axes (for example ``(B, h)``).

@@ -1,4 +1,4 @@
-"""The backward pass of multi-head attention, stage by stage (floor 2, numpy only).
+"""The backward pass of multi-head attention, stage by stage (numpy only).
 
 Shapes: ``B`` batch, ``T`` queries, ``S`` keys, ``D = d_model``, ``h`` heads,
 ``d_k = D // h``. Every function here takes the gradient of a loss with respect to a

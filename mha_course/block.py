@@ -1,6 +1,6 @@
 """The attention block: residual connection and layer normalisation around multi-head attention.
 
-Floor 2 (it builds on mha, floor 2's base), numpy only. Shapes: ``B`` batch, ``T`` positions, ``D = d_model``, ``h`` heads.
+Floor 2 (it builds on mha), numpy only. Shapes: ``B`` batch, ``T`` positions, ``D = d_model``, ``h`` heads.
 
 - post-norm (the 2017 paper):  out = LayerNorm(x + MultiHead(x))
 - pre-norm  (GPT-2 and later): out = x + MultiHead(LayerNorm(x))

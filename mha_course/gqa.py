@@ -1,4 +1,4 @@
-"""Grouped-query attention, the KV cache and multi-head latent attention (floor 2, numpy only).
+"""Grouped-query attention, the KV cache and multi-head latent attention (numpy only).
 
 Shapes: ``B`` batch, ``T`` new queries, ``S`` keys (with a cache: every cached position),
 ``D = d_model``, ``h`` query heads, ``h_kv`` key/value heads, ``g = h // h_kv`` query heads

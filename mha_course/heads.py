@@ -1,4 +1,4 @@
-"""Splitting d_model into h heads and putting them back together (floor 0, numpy only).
+"""Splitting d_model into h heads and putting them back together (numpy only).
 
 Shapes: ``B`` batch, ``T`` positions, ``h`` heads, ``d_k = d_model // h``.
 

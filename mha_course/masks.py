@@ -1,4 +1,4 @@
-"""Masks in depth: other libraries' conventions, the mask gallery and the leak probe (floor 1, numpy only).
+"""Masks in depth: other libraries' conventions, the mask gallery and the leak probe (numpy only).
 
 Our convention (the whole course, and ``torch.nn.functional.scaled_dot_product_attention``):
 a boolean mask, **True = may attend**. Two others are common:
@@ -174,7 +174,7 @@ class LeakReport(NamedTuple):
 
 
 def leak_probe(attn_fn: Callable, T: int, *, rng: np.random.Generator, d: int = 8, mask=None,
-               batch=None, tol: float = 1e-6) -> LeakReport:
+               batch=None, tol: float = 1e-6, call: Callable | None = None) -> LeakReport:
     """attn_fn(x (T, d) or (B, T, d)) -> out (..., T, any), T -> LeakReport with moved (T, T).
 
     Runs ``attn_fn`` on random tokens, then again with token s replaced by a new random one,
@@ -182,6 +182,8 @@ def leak_probe(attn_fn: Callable, T: int, *, rng: np.random.Generator, d: int = 
     ``mask`` (T, T) bool, True = may attend, default causal: the dependencies that are allowed.
     A function that returns a tuple (out, weights) is fine: the first item is the output.
     ``batch=None`` calls it on x (T, d); ``batch=B`` on x (B, T, d), token s replaced in every row.
+    ``call(attn_fn, x)`` runs each call (default ``attn_fn(x)``); a checker passes one that
+    limits the time of a learner's function.
 
     >>> rng = np.random.default_rng(0)
     >>> from mha_course.attention import scaled_dot_product_attention as sdpa
@@ -194,13 +196,14 @@ def leak_probe(attn_fn: Callable, T: int, *, rng: np.random.Generator, d: int = 
     allowed = _allowed(mask, T)
     shape = (T, d) if batch is None else (_validate.positive_int(batch, "batch"), T, d)
     x = rng.normal(size=shape)
-    base = _run(attn_fn, x, T)
+    run = attn_fn if call is None else (lambda x_: call(attn_fn, x_))
+    base = _run(run, x, T)
     scale = tol * (1.0 + float(np.nanmax(np.abs(base), initial=0.0)))
     moved = np.zeros((T, T), dtype=bool)
     for s in range(T):
         x2 = x.copy()
         x2[..., s, :] = rng.normal(size=x2[..., s, :].shape)  # a different token at position s
-        changed = ~np.isclose(_run(attn_fn, x2, T), base, rtol=0.0, atol=scale, equal_nan=True)  # (..., T, d_out)
+        changed = ~np.isclose(_run(run, x2, T), base, rtol=0.0, atol=scale, equal_nan=True)  # (..., T, d_out)
         moved[:, s] = np.moveaxis(changed, -2, 0).reshape(T, -1).any(axis=1)
     leaks = [(int(t), int(s)) for t, s in zip(*np.nonzero(moved & ~allowed))]
     return LeakReport(moved, allowed, leaks)

@@ -1,4 +1,4 @@
-"""Where a token is: sinusoidal position encodings and rotary embeddings (floor 1, numpy only).
+"""Where a token is: sinusoidal position encodings and rotary embeddings (numpy only).
 
 Attention alone does not know the order of its tokens (shuffle them and the outputs shuffle
 the same way). Two ways to tell it:
@@ -23,8 +23,10 @@ from . import _validate
 
 __all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "rope_score_grid", "patchify", "ROPE_LAYOUTS"]
 
-# Which features form a rotated pair: (2i, 2i+1) as in the RoFormer paper, or
-# (i, i + d_k/2) as in GPT-NeoX and Llama ("rotate_half").
+# Which features form a rotated pair: (2i, 2i+1) as in the RoFormer paper and Meta's own Llama
+# code (complex numbers), or (i, i + d_k/2) as in GPT-NeoX and Hugging Face's Llama ("rotate_half",
+# whose conversion script permutes the output features of W_Q and W_K to match: the rows of a
+# PyTorch nn.Linear weight, which is (out, in); the columns of the course's W_Q, as Q = X W_Q).
 ROPE_LAYOUTS = ("interleaved", "halves")
 
 
@@ -70,7 +72,8 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
 
     Feature pair i of position t is rotated by the angle ``positions[t] * base^(-2i/d_k)``
     (see ``rope_angles``). ``layout="interleaved"`` pairs features (2i, 2i+1), as in the
-    RoFormer paper; ``layout="halves"`` pairs (i, i + d_k/2), as in GPT-NeoX and Llama.
+    RoFormer paper and in Meta's Llama code; ``layout="halves"`` pairs (i, i + d_k/2), as in
+    GPT-NeoX and Hugging Face's Llama (``rotate_half``).
     Rotations keep norms, and (R_m q) . (R_n k) depends on m - n only. Apply it to the
     queries and keys of each head (d_k = d_model // h), never to the values.
 

@@ -46,9 +46,14 @@ lesson = pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 
 
 def test_core_notebooks_present_in_order():
+    """Every core notebook is there, first, in the order the course teaches them."""
     names = [p.stem for p in LESSONS]
-    present = [n for n in CORE if n in names]
-    assert names[: len(present)] == present, f"core notebooks out of order: {names}"
+    assert names[: len(CORE)] == CORE, f"the core notebooks must open the course, in order: {CORE}; got {names}"
+
+
+def test_lessons_are_numbered_without_gaps():
+    numbers = [int(p.stem[:2]) for p in LESSONS]
+    assert numbers == list(range(len(numbers))), numbers
 
 
 @lesson
@@ -131,13 +136,53 @@ def test_first_cell_is_deterministic(path):
         assert needle in first, f"{path.name}: first code cell should contain {needle!r}"
 
 
+# The pieces a forward pass is made of: a notebook function that loops over them re-implements
+# the package's pipeline (as notebook 10's ``forward_with`` once re-implemented the model's forward).
+PIPELINE_PIECES = {"embed", "layer_params", "split_heads", "combine_heads", "multi_head_attention",
+                   "grouped_query_attention", "scaled_dot_product_attention", "apply_rope", "layer_norm",
+                   "linear", "softmax", "trace"}
+
+
+def copied_pipelines(source: str) -> list[str]:
+    """Functions defined in ``source`` that loop over three or more pieces of the package's forward pass."""
+    import ast
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        calls = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+                 for c in ast.walk(node) if isinstance(c, ast.Call)}
+        loops = any(isinstance(n, (ast.For, ast.While, ast.comprehension)) for n in ast.walk(node))
+        if loops and len(calls & PIPELINE_PIECES) >= 3:
+            found.append(node.name)
+    return found
+
+
+def test_a_copied_forward_pass_is_found():
+    copy = ("def forward_with(core, params, config, tokens):\n"
+            "    x = train.embed(params, tokens, config)\n"
+            "    for layer in range(config.n_layers):\n"
+            "        p = train.layer_params(params, config, layer)\n"
+            "        Q, K, V = (mc.split_heads(x @ W, config.h) for W in (p.W_q, p.W_k, p.W_v))\n"
+            "        x = x + mc.combine_heads(core(Q, K, V)) @ p.W_o\n"
+            "    return x @ params.unembed\n")
+    assert copied_pipelines(copy) == ["forward_with"]
+    assert copied_pipelines("def core(Q, K, V):\n    return mc.linear_attention(Q, K, V, causal=True)\n") == []
+
+
 @lesson
 def test_never_copies_the_package(path):
     public = set(mha_course.__all__)
     for c in _code_cells(path):
-        defined = re.findall(r"^\s*def (\w+)\(", _strip_solutions(_src(c)), flags=re.M)
+        src = _strip_solutions(_src(c))
+        defined = re.findall(r"^\s*def (\w+)\(", src, flags=re.M)
         copied = public.intersection(defined)
         assert not copied, f"{path.name}: redefines package functions {copied}; import them"
+        try:
+            pipelines = copied_pipelines("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            continue
+        assert not pipelines, f"{path.name}: {pipelines} re-implement the package's forward pass; call it instead"
 
 
 # ---- minutes: one source (the opening's "**Time.** About N minutes"), read by the maps ----------

@@ -1,4 +1,4 @@
-"""The explorer: one widget, four views of one forward pass (floor 6).
+"""The explorer: one widget, four views of one forward pass.
 
     from mha_course.explorer import Explorer
     Explorer()                       # in a notebook; `voila notebooks/explorer_app.ipynb` for a screen

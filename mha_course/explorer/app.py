@@ -1,4 +1,4 @@
-"""The explorer's widget: shared controls, one Trace, the modes of ``MODE_LIST`` (floor 6).
+"""The explorer's widget: shared controls, one Trace, the modes of ``MODE_LIST``.
 
 Every change computes ONE Trace (tokens -> seeded embedding -> ``mha_course.trace``); the
 modes only read it. The toggle buttons, the views, the rows of mode-only controls and the

@@ -1,4 +1,4 @@
-"""The Architecture mode: the block diagram with live shapes and parameter counts (floor 6)."""
+"""The Architecture mode: the block diagram with live shapes and parameter counts."""
 from __future__ import annotations
 
 from matplotlib.figure import Figure

@@ -1,4 +1,4 @@
-"""The explorer's live matplotlib kit: figures updated in place, drawn fast (floor 6).
+"""The explorer's live matplotlib kit: figures updated in place, drawn fast.
 
 ``View`` is the base of every mode's drawing: it builds its Figure once and ``update(scene)``
 changes its artists in place; with ``blit=True`` only the artists that change are redrawn

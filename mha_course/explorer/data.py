@@ -1,4 +1,4 @@
-"""The Data mode: the tensors themselves, heads side by side in their colours (floor 6)."""
+"""The Data mode: the tensors themselves, heads side by side in their colours."""
 from __future__ import annotations
 
 from matplotlib.figure import Figure

@@ -1,4 +1,4 @@
-"""The explorer's pure logic: what each mode shows, from the controls and the Trace (floor 6).
+"""The explorer's pure logic: what each mode shows, from the controls and the Trace.
 
 No widgets and no figures here: tokens from the sentence, the one Trace, the stage
 information, the cost ledger's rows, the side-by-side layout of heads and the timing sweep's

@@ -1,4 +1,4 @@
-"""The Performance mode: the cost ledger and a measured sweep over seq_len (floor 6).
+"""The Performance mode: the cost ledger and a measured sweep over seq_len.
 
 Its controls: a Measure sweep button and a progress bar; ``measure`` times the forward pass
 (``complexity.time_sweep``) and keeps the result as ``explorer.sweep``.

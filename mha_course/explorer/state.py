@@ -1,4 +1,4 @@
-"""The State mode: the computation one stage at a time (floor 6).
+"""The State mode: the computation one stage at a time.
 
 The stage is lit on the diagram, with its tensor, its formula and one sentence of the
 detective story, all read from the Trace and the stage table (``stages.STAGE_TABLE``).

@@ -1,4 +1,4 @@
-"""From numpy to PyTorch: our MHAParams under ``torch.nn.MultiheadAttention``'s names (floor 3, numpy only).
+"""From numpy to PyTorch: our MHAParams under ``torch.nn.MultiheadAttention``'s names (numpy only).
 
 ``nn.Linear`` stores its weight as (out_features, in_features) and computes ``x @ weight.T + bias``;
 we store W as (in, out) and compute ``x @ W + b``. So every matrix crosses the bridge transposed.
@@ -51,21 +51,52 @@ def torch_state_dict(params: MHAParams) -> dict:
     return state
 
 
-def _as_array(value, key: str) -> np.ndarray:
-    """A numpy array from a numpy array or a torch tensor (without importing torch)."""
+def _as_array(value, key: str, shape: tuple) -> np.ndarray:
+    """A numpy array of ``shape`` from a numpy array or a torch tensor (without importing torch)."""
     if hasattr(value, "detach") and hasattr(value, "numpy"):
         value = value.detach().cpu().numpy()
     array = np.asarray(value)
     if array.dtype.kind != "f":
         raise ValueError(f"state[{key!r}] has dtype {array.dtype}; expected floating-point numbers")
+    if array.shape != shape:
+        raise ValueError(f"state[{key!r}] has shape {array.shape}; expected {shape}, as in_proj_weight's "
+                         "(3·D, D) says: pass the state_dict() of one nn.MultiheadAttention(D, num_heads), unchanged")
     return array
+
+
+_NOT_CONVERTED = {
+    "bias_k": "nn.MultiheadAttention(..., add_bias_kv=True) appends a learned key and value row to every "
+              "sequence; MHAParams has no such rows: build the module without add_bias_kv",
+    "bias_v": "nn.MultiheadAttention(..., add_bias_kv=True) appends a learned key and value row to every "
+              "sequence; MHAParams has no such rows: build the module without add_bias_kv",
+    "q_proj_weight": "a module with kdim or vdim other than embed_dim keeps separate q/k/v_proj_weight "
+                     "matrices; MHAParams needs kdim = vdim = embed_dim (one in_proj_weight)",
+    "k_proj_weight": "a module with kdim or vdim other than embed_dim keeps separate q/k/v_proj_weight "
+                     "matrices; MHAParams needs kdim = vdim = embed_dim (one in_proj_weight)",
+    "v_proj_weight": "a module with kdim or vdim other than embed_dim keeps separate q/k/v_proj_weight "
+                     "matrices; MHAParams needs kdim = vdim = embed_dim (one in_proj_weight)",
+}
+
+
+def _module_state(module) -> dict:
+    """An nn.MultiheadAttention's state dict, refusing the options MHAParams cannot express."""
+    if getattr(module, "add_zero_attn", False):
+        raise ValueError("this nn.MultiheadAttention has add_zero_attn=True (a zero key and value appended to "
+                         "every sequence), which MHAParams cannot express: build it with add_zero_attn=False")
+    if getattr(module, "_qkv_same_embed_dim", True) is False:
+        raise ValueError(f"this nn.MultiheadAttention has kdim={module.kdim}, vdim={module.vdim} but "
+                         f"embed_dim={module.embed_dim}; MHAParams needs kdim = vdim = embed_dim")
+    return module.state_dict()
 
 
 def params_from_torch_state(state) -> MHAParams:
     """{"in_proj_weight": (3D, D), "out_proj.weight": (D, D), biases...} -> MHAParams (W (D, D)).
 
-    The inverse of ``torch_state_dict``; takes ``module.state_dict()`` of an
-    ``nn.MultiheadAttention`` whose query, key and value widths are all D (``kdim = vdim = D``).
+    The inverse of ``torch_state_dict``; takes an ``nn.MultiheadAttention`` or its
+    ``state_dict()``, with kdim = vdim = D. Every key is converted or refused: a module with
+    ``add_bias_kv``, ``add_zero_attn`` or other kdim/vdim, a missing or extra key, a shape that
+    is not (3D, D), (3D,), (D, D), (D,), or only one of the two biases, is a ``ValueError``
+    naming the key and the fix (never a silently different model).
 
     >>> import mha_course as mc
     >>> p = mc.init_params(6, rng=np.random.default_rng(1))
@@ -73,20 +104,38 @@ def params_from_torch_state(state) -> MHAParams:
     >>> all(np.array_equal(a, b) for a, b in zip(p, back))
     True
     """
+    if hasattr(state, "state_dict") and callable(state.state_dict):
+        state = _module_state(state)
+    if not hasattr(state, "keys") or not hasattr(state, "__getitem__"):
+        raise ValueError(f"state must be a dict (nn.MultiheadAttention(...).state_dict()), got {type(state).__name__}")
+    for key in state:
+        if key in _NOT_CONVERTED:
+            raise ValueError(f"state has {key!r}, which MHAParams cannot hold: {_NOT_CONVERTED[key]}")
+        if key not in STATE_KEYS:
+            raise ValueError(f"state has the key {key!r}, which is not one of nn.MultiheadAttention's "
+                             f"{', '.join(STATE_KEYS)}: pass module.state_dict() without other entries")
     missing = [k for k in ("in_proj_weight", "out_proj.weight") if k not in state]
     if missing:
         raise ValueError(f"state has no {missing}; pass nn.MultiheadAttention(...).state_dict() "
                          "(one with kdim = vdim = embed_dim, which stacks Q, K, V in in_proj_weight)")
-    W_in = _as_array(state["in_proj_weight"], "in_proj_weight")
-    D = W_in.shape[-1]
-    if W_in.shape != (3 * D, D):
-        raise ValueError(f"in_proj_weight has shape {W_in.shape}; expected (3·D, D) = ({3 * D}, {D})")
+    has_bias = [k for k in ("in_proj_bias", "out_proj.bias") if state.get(k) is not None]
+    if len(has_bias) == 1:
+        other = "out_proj.bias" if has_bias == ["in_proj_bias"] else "in_proj_bias"
+        raise ValueError(f"state has {has_bias[0]!r} but no {other!r}: nn.MultiheadAttention(bias=True) has "
+                         "both and bias=False neither; pass both biases, or neither")
+    W_in = state["in_proj_weight"]
+    shape = tuple(getattr(W_in, "shape", np.shape(W_in)))
+    if len(shape) != 2 or shape[0] != 3 * shape[1] or shape[1] == 0:
+        raise ValueError(f"state['in_proj_weight'] has shape {shape}; expected (3·D, D), the Q, K and V "
+                         "projections of embed_dim D stacked along the rows")
+    D = shape[1]
+    W_in = _as_array(W_in, "in_proj_weight", (3 * D, D))
     W_q, W_k, W_v = (w.T.copy() for w in np.split(W_in, 3))  # (D, D) each, as x @ W
-    W_o = _as_array(state["out_proj.weight"], "out_proj.weight").T.copy()
+    W_o = _as_array(state["out_proj.weight"], "out_proj.weight", (D, D)).T.copy()
     biases = (None,) * 4
-    if state.get("in_proj_bias") is not None:
-        b_in = _as_array(state["in_proj_bias"], "in_proj_bias")
-        b_o = _as_array(state["out_proj.bias"], "out_proj.bias").copy()
+    if has_bias:
+        b_in = _as_array(state["in_proj_bias"], "in_proj_bias", (3 * D,))
+        b_o = _as_array(state["out_proj.bias"], "out_proj.bias", (D,)).copy()
         biases = (*np.split(b_in.copy(), 3), b_o)
     return MHAParams(W_q, W_k, W_v, W_o, *biases)
 

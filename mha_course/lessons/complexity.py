@@ -1,4 +1,4 @@
-"""The cost ledger of multi-head attention: FLOPs, memory, parameters (floor 3, numpy only).
+"""The cost ledger of multi-head attention: FLOPs, memory, parameters (numpy only).
 
 One multiply-add counts as 2 FLOPs. With ``T`` queries, ``S`` keys, ``D = d_model``:
 

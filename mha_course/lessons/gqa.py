@@ -1,4 +1,4 @@
-"""Generating tokens from the trained model of notebook 08, with and without the KV cache (floor 3).
+"""Generating tokens from the trained model of notebook 08, with and without the KV cache.
 
 Shapes: ``B`` batch, ``P`` prompt tokens, ``N`` new tokens, ``V`` vocabulary, ``D = d_model``.
 

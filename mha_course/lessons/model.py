@@ -1,4 +1,4 @@
-"""A tiny attention-only transformer, trained in numpy: heads that learn (floor 3, numpy only).
+"""A tiny attention-only transformer, trained in numpy: heads that learn (numpy only).
 
 Shapes: ``B`` batch, ``T`` positions, ``V`` vocabulary, ``D = d_model``, ``h`` heads,
 ``d_k = D // h``, ``L`` layers. The model, for tokens (B, T):

@@ -1,4 +1,4 @@
-"""The course sentence as numbers, and the Q = K = V = X experiment (floor 3, numpy only).
+"""The course sentence as numbers, and the Q = K = V = X experiment (numpy only).
 
 A token becomes a row of an embedding table; in a trained model that table is learned,
 here a seeded random table stands in for it. ``identity_params`` removes the three

@@ -1,4 +1,4 @@
-"""Why scores are divided by sqrt(d_k): a small numerical experiment (floor 3, numpy only).
+"""Why scores are divided by sqrt(d_k): a small numerical experiment (numpy only).
 
 For queries and keys with independent unit-variance entries, the dot product q . k has
 variance d_k. Without the 1/sqrt(d_k) factor the scores spread out as d_k grows, the

@@ -1,4 +1,4 @@
-"""Why several heads: a query that must gather from two positions at once (floor 3, numpy only).
+"""Why several heads: a query that must gather from two positions at once (numpy only).
 
 Every token is ``x_t = [u_t | e_t | 0]``: ``content`` random features ``u_t``, then a one-hot
 position ``e_t`` of length T, then zeros up to d_model. The task: every query must return the

@@ -1,4 +1,4 @@
-"""The view of notebook 12: per-head weights beside ``nn.MultiheadAttention``'s default average (floor 4).
+"""The view of notebook 12: per-head weights beside ``nn.MultiheadAttention``'s default average.
 
 Taught in 12_from_numpy_to_pytorch.ipynb.
 """

@@ -1,4 +1,4 @@
-"""The block diagram of multi-head attention: layout and live labels (floor 4, numpy only).
+"""The block diagram of multi-head attention: layout and live labels (numpy only).
 
 The diagram reads left to right, the way the data flows::
 

@@ -1,4 +1,4 @@
-"""The views of 10_efficient_attention (floor 4): the tile-by-tile step-through, bytes moved, curves.
+"""The views of 10_efficient_attention: the tile-by-tile step-through, bytes moved, curves.
 
 Each helper draws what the package computes (``efficient.tiled_attention_steps``, the byte
 counts ``efficient.naive_attention_bytes`` / ``tiled_attention_bytes``) and never recomputes

@@ -1,4 +1,4 @@
-"""Views of notebook 08: loss curves, heads before and after training, the h sweep, ablations (floor 4).
+"""Views of notebook 08: loss curves, heads before and after training, the h sweep, ablations.
 
 Each helper takes ``ax=None`` (or ``axes``) and returns what it drew on; weights use the
 course's one colour map (``plots.WEIGHTS_CMAP``, via ``plots.attention_heatmap``); keys a

@@ -1,4 +1,4 @@
-"""Views of masks, leaks, image patches, position encodings and RoPE (floor 4, matplotlib).
+"""Views of masks, leaks, image patches, position encodings and RoPE (matplotlib).
 
 The same conventions as ``mha_course.plots``: attention weights use ``plots.WEIGHTS_CMAP``
 on a fixed 0..1 scale, forbidden entries are ``plots.MASKED_COLOR``; helpers take

@@ -1,4 +1,4 @@
-"""The one stage table: what every view says and draws for each stage (floor 3, plain data).
+"""The one stage table: what every view says and draws for each stage (plain data).
 
 ``mha.STAGES`` names the stages of the forward pass, in the order it records them, with
 their symbolic shapes. ``STAGE_TABLE`` holds, for each of those names, everything the views
