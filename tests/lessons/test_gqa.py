@@ -169,7 +169,7 @@ def test_benchmark_prints_its_command_and_table(capsys):
     """benchmarks/bench_decode.py on tiny positions: the command line, then one row per position."""
     import runpy
     from pathlib import Path
-    bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "bench_decode.py"))
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "bench_decode.py"))
     assert bench["main"](["--positions", "8", "16", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("$ python benchmarks/bench_decode.py --positions 8 16 --repeats 1")

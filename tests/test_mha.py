@@ -1,0 +1,83 @@
+"""mha.py: multi-head attention as the formula says, its Trace, and the fast sibling it runs on."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha_course as mc
+from mha_course import fast
+from mha_course.mha import linear, rope_heads
+
+
+def by_hand(x, p, h, mask=None, context=None):
+    """concat_i(softmax(Q_i K_i^T / sqrt(d_k)) V_i) W_o, one head at a time, with loops."""
+    ctx = x if context is None else context
+    D = x.shape[-1]
+    d_k = D // h
+    Q, K, V = x @ p.W_q, ctx @ p.W_k, ctx @ p.W_v
+    heads = []
+    for i in range(h):
+        cols = slice(i * d_k, (i + 1) * d_k)
+        s = Q[..., cols] @ np.swapaxes(K[..., cols], -1, -2) / math.sqrt(d_k)
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        heads.append(mc.softmax(s) @ V[..., cols])
+    return np.concatenate(heads, axis=-1) @ p.W_o
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([(8, 1), (8, 2), (8, 4), (12, 3), (6, 6)]), st.integers(1, 5), st.integers(1, 5),
+       st.booleans(), st.integers(0, 999))
+def test_multi_head_attention_is_the_formula(sizes, T, S, cross, seed):
+    D, h = sizes
+    rng = np.random.default_rng(seed)
+    p = mc.init_params(D, rng=rng)
+    x = rng.normal(size=(2, T, D))
+    context = rng.normal(size=(2, S, D)) if cross else None
+    mask = None if cross else mc.causal_mask(T)
+    out, w = mc.multi_head_attention(x, p, h, mask=mask, context=context)
+    assert np.allclose(out, by_hand(x, p, h, mask, context), atol=1e-12)
+    assert w.shape == (2, h, T, S if cross else T)
+
+
+def test_the_trace_records_every_stage_of_the_same_computation():
+    rng = np.random.default_rng(0)
+    p, x = mc.init_params(8, rng=rng, bias=True), rng.normal(size=(1, 4, 8))
+    t = mc.trace(x, p, 2, mask=mc.causal_mask(4))
+    assert t.names == ["X", "Q", "K", "V", "Q_heads", "K_heads", "V_heads", "scores", "weights",
+                       "head_outputs", "concat", "output"]
+    assert np.allclose(t["Q"], x @ p.W_q + p.b_q) and np.isneginf(t["scores"][0, 0, 0, 1])
+    assert np.allclose(t.output, mc.multi_head_attention(x, p, 2, mask=mc.causal_mask(4))[0], atol=1e-14)
+
+
+def test_multi_head_attention_takes_the_fast_path(monkeypatch):
+    """The core runs on fast.attend (a spy on its block function sees every call); trace does not."""
+    calls = []
+    real = fast._attend_block
+    monkeypatch.setattr(fast, "_attend_block", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(1)
+    p, x = mc.init_params(8, rng=rng), rng.normal(size=(2, 3, 8))
+    mc.multi_head_attention(x, p, 4)
+    assert calls, "multi_head_attention did not run the fast sibling"
+    calls.clear()
+    mc.trace(x, p, 4)
+    assert not calls, "trace should run the textbook attention"
+
+
+def test_linear_and_rope_heads():
+    x, W, b = np.ones((2, 3)), np.arange(6.0).reshape(3, 2), np.array([1.0, -1.0])
+    assert np.array_equal(linear(x, W), x @ W) and np.array_equal(linear(x, W, b), x @ W + b)
+    heads = np.random.default_rng(0).normal(size=(1, 2, 5, 4))
+    assert rope_heads(heads, None) is heads
+    assert np.allclose(rope_heads(heads, 100.0, start=3), mc.apply_rope(heads, np.arange(3, 8), base=100.0))
+
+
+def test_the_parameters_do_not_depend_on_h():
+    p = mc.init_params(12, rng=np.random.default_rng(0), bias=True)
+    assert mc.count_params(p) == 4 * 12 * 12 + 4 * 12
+    for h in mc.valid_heads(12):
+        assert mc.multi_head_attention(np.ones((1, 2, 12)), p, h)[1].shape == (1, h, 2, 2)
+    with pytest.raises(ValueError, match="valid h: 1, 2, 3, 4, 6, 12"):
+        mc.multi_head_attention(np.ones((1, 2, 12)), p, 5)

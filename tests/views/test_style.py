@@ -1,0 +1,32 @@
+"""views/style.py: one colour map for weights, one colour per head, axes made only when asked."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from mha_course.views import style  # noqa: E402
+
+
+def test_head_colours_are_stable_and_cycle():
+    assert style.head_color(0) == style.HEAD_COLORS[0]
+    assert style.head_color(len(style.HEAD_COLORS)) == style.head_color(0)
+    assert len(set(style.HEAD_COLORS)) == len(style.HEAD_COLORS)
+
+
+def test_new_ax_reuses_the_axes_it_is_given_and_leaves_global_state_alone():
+    before = dict(plt.rcParams)
+    fig, ax = plt.subplots()
+    assert style.new_ax(ax) is ax
+    made = style.new_ax(None, figsize=(2, 1))
+    assert made is not ax and tuple(made.figure.get_size_inches()) == (2.0, 1.0)
+    assert dict(plt.rcParams) == before
+    plt.close("all")
+
+
+def test_head_grid_and_labels():
+    fig, axes = style.head_grid(5, ncols=4)
+    assert len(axes) == 5 and sum(a.axison for a in fig.axes) == 5  # the 3 spare cells are switched off
+    style.label_axes(axes[0], ["a", "b"], ["x", "y", "z"], "query", "key")
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["x", "y", "z"]
+    assert axes[0].get_ylabel() == "query" and axes[0].get_xlabel() == "key"
+    plt.close("all")
