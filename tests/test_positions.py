@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import require_torch
-from mha_course.positions import ROPE_LAYOUTS, rope_angles
+from mha_course.positions import ROPE_LAYOUTS, apply_rope, rope_angles, rope_score_grid
 from test_properties import PROFILE
 
 LAYOUTS = st.sampled_from(ROPE_LAYOUTS)
@@ -199,3 +199,36 @@ def test_patchify_cuts_row_by_row_and_keeps_each_patch_whole():
     np.testing.assert_array_equal(tokens[4], image[2:4, 2:4].ravel())  # patch row 1, column 1
     with pytest.raises(ValueError, match="divisible by patch=4"):
         mc.positions.patchify(image, 4)
+
+
+def test_the_layout_fix_permutes_the_output_features_of_w_q_columns_here_rows_in_pytorch():
+    """Notebook 07, cell 36 and Q3: with Q = X W_Q the fix permutes the columns of W_Q (its output
+    features); a PyTorch nn.Linear weight is (out, in), so there it is the rows."""
+    rng = np.random.default_rng(36)
+    x, W_q, W_k = rng.normal(size=(7, 12)), rng.normal(size=(12, 8)), rng.normal(size=(12, 8))
+    p = np.stack([np.arange(4), np.arange(4) + 4], axis=-1).ravel()   # [0, 4, 1, 5, 2, 6, 3, 7]
+    to_halves = np.argsort(p)
+    pos = np.arange(7)
+    made_for_interleaved = apply_rope(x @ W_q, pos, layout="interleaved") @ apply_rope(x @ W_k, pos).T
+    converted = apply_rope(x @ W_q[:, to_halves], pos, layout="halves") @ \
+        apply_rope(x @ W_k[:, to_halves], pos, layout="halves").T
+    assert np.allclose(converted, made_for_interleaved)
+    W_q_torch = W_q.T                                                  # nn.Linear.weight: (out, in)
+    assert np.allclose(x @ W_q_torch[to_halves].T, x @ W_q[:, to_halves])
+
+
+def test_a_layout_mismatch_scrambles_the_offset_profile_it_does_not_shift_it():
+    """Notebook 07 Q3: in either layout the score depends on m - n only, but the profile over offsets
+    of weights made for one layout, run in the other, is no shift of the right profile."""
+    k = np.array([2.0, 1.0, 1.5, 1.0, 1.0, 0.5, 0.5, 0.5])
+    q = apply_rope(k[None], [-3], layout="interleaved")[0]
+
+    def profile(layout):
+        grid = rope_score_grid(q, k, 16, layout=layout)                 # (m, n)
+        assert all(np.ptp(np.diag(grid, -o)) < 1e-9 for o in range(8))  # relative in both layouts
+        return np.array([grid[15, 15 - o] for o in range(12)])          # score at offset o = m - n
+    right, wrong = profile("interleaved"), profile("halves")
+    assert right.argmax() == 3
+    for shift in range(-4, 5):
+        lo, hi = max(0, -shift), min(12, 12 - shift)
+        assert not np.allclose(wrong[lo:hi], right[lo + shift:hi + shift], atol=1e-3), shift

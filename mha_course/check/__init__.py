@@ -27,9 +27,9 @@ from .bridge import torch_attention, torch_attn_mask, torch_state_dict
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
 from .efficient import linear_attention, online_softmax_update, sliding_window_mask
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
-from .gqa import kv_append, kv_bytes_per_token, offset_causal_mask
+from .gqa import kv_append, kv_bytes_per_token, kv_head_index, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
-from .masks import causal_self_attention, document_mask, mask_as
+from .masks import causal_self_attention, cross_attention, document_mask, mask_as
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
 from .misconceptions import head_params, score_std, work_growth
 from .positions import apply_rope, rope_scores, sinusoidal_positions
@@ -44,7 +44,7 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "project_qkv", "qkv_param_count", "no_projection_weights", "layer_norm",
            "flops", "crossover_seq_len", "score_bytes", "max_seq_len",
            "stage_shapes", "cross_attention_shapes", "gather_output_projection",
-           "kv_append", "offset_causal_mask", "kv_bytes_per_token",
+           "kv_append", "offset_causal_mask", "kv_bytes_per_token", "kv_head_index", "cross_attention",
            "softmax_backward", "scale_backward", "split_heads_backward", "matmul_backward",
            "shared_input_backward", "adam_step",
            "torch_state_dict", "torch_attn_mask", "torch_attention",

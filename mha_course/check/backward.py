@@ -4,7 +4,9 @@
 ``shared_input_backward`` (K and V read the same input) and ``adam_step``. The cases vary every
 size (and d_k, h, the step number); the mistakes are the ones learners make: the softmax
 Jacobian applied as if it were diagonal, the missing transpose in a matmul gradient, the
-gradients of a shared K and V not summed, Adam without bias correction.
+gradients of a shared K and V not summed, Adam without bias correction (whose early steps
+are too large, not too small), eps inside the square root. A scale nobody catalogued is named
+in symbols (sqrt(d_k), d_k, 2); a wrong head of the split backward is named by head.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ..backward import split_heads_backward as _split_heads_backward
 from ..lessons.model import AdamState
 from ..lessons.model import adam_step as _adam_step
 from .engine import Case, Exercise, Mistake
+from .masks import call_timed, check_with_closer_look
 
 __all__ = ["softmax_backward", "scale_backward", "split_heads_backward", "matmul_backward",
            "shared_input_backward", "adam_step", "SOFTMAX_BACKWARD", "SCALE_BACKWARD",
@@ -41,7 +44,7 @@ def _weights(rng, shape, masked=False):
 
 def _softmax_cases():
     rng = np.random.default_rng(20240801)
-    shapes = [((4,), False), ((3, 5), False), ((2, 3, 6), True), ((2, 2, 4, 3), True)]
+    shapes = [((4,), False), ((3, 5), False), ((5, 5), False), ((2, 3, 6), True), ((2, 2, 4, 3), True), ((6, 2), False)]
     return [Case((_weights(rng, s, m), rng.normal(size=s)), f"weights {s}" + (", masked" if m else ""))
             for s, m in shapes]
 
@@ -58,6 +61,19 @@ _SOFTMAX_MISTAKES = (
     Mistake("the weighted sum is not kept as a column (keepdims missing), so it broadcasts along the wrong axis",
             "(p * g).sum(axis=-1, keepdims=True) has shape (..., 1)",
             lambda p, g: p * (g - (p * g).sum(-1))),
+    Mistake("the weighted sum taken over the wrong axis (axis=-2, the queries): each row must subtract its own",
+            "(p * g).sum(axis=-1, keepdims=True): the sum runs over the keys of one row",
+            lambda p, g: p * (g - (p * g).sum(-2, keepdims=True)) if np.ndim(p) > 1 else p * (g - (p * g).sum())),
+    Mistake("the weighted sum taken over every axis at once ((p * g).sum() without an axis)",
+            "(p * g).sum(axis=-1, keepdims=True): one sum per row", lambda p, g: p * (g - (p * g).sum())),
+    Mistake("the weighted mean instead of the weighted sum", "(p * g).sum(axis=-1, keepdims=True), not .mean",
+            lambda p, g: p * (g - (p * g).mean(-1, keepdims=True))),
+    Mistake("the leading p is missing: g - (p * g).sum(...), the Jacobian's p_i factor dropped",
+            "multiply by p: p * (g - (p * g).sum(-1, keepdims=True))",
+            lambda p, g: g - (p * g).sum(-1, keepdims=True)),
+    Mistake("the sign flipped: p * ((p * g).sum(...) - g), the Jacobian taken as p pᵀ - diag(p)",
+            "J = diag(p) - p pᵀ, so grad = p * (g - (p * g).sum(-1, keepdims=True))",
+            lambda p, g: p * ((p * g).sum(-1, keepdims=True) - g)),
 )
 SOFTMAX_BACKWARD = Exercise("softmax_backward", _softmax_backward, _softmax_cases, _SOFTMAX_MISTAKES)
 
@@ -67,10 +83,10 @@ def softmax_backward(fn) -> bool:
 
     >>> import mha_course.backward as bw
     >>> softmax_backward(bw.softmax_backward)
-    ✔ softmax_backward: all 4 cases match
+    ✔ softmax_backward: all 6 cases match
     True
     """
-    return SOFTMAX_BACKWARD.check(fn)
+    return check_with_closer_look(SOFTMAX_BACKWARD, fn, _softmax_closer_look)
 
 
 # ---------------------------------------------------------------------------------------
@@ -80,7 +96,8 @@ def softmax_backward(fn) -> bool:
 def _scale_cases():
     rng = np.random.default_rng(20240802)
     return [Case((rng.normal(size=s), d_k), f"d_k={d_k}") for s, d_k in (((3, 4), 4), ((2, 5, 5), 16),
-                                                                          ((4,), 9), ((2, 3, 2, 2), 64))]
+                                                                          ((4,), 9), ((2, 3, 2, 2), 64),
+                                                                          ((3, 1), 2), ((2, 7), 25))]
 
 
 _SCALE_MISTAKES = (
@@ -89,6 +106,13 @@ _SCALE_MISTAKES = (
     Mistake("divided by d_k instead of sqrt(d_k)", "grad_scaled / np.sqrt(d_k)", lambda g, d_k: g / d_k),
     Mistake("the gradient passed through unscaled", "a constant factor in the forward pass is the same "
             "factor in the backward pass: grad_scaled / np.sqrt(d_k)", lambda g, d_k: g + 0.0),
+    Mistake("d_k ** -1/2 is (d_k ** -1) / 2 = 1 / (2 d_k): the power binds before the division",
+            "d_k ** -0.5, or 1 / np.sqrt(d_k)", lambda g, d_k: g * d_k ** -1 / 2),
+    Mistake("divided by 2 sqrt(d_k): the derivative of sqrt taken, but d_k is a constant, not the variable",
+            "scores = raw / sqrt(d_k) is linear in raw: grad_raw = grad_scores / np.sqrt(d_k)",
+            lambda g, d_k: g / (2 * math.sqrt(d_k))),
+    Mistake("the sign flipped: -grad / sqrt(d_k)", "dividing by a positive constant keeps the sign: "
+            "grad_scores / np.sqrt(d_k)", lambda g, d_k: -g / math.sqrt(d_k)),
 )
 SCALE_BACKWARD = Exercise("scale_backward", _scale_backward, _scale_cases, _SCALE_MISTAKES)
 
@@ -98,10 +122,10 @@ def scale_backward(fn) -> bool:
 
     >>> import mha_course.backward as bw
     >>> scale_backward(bw.scale_backward)
-    ✔ scale_backward: all 4 cases match
+    ✔ scale_backward: all 6 cases match
     True
     """
-    return SCALE_BACKWARD.check(fn)
+    return check_with_closer_look(SCALE_BACKWARD, fn, _scale_closer_look)
 
 
 # ---------------------------------------------------------------------------------------
@@ -111,7 +135,8 @@ def scale_backward(fn) -> bool:
 def _split_backward_cases():
     rng = np.random.default_rng(20240803)
     return [Case((rng.normal(size=s),), f"(B, h, T, d_k) = {s}") for s in ((2, 3, 5, 4), (1, 2, 3, 6),
-                                                                             (3, 4, 2, 2), (2, 6, 4, 3))]
+                                                                             (3, 4, 2, 2), (2, 6, 4, 3),
+                                                                             (1, 5, 5, 5), (2, 2, 7, 1))]
 
 
 def _no_transpose(g):
@@ -130,6 +155,15 @@ _SPLIT_BACKWARD_MISTAKES = (
             _no_transpose),
     Mistake("transposed to (B, T, d_k, h) before the reshape: head i's gradient lands in every h-th "
             "feature, not in its own slice", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)", _dk_major),
+    Mistake("summed over the heads (B, T, d_k): each head's gradient belongs to its own d_k features, "
+            "side by side, not added up", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): concatenate, don't add",
+            lambda g: g.sum(axis=1)),
+    Mistake("averaged over the heads (B, T, d_k)", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): concatenate",
+            lambda g: g.mean(axis=1)),
+    Mistake("the head axis moved back but not merged: (B, T, h, d_k)", "reshape to (B, T, h * d_k) after the transpose",
+            lambda g: g.transpose(0, 2, 1, 3)),
+    Mistake("the heads concatenated in reverse order (head h-1 first)",
+            "head i's gradient goes to features i·d_k .. (i+1)·d_k - 1", lambda g: _split_heads_backward(g[:, ::-1])),
 )
 SPLIT_HEADS_BACKWARD = Exercise("split_heads_backward", _split_heads_backward, _split_backward_cases,
                                 _SPLIT_BACKWARD_MISTAKES)
@@ -140,10 +174,10 @@ def split_heads_backward(fn) -> bool:
 
     >>> import mha_course.backward as bw
     >>> split_heads_backward(bw.split_heads_backward)
-    ✔ split_heads_backward: all 4 cases match
+    ✔ split_heads_backward: all 6 cases match
     True
     """
-    return SPLIT_HEADS_BACKWARD.check(fn)
+    return check_with_closer_look(SPLIT_HEADS_BACKWARD, fn, _split_closer_look)
 
 
 # ---------------------------------------------------------------------------------------
@@ -152,7 +186,7 @@ def split_heads_backward(fn) -> bool:
 
 def _matmul_cases():
     rng = np.random.default_rng(20240804)
-    sizes = ((3, 4, 5), (3, 3, 5), (4, 2, 2), (2, 6, 3))  # (N, K, M): K == N in one, K == M in another
+    sizes = ((3, 4, 5), (3, 3, 5), (4, 2, 2), (2, 6, 3), (5, 3, 5), (4, 4, 4))  # (N, K, M): K == N, K == M, N == M
     return [Case((rng.normal(size=(n, k)), rng.normal(size=(k, m)), rng.normal(size=(n, m))),
                  f"a ({n}, {k}) @ b ({k}, {m})") for n, k, m in sizes]
 
@@ -167,6 +201,12 @@ _MATMUL_MISTAKES = (
             _FIX_MATMUL, lambda a, b, g: (g @ b.T, g.T @ a)),
     Mistake("the two gradients returned in the wrong order (grad_b, grad_a)", "return grad_a, grad_b",
             lambda a, b, g: (a.T @ g, g @ b.T)),
+    Mistake("grad_a = b @ grad_out.T, which is grad_a transposed (K, N)", _FIX_MATMUL,
+            lambda a, b, g: (b @ g.T, a.T @ g)),
+    Mistake("both gradients transposed: (b @ grad_out.T, grad_out.T @ a)", _FIX_MATMUL,
+            lambda a, b, g: (b @ g.T, g.T @ a)),
+    Mistake("both gradients negated: the minus sign belongs to the update step, not to the gradient",
+            "grad_a = grad_out @ b.T, grad_b = a.T @ grad_out (no minus)", lambda a, b, g: (-(g @ b.T), -(a.T @ g))),
 )
 MATMUL_BACKWARD = Exercise("matmul_backward", lambda a, b, g: _matmul_backward(a, b, g), _matmul_cases,
                            _MATMUL_MISTAKES, outputs=("grad_a", "grad_b"))
@@ -177,10 +217,10 @@ def matmul_backward(fn) -> bool:
 
     >>> import mha_course.backward as bw
     >>> matmul_backward(bw.matmul_backward)
-    ✔ matmul_backward: all 4 cases match
+    ✔ matmul_backward: all 6 cases match
     True
     """
-    return MATMUL_BACKWARD.check(fn)
+    return check_with_closer_look(MATMUL_BACKWARD, fn, _matmul_closer_look)
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,9 +234,9 @@ def _shared_reference(c, W_k, W_v, grad_K, grad_V):
 def _shared_cases():
     rng = np.random.default_rng(20240805)
     out = []
-    for B, S, D in ((2, 3, 4), (1, 5, 6), (3, 2, 8), (2, 4, 2)):
-        out.append(Case((rng.normal(size=(B, S, D)), rng.normal(size=(D, D)), rng.normal(size=(D, D)),
-                         rng.normal(size=(B, S, D)), rng.normal(size=(B, S, D))), f"B={B}, S={S}, D={D}"))
+    for B, S, D, d in ((2, 3, 4, 4), (1, 5, 6, 6), (3, 2, 8, 8), (2, 4, 2, 2), (2, 3, 6, 4)):
+        out.append(Case((rng.normal(size=(B, S, D)), rng.normal(size=(D, d)), rng.normal(size=(D, d)),
+                         rng.normal(size=(B, S, d)), rng.normal(size=(B, S, d))), f"B={B}, S={S}, D={D}, d_k={d}"))
     return out
 
 
@@ -210,18 +250,24 @@ _SHARED_MISTAKES = (
             lambda c, W_k, W_v, gK, gV: (gK @ W_k.T + gV @ W_v.T) / 2),
     Mistake("a missing transpose of W_k and W_v (grad_K @ W_k)", _FIX_SHARED,
             lambda c, W_k, W_v, gK, gV: gK @ W_k + gV @ W_v),
+    Mistake("a missing transpose of W_v only (grad_V @ W_v)", _FIX_SHARED,
+            lambda c, W_k, W_v, gK, gV: gK @ W_k.T + gV @ W_v),
+    Mistake("W_k and W_v swapped: grad_K @ W_v.T + grad_V @ W_k.T", "each gradient goes back through its own "
+            "matrix: grad_K with W_k, grad_V with W_v", lambda c, W_k, W_v, gK, gV: gK @ W_v.T + gV @ W_k.T),
+    Mistake("the two paths subtracted instead of added", _FIX_SHARED,
+            lambda c, W_k, W_v, gK, gV: gK @ W_k.T - gV @ W_v.T),
 )
 SHARED_INPUT_BACKWARD = Exercise("shared_input_backward", _shared_reference, _shared_cases, _SHARED_MISTAKES)
 
 
 def shared_input_backward(fn) -> bool:
-    """Check ``fn(c, W_k, W_v, grad_K, grad_V)``: -> grad_c (B, S, D), for K = c W_k, V = c W_v.
+    """Check ``fn(c, W_k, W_v, grad_K, grad_V)``: -> grad_c (B, S, D), for K = c W_k, V = c W_v (W (D, d_k)).
 
     >>> shared_input_backward(lambda c, W_k, W_v, gK, gV: gK @ W_k.T + gV @ W_v.T)
-    ✔ shared_input_backward: all 4 cases match
+    ✔ shared_input_backward: all 5 cases match
     True
     """
-    return SHARED_INPUT_BACKWARD.check(fn)
+    return check_with_closer_look(SHARED_INPUT_BACKWARD, fn, _shared_closer_look)
 
 
 # ---------------------------------------------------------------------------------------
@@ -237,29 +283,61 @@ def _adam_reference(p, g, m, v, t, lr):
 def _adam_cases():
     rng = np.random.default_rng(20240806)
     out = []
-    for shape, t, lr in (((3,), 1, 0.1), ((2, 4), 2, 0.01), ((5,), 10, 0.001), ((3, 3), 100, 0.05)):
-        m, v = rng.normal(size=shape) * 0.1 * (t > 1), rng.random(shape) * 0.01 * (t > 1)
-        out.append(Case((rng.normal(size=shape), rng.normal(size=shape), m, v, t, lr), f"step t={t}, lr={lr}"))
+    for shape, t, lr, g_scale in (((3,), 1, 0.1, 1.0), ((2, 4), 2, 0.01, 1.0), ((5,), 10, 0.001, 1.0),
+                                  ((3, 3), 100, 0.05, 1.0), ((4,), 1, 0.2, 1e-6), ((2, 3), 3, 0.02, 1e-5)):
+        m, v = rng.normal(size=shape) * 0.1 * (t > 1) * g_scale, rng.random(shape) * 0.01 * (t > 1) * g_scale ** 2
+        note = f"step t={t}, lr={lr}" + (f", tiny gradients (|g| ~ {g_scale:g}, so v is tiny)" if g_scale < 1 else "")
+        out.append(Case((rng.normal(size=shape), g_scale * rng.normal(size=shape), m, v, t, lr), note))
     return out
 
 
-def _adam_variant(p, g, m, v, t, lr, correct=True, sgd=False, no_sqrt=False, b1=0.9, b2=0.999):
-    m = b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * g * g
-    m_hat, v_hat = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if correct else (m, v)
-    step = g if sgd else m_hat / ((v_hat if no_sqrt else np.sqrt(v_hat)) + 1e-8)
-    return p - lr * step, m, v
+def _adam_variant(p, g, m, v, t, lr, correct_m=True, correct_v=True, sgd=False, no_sqrt=False, b1=0.9, b2=0.999,
+                  t_shift=0, eps_inside=False, abs_v=False, m_weights_swapped=False, ascend=False,
+                  return_hats=False):
+    """One Adam step with the chosen slips (see the catalogue); the defaults are the right step."""
+    m = (1 - b1) * m + b1 * g if m_weights_swapped else b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * (np.abs(g) if abs_v else g * g)
+    tc = t + t_shift
+    m_hat = m / (1 - b1 ** tc) if correct_m else m
+    v_hat = v / (1 - b2 ** tc) if correct_v else v
+    denom = np.sqrt(v_hat + 1e-8) if eps_inside else (v_hat if no_sqrt else np.sqrt(v_hat)) + 1e-8
+    step = g if sgd else m_hat / denom
+    new_p = p + lr * step if ascend else p - lr * step
+    return (new_p, m_hat, v_hat) if return_hats else (new_p, m, v)
+
+
+def _adam_mistake(name, fix, **how):
+    return Mistake(name, fix, lambda *a: _adam_variant(*a, **how))
 
 
 _FIX_ADAM = "m_hat = m / (1 - b1 ** t), v_hat = v / (1 - b2 ** t); p - lr * m_hat / (np.sqrt(v_hat) + eps)"
 _ADAM_MISTAKES = (
-    Mistake("Adam without bias correction: early steps are far too small (m and v start at 0)",
-            _FIX_ADAM, lambda *a: _adam_variant(*a, correct=False)),
-    Mistake("v_hat used without its square root", _FIX_ADAM, lambda *a: _adam_variant(*a, no_sqrt=True)),
-    Mistake("plain gradient descent (p - lr * g): the moments are computed but not used", _FIX_ADAM,
-            lambda *a: _adam_variant(*a, sgd=True)),
-    Mistake("b1 and b2 swapped (m decays with 0.999, v with 0.9)", "m uses b1 = 0.9, v uses b2 = 0.999",
-            lambda *a: _adam_variant(*a, b1=0.999, b2=0.9)),
+    _adam_mistake("Adam without bias correction: the early steps are far too LARGE (about 3.2·lr at step 1: "
+                  "m = 0.1 g but v = 0.001 g², so m / sqrt(v) = 0.1 / sqrt(0.001) = 3.2)",
+                  _FIX_ADAM, correct_m=False, correct_v=False),
+    _adam_mistake("only m is bias-corrected: v is still biased towards 0, so the early steps are too large",
+                  _FIX_ADAM, correct_v=False),
+    _adam_mistake("only v is bias-corrected: m is still biased towards 0, so the early steps are too small",
+                  _FIX_ADAM, correct_m=False),
+    _adam_mistake("t off by one in the bias correction (t - 1: at the first step 1 - b ** 0 = 0, a division by zero)",
+                  "t is the number of this step, 1 for the first: use b1 ** t and b2 ** t", t_shift=-1),
+    _adam_mistake("t off by one in the bias correction (t + 1)",
+                  "t is the number of this step, 1 for the first: use b1 ** t and b2 ** t", t_shift=1),
+    _adam_mistake("eps inside the square root: np.sqrt(v_hat + eps) instead of np.sqrt(v_hat) + eps "
+                  "(it matters when v is tiny)", _FIX_ADAM, eps_inside=True),
+    _adam_mistake("v_hat used without its square root", _FIX_ADAM, no_sqrt=True),
+    _adam_mistake("|g| instead of g² in v: v is the running mean of the squared gradient",
+                  "v = b2 * v + (1 - b2) * g ** 2", abs_v=True),
+    _adam_mistake("m's two weights swapped: 0.1·m + 0.9·g instead of 0.9·m + 0.1·g",
+                  "m = b1 * m + (1 - b1) * g: b1 = 0.9 keeps the old mean", m_weights_swapped=True),
+    _adam_mistake("plain gradient descent (p - lr * g): the moments are computed but not used", _FIX_ADAM, sgd=True),
+    _adam_mistake("b1 and b2 swapped (m decays with 0.999, v with 0.9)", "m uses b1 = 0.9, v uses b2 = 0.999",
+                  b1=0.999, b2=0.9),
+    _adam_mistake("the step goes uphill: p + lr * ... instead of p - lr * ...", "subtract the step: p - lr * ...",
+                  ascend=True),
+    _adam_mistake("the bias-corrected m_hat and v_hat returned as the new state: the next step would correct "
+                  "them again", "keep m and v uncorrected in the state; m_hat and v_hat are only for this step",
+                  return_hats=True),
 )
 ADAM_STEP = Exercise("adam_step", _adam_reference, _adam_cases, _ADAM_MISTAKES, outputs=("p", "m", "v"))
 
@@ -268,7 +346,97 @@ def adam_step(fn) -> bool:
     """Check ``fn(p, g, m, v, t, lr)`` -> (p, m, v): one Adam step (b1=0.9, b2=0.999, eps=1e-8), t >= 1.
 
     >>> adam_step(_adam_reference)
-    ✔ adam_step: all 4 cases match
+    ✔ adam_step: all 6 cases match
     True
     """
-    return ADAM_STEP.check(fn)
+    return check_with_closer_look(ADAM_STEP, fn, _adam_closer_look)
+
+
+# ---------------------------------------------------------------------------------------
+# closer looks for mistakes nobody catalogued, in each exercise's terms
+# ---------------------------------------------------------------------------------------
+
+def _factor_in_symbols(f, d_k) -> str:
+    """A number f as a simple expression in d_k ('' if none fits)."""
+    r = math.sqrt(d_k)
+    names = {"1": 1.0, "-1": -1.0, "sqrt(d_k)": r, "d_k": d_k, "1/sqrt(d_k)": 1 / r, "1/d_k": 1 / d_k,
+             "2": 2.0, "1/2": 0.5, "2/sqrt(d_k)": 2 / r, "1/(2 sqrt(d_k))": 1 / (2 * r), "1/(2 d_k)": 1 / (2 * d_k),
+             "d_k^(3/2)": d_k * r, "1/d_k^(3/2)": 1 / (d_k * r), "d_k²": d_k ** 2, "-1/sqrt(d_k)": -1 / r,
+             "-sqrt(d_k)": -r}
+    return next((k for k, v in names.items() if math.isclose(f, v, rel_tol=1e-6)), "")
+
+
+def _scale_closer_look(fn) -> list:
+    lines = []
+    for d_k in (9, 16):
+        g = np.array([[1.0, -2.0, 0.5]])
+        got = np.asarray(call_timed(fn, g.copy(), d_k), dtype=float)
+        if got.shape != g.shape:
+            return [f"grad_scores of shape {g.shape} came back with shape {got.shape}: the scale changes no shape"]
+        f = float(np.vdot(got, g) / np.vdot(g, g))
+        if not np.allclose(got, f * g):
+            return ["your result is not a constant times grad_scores: the scale is one number for every entry"]
+        sym = _factor_in_symbols(f, d_k)
+        lines.append(f"d_k = {d_k}: yours is grad_scores × {f:.6g}" + (f" = grad_scores × {sym}" if sym else "")
+                     + f"; expected grad_scores × 1/sqrt(d_k) = × {1 / math.sqrt(d_k):.6g}")
+    return lines
+
+
+def _split_closer_look(fn) -> list:
+    B, h, T, d_k = 1, 3, 2, 2
+    g = np.arange(B * h * T * d_k, dtype=float).reshape(B, h, T, d_k)
+    got, want = np.asarray(call_timed(fn, g.copy()), dtype=float), _split_heads_backward(g)
+    if got.shape != want.shape:
+        return [f"(B, h, T, d_k) = {g.shape} came back as {got.shape}, expected (B, T, h · d_k) = {want.shape}"]
+    lines = [f"a numbered gradient (B, h, T, d_k) = {g.shape}: head i should fill features i·d_k .. i·d_k + d_k - 1"]
+    for i in range(h):
+        sl = slice(i * d_k, (i + 1) * d_k)
+        ok = np.allclose(got[..., sl], want[..., sl])
+        lines.append(f"head {i} (features {i * d_k}..{(i + 1) * d_k - 1}): " + ("right" if ok else
+                     f"got {got[0, :, sl].tolist()}, expected {want[0, :, sl].tolist()}"))
+    return lines
+
+
+def _softmax_closer_look(fn) -> list:
+    p, g = np.array([0.5, 0.3, 0.2]), np.array([1.0, 0.0, 0.0])
+    got = np.asarray(call_timed(fn, p.copy(), g.copy()), dtype=float)
+    want = _softmax_backward(p, g)
+    if got.shape != want.shape:
+        return [f"one row p = {p.tolist()} came back with shape {got.shape}"]
+    return [f"one row p = {p.tolist()}, g = {g.tolist()}: yours {np.round(got, 4).tolist()}, expected "
+            f"{np.round(want, 4).tolist()} = p ⊙ (g - p·g)",
+            f"the sum of your gradient is {got.sum():+.4f}; it must be 0 (moving every score together changes "
+            "nothing)"]
+
+
+def _matmul_closer_look(fn) -> list:
+    a, b, g = np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4))
+    got = call_timed(fn, a.copy(), b.copy(), g.copy())
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return []
+    shapes = [np.shape(x) for x in got]
+    return [f"a (2, 3) @ b (3, 4): your gradients have shapes {shapes[0]} and {shapes[1]}, expected (2, 3) and "
+            "(3, 4): each gradient has the shape of what it is the gradient of"] if shapes != [(2, 3), (3, 4)] else []
+
+
+def _shared_closer_look(fn) -> list:
+    rng = np.random.default_rng(1)
+    c, W_k, W_v = rng.normal(size=(1, 2, 3)), rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    gK, gV = rng.normal(size=(1, 2, 3)), np.zeros((1, 2, 3))
+    only_k = np.asarray(call_timed(fn, c, W_k, W_v, gK, gV), dtype=float)
+    only_v = np.asarray(call_timed(fn, c, W_k, W_v, np.zeros_like(gK), gK), dtype=float)
+    return [f"the K path alone (grad_V = 0): {'right' if np.allclose(only_k, gK @ W_k.T) else 'wrong'}; "
+            f"the V path alone (grad_K = 0): {'right' if np.allclose(only_v, gK @ W_v.T) else 'wrong'}"
+            " (each path is grad @ Wᵀ, and the two add)"]
+
+
+def _adam_closer_look(fn) -> list:
+    p, g = np.zeros(2), np.array([1.0, -0.01])
+    got = call_timed(fn, p.copy(), g.copy(), np.zeros(2), np.zeros(2), 1, 0.1)
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        return []
+    step = -np.asarray(got[0], dtype=float) / 0.1
+    return [f"the first step (t = 1, lr = 0.1) from p = 0 with g = [1, -0.01]: yours moves p by {np.round(step, 4).tolist()} "
+            "× lr; Adam's first step is sign(g) × lr = [1, -1] × lr, whatever the size of g",
+            f"your new m = {np.round(np.asarray(got[1], dtype=float), 8).tolist()} (expected 0.1·g = [0.1, -0.001]), "
+            f"v = {np.round(np.asarray(got[2], dtype=float), 8).tolist()} (expected 0.001·g² = [0.001, 1e-07])"]

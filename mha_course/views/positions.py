@@ -9,10 +9,10 @@ Taught in 06_masks_and_cross_attention.ipynb and 07_positions_and_rope.ipynb.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import MaxNLocator
 import numpy as np
 from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from ..lessons.qkv import sentence_inputs
 from ..masks import LeakReport, fully_masked_rows

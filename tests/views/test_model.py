@@ -47,3 +47,28 @@ def test_live_loss_plot_keeps_every_loss():
         assert live(step, train.Metrics(1.0 / (step + 1), 0.0)) is False
     assert live.losses == [1.0, 0.5, 1 / 3]
     plt.close("all")
+
+
+def test_before_after_labels_are_readable_and_the_copy_start_is_marked():
+    tokens = np.arange(24) % 16
+    w = [np.tile(np.eye(24), (2, 1, 1))] * 2
+    fig = pt.before_after_figure(w, w, tokens, copy_start=16)
+    ax = fig.axes[0]
+    assert min(t.get_fontsize() for t in ax.get_yticklabels()) >= 7
+    marked = [ln for ln in ax.lines if ln.get_color() == pt.COPY_COLOR]
+    assert sorted(ln.get_ydata()[0] for ln in marked if ln.get_linestyle() == "-") == [15.5]
+    assert any("second copy starts at position 16" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+
+
+def test_every_h_sweep_curve_has_its_own_colour_or_dash():
+    hs = np.array([1, 2, 4, 8, 16, 32])
+    results = {"h_sweep_hs": hs, "h_sweep_losses": np.ones((2, 6, 50)) + np.arange(6)[None, :, None],
+               "h_sweep_final": np.ones((2, 6))}
+    fig = pt.h_sweep_figure(results, h=2)
+    lines = fig.axes[0].lines
+    looks = {(ln.get_color(), ln.get_linestyle()) for ln in lines}
+    assert len(lines) == 6 and len(looks) == 6
+    widths = {ln.get_label(): ln.get_linewidth() for ln in lines}
+    assert widths["h=2"] > max(v for k, v in widths.items() if k != "h=2")
+    plt.close(fig)

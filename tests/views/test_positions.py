@@ -92,3 +92,13 @@ def test_rope_heads_figure_draws_the_rope_trace_and_explains_an_odd_d_k():
     np.testing.assert_allclose(fig.axes[0].images[0].get_array(), weights[0])
     odd = pp.rope_heads_figure(d_model=6, h=2, seq_len=4)  # d_k = 3
     assert "d_k = 3 is odd" in odd.axes[0].texts[0].get_text() and "[1, 3]" in odd.axes[0].texts[0].get_text()
+
+
+def test_the_sinusoid_heatmap_ticks_are_whole_numbers():
+    from mha_course.views import positions as views_positions
+    fig = views_positions.sinusoid_figure(seq_len=32, d_model=16)
+    fig.canvas.draw()
+    for ax in (fig.axes[0], fig.axes[2]):
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    plt.close(fig)

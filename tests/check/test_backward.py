@@ -1,0 +1,283 @@
+"""The checkers of notebook 08 (the backward pass stage by stage, one Adam step): right answers in a
+learner's words accepted, every catalogued mistake named as itself, the issue's slips written by
+hand named, uncatalogued ones given a closer look (a scale in symbols, the head that is wrong)."""
+import math
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course.check import backward as cb
+
+
+def run(capsys, checker, fn):
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def named(capsys, checker, fn, name):
+    with np.errstate(all="ignore"):
+        ok, out = run(capsys, checker, fn)
+    assert ok is False and f"Looks like: {name}" in out, out
+
+
+def closer(capsys, checker, fn, says):
+    ok, out = run(capsys, checker, fn)
+    assert ok is False and "Looks like" not in out and "A closer look:" in out and says in out, out
+
+
+EXERCISES = [(cb.softmax_backward, cb.SOFTMAX_BACKWARD), (cb.scale_backward, cb.SCALE_BACKWARD),
+             (cb.split_heads_backward, cb.SPLIT_HEADS_BACKWARD), (cb.matmul_backward, cb.MATMUL_BACKWARD),
+             (cb.shared_input_backward, cb.SHARED_INPUT_BACKWARD), (cb.adam_step, cb.ADAM_STEP)]
+CATALOGUED = [(c, e, i) for c, e in EXERCISES for i in range(len(e.mistakes))]
+
+
+@pytest.mark.parametrize("checker, exercise, i", CATALOGUED, ids=[f"{e.name}-{i}" for _, e, i in CATALOGUED])
+def test_every_catalogued_mistake_is_named_as_itself(capsys, checker, exercise, i):
+    named(capsys, checker, exercise.mistakes[i].fn, exercise.mistakes[i].name)
+
+
+# ---------------------------------------------------------------- 8.1 softmax backward
+def sm_jacobian(p, g):
+    J = np.einsum("...i,ij->...ij", p, np.eye(p.shape[-1])) - p[..., :, None] * p[..., None, :]
+    return np.einsum("...ij,...i->...j", J, g)
+
+
+def sm_dot(p, g):
+    return p * g - p * np.sum(p * g, axis=-1)[..., None]
+
+
+def sm_loops(p, g):
+    out = np.zeros_like(p)
+    for idx in np.ndindex(p.shape[:-1]):
+        pr, gr = p[idx], g[idx]
+        out[idx] = (np.diag(pr) - np.outer(pr, pr)) @ gr
+    return out
+
+
+def sm_vjp(p, g):
+    return (g - np.einsum("...s,...s->...", p, g)[..., None]) * p
+
+
+@pytest.mark.parametrize("fn", [sm_jacobian, sm_dot, sm_loops, sm_vjp, cb._softmax_backward])
+def test_softmax_backward_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cb.softmax_backward, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda p, g: g - (p * g).sum(-1, keepdims=True), "the leading p is missing"),
+    (lambda p, g: p * (g - np.sum(p * g, axis=-2, keepdims=True)) if p.ndim > 1 else p * (g - np.sum(p * g)),
+     "the weighted sum taken over the wrong axis"),
+    (lambda p, g: p * (1 - p) * g, "the softmax Jacobian applied as if it were diagonal"),
+])
+def test_softmax_backward_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cb.softmax_backward, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda p, g: p * (g - (p * g).sum(-1, keepdims=True)) * 2, "the sum of your gradient is"),
+    (lambda p, g: p * (g - (p * p * g).sum(-1, keepdims=True)), "= p ⊙ (g - p·g)"),
+])
+def test_softmax_backward_unknown_mistakes_get_a_closer_look(capsys, fn, says):
+    closer(capsys, cb.softmax_backward, fn, says)
+
+
+# ---------------------------------------------------------------- 8.2 scale backward
+@pytest.mark.parametrize("fn", [lambda g, d_k: g / math.sqrt(d_k), lambda g, d_k: g * d_k ** -0.5,
+                                lambda g, d_k: np.divide(g, np.sqrt(d_k)), lambda g, d_k: g / d_k * np.sqrt(d_k),
+                                cb._scale_backward])
+def test_scale_backward_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cb.scale_backward, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda g, d_k: g * d_k ** -1 / 2, "d_k ** -1/2 is (d_k ** -1) / 2"),
+    (lambda g, d_k: 0.5 * g / np.sqrt(d_k), "divided by 2 sqrt(d_k)"),
+    (lambda g, d_k: g * np.sqrt(d_k), "multiplied by sqrt(d_k) instead of divided"),
+])
+def test_scale_backward_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cb.scale_backward, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda g, d_k: g / d_k ** 1.5, "= grad_scores × 1/d_k^(3/2)"),
+    (lambda g, d_k: g * 2 / np.sqrt(d_k), "= grad_scores × 2/sqrt(d_k)"),
+])
+def test_scale_backward_unknown_mistakes_name_the_factor_in_symbols(capsys, fn, says):
+    closer(capsys, cb.scale_backward, fn, says)
+
+
+# ---------------------------------------------------------------- 8.3 split backward
+def split_swapaxes(g):
+    B, h, T, d_k = g.shape
+    return np.swapaxes(g, 1, 2).reshape(B, T, -1)
+
+
+def split_concat(g):
+    return np.concatenate([g[:, i] for i in range(g.shape[1])], axis=-1)
+
+
+def split_einops_like(g):
+    return np.moveaxis(g, 1, 2).reshape(*g.shape[:1], g.shape[2], -1)
+
+
+@pytest.mark.parametrize("fn", [split_swapaxes, split_concat, split_einops_like, mc.combine_heads])
+def test_split_backward_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cb.split_heads_backward, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda g: g.sum(1), "summed over the heads"),
+    (lambda g: np.swapaxes(g, 1, 2), "the head axis moved back but not merged"),
+    (lambda g: g.reshape(g.shape[0], g.shape[2], -1), "reshaped straight to (B, T, d_model)"),
+])
+def test_split_backward_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cb.split_heads_backward, fn, name)
+
+
+def _head_one_zeroed(g):
+    out = split_concat(g).copy()
+    d_k = g.shape[-1]
+    out[..., d_k:2 * d_k] = 0
+    return out
+
+
+@pytest.mark.parametrize("fn, says", [
+    (_head_one_zeroed, "head 1 (features 2..3): got"),
+    (lambda g: split_concat(g[:, [1, 0] + list(range(2, g.shape[1]))]), "head 0 (features 0..1): got"),
+])
+def test_split_backward_unknown_mistakes_name_the_head(capsys, fn, says):
+    closer(capsys, cb.split_heads_backward, fn, says)
+
+
+# ---------------------------------------------------------------- 8.4 matmul backward
+@pytest.mark.parametrize("fn", [lambda a, b, g: [g @ b.T, a.T @ g],                       # a list: right too
+                                lambda a, b, g: (np.einsum("nm,km->nk", g, b), np.einsum("nk,nm->km", a, g)),
+                                lambda a, b, g: (np.dot(g, b.T), np.dot(a.T, g)),
+                                lambda a, b, g: ((b @ g.T).T, (g.T @ a).T), mc.backward.matmul_backward])
+def test_matmul_backward_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cb.matmul_backward, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda a, b, g: (b @ g.T, a.T @ g), "grad_a = b @ grad_out.T"),
+    (lambda a, b, g: [a.T @ g, g @ b.T], "the two gradients returned in the wrong order"),
+    (lambda a, b, g: (g @ b.T, g.T @ a), "the factors in the wrong order"),
+])
+def test_matmul_backward_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cb.matmul_backward, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda a, b, g: (g @ b.T, (a.T @ g).sum(0)), "your gradients have shapes (2, 3) and (4,)"),
+    (lambda a, b, g: (g.sum(-1, keepdims=True) * np.ones(a.shape), a.T @ g), "- grad_a"),
+])
+def test_matmul_backward_unknown_mistakes_are_localised(capsys, fn, says):
+    ok, out = run(capsys, cb.matmul_backward, fn)
+    assert ok is False and "Looks like" not in out and says in out, out
+
+
+# ---------------------------------------------------------------- 8.5 shared input
+@pytest.mark.parametrize("fn", [lambda c, W_k, W_v, gK, gV: gK @ W_k.T + gV @ W_v.T,
+                                lambda c, W_k, W_v, gK, gV: np.einsum("bsd,Dd->bsD", gK, W_k)
+                                + np.einsum("bsd,Dd->bsD", gV, W_v),
+                                lambda c, W_k, W_v, gK, gV: np.concatenate([gK, gV], -1) @ np.concatenate([W_k, W_v],
+                                                                                                       -1).T,
+                                lambda c, W_k, W_v, gK, gV: sum(g @ W.T for g, W in ((gK, W_k), (gV, W_v)))])
+def test_shared_input_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cb.shared_input_backward, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda c, W_k, W_v, gK, gV: gK @ W_v.T + gV @ W_k.T, "W_k and W_v swapped"),
+    (lambda c, W_k, W_v, gK, gV: gK @ W_k.T, "only the K path"),
+    (lambda c, W_k, W_v, gK, gV: 0.5 * (gK @ W_k.T + gV @ W_v.T), "the two paths averaged"),
+])
+def test_shared_input_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cb.shared_input_backward, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda c, W_k, W_v, gK, gV: gK @ W_k.T + 2 * gV @ W_v.T, "the V path alone (grad_K = 0): wrong"),
+    (lambda c, W_k, W_v, gK, gV: gK @ W_k.T + gV @ W_v.T + c, "the K path alone (grad_V = 0): wrong"),
+])
+def test_shared_input_unknown_mistakes_say_which_path(capsys, fn, says):
+    closer(capsys, cb.shared_input_backward, fn, says)
+
+
+# ---------------------------------------------------------------- 8.6 Adam
+def adam_plain(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g ** 2
+    return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps), m, v
+
+
+def adam_folded(p, g, m, v, t, lr):
+    """The step size folded into lr_t (as in the paper's end of section 2); eps scaled to match exactly."""
+    m2, v2 = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+    lr_t = lr * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+    return p - lr_t * m2 / (np.sqrt(v2) + 1e-8 * math.sqrt(1 - 0.999 ** t)), m2, v2
+
+
+def adam_list(p, g, m, v, t, lr):
+    new_m = m + 0.1 * (g - m)                            # the same running mean, written as an update
+    new_v = v + 0.001 * (np.square(g) - v)
+    step = (new_m / (1 - 0.9 ** t)) / (np.sqrt(new_v / (1 - 0.999 ** t)) + 1e-8)
+    return [p - lr * step, new_m, new_v]                 # a list: right too
+
+
+def adam_inplace_copies(p, g, m, v, t, lr):
+    p, m, v = p.copy(), m.copy(), v.copy()
+    m *= 0.9
+    m += 0.1 * g
+    v *= 0.999
+    v += 0.001 * g * g
+    p -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    return p, m, v
+
+
+@pytest.mark.parametrize("fn", [adam_plain, adam_folded, adam_list, adam_inplace_copies])
+def test_adam_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cb.adam_step, fn)
+    assert ok, out
+
+
+def adam_no_correction(p, g, m, v, t, lr):
+    m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g ** 2
+    return p - lr * m / (np.sqrt(v) + 1e-8), m, v
+
+
+def adam_eps_inside(p, g, m, v, t, lr):
+    m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g ** 2
+    return p - lr * (m / (1 - 0.9 ** t)) / np.sqrt(v / (1 - 0.999 ** t) + 1e-8), m, v
+
+
+@pytest.mark.parametrize("fn, name", [
+    (adam_no_correction, "Adam without bias correction: the early steps are far too LARGE"),
+    (adam_eps_inside, "eps inside the square root"),
+    (lambda p, g, m, v, t, lr: adam_plain(p, g, m, v, t + 1, lr), "t off by one in the bias correction (t + 1)"),
+    (lambda p, g, m, v, t, lr: adam_plain(p, g, m, np.zeros_like(v) if False else v, t, lr, b1=0.999, b2=0.9),
+     "b1 and b2 swapped"),
+])
+def test_adam_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cb.adam_step, fn, name)
+
+
+def test_adam_without_bias_correction_is_called_too_large_not_too_small():
+    names = [m.name for m in cb.ADAM_STEP.mistakes if m.name.startswith("Adam without bias correction")]
+    assert len(names) == 1 and "too LARGE" in names[0] and "small" not in names[0]
+    p, m, v = adam_no_correction(np.zeros(1), np.ones(1), np.zeros(1), np.zeros(1), 1, 0.1)
+    assert -p[0] / 0.1 == pytest.approx(0.1 / math.sqrt(0.001), rel=1e-6)  # 3.16 lr: too large
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda p, g, m, v, t, lr: adam_plain(p, g, m, v, t, lr * 2), "yours moves p by [2.0"),
+    (lambda p, g, m, v, t, lr: (adam_plain(p, g, m, v, t, lr)[0], 0.9 * m + 0.1 * g, v), "expected 0.001·g²"),
+])
+def test_adam_unknown_mistakes_show_the_first_step(capsys, fn, says):
+    closer(capsys, cb.adam_step, fn, says)

@@ -1,0 +1,182 @@
+"""The checkers of notebook 09 (kv_append, offset_causal_mask, kv_bytes_per_token, kv_head_index):
+right answers in natural types accepted (a list for the tuple, 4.0 for 4), every catalogued mistake
+named as itself, the issue's slips written by hand named, uncatalogued ones given a closer look."""
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course.check import gqa as cg
+
+
+def run(capsys, checker, fn):
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def named(capsys, checker, fn, name):
+    with np.errstate(all="ignore"):
+        ok, out = run(capsys, checker, fn)
+    assert ok is False and f"Looks like: {name}" in out, out
+
+
+def closer(capsys, checker, fn, says):
+    ok, out = run(capsys, checker, fn)
+    assert ok is False and "Looks like" not in out and "A closer look:" in out and says in out, out
+
+
+EXERCISES = [(cg.kv_append, cg.KV_APPEND), (cg.offset_causal_mask, cg.OFFSET_CAUSAL_MASK),
+             (cg.kv_bytes_per_token, cg.KV_BYTES_PER_TOKEN), (cg.kv_head_index, cg.KV_HEAD_INDEX)]
+CATALOGUED = [(c, e, i) for c, e in EXERCISES for i in range(len(e.mistakes))]
+
+
+@pytest.mark.parametrize("checker, exercise, i", CATALOGUED, ids=[f"{e.name}-{i}" for _, e, i in CATALOGUED])
+def test_every_catalogued_mistake_is_named_as_itself(capsys, checker, exercise, i):
+    named(capsys, checker, exercise.mistakes[i].fn, exercise.mistakes[i].name)
+
+
+# ---------------------------------------------------------------- 9.1 the cache append
+@pytest.mark.parametrize("fn", [
+    lambda Kc, Vc, K, V: [np.concatenate([Kc, K], axis=2), np.concatenate([Vc, V], axis=2)],   # a list
+    lambda Kc, Vc, K, V: (np.concatenate((Kc, K), axis=-2), np.concatenate((Vc, V), axis=-2)),
+    lambda Kc, Vc, K, V: tuple(np.append(c, n, axis=2) for c, n in ((Kc, K), (Vc, V))),
+    lambda Kc, Vc, K, V: (np.hstack([Kc.swapaxes(1, 2), K.swapaxes(1, 2)]).swapaxes(1, 2),
+                          np.hstack([Vc.swapaxes(1, 2), V.swapaxes(1, 2)]).swapaxes(1, 2)),
+])
+def test_kv_append_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cg.kv_append, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda Kc, Vc, K, V: (np.concatenate([Kc, K]), np.concatenate([Vc, V])), "appended along the batch axis"),
+    (lambda Kc, Vc, K, V: (Kc, Vc), "the old cache returned"),
+    (lambda Kc, Vc, K, V: (np.concatenate([K, Kc], 2), np.concatenate([V, Vc], 2)), "the new tokens put before"),
+    (lambda Kc, Vc, K, V: [np.concatenate([Vc, V], 2), np.concatenate([Kc, K], 2)], "keys and values swapped"),
+])
+def test_kv_append_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cg.kv_append, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda Kc, Vc, K, V: (np.concatenate([Kc, K], 2)[:, :, 1:], np.concatenate([Vc, V], 2)[:, :, 1:]),
+     "your K_all has shape (1, 2, 3, 4)"),
+    (lambda Kc, Vc, K, V: (np.concatenate([Kc, K], 2), np.concatenate([Vc, V], 2) * 2), "V_all 1, 1, 1, 3"),
+])
+def test_kv_append_unknown_mistakes_get_a_closer_look(capsys, fn, says):
+    closer(capsys, cg.kv_append, fn, says)
+
+
+# ---------------------------------------------------------------- 9.2 the offset causal mask
+@pytest.mark.parametrize("fn", [
+    lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool), k=offset),
+    lambda T, offset: mc.causal_mask(offset + T)[-T:],
+    lambda T, offset: np.arange(offset + T)[None, :] - np.arange(T)[:, None] <= offset,
+    lambda T, offset: np.array([[s <= offset + t for s in range(offset + T)] for t in range(T)]),
+    mc.cached_causal_mask,
+])
+def test_offset_mask_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cg.offset_causal_mask, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool), k=offset + 1), "off by one the other way"),
+    (lambda T, offset: np.tril(np.ones((T, offset + T)), k=offset), "floats 1.0 / 0.0 instead of booleans"),
+    (lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool)), "the mask is not offset by the cache length"),
+    (lambda T, offset: mc.causal_mask(offset + T), "the whole (offset + T) square causal mask"),
+])
+def test_offset_mask_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cg.offset_causal_mask, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool), k=offset + 2), "expected [[1, 1, 1, 1, 0]"),
+    (lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool), k=max(offset - 2, 0)),
+     "query t sits at position 3 + t"),
+])
+def test_offset_mask_unknown_mistakes_get_a_closer_look(capsys, fn, says):
+    closer(capsys, cg.offset_causal_mask, fn, says)
+
+
+# ---------------------------------------------------------------- 9.3 bytes per token
+@pytest.mark.parametrize("fn", [
+    lambda layers, h, h_kv, d_k, b: 2 * layers * h_kv * d_k * b,
+    lambda layers, h, h_kv, d_k, b: 2.0 * layers * h_kv * d_k * b,                  # 4.0 for 4: right
+    lambda layers, h, h_kv, d_k, b: np.prod([2, layers, h_kv, d_k, b]),             # a numpy integer
+    lambda layers, h, h_kv, d_k, b: layers * (h_kv * d_k * b + h_kv * d_k * b),
+    lambda layers, h, h_kv, d_k, b: mc.kv_cache_bytes_per_token(layers, h_kv, d_k, b),
+])
+def test_kv_bytes_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cg.kv_bytes_per_token, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda L, h, kv, d, b: 2 * L * (h / kv) * d * b, "the group size g = h / h_kv instead of h_kv"),
+    (lambda L, h, kv, d, b: 2 * L * h * d * b, "h (query heads) instead of h_kv"),
+    (lambda L, h, kv, d, b: L * kv * d * b, "only the keys are counted"),
+    (lambda L, h, kv, d, b: 2 * L * kv * d * b * 8, "bits, not bytes"),
+])
+def test_kv_bytes_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cg.kv_bytes_per_token, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda L, h, kv, d, b: 3 * L * kv * d * b, "yours 3, expected 2"),
+    (lambda L, h, kv, d, b: 2 * L * kv * d * b + 1, "yours 3, expected 2"),
+])
+def test_kv_bytes_unknown_mistakes_get_a_closer_look(capsys, fn, says):
+    closer(capsys, cg.kv_bytes_per_token, fn, says)
+
+
+# ---------------------------------------------------------------- 9.4 which key/value head
+@pytest.mark.parametrize("fn", [
+    lambda h, h_kv: np.repeat(np.arange(h_kv), h // h_kv),
+    lambda h, h_kv: [i // (h // h_kv) for i in range(h)],                        # a list of ints: right
+    lambda h, h_kv: np.arange(h) * h_kv // h,
+    lambda h, h_kv: np.floor(np.arange(h) / (h / h_kv)).astype(int),
+])
+def test_kv_head_index_accepts_right_answers(capsys, fn):
+    ok, out = run(capsys, cg.kv_head_index, fn)
+    assert ok, out
+
+
+@pytest.mark.parametrize("fn, name", [
+    (lambda h, h_kv: np.tile(np.arange(h_kv), h // h_kv), "i % h_kv"),
+    (lambda h, h_kv: [i // h_kv for i in range(h)], "i // h_kv"),
+    (lambda h, h_kv: np.arange(h) / (h // h_kv), "i / g with true division"),
+    (lambda h, h_kv: np.arange(1, h + 1) // (h // h_kv) if False else np.arange(h) // (h // h_kv) + 1, "counted from 1"),
+])
+def test_kv_head_index_names_learner_mistakes(capsys, fn, name):
+    named(capsys, cg.kv_head_index, fn, name)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda h, h_kv: np.arange(h)[::-1] // (h // h_kv), "yours [1, 1, 1, 1, 0, 0, 0, 0]"),
+    (lambda h, h_kv: np.minimum(np.arange(h) // (h // h_kv), 0), "heads 0-3 share key/value head 0"),
+])
+def test_kv_head_index_unknown_mistakes_get_a_closer_look(capsys, fn, says):
+    closer(capsys, cg.kv_head_index, fn, says)
+
+
+def test_kv_append_in_place_write_into_a_buffer_is_reported(capsys):
+    """A learner who writes into the cached arrays is told the course's functions are pure."""
+    def in_place(K_cache, V_cache, K_new, V_new):
+        K_cache[...] = 0
+        return np.concatenate([K_cache, K_new], 2), np.concatenate([V_cache, V_new], 2)
+    ok, out = run(capsys, cg.kv_append, in_place)
+    assert not ok and "in place" in out
+
+
+def test_an_int_mask_is_refused_it_must_be_boolean(capsys):
+    ok, out = run(capsys, cg.offset_causal_mask,
+                  lambda T, offset: np.tril(np.ones((T, offset + T), dtype=int), k=offset))
+    assert not ok
+
+
+@pytest.mark.parametrize("checker", [c for c, _ in EXERCISES])
+def test_a_stub_is_not_finished(capsys, checker):
+    def stub(*args):
+        raise NotImplementedError
+    ok, out = run(capsys, checker, stub)
+    assert not ok and "not finished" in out and "A closer look" not in out
