@@ -1,6 +1,7 @@
 """`mha-course execute` under attack (issues 9 and 20): no hang, no process left behind, no
 notebook lost, one line naming the notebook (and the cell) instead of a traceback.
 """
+import os
 import signal
 import subprocess
 import sys
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from cli_helpers import read_only, run_subprocess
 from nbformat.v4 import new_code_cell, new_notebook
+
+from mha_course.tools import execute
 
 CELLS = {"loop": "while True: pass", "sleep": "import time\ntime.sleep(30)",
          "die": "import os\nos._exit(1)", "raise": "raise ValueError('my bad cell')", "ok": "print(6 * 7)"}
@@ -60,3 +64,114 @@ def test_execute_stops_on_a_signal_and_leaves_the_notebook_as_it_was(tmp_path, s
     _, err = proc.communicate(timeout=60)  # a hang guard, not a timing
     assert proc.returncode == 130 and "interrupted" in err, err
     assert path.read_bytes() == before
+
+
+# ---------------------------------------------------------------- issue 20: limits, processes, files
+def write_notebook(path: Path, *sources) -> Path:
+    nbformat.write(new_notebook(cells=[new_code_cell(s) for s in sources]), path)
+    return path
+
+
+@pytest.mark.parametrize("args, needle", [(["--timeout", "0"], "--timeout"), (["--timeout", "-5"], "--timeout"),
+                                          (["--retries", "-1"], "--retries"), (["--timeout", "x"], "--timeout")],
+                         ids=["timeout-0", "timeout-negative", "retries-negative", "timeout-text"])
+def test_a_limit_that_means_no_limit_is_refused(tmp_path, args, needle):
+    path = write_notebook(tmp_path / "ok.ipynb", "print(1)")
+    before = path.read_bytes()
+    run = run_subprocess("execute", [path, *args], timeout=120)
+    assert run.returncode == 2 and needle in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("kwargs", [{"timeout": 0}, {"timeout": -5}, {"retries": -1}, {"timeout": True}])
+def test_execute_notebook_refuses_them_too(tmp_path, kwargs):
+    with pytest.raises(ValueError, match="must be a whole number"):
+        execute.execute_notebook(write_notebook(tmp_path / "ok.ipynb", "print(1)"), **kwargs)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, or a pid now taken by another program, is not ours running)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z" and "sleep" in stat
+
+
+def test_a_timed_out_cells_processes_are_killed_with_it(tmp_path):
+    pids = tmp_path / "pids.txt"
+    path = write_notebook(tmp_path / "spawn.ipynb", (
+        "import subprocess, time\n"
+        "a = subprocess.Popen(['sleep', '301'])\n"                            # in the kernel's group
+        "b = subprocess.Popen(['sleep', '302'], start_new_session=True)\n"   # one that left it
+        "c = subprocess.Popen('sleep 303 & wait', shell=True)\n"              # a grandchild
+        f"open({str(pids)!r}, 'w').write(f'{{a.pid}} {{b.pid}} {{c.pid}}')\n"
+        "time.sleep(60)"))
+    run = run_subprocess("execute", [path, "--timeout", "5"], timeout=240)
+    assert run.returncode == 1 and "did not finish within --timeout 5 s" in run.stderr, run.stderr
+    started = [int(p) for p in pids.read_text().split()]
+    time.sleep(0.5)
+    left = [p for p in started if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)  # clean up what the old code left, then fail
+    assert not left, f"processes of the timed-out cell still run: {left}"
+
+
+def test_a_symlinked_notebook_is_written_through_the_link(tmp_path):
+    (tmp_path / "shared").mkdir()
+    real = write_notebook(tmp_path / "shared" / "real.ipynb", "print(6 * 7)")
+    link = tmp_path / "link.ipynb"
+    link.symlink_to("shared/real.ipynb")
+    run = run_subprocess("execute", [link], timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert link.is_symlink() and os.readlink(link) == "shared/real.ipynb"
+    assert nbformat.read(real, as_version=4).cells[0].outputs[0].text == "42\n"
+
+
+def test_an_executed_notebook_keeps_its_mode(tmp_path):
+    paths = [write_notebook(tmp_path / f"m{oct(m)}.ipynb", "print(1)") for m in (0o644, 0o664, 0o640)]
+    for p, m in zip(paths, (0o644, 0o664, 0o640)):
+        os.chmod(p, m)
+    run = run_subprocess("execute", paths, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert [os.stat(p).st_mode & 0o777 for p in paths] == [0o644, 0o664, 0o640]
+
+
+def test_a_killed_runs_temporary_is_removed_by_the_next_execute(tmp_path):
+    path = write_notebook(tmp_path / "x.ipynb", "print(1)")
+    run = run_subprocess("execute", [path], prelude="os.replace = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)",
+                         timeout=240)
+    assert run.returncode == -9
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # the killed run left its temporary
+    assert run_subprocess("execute", [path], timeout=240).returncode == 0
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_read_only_folder_is_one_line_and_the_batch_goes_on(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    stuck = write_notebook(locked / "stuck.ipynb", "print(1)")
+    ok = write_notebook(tmp_path / "ok.ipynb", "print(2)")
+    before = stuck.read_bytes()
+    read_only(locked, True)
+    try:
+        run = run_subprocess("execute", [stuck, ok], timeout=300)
+    finally:
+        read_only(locked, False)
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-course execute:")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert len(lines) == 1 and str(stuck) in lines[0] and "cannot write" in lines[0], run.stderr
+    assert "1 of 2 notebook(s) executed" in run.stderr and stuck.read_bytes() == before
+    assert nbformat.read(ok, as_version=4).cells[0].outputs[0].text == "2\n"
+
+
+def test_a_file_size_limit_is_one_line_and_the_batch_goes_on(tmp_path):
+    big = write_notebook(tmp_path / "big.ipynb", "print('x' * 400_000)")
+    small = write_notebook(tmp_path / "small.ipynb", "print(3)")
+    before = big.read_bytes()
+    run = run_subprocess("execute", [big, small], limit_bytes=200_000, timeout=300)
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-course execute:")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert len(lines) == 1 and str(big) in lines[0] and "disk space" in lines[0], run.stderr
+    assert big.read_bytes() == before and nbformat.read(small, as_version=4).cells[0].outputs[0].text == "3\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -10,6 +10,9 @@ import json
 import multiprocessing
 import os
 import re
+import subprocess
+import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -628,3 +631,131 @@ def test_a_source_with_broken_markers_is_one_line(small_course, tmp_path, capsys
     nbformat.write(nb, small_course[0])
     assert student(tmp_path / "student", "--notebooks", small_course[0]) == 2
     one_line_error(capsys, small_course[0], "BEGIN SOLUTION")
+
+
+# ---------------------------------------------------------------- issue 20: paths, leftovers, races, modes
+@pytest.mark.parametrize("outdir", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_outdir_is_refused_and_nothing_lands_in_the_current_folder(small_course, tmp_path, monkeypatch,
+                                                                             capsys, outdir):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    assert student(outdir, "--notebooks", *small_course) == 2
+    one_line_error(capsys, "OUTDIR is empty")
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def hidden_files(folder: Path) -> list:
+    return sorted(p.name for p in folder.rglob(".*") if p.is_file())
+
+
+def test_temporaries_of_killed_runs_are_removed_by_the_next_run(small_course, tmp_path):
+    out = tmp_path / "student"
+    for _ in range(3):  # killed while writing each time: each run leaves its temporaries
+        run = run_student_subprocess([out, "--notebooks", *small_course], KILL_AT_FSYNC)
+        assert run.returncode == -9
+    assert hidden_files(out)
+    assert student(out, "--notebooks", *small_course) == 0
+    assert hidden_files(out) == []
+
+
+SAVE_IN_THE_GAP = """
+import itertools
+_count = itertools.count()
+def _saving(real):
+    def put(a, b):
+        if next(_count) == 0:  # the learner's JupyterLab saves right before the copy goes in
+            with open(b, "w") as f:
+                f.write('{{"cells": [], "metadata": {{}}, "nbformat": 4, "nbformat_minor": 5, "note": "SAVE 484"}}')
+        real(a, b)
+    return put
+os.replace, os.link = _saving(os.replace), _saving(os.link)
+"""
+
+
+def test_a_save_that_lands_while_overwriting_is_kept(small_course, tmp_path):
+    out = tmp_path / "student"
+    assert student(out, "--notebooks", small_course[0]) == 0
+    copy = out / "notebooks" / small_course[0].name
+    copy.write_text(copy.read_text().replace("# Small", "# Small SAVE 483"))
+    run = run_student_subprocess([out, "--notebooks", small_course[0], "--overwrite"], SAVE_IN_THE_GAP.format())
+    assert run.returncode == 0, run.stderr
+    kept = [p.read_text() for p in (out / "backups").rglob("*.ipynb")] + [copy.read_text()]
+    assert any("SAVE 483" in k for k in kept) and any("SAVE 484" in k for k in kept), kept
+
+
+SAVER = """
+import json, os, sys, time
+path, n = sys.argv[1], 0
+with open(path + ".log", "w") as log:
+    while not os.path.exists(path + ".stop"):
+        try:
+            with open(path) as f:
+                found = json.load(f).get("metadata", {}).get("save")
+        except (OSError, ValueError):
+            found = "gone"
+        if found is None and n:  # the student copy is there: it replaced save n (or a later one)
+            log.write(f"copy-after {n}\\n")
+        n += 1
+        with open(path + ".saving", "w") as f:
+            json.dump({"cells": [], "metadata": {"save": n}, "nbformat": 4, "nbformat_minor": 5}, f)
+        os.replace(path + ".saving", path)  # JupyterLab's atomic save
+        time.sleep(0.003)
+"""
+
+
+def test_saves_every_3_ms_during_overwrite_lose_nothing(small_course, tmp_path):
+    """A learner saving every 3 ms while `student --overwrite` runs 8 times: each save the copy replaced is kept."""
+    out = tmp_path / "student"
+    assert student(out, "--notebooks", small_course[0]) == 0
+    copy = out / "notebooks" / small_course[0].name
+    saver = subprocess.Popen([sys.executable, "-c", SAVER, str(copy)])
+    try:
+        time.sleep(0.2)
+        for _ in range(8):
+            run = run_student_subprocess([out, "--notebooks", small_course[0], "--overwrite"])
+            assert run.returncode == 0, run.stderr
+    finally:
+        Path(f"{copy}.stop").write_text("")
+        saver.wait(timeout=60)
+    backed_up = {json.loads(p.read_text()).get("metadata", {}).get("save") for p in (out / "backups").rglob("*.ipynb")}
+    replaced = [int(line.split()[1]) for line in Path(f"{copy}.log").read_text().splitlines()]
+    assert replaced, "the student copy never replaced a save: the test did not race"
+    lost = [n for n in replaced if n not in backed_up]
+    assert not lost, f"saves replaced by the student copy and in no backup: {lost}"
+
+
+def nbformat3_notebook() -> str:
+    from nbformat import v3
+    nb = v3.new_notebook(worksheets=[v3.new_worksheet(cells=[v3.new_code_cell(input="x = 1 # my work")])])
+    return v3.nbjson.writes(nb)
+
+
+def test_an_nbformat_3_notebook_is_learner_work(small_course, tmp_path, capsys):
+    out = tmp_path / "student"
+    (out / "notebooks").mkdir(parents=True)
+    target = out / "notebooks" / small_course[0].name
+    target.write_text(nbformat3_notebook())
+    before = target.read_bytes()
+    assert student(out, "--notebooks", small_course[0]) == 1  # refused without --overwrite
+    assert target.read_bytes() == before and not (out / "backups").exists()
+    assert str(target) in capsys.readouterr().err
+    assert student(out, "--notebooks", small_course[0], "--overwrite") == 0
+    assert [p.read_bytes() for p in (out / "backups").rglob("*.ipynb")] == [before]
+    assert "not learner work" not in capsys.readouterr().out
+
+
+def test_student_copies_keep_0644_or_the_old_mode(small_course, tmp_path):
+    out = tmp_path / "student"
+    old = os.umask(0o022)
+    try:
+        assert student(out, "--notebooks", *small_course) == 0
+        copies = [out / "notebooks" / p.name for p in small_course]
+        assert [os.stat(p).st_mode & 0o777 for p in copies] == [0o644, 0o644]
+        copies[0].write_text(copies[0].read_text().replace("# Small", "# Small EDIT"))
+        os.chmod(copies[0], 0o664)  # a shared workshop folder
+        assert student(out, "--notebooks", *small_course, "--overwrite") == 0
+        assert os.stat(copies[0]).st_mode & 0o777 == 0o664
+        backup = next((out / "backups").rglob(small_course[0].name))
+        assert os.stat(backup).st_mode & 0o777 == 0o664
+    finally:
+        os.umask(old)
