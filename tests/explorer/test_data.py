@@ -1,12 +1,39 @@
-"""The explorer's heatmaps label every token or none (a thinned row of tokens reads as another
-sentence: "the sat the"), and every scores panel has a colour bar on the numbers it shows."""
+"""The Data mode (explorer/data.py): the heads side by side, read from the one Trace."""
+from __future__ import annotations
+
 import matplotlib
-import numpy as np
-import pytest
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from mha_course import explorer as ex  # noqa: E402
+from mha_course.views import attention as plots  # noqa: E402
+
+from .helpers import shown as shown_of  # noqa: E402
+
+
+def test_data_mode_shows_the_one_trace(explorer):
+    explorer.controls.set(h=2, seq_len=5)
+    explorer.mode.value = "Data"
+    view, t = explorer._views["Data"], explorer.trace
+    for name, matrix in view.top.items():
+        np.testing.assert_array_equal(shown_of(matrix), t[name][0], err_msg=name)
+    np.testing.assert_array_equal(shown_of(view.weights.matrix), ex.heads_side_by_side(t["weights"][0]))
+    np.testing.assert_array_equal(shown_of(view.scores.matrix), ex.heads_side_by_side(t["scores"][0]))
+    np.testing.assert_array_equal(shown_of(view.concat.matrix), t["concat"][0])
+    assert view.weights.matrix.image.get_clim() == (0.0, 1.0)
+    assert view.weights.matrix.image.get_cmap().name.startswith(plots.WEIGHTS_CMAP)
+
+
+# ---- labels: every token or none, a colour bar on every scores panel ----
+
+import matplotlib
+
+matplotlib.use("Agg")
+
 
 from mha_course.explorer import Explorer  # noqa: E402
 from mha_course.explorer.app import FIGSIZE  # noqa: E402
