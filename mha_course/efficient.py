@@ -10,96 +10,23 @@ Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
-import threadpoolctl
 
 from . import _validate
 from .attention import check_attention_inputs
+from .fast import exp_needs_no_shift, fast_attention, run_jobs
 
 __all__ = [
+    "fast_attention",  # the core's fast sibling (fast.py), still importable from here
     "SoftmaxState", "online_softmax_start", "online_softmax_update", "online_softmax_result",
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
 ]
-
-# ---- Threads: every parallel region of this module chooses its threads once. ----
-
-def cpu_count() -> int:
-    """The number of cores this process may run on (its CPU affinity), at least 1.
-
-    >>> cpu_count() >= 1
-    True
-    """
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows: no affinity call
-        return os.cpu_count() or 1
-
-
-_WORKER = threading.local()  # .inside is True in a worker of run_jobs: a nested run_jobs runs serially
-_BLAS = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None}
-
-
-@contextlib.contextmanager
-def _blas_on_one_thread():
-    """BLAS limited to one thread while the block runs (threadpoolctl), restored when the last
-    concurrent user leaves (two threads calling tiled_attention at once share one limit)."""
-    with _BLAS["lock"]:
-        if _BLAS["users"] == 0:
-            if _BLAS["controller"] is None:
-                _BLAS["controller"] = threadpoolctl.ThreadpoolController()  # numpy's BLAS is loaded by now
-            _BLAS["limiter"] = _BLAS["controller"].limit(limits=1, user_api="blas")
-        _BLAS["users"] += 1
-    try:
-        yield
-    finally:
-        with _BLAS["lock"]:
-            _BLAS["users"] -= 1
-            if _BLAS["users"] == 0:
-                _BLAS["limiter"].restore_original_limits()
-
-
-def run_jobs(run, jobs: list, parallel: bool = True) -> None:
-    """Call ``run(job)`` for every job: on a pool of one thread per core when ``parallel``.
-
-    The threads are chosen once, here, whatever the thread variables say: BLAS runs on one
-    thread while the jobs run. Each job's matmuls are small tiles, too small for a threaded
-    BLAS (its threads spin and wait, and on a busy machine they queue behind other
-    processes); the pool spreads the jobs, numpy's one-threaded ``exp`` included, over the
-    cores instead, so the pool's threads and BLAS's never compete. Small problems (and a call
-    from inside a worker) run serially. A job's exception is raised here.
-
-    >>> out = []
-    >>> run_jobs(out.append, [1, 2, 3], parallel=False); out
-    [1, 2, 3]
-    """
-    if getattr(_WORKER, "inside", False):  # already inside a worker, with BLAS on one thread
-        for job in jobs:
-            run(job)
-        return
-    workers = min(cpu_count(), len(jobs)) if parallel else 1
-
-    def work(job):
-        _WORKER.inside = True
-        run(job)
-
-    with _blas_on_one_thread():
-        if workers < 2:
-            for job in jobs:
-                run(job)
-            return
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(work, jobs))  # list(): re-raises a worker's exception here
-
 
 # ---- Tiled attention with an online softmax (FlashAttention's idea, in numpy). Taught in 10. ----
 
@@ -202,7 +129,7 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     T, not T^2. ``mask`` as in ``scaled_dot_product_attention``; key blocks it blocks
     entirely are skipped. ``causal=True``: query t sees keys 0..t (``causal_mask``, without
     making it); the tiles above the diagonal are never computed. Query blocks run on a thread
-    pool, one thread per core, with BLAS on one thread inside it (``run_jobs``).
+    pool, one thread per core, with BLAS on one thread inside it (``fast.run_jobs``).
 
     Why no weights: a tile's weights are final only once the last key block has been seen
     (every step rescales them), so returning them would mean storing or recomputing all
@@ -220,9 +147,8 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     block_size = _validate.positive_int(block_size, "block_size")
     causal = _flag(causal, "causal")
     batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
-    scale = 1 / math.sqrt(d_k)
-    shift = not exp_needs_no_shift(Q, K, V, scale)
-    Qs = np.multiply(Q, Q.dtype.type(scale), order="C")  # scaled once, contiguous for BLAS
+    Qs = np.multiply(Q, Q.dtype.type(1 / math.sqrt(d_k)), order="C")  # scaled once, contiguous for BLAS
+    shift = not exp_needs_no_shift(Qs, K, V)  # True: keep a running max
     K = np.broadcast_to(K, (*batch, S, d_k))  # a view
     V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
                         axis=-1)  # (..., S, d_v + 1): [V | 1], the row sums come out of the matmul
@@ -237,7 +163,7 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
                                 band, shift)
 
     run_jobs(run, [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)],
-             parallel=math.prod(batch) * T * S > 4 * _TILE_ENTRIES)
+             parallel=math.prod(batch) * T * S > _TILE_ENTRIES)  # more than one tile of work: use every core
     return out
 
 
@@ -245,30 +171,6 @@ def _flag(value, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}={value!r} must be True or False")
     return bool(value)
-
-
-def exp_needs_no_shift(Q, K, V, scale: float) -> bool:
-    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v), scale -> True when the row max need not be subtracted.
-
-    By Cauchy-Schwarz every score obeys |s| <= b = scale max|q| max|k|. The softmax may then
-    use exp(s) itself if nothing it computes leaves the normal floats: S exp(b) max|v| (the
-    sums of exp(s) v and of exp(s)) stays below the largest float and its reciprocal above the
-    smallest; exp(-b) times each value column's scale stays a full-precision normal number.
-    Subtracting the row max would then change only the rounding. False for inf or NaN.
-
-    >>> x = np.ones((3, 4), np.float32)  # |q| |k| = 4
-    >>> exp_needs_no_shift(x, x, x, 11.0), exp_needs_no_shift(x, x, np.float32(1e20) * x, 11.0)
-    (True, False)
-    """
-    fi = np.finfo(np.result_type(Q, K, V))
-    squared = [float(np.einsum("...i,...i->...", a, a).max()) for a in (Q, K)]  # max |q|^2, |k|^2
-    b = scale * math.sqrt(squared[0] * squared[1])
-    columns = np.maximum(V.max(axis=-2), -V.min(axis=-2))  # (..., d_v) max |v| of each column, no |V| copy
-    v_max, used = float(columns.max()), columns[columns > 0]
-    v_min = min(1.0, float(used.min())) if used.size else 1.0
-    high = min(math.log(fi.max), -math.log(fi.tiny)) - math.log(V.shape[-2]) - math.log(max(1.0, v_max)) - 1
-    low = math.log(v_min) - math.log(fi.tiny) + math.log(fi.eps) - 1
-    return bool(b <= min(high, low))  # a NaN b compares False
 
 
 def _tiled_rows(q, K, V1, block_size: int, allowed, band, shift: bool) -> np.ndarray:
@@ -417,7 +319,7 @@ def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
     T, w = _self_attention_len(Q, K, "sliding_window_attention"), _validate.positive_int(window, "window")
     batch, d_k, d_v = Q.shape[:-2], Q.shape[-1], V.shape[-1]
     scale = 1 / math.sqrt(d_k)
-    shift = not exp_needs_no_shift(Q, K, V, scale)
+    shift = not exp_needs_no_shift(Q, K, V, scale)  # True: keep a running max
     K, V = np.broadcast_to(K, (*batch, T, d_k)), np.broadcast_to(V, (*batch, T, d_v))  # views
     block = min(256, max(64, w // 2))  # keys per tile: the band wastes about block / window of the work
     rows = max(block, _TILE_ENTRIES // (4 * block))  # queries per job
@@ -431,7 +333,7 @@ def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
         out[b][t0:t1] = _tiled_rows(q, K[b][k0:t1], v1, block, None, (t0 - k0, w), shift)
 
     run_jobs(run, [(b, t) for b in np.ndindex(*batch) for t in range(0, T, rows)],
-             parallel=math.prod(batch) * T * min(w, T) > 4 * _TILE_ENTRIES)
+             parallel=math.prod(batch) * T * min(w, T) > _TILE_ENTRIES)  # more than one tile of work
     return out
 
 
