@@ -7,6 +7,7 @@ reader should follow the teaching path without jumping, so one readable function
 a shape comment per line beats five helpers of 4: the limit is 40.
 """
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,16 @@ def test_the_teaching_core_reads_in_one_sitting():
 def test_at_most_twelve_modules_stand_at_the_top_of_the_package():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= 12, top
+
+
+STALE = re.compile(r"\bissues? \d+|\bfloor \d+")
+
+
+def test_no_tracker_numbers_or_floor_numbers_in_the_code():
+    """'issue 9' means nothing to a reader of the repository, and the floors are the folders now."""
+    roots = [PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks"]
+    found = [f"{p.relative_to(PACKAGE.parent)}:{i}: {line.strip()[:80]}"
+             for root in roots for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if STALE.search(line) and "STALE = re.compile" not in line]
+    assert not found, "\n".join(found)
