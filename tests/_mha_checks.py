@@ -18,7 +18,7 @@ import pytest
 import mha_course as mc
 from mha_course.tools.torch_rule import INSTALL_TORCH, REQUIRE_TORCH_VAR, torch_required
 
-# Max abs error allowed against the PyTorch reference, per dtype (issue 2).
+# Max abs error allowed against the PyTorch reference, per dtype.
 PARITY_TOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 2e-5}
 # Error allowed between two of our own computations that do the same maths in another order.
 SAME_MATHS_TOL = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 2e-6}

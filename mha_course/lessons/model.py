@@ -705,39 +705,43 @@ def read_npz(path, what: str = "checkpoint", fix: str = "make it again with `mha
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         raise bad("it is no zip archive: a text file, another format, or a file cut short") from None
-    arrays, total = {}, 0
+    arrays, budget = {}, [MAX_NPZ_BYTES]
     with archive:
         for info in archive.infolist():
             name = info.filename
             if not name.endswith(".npy") or name[:-4] in arrays:
                 raise bad(f"it holds {name!r}, which is no array of its own")
             try:
-                with archive.open(info) as f:
-                    version = np.lib.format.read_magic(f)
-                    if version == (1, 0):
-                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-                    elif version == (2, 0):
-                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-                    else:
-                        raise bad(f"{name!r} has .npy format {version}, which is not read here")
-                    if dtype.hasobject:
-                        raise bad(f"{name!r} holds Python objects, which a checkpoint never does")
-                    nbytes = math.prod(shape) * dtype.itemsize
-                    total += nbytes
-                    if nbytes != info.file_size - f.tell() or total > MAX_NPZ_BYTES:
-                        raise bad(f"{name!r} claims shape {shape} ({nbytes:,} bytes) but holds "
-                                  f"{max(info.file_size - f.tell(), 0):,}")
-                    data = f.read(nbytes)
+                arrays[name[:-4]] = _read_member(archive, info, bad, budget)
             except ValueError as err:
                 if str(err).startswith(str(path)):
                     raise
                 raise bad(f"{name!r} is damaged: {str(err)[:80]}") from None
             except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as err:
                 raise bad(f"{name!r} is cut short or damaged: {str(err)[:80]}") from None
-            if len(data) != nbytes:
-                raise bad(f"{name!r} is cut short")
-            arrays[name[:-4]] = np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C").copy()
     return arrays
+
+
+def _read_member(archive, info, bad, budget: list) -> np.ndarray:
+    """One .npy member of an .npz: its header checked against its size and the budget left, then its data."""
+    name = info.filename
+    with archive.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise bad(f"{name!r} has .npy format {version}, which is not read here")
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject:
+            raise bad(f"{name!r} holds Python objects, which a checkpoint never does")
+        nbytes, held = math.prod(shape) * dtype.itemsize, max(info.file_size - f.tell(), 0)
+        budget[0] -= nbytes
+        if nbytes != held or budget[0] < 0:
+            raise bad(f"{name!r} claims shape {shape} ({nbytes:,} bytes) but holds {held:,}")
+        data = f.read(nbytes)
+    if len(data) != nbytes:
+        raise bad(f"{name!r} is cut short")
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C").copy()
 
 
 def _read_config(arrays: dict, bad) -> Config:

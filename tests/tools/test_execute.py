@@ -1,4 +1,4 @@
-"""`mha-course execute` under attack (issues 9 and 20): no hang, no process left behind, no
+"""`mha-course execute` under attack: no hang, no process left behind, no
 notebook lost, one line naming the notebook (and the cell) instead of a traceback.
 """
 import os
@@ -66,7 +66,7 @@ def test_execute_stops_on_a_signal_and_leaves_the_notebook_as_it_was(tmp_path, s
     assert path.read_bytes() == before
 
 
-# ---------------------------------------------------------------- issue 20: limits, processes, files
+# ---------------------------------------------------------------- limits, processes, files
 def write_notebook(path: Path, *sources) -> Path:
     nbformat.write(new_notebook(cells=[new_code_cell(s) for s in sources]), path)
     return path

@@ -427,7 +427,7 @@ def test_course_student_copy_runs_all_with_every_stub_unfinished(path, executed_
         assert not used, f"a cell after the last check uses the learner's {used}; move it into a check cell"
 
 
-# ================================================================ under attack (issues 9 and 20)
+# ================================================================ under attack: no learner work lost
 # ---------------------------------------------------------------- never lose a learner's work
 def test_the_same_notebook_named_twice_is_refused_and_the_learners_edit_survives(small_course, tmp_path, capsys):
     out = tmp_path / "student"
@@ -633,7 +633,7 @@ def test_a_source_with_broken_markers_is_one_line(small_course, tmp_path, capsys
     one_line_error(capsys, small_course[0], "BEGIN SOLUTION")
 
 
-# ---------------------------------------------------------------- issue 20: paths, leftovers, races, modes
+# ---------------------------------------------------------------- paths, leftovers, races, modes
 @pytest.mark.parametrize("outdir", ["", "  "], ids=["empty", "blank"])
 def test_an_empty_outdir_is_refused_and_nothing_lands_in_the_current_folder(small_course, tmp_path, monkeypatch,
                                                                              capsys, outdir):

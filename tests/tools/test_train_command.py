@@ -1,4 +1,4 @@
-"""`mha-course train TASK [--out PATH]` (issues 19 and 20) and what load_checkpoint/load_experiments accept.
+"""`mha-course train TASK [--out PATH]` and what load_checkpoint/load_experiments accept.
 
 The command writes ./checkpoints/TASK.npz in the current folder, never the package; a bad
 --out is one line before any training; an existing file is kept as a backup. A file that is
