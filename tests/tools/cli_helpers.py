@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from mha_course.tools import cli, execute
@@ -26,6 +28,21 @@ def small_notebook(note="one"):
     ])
     nb.metadata["kernelspec"] = dict(execute.KERNELSPEC)
     return nb
+
+
+@pytest.fixture(name="small_course")
+def small_course_fixture(tmp_path):
+    """Fixture ``small_course``: two small course notebooks (one exercise each) in tmp_path/course/notebooks/.
+
+    A test file imports ``small_course_fixture`` to use it (one conftest.py per folder would clash
+    with notebooks/conftest.py: neither folder is a package).
+    """
+    folder = tmp_path / "course" / "notebooks"
+    folder.mkdir(parents=True)
+    paths = [folder / "01_a.ipynb", folder / "02_b.ipynb"]
+    for p in paths:
+        nbformat.write(small_notebook(p.stem), p)
+    return paths
 
 
 def student(*args):

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from cli_helpers import files_under, one_line_error, read_only, run_student_subprocess, small_notebook, student
+from cli_helpers import (
+    files_under,
+    one_line_error,
+    read_only,
+    run_student_subprocess,
+    small_course_fixture,  # noqa: F401  (the fixture small_course)
+    small_notebook,
+    student,
+)
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from mha_course import check
