@@ -5,26 +5,38 @@ the same weights and output (tested equal to rounding, and tested to be the path
 
 - long sequences go block by block of query rows (see ``_blocks``), so each block of scores
   stays in cache between the matmul that writes it, the softmax and the matmul that reads it;
+  the blocks run on a pool of one thread per core with BLAS on one thread (``run_jobs``), so
+  numpy's one-threaded ``exp`` runs on every core too and no two thread pools compete;
 - the softmax works in place, and its row sums come from the second matmul, over ``[V | 1]``;
-- the row max is subtracted only when exp could overflow (see ``_exp_is_safe``).
+- the row max is subtracted only when a bound proves that exp(s) [V | 1] could leave the
+  float range (see ``exp_needs_no_shift``).
 
 ``multi_head_attention``, ``grouped_query_attention`` and ``mla_attention`` run on ``attend``
 (``fast_attention`` without its argument checks: they check their inputs once, at the top).
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import threadpoolctl
 
 from .attention import check_attention_inputs
 
-__all__ = ["fast_attention", "attend"]
+__all__ = ["fast_attention", "attend", "project", "exp_needs_no_shift", "run_jobs", "cpu_count"]
 
 
 # Bytes of scores handled at a time: a block small enough to stay in cache between the matmul
 # that writes it, the softmax passes over it and the matmul that reads it back.
-_BLOCK_BYTES = 16 << 20
+_BLOCK_BYTES = 2 << 20
+# Up to this many bytes of scores, attention is one block: too little work to share between cores.
+_SMALL_BYTES = 64 << 10
+# Rows of x per job in ``project``: fewer would leave BLAS too little to do per call.
+_MIN_ROWS = 64
 
 
 def fast_attention(Q, K, V, mask=None):
@@ -48,10 +60,11 @@ def fast_attention(Q, K, V, mask=None):
 def _blocks(batch: tuple, T: int, S: int, itemsize: int) -> list:
     """(batch index, query rows) pairs covering the (*batch, T, S) scores.
 
-    Small problems are one block (every batch item at once); large ones go one batch item
-    at a time, in slices of query rows of about _BLOCK_BYTES of scores each.
+    Tiny problems (at most _SMALL_BYTES of scores) are one block, every batch item at once;
+    others go one batch item at a time (so that every core gets some), in slices of query rows
+    of at most _BLOCK_BYTES of scores each.
     """
-    if math.prod(batch) * T * S * itemsize <= _BLOCK_BYTES:
+    if math.prod(batch) * T * S * itemsize <= min(_SMALL_BYTES, _BLOCK_BYTES):
         return [((), slice(0, T))]
     rows = max(1, _BLOCK_BYTES // (S * itemsize))
     return [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)]
@@ -72,7 +85,7 @@ def attend(Q, K, V, mask=None, scores=None):
     # scaled once, as a contiguous copy (BLAS is slow on the strided per-head views of split_heads);
     # the scale is a scalar of Q's dtype: no float64 upcast
     Qs = np.multiply(Q, Q.dtype.type(1.0 / math.sqrt(d_k)), order="C")
-    shift = not _exp_is_safe(Qs, K)
+    shift = not exp_needs_no_shift(Qs, K, V)
     Qs = np.broadcast_to(Qs, (*batch, T, d_k))  # broadcast views: they copy nothing
     Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
     V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
@@ -80,22 +93,57 @@ def attend(Q, K, V, mask=None, scores=None):
     blocked = None if mask is None else np.broadcast_to(~np.atleast_2d(mask), (*batch, T, S))
     weights = np.empty((*batch, T, S), dtype=Q.dtype)
     out = np.empty((*batch, T, d_v), dtype=Q.dtype)
-    for b, rows in _blocks(batch, T, S, Q.dtype.itemsize):
+
+    def run(block):
+        b, rows = block
         _attend_block(Qs[b][..., rows, :], Kt[b], V1[b], weights[b][..., rows, :], out[b][..., rows, :],
                       None if blocked is None else blocked[b][..., rows, :],
                       None if scores is None else scores[b][..., rows, :], shift)
+
+    blocks = _blocks(batch, T, S, Q.dtype.itemsize)
+    run_jobs(run, blocks, parallel=len(blocks) > 1)  # one block: BLAS keeps its threads
     return out, weights
 
 
-def _exp_is_safe(Qs: np.ndarray, K: np.ndarray) -> bool:
+def exp_needs_no_shift(Qs, K, V, scale: float = 1.0) -> bool:
+    """Qs (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> True when the row max need not be subtracted.
+
+    The scores are ``scale`` Qs K^T (``scale=1``: Qs already scaled by 1 / sqrt(d_k)).
+
+    ``_exp_is_safe``: every scaled score lies in [-L, L], L = half of exp's range (44 in float32).
+    Then exp(s) needs no shift if what the softmax computes from it stays a normal float too:
+    the sums of exp(s) v and of exp(s) over S keys, at most S e^L max|v|, stay below the largest
+    float (and their reciprocal above the smallest), and e^-L times each value column's scale
+    stays a full-precision normal number. Subtracting the row max would change only the rounding.
+
+    >>> x = np.ones((3, 4), np.float32)
+    >>> exp_needs_no_shift(x, x, x), exp_needs_no_shift(x, x, np.float32(1e20) * x)
+    (True, False)
+    """
+    return _exp_is_safe(Qs, K, scale) and _values_fit(V)
+
+
+def _values_fit(V) -> bool:
+    """True when S e^L max|v| and e^-L min over the columns of max|v| stay normal floats (L as in _exp_is_safe)."""
+    fi = np.finfo(V.dtype)
+    limit = math.log(fi.max) / 2
+    columns = np.maximum(V.max(axis=-2), -V.min(axis=-2))  # (..., d_v): max |v| of each column, no |V| copy
+    used = columns[columns > 0]
+    v_max, v_min = max(1.0, float(columns.max())), min(1.0, float(used.min())) if used.size else 1.0
+    high = math.log(V.shape[-2]) + math.log(v_max) + limit <= min(math.log(fi.max), -math.log(fi.tiny)) - 1
+    low = math.log(v_min) - limit >= math.log(fi.tiny) - math.log(fi.eps) + 1
+    return bool(high and low)
+
+
+def _exp_is_safe(Qs: np.ndarray, K: np.ndarray, scale: float = 1.0) -> bool:
     """True when no scaled score can leave [-L, L], L = half of exp's range (44 in float32).
 
     By Cauchy-Schwarz |q . k| <= |q| |k|. Within that range exp neither overflows nor
-    underflows, so subtracting the row max (the usual guard) would not change the softmax.
+    underflows (what it is multiplied with is ``_values_fit``'s question).
     """
     limit = math.log(np.finfo(Qs.dtype).max) / 2
     squared_norms = [np.einsum("...i,...i->...", a, a).max() for a in (Qs, K)]  # max |q|^2, |k|^2
-    return bool(math.sqrt(squared_norms[0] * squared_norms[1]) <= limit)  # False for inf or NaN too
+    return bool(scale * math.sqrt(squared_norms[0] * squared_norms[1]) <= limit)  # False for inf or NaN too
 
 
 def _subtract_row_max(w: np.ndarray) -> None:
@@ -125,3 +173,110 @@ def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool) -> None:
     np.reciprocal(total, out=total)
     w *= total
     np.multiply(acc[..., :-1], total, out=out)
+
+
+# ---- Threads: every parallel region of the package chooses its threads once, here. ----
+
+def cpu_count() -> int:
+    """The number of cores this process may run on (its CPU affinity), at least 1.
+
+    >>> cpu_count() >= 1
+    True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows: no affinity call
+        return os.cpu_count() or 1
+
+
+_WORKER = threading.local()  # .inside is True in a worker of run_jobs: a nested run_jobs runs serially
+_STATE = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None, "pool": None, "size": 0}
+
+
+def _reset_after_fork() -> None:
+    """A forked child has none of its parent's threads: forget the pool and the BLAS limit."""
+    _STATE.update(lock=threading.Lock(), users=0, limiter=None, pool=None, size=0)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The package's one pool of ``workers`` threads, made on first use and kept: idle, its
+    threads wait on a queue (no spinning), and a call costs no thread start."""
+    with _STATE["lock"]:
+        if _STATE["pool"] is None or _STATE["size"] != workers:
+            _STATE["pool"], _STATE["size"] = ThreadPoolExecutor(workers, thread_name_prefix="mha_course"), workers
+        return _STATE["pool"]
+
+
+@contextlib.contextmanager
+def _blas_on_one_thread():
+    """BLAS limited to one thread while the block runs (threadpoolctl), restored when the last
+    concurrent user leaves (two threads running attention at once share one limit)."""
+    with _STATE["lock"]:
+        if _STATE["users"] == 0:
+            if _STATE["controller"] is None:
+                _STATE["controller"] = threadpoolctl.ThreadpoolController()  # numpy's BLAS is loaded by now
+            _STATE["limiter"] = _STATE["controller"].limit(limits=1, user_api="blas")
+        _STATE["users"] += 1
+    try:
+        yield
+    finally:
+        with _STATE["lock"]:
+            _STATE["users"] -= 1
+            if _STATE["users"] == 0:
+                _STATE["limiter"].restore_original_limits()
+
+
+def run_jobs(run, jobs: list, parallel: bool = True) -> None:
+    """Call ``run(job)`` for every job: on the pool of one thread per core when ``parallel``.
+
+    The threads are chosen once, here, whatever the thread variables say: while the jobs run,
+    BLAS runs on one thread and the pool spreads the jobs (numpy's one-threaded ``exp``
+    included) over the cores. So no pool is ever stacked on a threaded BLAS, and a busy machine
+    costs little: a threaded BLAS keeps its threads in step on every call (they spin and wait,
+    and queue behind other processes; measured 1.6 to 5x slower at load 13 on 2 cores), the
+    pool's threads meet once per call. One job, ``parallel=False`` or a call from inside a
+    worker runs serially, where it is. A job's exception is raised here.
+
+    >>> out = []
+    >>> run_jobs(out.append, [1, 2, 3], parallel=False); out
+    [1, 2, 3]
+    """
+    workers = min(cpu_count(), len(jobs)) if parallel else 1
+    if workers < 2 or getattr(_WORKER, "inside", False):
+        for job in jobs:
+            run(job)
+        return
+
+    def work(job):
+        _WORKER.inside = True
+        run(job)
+
+    with _blas_on_one_thread():
+        list(_pool(cpu_count()).map(work, jobs))  # list(): re-raises a worker's exception here
+
+
+def project(x, W, b=None) -> np.ndarray:
+    """x (..., D_in) @ W (D_in, D_out) (+ b (D_out,)) -> (..., D_out): ``mha.linear`` on every core.
+
+    The same product in blocks of rows of x, one job per core (``run_jobs``), each on one BLAS
+    thread. Unchecked: x, W (and b) of one float dtype.
+
+    >>> x, W = np.ones((2, 3, 4)), np.ones((4, 5))
+    >>> bool(np.array_equal(project(x, W, np.ones(5)), x @ W + 1))
+    True
+    """
+    rows = x.reshape(-1, x.shape[-1])  # (N, D_in): a view when x is contiguous
+    out = np.empty((rows.shape[0], W.shape[1]), dtype=np.result_type(x, W))
+    step = max(_MIN_ROWS, -(-rows.shape[0] // cpu_count()))
+
+    def run(r):
+        np.matmul(rows[r], W, out=out[r])  # (n, D_in) x (D_in, D_out) -> (n, D_out)
+        if b is not None:
+            out[r] += b
+
+    run_jobs(run, [slice(i, i + step) for i in range(0, rows.shape[0], step)])
+    return out.reshape(*x.shape[:-1], W.shape[1])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import assert_close, random_allowed, torch_sdpa
-from mha_course import efficient
+from mha_course import efficient, fast
 
 TOL64 = 1e-10
 
@@ -120,8 +120,8 @@ def test_exp_bound_refuses_what_would_overflow(scale):
     Q = np.full((1, 1, 4), 6.6 * scale, np.float32)  # scaled by 1 / sqrt(4): scores 43.56 * scale
     K = np.array([[[3.3] * 4, [0.0] * 4]], np.float32)
     V = np.array([[[1e20], [1.0]]], np.float32)
-    assert not efficient.exp_needs_no_shift(Q, K, V, 0.5)
-    assert efficient.exp_needs_no_shift(Q, K, V / np.float32(1e20), 0.5) == (scale == 1.0)
+    assert not fast.exp_needs_no_shift(Q, K, V, 0.5)
+    assert fast.exp_needs_no_shift(Q, K, V / np.float32(1e20), 0.5) == (scale == 1.0)
     out = mc.tiled_attention(Q, K, V)
     assert np.isfinite(out).all()
     assert_close(out, _exact(Q, K, V), np.float32, "large values", tol=1e14)  # 1e20 to float32 rounding
@@ -134,7 +134,7 @@ def test_the_exp_bound_holds_whenever_it_says_so():
             for v_scale in (1e-30, 1.0, 1e20):
                 Q, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
                 V = (v_scale * rng.normal(size=(2, 5, 3))).astype(dtype)
-                if efficient.exp_needs_no_shift(Q, K, V, 1.0):
+                if fast.exp_needs_no_shift(Q, K, V):
                     s = np.abs(Q.astype(np.float64) @ np.swapaxes(K, -1, -2)).max()
                     big = 5 * np.exp(s) * max(1.0, np.abs(V).max())
                     assert big < np.finfo(dtype).max and 1 / big > np.finfo(dtype).tiny
@@ -171,44 +171,36 @@ def _blas_threads() -> int:
 
 
 def test_tiled_runs_big_inputs_on_a_pool_with_blas_on_one_thread(monkeypatch):
-    """One worker per core, BLAS limited to one thread inside the pool and restored after it."""
+    """The query blocks run on the pool's threads, BLAS on one thread inside it, restored after."""
+    import threading
+
     from threadpoolctl import threadpool_limits
-    pools, inside = [], []
-    real = efficient.ThreadPoolExecutor
-    monkeypatch.setattr(efficient, "ThreadPoolExecutor", lambda n: pools.append(n) or real(n))
-    monkeypatch.setattr(efficient, "cpu_count", lambda: 2)
+    inside = []
+    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
     real_rows = efficient._tiled_rows
-    monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: inside.append(_blas_threads()) or real_rows(*a))
+    monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: inside.append(
+        (threading.current_thread().name, _blas_threads())) or real_rows(*a))
     rng = np.random.default_rng(6)
     Q, K, V = _qkv(rng, (4,), 600, 600, d_k=4, d_v=2)
     with threadpool_limits(limits=2, user_api="blas"):  # as a learner's kernel with no thread variable
         out = mc.tiled_attention(Q, K, V, block_size=128)
         assert _blas_threads() == 2  # restored
-    assert pools == [2] and inside and set(inside) == {1}
+    assert len(inside) == 4 and {n for _, n in inside} == {1}
+    assert all(name.startswith("mha_course") for name, _ in inside)
     assert_close(out, _exact(Q, K, V), np.float64, "tiled on threads", tol=TOL64)
 
 
-def test_run_jobs_inside_a_worker_runs_serially(monkeypatch):
-    pools = []
-    real = efficient.ThreadPoolExecutor
-    monkeypatch.setattr(efficient, "ThreadPoolExecutor", lambda n: pools.append(n) or real(n))
-    monkeypatch.setattr(efficient, "cpu_count", lambda: 2)
-    seen = []
-    efficient.run_jobs(lambda job: efficient.run_jobs(seen.append, [job, job]), [1, 2, 3])
-    assert pools == [2] and sorted(seen) == [1, 1, 2, 2, 3, 3]  # the inner calls made no second pool
-    with pytest.raises(ZeroDivisionError):
-        efficient.run_jobs(lambda job: 1 / job, [1, 0])  # a worker's exception reaches the caller
-    assert _blas_threads() >= 1
-
-
 def test_small_inputs_run_serially(monkeypatch):
-    pools = []
-    monkeypatch.setattr(efficient, "ThreadPoolExecutor", lambda n: pools.append(n))
+    import threading
+    names = []
+    real_rows = efficient._tiled_rows
+    monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: names.append(threading.current_thread().name)
+                        or real_rows(*a))
     rng = np.random.default_rng(18)
     Q, K, V = _qkv(rng, (2,), 30, 30)
     mc.tiled_attention(Q, K, V)
     mc.sliding_window_attention(Q, K, V, 4)
-    assert pools == []
+    assert set(names) == {threading.current_thread().name}
 
 
 def test_tiled_rejects_a_bad_block_size():

@@ -1,9 +1,10 @@
-"""The fast path (mha_course.efficient) against the textbook attention (mha_course.attention).
+"""The fast path (mha_course.fast) against the textbook attention (mha_course.attention).
 
 Hypothesis draws shapes, masks (with fully masked rows) and dtypes and holds
 ``fast_attention`` equal to ``scaled_dot_product_attention``; spies show that each
 shortcut of the fast path is really taken where it should be, and not where it must not.
 """
+import threading
 import warnings
 
 import numpy as np
@@ -118,10 +119,129 @@ def test_the_bound_holds_whenever_the_shortcut_is_taken():
     rng = np.random.default_rng(0)
     for dtype in (np.float32, np.float64):
         for scale in (0.1, 1.0, 3.0, 10.0, 100.0):
-            Qs, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
-            if fast._exp_is_safe(Qs, K):
-                limit = np.log(np.finfo(dtype).max) / 2
-                assert np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max() <= limit
+            for v_scale in (1e-30, 1e-6, 1.0, 1e20):
+                Qs, K = (rng.normal(scale=scale, size=(2, 5, 8)).astype(dtype) for _ in range(2))
+                V = (v_scale * rng.normal(size=(2, 5, 3))).astype(dtype)
+                if fast._exp_is_safe(Qs, K):
+                    limit = np.log(np.finfo(dtype).max) / 2
+                    assert np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max() <= limit
+                if fast.exp_needs_no_shift(Qs, K, V):  # exp(s) [V | 1] summed over the keys stays finite
+                    s = np.abs(Qs.astype(np.float64) @ np.swapaxes(K, -1, -2)).max()
+                    big = 5 * np.exp(s) * max(1.0, np.abs(V).max())
+                    assert big < np.finfo(dtype).max and 1 / big > np.finfo(dtype).tiny
+
+
+def test_large_scores_times_large_values_do_not_overflow(monkeypatch):
+    """Scaled scores about 43.6 and V about 1e20 in float32: exp(s) fits in float32, exp(s) * v
+    does not, so the bound must refuse the shortcut (it used to give [inf, 1.0])."""
+    safe = Spy(monkeypatch, "exp_needs_no_shift")
+    Q = np.full((1, 4), 6.6, np.float32)  # scaled by 1 / sqrt(4): a score of 43.56 with the first key
+    K = np.array([[3.3] * 4, [0.0] * 4], np.float32)
+    V = np.array([[1e20, 1.0], [0.0, 1.0]], np.float32)
+    out, weights = fast.fast_attention(Q, K, V)
+    assert safe.results == [False]
+    assert np.isfinite(out).all() and np.isfinite(weights).all()
+    assert_same_attention((out, weights), scaled_dot_product_attention(Q, K, V), np.float32, scale=1e20)
+    x = np.zeros((1, 2, 4), np.float32)
+    x[0, 0] = 1  # the first token: q = 6.6, k = 3.3, v = 1e20 in every feature; the second all zero
+    p = mc.MHAParams(*(np.eye(4, dtype=np.float32) * f for f in (6.6, 3.3, 1e20, 1.0)))
+    out, weights = mc.multi_head_attention(x, p, 1)  # the same overflow inside the core: no NaN
+    assert np.isfinite(out).all() and np.isfinite(weights).all()
+    t = mc.trace(x, p, 1)
+    assert_same_attention((out, weights), (t.output, t.weights), np.float32, scale=1e20)
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+    return max(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+
+
+def test_many_blocks_run_on_a_pool_with_blas_on_one_thread(monkeypatch):
+    """More than one block: the jobs run on the pool's threads, each block's matmuls on one BLAS
+    thread (no pool stacked on a threaded BLAS), the BLAS threads restored after; one block: serially."""
+    from threadpoolctl import threadpool_limits
+    inside = []
+    real_block = fast._attend_block
+    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    monkeypatch.setattr(fast, "_attend_block", lambda *a: inside.append(
+        (threading.current_thread().name, _blas_threads())) or real_block(*a))
+    monkeypatch.setattr(fast, "_BLOCK_BYTES", 4 * 16 * 4)  # 4 rows of 16 float32 scores
+    x, params, h = _default_problem(seq_len=16, d_model=16, h=8)
+    with threadpool_limits(limits=2, user_api="blas"):  # as a learner's kernel with no thread variable
+        out, weights = mc.multi_head_attention(x, params, h)
+        assert _blas_threads() == 2  # restored
+    assert len(inside) == 8 * 4 and {n for _, n in inside} == {1}
+    assert all(name.startswith("mha_course") for name, _ in inside)  # the pool's threads, not the caller's
+    t = mc.trace(x, params, h)
+    assert_same_attention((out, weights), (t.output, t.weights), np.float32)
+    inside.clear()
+    monkeypatch.setattr(fast, "_BLOCK_BYTES", 16 << 20)
+    mc.multi_head_attention(x, params, h)  # tiny: one block, in the calling thread
+    assert [name for name, _ in inside] == [threading.current_thread().name]
+
+
+def test_multi_head_attention_takes_the_fast_path_and_trace_the_textbook(monkeypatch):
+    """multi_head_attention runs fast.project (4 projections) and fast.attend; trace runs neither.
+    If the fast path is not taken, or the textbook one is, this fails."""
+    from mha_course import mha
+    calls = []
+    for name in ("project", "attend", "linear", "scaled_dot_product_attention"):
+        real = getattr(mha, name)
+        monkeypatch.setattr(mha, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    x, params, h = _default_problem(seq_len=40, d_model=32, h=4)
+    out, weights = mc.multi_head_attention(x, params, h)
+    assert sorted(calls) == ["attend"] + ["project"] * 4
+    calls.clear()
+    t = mc.trace(x, params, h)
+    assert sorted(calls) == ["linear"] * 4 + ["scaled_dot_product_attention"]
+    assert_same_attention((out, weights), (t.output, t.weights), np.float32)
+
+
+@PROFILE
+@given(rows=st.integers(1, 300), d_in=st.integers(1, 9), d_out=st.integers(1, 9), bias=st.booleans(),
+       batch=st.sampled_from([(), (1,), (3,), (2, 2)]), dtype=DTYPES)
+def test_project_equals_the_textbook_linear(rows, d_in, d_out, bias, batch, dtype):
+    from mha_course.mha import linear
+    rng = np.random.default_rng(rows * 100 + d_in)
+    x = rng.normal(size=(*batch, rows, d_in)).astype(dtype)
+    W, b = rng.normal(size=(d_in, d_out)).astype(dtype), rng.normal(size=d_out).astype(dtype) if bias else None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast, "_MIN_ROWS", 7)  # many row blocks
+        mp.setattr(fast, "cpu_count", lambda: 3)
+        got = fast.project(x, W, b)
+    assert got.shape == (*batch, rows, d_out) and got.dtype == dtype
+    assert_close(got, linear(x, W, b), dtype, "project", tol=SAME_MATHS_TOL[np.dtype(dtype)] * 10)
+
+
+def test_run_jobs_inside_a_worker_runs_serially(monkeypatch):
+    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    seen = []
+    fast.run_jobs(lambda job: fast.run_jobs(lambda j: seen.append((j, threading.current_thread().name)), [job, job]),
+                  [1, 2, 3])
+    assert sorted(j for j, _ in seen) == [1, 1, 2, 2, 3, 3]
+    assert all(name.startswith("mha_course") for _, name in seen)  # the inner calls ran in the workers
+    with pytest.raises(ZeroDivisionError):
+        fast.run_jobs(lambda job: 1 / job, [1, 0])  # a worker's exception reaches the caller
+    assert fast._STATE["users"] == 0  # the BLAS limit was released
+
+
+def test_the_pool_is_kept_and_remade_after_a_fork(monkeypatch):
+    import os
+    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    fast.run_jobs(lambda j: None, [1, 2])
+    pool = fast._STATE["pool"]
+    fast.run_jobs(lambda j: None, [1, 2])
+    assert fast._STATE["pool"] is pool  # one pool for the process: no thread start per call
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child has none of the parent's threads: a stale pool would hang here
+        try:
+            fast.run_jobs(lambda j: None, [1, 2])
+            os._exit(0 if fast._STATE["pool"] is not pool else 1)
+        finally:
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0
 
 
 def test_fast_attention_checks_its_arguments():
