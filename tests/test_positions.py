@@ -232,3 +232,9 @@ def test_a_layout_mismatch_scrambles_the_offset_profile_it_does_not_shift_it():
     for shift in range(-4, 5):
         lo, hi = max(0, -shift), min(12, 12 - shift)
         assert not np.allclose(wrong[lo:hi], right[lo + shift:hi + shift], atol=1e-3), shift
+
+
+def test_the_docstrings_name_whose_llama_uses_which_layout():
+    """issue 23 item 19: halves is Hugging Face's Llama (rotate_half); Meta's own code is interleaved."""
+    doc = mc.apply_rope.__doc__
+    assert "Hugging Face's Llama" in doc and "Meta's Llama code" in doc

@@ -1,0 +1,48 @@
+"""The checkers of notebook 05 (flops, crossover_seq_len, score_bytes, max_seq_len): right answers in a
+learner's words are accepted, every catalogued mistake is named as itself, a stub is not finished."""
+import math
+
+import numpy as np
+import pytest
+
+from mha_course.check import complexity as cc
+
+EXERCISES = [(cc.flops, cc.FLOPS), (cc.crossover_seq_len, cc.CROSSOVER_SEQ_LEN), (cc.score_bytes, cc.SCORE_BYTES),
+             (cc.max_seq_len, cc.MAX_SEQ_LEN)]
+CATALOGUED = [(c, e, i) for c, e in EXERCISES for i in range(len(e.mistakes))]
+
+
+@pytest.mark.parametrize("checker, exercise, i", CATALOGUED, ids=[f"{e.name}-{i}" for _, e, i in CATALOGUED])
+def test_every_catalogued_mistake_is_named_as_itself(capsys, checker, exercise, i):
+    ok = checker(exercise.mistakes[i].fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {exercise.mistakes[i].name}" in out, out
+
+
+def crossover_loop(d_model):
+    T = 1
+    while 4 * T * T * d_model < 8 * T * d_model ** 2:
+        T += 1
+    return T
+
+
+@pytest.mark.parametrize("checker, fn", [
+    (cc.flops, lambda T, d_model: (4 * 2 * T * d_model * d_model, 2 * 2 * T * T * d_model)),
+    (cc.flops, lambda T, d_model: (8 * T * d_model ** 2, 4 * T ** 2 * d_model)),
+    (cc.crossover_seq_len, crossover_loop),
+    (cc.crossover_seq_len, lambda d_model: 2 * d_model),
+    (cc.score_bytes, lambda B, h, T, bytes_per_number=4: B * h * T ** 2 * bytes_per_number),
+    (cc.score_bytes, lambda B, h, T, bytes_per_number=4: int(np.prod([B, h, T, T, bytes_per_number]))),
+    (cc.max_seq_len, lambda budget, B, h, b=4: math.isqrt(budget // (B * h * b))),
+    (cc.max_seq_len, lambda budget, B, h, b=4: int(math.sqrt(budget // (B * h * b)))),
+])
+def test_right_answers_are_accepted(capsys, checker, fn):
+    ok = checker(fn)
+    assert ok, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("checker", [c for c, _ in EXERCISES])
+def test_a_stub_is_not_finished(capsys, checker):
+    def stub(*args):
+        raise NotImplementedError
+    assert checker(stub) is False and "not finished" in capsys.readouterr().out
