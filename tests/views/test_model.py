@@ -72,3 +72,11 @@ def test_every_h_sweep_curve_has_its_own_colour_or_dash():
     widths = {ln.get_label(): ln.get_linewidth() for ln in lines}
     assert widths["h=2"] > max(v for k, v in widths.items() if k != "h=2")
     plt.close(fig)
+
+
+def test_the_live_run_of_notebook_08_trains_with_a_progress_bar_and_a_live_loss_plot(capsys):
+    """Notebook 08 offers the induction run live (TRAIN_LIVE = True): train with the live plot and tqdm."""
+    live = pt.LiveLossPlot(every=2, title="live")
+    params, history = train.train(CONFIG, callback=live, progress=True, snapshot_every=2)
+    assert len(history.losses) == CONFIG.steps and [int(s) for s in history.snapshot_steps] == [0, 2]
+    plt.close("all")
