@@ -5,6 +5,11 @@ another ``.npz``), never into the package: the shipped checkpoints are read-only
 command. The path is checked before training (a missing folder, a folder, a notebook or any
 other non-``.npz`` target is one line naming the path and the fix); an existing file is kept
 as ``NAME.npz.<timestamp>.bak`` beside it, and the new one is written by ``files.atomic_write``.
+
+A maintainer who re-makes a shipped checkpoint does it on purpose, in Python::
+
+    from mha_course.lessons import model
+    model.make_checkpoint("induction", model.checkpoint_path("induction"))
 """
 from __future__ import annotations
 
