@@ -27,11 +27,13 @@ course: $(STAMP)
 	$(BIN)/jupyter lab $(AS_ROOT) notebooks/00_overview.ipynb
 
 ## Run the whole test suite: lint (ruff), the floors (import-linter), then unit, property and
-## parity tests and every notebook under nbval. Each step fails the run on a violation.
+## parity tests and every notebook under nbval. Each step fails the run on a violation. What needs
+## PyTorch or a browser skips when they are absent, and -rs lists each skip with its reason; the
+## slow busy-machine test runs only with --busy (CI's full run).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile -rs
 
 ## The explorer as a standalone app (Voila) for a workshop screen.
 app: $(APP_STAMP)
