@@ -8,6 +8,7 @@ and the engine's guarantees: the reference passes, a stub is "not finished yet" 
 a learner's endless loop is stopped, its printing is capped, an exception whose ``__str__``
 raises is reported, ``check.summary()`` lists the latest results.
 """
+import sys
 import threading
 import time
 
@@ -374,3 +375,10 @@ def test_an_import_is_not_cut_in_half_by_the_time_limit(capsys, monkeypatch, tmp
 def test_exit_inside_a_learner_function_is_reported(capsys):
     ok, out = run(capsys, "causal_mask", lambda T: exit(1))
     assert ok is False and "it raised SystemExit: 1" in out
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_TORCH))
+def test_a_torch_checker_without_torch_says_not_finished_and_does_not_raise(capsys, monkeypatch, name):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails, as on a machine without it
+    ok, out = run(capsys, name, lambda *args, **kwargs: None)
+    assert ok is False and "not finished: this exercise needs PyTorch: pip install torch==2.13.0" in out, out
