@@ -1,4 +1,4 @@
-"""Checkers for the learner's own implementations (floor 4): ``check.<exercise>(my_function)``.
+"""Checkers for the learner's own implementations: ``check.<exercise>(my_function)``.
 
 Each checker runs the learner's function on seeded cases that vary every size, prints short
 feedback and returns True or False; when the result is wrong it names the mistake and its fix
@@ -25,7 +25,7 @@ from .backward import (
 from .block import layer_norm
 from .bridge import torch_attention, torch_attn_mask, torch_state_dict
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
-from .efficient import linear_attention, online_softmax_update, sliding_window_mask
+from .efficient import linear_attention, online_softmax_update, sliding_window_mask, tiled_attention
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
 from .gqa import kv_append, kv_bytes_per_token, kv_head_index, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
@@ -48,6 +48,6 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "softmax_backward", "scale_backward", "split_heads_backward", "matmul_backward",
            "shared_input_backward", "adam_step",
            "torch_state_dict", "torch_attn_mask", "torch_attention",
-           "online_softmax_update", "sliding_window_mask", "linear_attention",
+           "online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
            "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope",
            "document_mask", "rope_scores", "head_params", "score_std", "work_growth"]

@@ -1,40 +1,58 @@
-"""Checkers for notebook 10: one online-softmax update, the sliding-window mask, linear attention.
+"""Checkers for notebook 10: one online-softmax update, the tiled loop, the sliding-window mask, linear attention.
 
-``linear_attention`` also measures, with tracemalloc, the memory the learner's function takes
-at T = S = 2000: the right numbers computed as (phi(Q) phi(K)^T) V make a T x S matrix, which
-is correct but quadratic, so it is reported as the mistake it is.
+``tiled_attention`` and ``linear_attention`` also measure, with tracemalloc, the memory the
+learner's function takes at T = S = 2000: the right numbers computed through a T x S matrix
+are correct but quadratic, so that is reported as the mistake it is.
+
+The cases separate every catalogued mistake: the online-softmax cases include a second block
+whose max is *below* the running max (a new max taken from the block alone is then wrong), the
+window cases a window of 1 and one wider than T, the tiled cases a key count that is not a
+multiple of the block size and a block wider than all the keys.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import tracemalloc
 
 import numpy as np
 
+from ..attention import softmax as _softmax
 from ..efficient import SoftmaxState
 from ..efficient import elu_feature_map as _phi
 from ..efficient import linear_attention as _linear_attention
+from ..efficient import online_softmax_result as _result
 from ..efficient import online_softmax_start as _start
 from ..efficient import online_softmax_update as _update
 from ..efficient import sliding_window_mask as _sliding_window_mask
+from ..efficient import tiled_attention as _tiled_attention
 from .engine import Case, Exercise, Mistake, _finish
 
-__all__ = ["online_softmax_update", "sliding_window_mask", "linear_attention",
-           "ONLINE_SOFTMAX_UPDATE", "SLIDING_WINDOW_MASK", "LINEAR_ATTENTION"]
+__all__ = ["online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
+           "ONLINE_SOFTMAX_UPDATE", "TILED_ATTENTION", "SLIDING_WINDOW_MASK", "LINEAR_ATTENTION"]
 
 
 # ---------------------------------------------------------------------------------------
 # one online-softmax update
 # ---------------------------------------------------------------------------------------
 
-def _update_with(rescale_l: bool, rescale_acc: bool, guard: bool = True, inverted: bool = False):
-    """An update that rescales l and/or acc (by exp(m - m'), or its inverse), with or without the -inf guard."""
+def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, block_max_only=False,
+                 old_max_terms=False, keep_old_l=True, normalise=False):
+    """One online-softmax update written the way a learner might (the defaults are the right one)."""
     def update(state, s, V):
-        m_new = np.maximum(state.m, s.max(axis=-1, keepdims=True))
+        block_max = s.max(axis=-1, keepdims=True)
+        m_new = block_max if block_max_only else np.maximum(state.m, block_max)
         shift = np.where(np.isneginf(m_new), 0, m_new) if guard else m_new
-        p = np.exp(s - shift)
+        old = np.where(np.isneginf(state.m), 0, state.m)
+        p = np.exp(s - (old if old_max_terms else shift))
         alpha = np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
-        l_old, acc_old = (alpha * state.l if rescale_l else state.l), (alpha * state.acc if rescale_acc else state.acc)
-        return SoftmaxState(m_new, l_old + p.sum(axis=-1, keepdims=True), acc_old + p @ V)
+        l_old = (alpha * state.l if rescale_l else state.l) if keep_old_l else 0
+        acc_old = alpha * state.acc if rescale_acc else state.acc
+        l_new, acc_new = l_old + p.sum(axis=-1, keepdims=True), acc_old + p @ V
+        if normalise:
+            acc_new = acc_new / np.where(l_new == 0, 1, l_new)
+        return SoftmaxState(m_new, l_new, acc_new)
     return update
 
 
@@ -45,6 +63,9 @@ def _update_cases():
         seen = _update(_start(T, d_v), rng.normal(size=(T, c)), rng.normal(size=(c, d_v)))
         cases.append(Case((seen, rng.normal(size=(T, c + 1)) * 2 + 1.5, rng.normal(size=(c + 1, d_v))),
                           f"a second block of {c + 1} keys (higher scores), T={T}, d_v={d_v}"))
+    seen = _update(_start(3, 2), rng.normal(size=(3, 4)) + 3, rng.normal(size=(4, 2)))
+    cases.append(Case((seen, rng.normal(size=(3, 2)) - 3, rng.normal(size=(2, 2))),
+                      "a second block whose scores are all LOWER than the running max"))
     cases.append(Case((_start(3, 2), rng.normal(size=(3, 5)), rng.normal(size=(5, 2))), "the first block (m = -inf)"))
     s = rng.normal(size=(2, 3))
     s[1] = -np.inf
@@ -63,13 +84,40 @@ _UPDATE_MISTAKES = (
             _update_with(False, True)),
     Mistake("the rescale factor is upside down: exp(m' - m) instead of exp(m - m')",
             "alpha = np.exp(m - m_new): the old terms shrink when the max grows",
-            _update_with(True, True, inverted=True)),
+            _update_with(inverted=True)),
     Mistake("no guard for rows that have seen no allowed key: exp(-inf - (-inf)) is NaN",
             "shift = np.where(np.isneginf(m_new), 0, m_new), and use shift in both exps",
-            _update_with(True, True, guard=False)),
+            _update_with(guard=False)),
+    Mistake("the new max is the block's max only: when a block's scores are all below the running max, "
+            "m goes down and the old terms are scaled UP",
+            "m' = np.maximum(m, scores_block.max(axis=-1, keepdims=True)): the max over everything seen",
+            _update_with(block_max_only=True)),
+    Mistake("the block's terms are exp(s - m) with the OLD max, not exp(s - m')",
+            "every term of the new state is under the new max: p = np.exp(scores_block - m_new)",
+            _update_with(old_max_terms=True)),
+    Mistake("the old sum is dropped: l' holds only this block's terms",
+            "l' = alpha * l + p.sum(axis=-1, keepdims=True): carry the old sum, rescaled",
+            _update_with(keep_old_l=False)),
+    Mistake("the result is normalised inside the update: acc' / l' is an output, not an accumulator "
+            "(the next update rescales it as if it were a sum)",
+            "keep acc unnormalised (alpha * acc + p @ V_block) and divide by l only once, after the last block "
+            "(mc.online_softmax_result)",
+            _update_with(normalise=True)),
 )
 ONLINE_SOFTMAX_UPDATE = Exercise("online_softmax_update", _update, _update_cases, _UPDATE_MISTAKES,
                                  outputs=("m", "l", "acc"))
+
+
+def _as_state(fn):
+    """fn whose (m, l, acc) comes back as a tuple whether it returned a tuple, a list or a SoftmaxState."""
+    if not callable(fn):
+        return fn
+
+    @functools.wraps(fn)
+    def as_tuple(*args):
+        out = fn(*args)
+        return tuple(out) if isinstance(out, list) and len(out) == 3 else out
+    return as_tuple
 
 
 def online_softmax_update(fn) -> bool:
@@ -77,10 +125,89 @@ def online_softmax_update(fn) -> bool:
 
     >>> import mha_course as mc
     >>> online_softmax_update(mc.online_softmax_update)
-    ✔ online_softmax_update: all 6 cases match
+    ✔ online_softmax_update: all 7 cases match
     True
     """
-    return ONLINE_SOFTMAX_UPDATE.check(fn)
+    return ONLINE_SOFTMAX_UPDATE.check(_as_state(fn))
+
+
+# ---------------------------------------------------------------------------------------
+# the tiled loop: exact attention, one key block at a time
+# ---------------------------------------------------------------------------------------
+
+def _tiled_ref(Q, K, V, block_size):
+    return _tiled_attention(Q, K, V, None, block_size)
+
+
+def _tiled_with(scale=lambda d: np.sqrt(d), divide=True, stop=lambda S, b: S, extra=0, restart=False,
+                average_blocks=False):
+    """The tiled loop written the way a learner might (the defaults are the right one)."""
+    def tiled(Q, K, V, block_size):
+        T, S = Q.shape[0], K.shape[0]
+        state, outs = _start(T, V.shape[-1]), []
+        for c in range(0, stop(S, block_size), block_size):
+            k, v = K[c:c + block_size + extra], V[c:c + block_size + extra]
+            s = Q @ k.T / scale(Q.shape[-1])                                  # (T, c) one tile of scores
+            if average_blocks:
+                outs.append(_softmax(s) @ v)
+                continue
+            state = _update(_start(T, V.shape[-1]) if restart else state, s, v)
+        if average_blocks:
+            return np.mean(outs, axis=0)
+        return _result(state) if divide else state.acc
+    return tiled
+
+
+def _tiled_cases():
+    rng = np.random.default_rng(20241015)
+    sizes = ((4, 10, 3, 2, 4), (3, 7, 2, 3, 3), (5, 6, 4, 1, 2), (2, 5, 3, 2, 8), (6, 9, 2, 4, 1))
+    return [Case((rng.normal(size=(T, d)) * 1.5, rng.normal(size=(S, d)) * 1.5, rng.normal(size=(S, d_v)), b),
+                 f"T={T}, S={S} keys in blocks of {b}" + (" (the last block is shorter)" if S % b else "")
+                 + (" (one block holds every key)" if b >= S else ""))
+            for T, S, d, d_v, b in sizes]
+
+
+_TILED_MISTAKES = (
+    Mistake("the accumulator is returned without dividing by the running sum l",
+            "return state.acc / state.l (mc.online_softmax_result(state)) after the last block",
+            _tiled_with(divide=False)),
+    Mistake("the last, shorter block of keys is left out (the loop stops at S - S % block_size)",
+            "range(0, S, block_size): the slice K[c:c + block_size] simply ends early on the last block",
+            _tiled_with(stop=lambda S, b: S - S % b)),
+    Mistake("the tile of scores is not scaled by 1/sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
+            _tiled_with(scale=lambda d: 1.0)),
+    Mistake("the tile of scores is divided by d_k instead of sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
+            _tiled_with(scale=lambda d: d)),
+    Mistake("the state is started again for every block: only the last block's keys count",
+            "start the state once, before the loop (mc.online_softmax_start(T, d_v)), and carry it",
+            _tiled_with(restart=True)),
+    Mistake("each block's own softmax output averaged over the blocks: blocks with small scores weigh as much "
+            "as blocks with large ones", "carry a running max, sum and accumulator (mc.online_softmax_update)",
+            _tiled_with(average_blocks=True)),
+    Mistake("each block reads one key too many (K[c:c + block_size + 1]): the key at each block boundary "
+            "counts twice", "K[c:c + block_size] and V[c:c + block_size]: the end of a slice is excluded",
+            _tiled_with(extra=1)),
+)
+TILED_ATTENTION = Exercise("tiled_attention", _tiled_ref, _tiled_cases, _TILED_MISTAKES,
+                           axes={"result": ("query", "feature")})
+
+
+def tiled_attention(fn) -> bool:
+    """Check ``fn(Q, K, V, block_size) -> out``: Q (T, d_k), K (S, d_k), V (S, d_v) -> (T, d_v),
+    exact attention computed one block of keys at a time, never the whole T x S matrix.
+
+    >>> import mha_course as mc
+    >>> tiled_attention(lambda Q, K, V, block_size: mc.tiled_attention(Q, K, V, None, block_size))
+    ✔ tiled_attention: all 5 cases match
+    True
+    """
+    peak = _quadratic_peak(fn, lambda Q, K, V: fn(Q, K, V, 100), lambda Q, K, V: _tiled_ref(Q, K, V, 100))
+    if peak is not None and peak >= _PROBE_T * _PROBE_T * 8 / 2:
+        return _finish("tiled_attention", ("wrong", [
+            f"✘ tiled_attention: the numbers are right, but at T = S = {_PROBE_T} (blocks of 100 keys) it took "
+            f"{peak / 2**20:.0f} MiB: it makes the whole T x S matrix of scores, which tiling exists to avoid.",
+            "  Fix: compute one tile Q @ K[c:c + block_size].T at a time inside the loop"]))
+    return TILED_ATTENTION.check(fn)
 
 
 # ---------------------------------------------------------------------------------------
@@ -104,11 +231,19 @@ _WINDOW_MISTAKES = (
             _window_with(lambda d, w: (d <= 0) & (d > -w))),
     Mistake("the polarity is flipped: True where the key is blocked", "our masks are True = may attend",
             _window_with(lambda d, w: ~((d >= 0) & (d < w)))),
+    Mistake("not causal: every future key is allowed (only t - s < window is tested)",
+            "add the causal half: s <= t, i.e. 0 <= t - s < window", _window_with(lambda d, w: d < w)),
+    Mistake("the diagonal is excluded: the window holds the keys before t but not t itself (0 < t - s < window)",
+            "the query's own key counts: 0 <= t - s < window", _window_with(lambda d, w: (d > 0) & (d < w))),
+    Mistake("the diagonal is excluded and the window shifted back: the window keys before t (0 < t - s <= window)",
+            "the window ends on the query itself: 0 <= t - s < window", _window_with(lambda d, w: (d > 0) & (d <= w))),
+    Mistake("the window is ignored: a plain causal mask", "keep only the last `window` keys: 0 <= t - s < window",
+            _window_with(lambda d, w: d >= 0)),
 )
 
 
 def _window_cases():
-    return [Case((T, w), f"T={T}, window={w}") for T, w in ((6, 2), (5, 1), (7, 3), (4, 9), (8, 4), (3, 3))]
+    return [Case((T, w), f"T={T}, window={w}") for T, w in ((6, 2), (5, 1), (7, 3), (4, 9), (8, 4), (3, 3), (9, 5))]
 
 
 SLIDING_WINDOW_MASK = Exercise("sliding_window_mask", _sliding_window_mask, _window_cases, _WINDOW_MISTAKES)
@@ -119,7 +254,7 @@ def sliding_window_mask(fn) -> bool:
 
     >>> import mha_course as mc
     >>> sliding_window_mask(mc.sliding_window_mask)
-    ✔ sliding_window_mask: all 6 cases match
+    ✔ sliding_window_mask: all 7 cases match
     True
     """
     return SLIDING_WINDOW_MASK.check(fn)
@@ -146,25 +281,51 @@ _LINEAR_MISTAKES = (
     Mistake("divided by the number of keys S instead of phi(q) . sum of phi(k)",
             "the normaliser is phi(Q) @ phi(K).sum(axis=-2)[..., None], not S",
             lambda Q, K, V: _phi(Q) @ (np.swapaxes(_phi(K), -1, -2) @ V) / K.shape[-2]),
+    Mistake("ReLU features: max(x, 0) can be 0 for every component, and a query whose features are all 0 "
+            "gets 0 / 0", "phi(x) = elu(x) + 1 = mc.elu_feature_map(x), positive everywhere",
+            lambda Q, K, V: _with_features(lambda x: np.maximum(x, 0), Q, K, V)),
+    Mistake("exp as the feature map: exp(q) . exp(k) is not exp(q . k), and it is not the course's kernel",
+            "phi(x) = elu(x) + 1 = mc.elu_feature_map(x)", lambda Q, K, V: _with_features(np.exp, Q, K, V)),
+    Mistake("elu(x) without the + 1: the features can be negative, and so can the normaliser",
+            "phi(x) = elu(x) + 1 (mc.elu_feature_map) is positive",
+            lambda Q, K, V: _with_features(lambda x: _phi(x) - 1, Q, K, V)),
+    Mistake("phi applied to V as well: the values are read as they are, only queries and keys go through phi",
+            "kv = phi(K)^T @ V, with V itself", lambda Q, K, V: _with_features(_phi, Q, K, _phi(V))),
+    Mistake("the scores scaled by 1/sqrt(d_k) as in softmax attention: phi(Q / sqrt(d_k)) changes the kernel",
+            "linear attention has no 1/sqrt(d_k): phi(Q) and phi(K) as they are",
+            lambda Q, K, V: _with_features(_phi, Q / np.sqrt(Q.shape[-1]), K, V)),
 )
+
+
+def _with_features(phi, Q, K, V):
+    """Non-causal linear attention with the feature map ``phi`` (the reference has phi = elu + 1)."""
+    fQ, fK = phi(Q), phi(K)
+    return (fQ @ (np.swapaxes(fK, -1, -2) @ V)) / (fQ @ fK.sum(axis=-2)[..., None])
 LINEAR_ATTENTION = Exercise("linear_attention", _linear_attention, _linear_cases, _LINEAR_MISTAKES)
 
 _PROBE_T, _PROBE_D = 2000, 4
 
 
-def _quadratic_peak(fn):
-    """Peak bytes of fn on a T = S = 2000 probe when its result is right, else None (or if it fails)."""
+def _quadratic_peak(fn, call=None, reference=_linear_attention):
+    """Peak bytes of call(Q, K, V) (default fn(Q, K, V)) on a T = S = 2000 probe when its result is
+    right, else None (also when it fails, is a stub or is not a function: the cases report those)."""
+    if not callable(fn):
+        return None
     rng = np.random.default_rng(7)
     Q, K, V = (rng.normal(size=(_PROBE_T, _PROBE_D)) for _ in range(3))
     tracemalloc.start()
     try:
-        out = fn(Q, K, V)
+        with np.errstate(all="ignore"), contextlib.redirect_stdout(io.StringIO()):
+            out = (call or fn)(Q, K, V)
         peak = tracemalloc.get_traced_memory()[1]
     except Exception:
         return None
     finally:
         tracemalloc.stop()
-    right = np.shape(out) == (_PROBE_T, _PROBE_D) and np.allclose(out, _linear_attention(Q, K, V))
+    try:
+        right = np.shape(out) == (_PROBE_T, _PROBE_D) and bool(np.allclose(out, reference(Q, K, V)))
+    except Exception:
+        return None
     return peak if right else None
 
 

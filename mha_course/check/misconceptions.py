@@ -1,16 +1,56 @@
-"""Checkers for notebook 11: ``head_params``, ``score_std``, ``work_growth``.
+"""Checkers for notebook 11: ``work_growth`` (11.1), ``head_params`` (11.2), ``score_std`` (11.3).
 
-Each exercise turns one misconception into a number; the typical wrong beliefs are the mistakes.
-Every case has another d_model, h, d_k or T, so no constant fits.
+Each exercise turns one misconception into a number; the typical wrong beliefs (the seed articles'
+own among them: "doubling the length quadruples the computation", "each head owns its matrices")
+and the slips of a half-remembered formula are the mistakes. Every case has another d_model, h,
+d_k or T, so no constant fits.
 """
 from __future__ import annotations
 
+import functools
 import math
+
+import numpy as np
 
 from ..lessons.complexity import attention_flops, projection_flops
 from .engine import Case, Exercise, Mistake
 
-__all__ = ["head_params", "score_std", "work_growth", "HEAD_PARAMS", "SCORE_STD", "WORK_GROWTH"]
+__all__ = ["head_params", "score_std", "work_growth", "HEAD_PARAMS", "SCORE_STD", "WORK_GROWTH", "in_natural_types"]
+
+
+def in_natural_types(fn, types):
+    """fn whose numbers come back as ``types`` (a type, or a tuple of types for a tuple result).
+
+    A count is a count whether it is written 4, 4.0 or np.int64(4); a ratio is a ratio whether
+    it is 4 or 4.0; a list of two numbers is the pair. None of these exercises is about the type,
+    so equal values in natural types are right (and a mistake is named by its value).
+
+    >>> in_natural_types(lambda: [4.0, np.float64(2)], (int, float))()
+    (4, 2.0)
+    """
+    if not callable(fn):
+        return fn
+
+    @functools.wraps(fn)
+    def natural(*args):
+        out = fn(*args)
+        many = isinstance(types, tuple)
+        if many and isinstance(out, list):
+            out = tuple(out)
+        if many and not (isinstance(out, tuple) and len(out) == len(types)):
+            return out
+        return tuple(map(_as_type, out, types)) if many else _as_type(out, types)
+    return natural
+
+
+def _as_type(value, kind):
+    """A real number as ``kind`` (float, or int when it is whole); anything else unchanged."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return value
+    x = float(value)
+    if kind is float:
+        return x
+    return int(x) if kind is int and x.is_integer() else value
 
 
 def _head_params_ref(d_model, h):
@@ -28,7 +68,14 @@ HEAD_PARAMS = Exercise("head_params", _head_params_ref,
     Mistake("W_o is forgotten (3 matrices, not 4)", "count the d_k rows of W_o each head writes to",
             lambda D, h: (3 * D * (D // h), 3 * D * D)),
     Mistake("the total is one head's share: multiply by h", "total = h · per_head = 4·d_model²",
-            lambda D, h: (4 * D * (D // h), 4 * D * (D // h)))),
+            lambda D, h: (4 * D * (D // h), 4 * D * (D // h))),
+    Mistake("d_k confused with h: a head's slice is d_model x h", "d_k = d_model // h: per head 4·d_model·d_k",
+            lambda D, h: (4 * D * h, 4 * h * D * h)),
+    Mistake("only one matrix counted (W_q): d_model·d_k per head", "a head uses a slice of all four: "
+            "W_q, W_k, W_v (d_k columns each) and W_o (d_k rows)", lambda D, h: (D * (D // h), D * D)),
+    Mistake("the biases counted too: this exercise counts the weights of the four matrices only",
+            "leave out b_q, b_k, b_v, b_o: per head 4·d_model·d_k",
+            lambda D, h: (4 * D * (D // h) + 4 * (D // h), 4 * D * D + 4 * D))),
     outputs=("per_head", "total"))
 
 
@@ -39,7 +86,7 @@ def head_params(fn) -> bool:
     ✔ head_params: all 5 cases match
     True
     """
-    return HEAD_PARAMS.check(fn)
+    return HEAD_PARAMS.check(in_natural_types(fn, (int, int)))
 
 
 SCORE_STD = Exercise("score_std", lambda d_k: (math.sqrt(d_k), 1.0),
@@ -49,7 +96,16 @@ SCORE_STD = Exercise("score_std", lambda d_k: (math.sqrt(d_k), 1.0),
     Mistake("a dot product of unit-variance numbers taken to have std 1", "q·k sums d_k products of "
             "variance 1: variance d_k", lambda d: (1.0, 1 / math.sqrt(d))),
     Mistake("divided by d_k instead of sqrt(d_k)", "scaling by 1/sqrt(d_k) leaves std 1",
-            lambda d: (math.sqrt(d), 1 / math.sqrt(d)))),
+            lambda d: (math.sqrt(d), 1 / math.sqrt(d))),
+    Mistake("variances for standard deviations on both sides: d_k, then d_k / sqrt(d_k)",
+            "std = sqrt(variance): sqrt(d_k) unscaled, and dividing by sqrt(d_k) gives 1",
+            lambda d: (float(d), math.sqrt(d))),
+    Mistake("the scaling left out of the second number: q·k / sqrt(d_k) still taken to have std sqrt(d_k)",
+            "dividing by sqrt(d_k) divides the std by sqrt(d_k): sqrt(d_k) / sqrt(d_k) = 1",
+            lambda d: (math.sqrt(d), math.sqrt(d))),
+    Mistake("the std of ONE product q_i k_i (1), not of their sum over d_k components",
+            "q·k adds d_k independent products of variance 1: variance d_k, std sqrt(d_k)",
+            lambda d: (1.0, 1.0))),
     outputs=("unscaled", "scaled"))
 
 
@@ -61,7 +117,7 @@ def score_std(fn) -> bool:
     ✔ score_std: all 5 cases match
     True
     """
-    return SCORE_STD.check(fn)
+    return SCORE_STD.check(in_natural_types(fn, (float, float)))
 
 
 def _work(T, D):
@@ -70,14 +126,25 @@ def _work(T, D):
 
 WORK_GROWTH = Exercise("work_growth", lambda T, d_model: _work(2 * T, d_model) / _work(T, d_model),
                        lambda: [Case(c) for c in ((64, 512), (1024, 512), (8192, 768), (100, 64), (3, 40))], (
-    Mistake("only the T² part counted: 4x", "add the projections' 8·T·d_model², which only double",
+    Mistake("always 4x (\"doubling the length quadruples the computation\"): only the T² part counted",
+            "add the projections' 8·T·d_model², which only double: the ratio is between 2 and 4",
             lambda T, D: 4.0),
     Mistake("only the projections counted: 2x", "add the attention's 4·T²·d_model, which quadruples",
             lambda T, D: 2.0),
     Mistake("exponential growth assumed", "the work is a polynomial in T: 4·T²·D + 8·T·D²",
             lambda T, D: 2.0 ** T),
     Mistake("the ratio upside down (T over 2T)", "work(2T) / work(T)",
-            lambda T, D: _work(T, D) / _work(2 * T, D))))
+            lambda T, D: _work(T, D) / _work(2 * T, D)),
+    Mistake("integer division: work(2T) // work(T) drops the fraction", "use / for the ratio",
+            lambda T, D: float(_work(2 * T, D) // _work(T, D))),
+    Mistake("the difference work(2T) - work(T), not how many times more", "the ratio work(2T) / work(T)",
+            lambda T, D: float(_work(2 * T, D) - _work(T, D))),
+    Mistake("the projections counted as 8·T·d_model (d_model, not d_model²)",
+            "each projection is a (T, d_model) x (d_model, d_model) product: 2·T·d_model² FLOPs, four of them",
+            lambda T, D: (4 * (2 * T) ** 2 * D + 8 * 2 * T * D) / (4 * T * T * D + 8 * T * D)),
+    Mistake("the attention counted as 2·T²·d_model (Q Kᵀ only, not weights · V)",
+            "Q Kᵀ and weights · V are 2·T²·d_model each: 4·T²·d_model",
+            lambda T, D: (2 * (2 * T) ** 2 * D + 16 * T * D * D) / (2 * T * T * D + 8 * T * D * D))))
 
 
 def work_growth(fn) -> bool:
@@ -88,4 +155,4 @@ def work_growth(fn) -> bool:
     ✔ work_growth: all 5 cases match
     True
     """
-    return WORK_GROWTH.check(fn)
+    return WORK_GROWTH.check(in_natural_types(fn, float))

@@ -137,3 +137,47 @@ def test_averaged_weights_figure_draws_the_heads_and_their_mean():
         assert titles == [f"head {i}" for i in range(min(h, MAX_HEADS_SHOWN))] + [f"mean of {h} heads"]
         assert ("not drawn" in fig._suptitle.get_text()) == (h > MAX_HEADS_SHOWN)
         plt.close(fig)
+
+
+# ---------------------------------------------------------------- every key converted or refused (issue 20 B, D)
+def _state(d_model=4):
+    return torch_state_dict(mc.init_params(d_model, rng=np.random.default_rng(0), bias=True))
+
+
+@pytest.mark.parametrize("state, key, fix", [
+    ({k: v for k, v in _state().items() if k != "out_proj.bias"}, "'out_proj.bias'", "pass both biases"),
+    ({k: v for k, v in _state().items() if k != "in_proj_bias"}, "'in_proj_bias'", "pass both biases"),
+    ({**_state(), "out_proj.weight": np.zeros((5, 4))}, "'out_proj.weight'", "expected (4, 4)"),
+    ({**_state(), "in_proj_bias": np.zeros(13)}, "'in_proj_bias'", "expected (12,)"),
+    ({**_state(), "out_proj.bias": np.zeros(5)}, "'out_proj.bias'", "expected (4,)"),
+    ({**_state(), "in_proj_weight": np.float64(1.0)}, "'in_proj_weight'", "expected (3·D, D)"),
+    ({**_state(), "out_proj.weight": np.float64(1.0)}, "'out_proj.weight'", "expected (4, 4)"),
+    ({**_state(), "bias_k": np.zeros((1, 1, 4)), "bias_v": np.zeros((1, 1, 4))}, "'bias_k'", "without add_bias_kv"),
+    ({**_state(), "extra": np.zeros(4)}, "'extra'", "without other entries"),
+])
+def test_a_state_it_cannot_convert_is_one_value_error_naming_the_key_and_the_fix(state, key, fix):
+    with pytest.raises(ValueError) as info:
+        params_from_torch_state(state)
+    assert key in str(info.value) and fix in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"add_bias_kv": True}, "'bias_k'"),
+    ({"add_zero_attn": True}, "add_zero_attn=True"),
+    ({"kdim": 4, "vdim": 4}, "kdim=4, vdim=4"),
+])
+def test_torch_options_mhaparams_cannot_express_are_refused(kwargs, message):
+    torch = require_torch()
+    module = torch.nn.MultiheadAttention(8, 2, **kwargs)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        params_from_torch_state(module)
+    if "add_zero_attn" not in kwargs:  # its state dict carries the option too
+        with pytest.raises(ValueError):
+            params_from_torch_state(module.state_dict())
+
+
+def test_a_module_is_read_like_its_state_dict():
+    torch = require_torch()
+    module = torch.nn.MultiheadAttention(6, 3)
+    ours, again = params_from_torch_state(module), params_from_torch_state(module.state_dict())
+    assert all(np.array_equal(a, b) for a, b in zip(ours, again))
