@@ -43,11 +43,16 @@ app: $(APP_STAMP)
 notebooks: $(STAMP)
 	$(BIN)/mha-course execute notebooks/*.ipynb
 
-## Speed benchmarks (prints the tables that go into the README).
+## Speed benchmarks (each side and thread setting in fresh processes; writes benchmarks/results/*.json,
+## then prints the README's speed tables made from them).
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_mha.py
+	$(BIN)/python benchmarks/bench_threads.py
+	$(BIN)/python benchmarks/bench_efficient.py
 	$(BIN)/python benchmarks/bench_explorer.py
 	$(BIN)/python benchmarks/bench_training.py
+	$(BIN)/python benchmarks/bench_decode.py
+	$(BIN)/python benchmarks/readme_tables.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,88 +1,48 @@
-"""Benchmark: mha_course.multi_head_attention against torch.nn.MultiheadAttention.
+"""Benchmark: mha_course.multi_head_attention against torch.nn.MultiheadAttention, each in its own process.
 
 Both do the same work: float32, B=1, d_model=512, h=8, self-attention, per-head weights
-returned (torch: need_weights=True, average_attn_weights=False, under torch.no_grad()),
-torch on as many threads as numpy's BLAS. For each seq_len it prints the median wall time
-of each, their ratio, and the GFLOP/s each reaches (8·T·d_model² + 4·T²·d_model FLOPs,
-from mha_course.complexity) next to the np.matmul float32 peak measured in the same run.
+returned (torch: need_weights=True, average_attn_weights=False, under torch.no_grad()). Each
+side runs in a fresh process of its own with no thread variable set (what a learner's
+JupyterLab kernel gets: numpy's BLAS and torch each on every core), so neither library's
+spinning threads slow the other; the processes alternate, ours and torch's, round after round.
+Each process times --repeats calls after a warm-up and reports their median; a side's time is
+the median of its processes' medians. One more process per seq_len runs both and reports the
+largest difference of their outputs and weights.
 
-    python benchmarks/bench_mha.py                 # seq_len 128 ... 4096
-    python benchmarks/bench_mha.py --quick         # fewer sizes and repeats
-    python benchmarks/bench_mha.py --seq-lens 512 2048
+    python benchmarks/bench_mha.py                  # seq_len 128 ... 4096, 5 rounds (a few minutes)
+    python benchmarks/bench_mha.py --quick          # 128, 512, 1024, 3 rounds
+    python benchmarks/bench_mha.py --seq-lens 512 2048 --rounds 7
 
-On machines where OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (to work around old
-OpenBLAS bugs), numpy may run a slower kernel; to measure the real one, unset both in
-the benchmark command only: `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python ...`.
-The header says which were set and which BLAS kernel ran.
+Writes benchmarks/results/bench_mha.json (the README's table: python benchmarks/readme_tables.py).
+Target: ours / torch at most 1.0 at every seq_len from 128 to 4096.
 """
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import shlex
-import statistics
+import json
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 
-import mha_course as mc
-from mha_course.lessons.complexity import attention_flops, projection_flops
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402  (benchmarks/harness.py, beside this script)
 
 D_MODEL, HEADS, BATCH = 512, 8, 1
-SEQ_LENS = [128, 512, 1024, 2048, 4096]
+SEQ_LENS = [128, 256, 512, 1024, 2048, 4096]
 QUICK_SEQ_LENS = [128, 512, 1024]
+REPEATS = {128: 40, 256: 30, 512: 15, 1024: 8, 2048: 5, 4096: 3}  # timed calls per process
 
 
-def blas_info() -> tuple[int, str]:
-    """(numpy's BLAS thread count, a description of its library and kernel)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return os.cpu_count() or 1, "BLAS threads unknown (threadpoolctl not installed): using os.cpu_count()"
-    for lib in threadpool_info():
-        if lib.get("user_api") == "blas" and "numpy" in lib.get("filepath", ""):
-            return lib["num_threads"], (f"{lib['internal_api']} {lib.get('version')}, kernel "
-                                        f"{lib.get('architecture', '?')}, {lib['num_threads']} threads")
-    return os.cpu_count() or 1, "numpy's BLAS not found by threadpoolctl: using os.cpu_count()"
+def problem(seq_len: int):
+    """x (1, T, 512) and MHAParams, float32, from a generator seeded by T."""
+    import mha_course as mc
+    rng = np.random.default_rng(seq_len)
+    params = mc.init_params(D_MODEL, rng=rng, dtype=np.float32)
+    return rng.standard_normal((BATCH, seq_len, D_MODEL), dtype=np.float32), params
 
 
-def median_times(fns: dict, repeats: int, rounds: int = 2) -> dict:
-    """Median wall time in seconds of each ``fn()`` over ``repeats`` timed calls, in ``rounds``.
-
-    Each round times every fn in a group of its own (a pause, one untimed warm-up call, then
-    the timed calls), so the BLAS/OpenMP threads that one library leaves spinning after its
-    last call do not slow the other; alternating the groups over the rounds spreads bursts
-    of load from elsewhere on the machine over both sides.
-    """
-    times = {name: [] for name in fns}
-    per_round = max(1, -(-repeats // rounds))
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            time.sleep(0.3)
-            fn()
-            for _ in range(per_round):
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
-def matmul_peak(repeats: int, n: int = 2048) -> float:
-    """GFLOP/s of the fastest of ``repeats`` float32 (n, n) @ (n, n) np.matmul calls (2·n³ FLOPs)."""
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    out = np.matmul(a, b)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        np.matmul(a, b, out=out)
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / min(times) / 1e9
-
-
-def torch_module(torch, params: mc.MHAParams):
+def torch_module(torch, params):
     """nn.MultiheadAttention with our parameters copied in (x @ W is torch's x @ W.T)."""
     m = torch.nn.MultiheadAttention(D_MODEL, HEADS, bias=False, batch_first=True).eval()
     with torch.no_grad():
@@ -91,71 +51,79 @@ def torch_module(torch, params: mc.MHAParams):
     return m
 
 
-def measure(torch, seq_len: int, repeats: int) -> dict:
-    """Median seconds of ours and torch's forward pass at one seq_len, and their max |difference|."""
-    rng = np.random.default_rng(seq_len)
-    params = mc.init_params(D_MODEL, rng=rng, dtype=np.float32)
-    x = rng.standard_normal((BATCH, seq_len, D_MODEL), dtype=np.float32)
+def side_fn(side: str, seq_len: int):
+    """The call to time: ours or torch's forward pass at ``seq_len`` (out and per-head weights)."""
+    x, params = problem(seq_len)
+    if side == "ours":
+        import mha_course as mc
+        return lambda: mc.multi_head_attention(x, params, HEADS)
+    import torch
     module, xt = torch_module(torch, params), torch.from_numpy(x)
-
-    def ours():
-        return mc.multi_head_attention(x, params, HEADS)
 
     def theirs():
         with torch.no_grad():
             return module(xt, xt, xt, need_weights=True, average_attn_weights=False)
-
-    (out, w), (out_t, w_t) = ours(), theirs()
-    diff = max(float(np.abs(out - out_t.numpy()).max()), float(np.abs(w - w_t.numpy()).max()))
-    del out, w, out_t, w_t
-    return {**median_times({"ours": ours, "torch": theirs}, repeats), "diff": diff}
+    return theirs
 
 
-def table(rows: dict, peak: float) -> str:
-    """The markdown table of the results."""
-    lines = ["| seq_len | ours (ms) | torch (ms) | ours / torch | ours GFLOP/s | torch GFLOP/s | "
-             "np.matmul peak GFLOP/s | max abs diff |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for T, r in rows.items():
-        flops = projection_flops(T, D_MODEL) + attention_flops(T, D_MODEL)
-        lines.append(f"| {T} | {r['ours'] * 1e3:.1f} | {r['torch'] * 1e3:.1f} | {r['ours'] / r['torch']:.2f} | "
-                     f"{flops / r['ours'] / 1e9:.0f} | {flops / r['torch'] / 1e9:.0f} | {peak:.0f} | "
-                     f"{r['diff']:.1e} |")
-    return "\n".join(lines)
+def point(side: str, seq_len: int, repeats: int) -> dict:
+    """In this fresh process: the median of ``repeats`` calls of one side (or, side "diff", the
+    largest |difference| between the two sides' outputs and weights)."""
+    if side == "diff":
+        (out, w), (out_t, w_t) = side_fn("ours", seq_len)(), side_fn("torch", seq_len)()
+        return {"max_abs_diff": max(float(np.abs(out - out_t.numpy()).max()), float(np.abs(w - w_t.numpy()).max()))}
+    times = harness.time_calls(side_fn(side, seq_len), repeats)
+    return {"median": sorted(times)[len(times) // 2], "load": harness.load_average()}
 
 
-def header(torch, threads: int, blas: str, repeats: int) -> str:
-    env = ", ".join(f"{v}={os.environ[v]!r}" if v in os.environ else f"{v} unset"
-                    for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
-    return (f"float32, B={BATCH}, d_model={D_MODEL}, h={HEADS}, self-attention, per-head weights returned; "
-            f"torch: nn.MultiheadAttention(need_weights=True, average_attn_weights=False), no_grad; "
-            f"median of {repeats} calls each, timed in alternating groups.\n"
-            f"numpy {np.__version__} ({blas}); torch {torch.__version__} on {torch.get_num_threads()} "
-            f"threads (= {threads}); {env}; Python {platform.python_version()}, "
-            f"{os.cpu_count()} CPUs, {platform.machine()}.")
+def measure(seq_lens, rounds: int, script: str) -> list:
+    """One row per seq_len: each side's per-process medians, the median of those, the ratio, the diff."""
+    rows = []
+    bar = harness.progress(len(seq_lens) * (2 * rounds + 1), "bench_mha")
+    for T in seq_lens:
+        runs = {"ours": [], "torch": []}
+        for _, side in harness.alternating(["ours", "torch"], rounds):
+            runs[side].append(harness.run_point(script, [side, T, REPEATS.get(T, 5)]))
+            bar.update(1)
+        diff = harness.run_point(script, ["diff", T, 1])
+        bar.update(1)
+        ours, theirs = harness.median_of_medians(runs["ours"]), harness.median_of_medians(runs["torch"])
+        rows.append({"seq_len": T, "ours_s": ours, "torch_s": theirs,
+                     "ratio": None if not (ours and theirs) else ours / theirs,
+                     "ours_medians": [r.get("median") for r in runs["ours"]],
+                     "torch_medians": [r.get("median") for r in runs["torch"]],
+                     "errors": [r["error"] for r in runs["ours"] + runs["torch"] if "error" in r],
+                     "max_abs_diff": diff.get("max_abs_diff")})
+    bar.close()
+    return rows
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="seq_len 128, 512, 1024 with 4 repeats")
+    parser.add_argument("--quick", action="store_true", help="seq_len 128, 512, 1024 and 3 rounds")
     parser.add_argument("--seq-lens", type=int, nargs="+", metavar="T", help="seq_len values to time")
-    parser.add_argument("--repeats", type=int, help="timed calls of each (default 8, quick 4)")
+    parser.add_argument("--rounds", type=int, help="processes per side and seq_len (default 5, quick 3)")
+    parser.add_argument("--out", default="bench_mha", help="results name in benchmarks/results/ (or a path ending in .json)")
+    parser.add_argument("--point", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.point:
+        print(json.dumps(point(args.point[0], int(args.point[1]), int(args.point[2]))))
+        return 0
     seq_lens = args.seq_lens or (QUICK_SEQ_LENS if args.quick else SEQ_LENS)
-    repeats = args.repeats or (4 if args.quick else 8)
-
-    import torch
-    threads, blas = blas_info()
-    torch.set_num_threads(threads)
-    peak = matmul_peak(repeats)
-    print(f"np.matmul float32 peak: {peak:.0f} GFLOP/s", file=sys.stderr)
-    rows = {}
-    for i, T in enumerate(seq_lens, 1):
-        rows[T] = measure(torch, T, repeats)
-        print(f"[{i}/{len(seq_lens)}] seq_len={T}: ours {rows[T]['ours'] * 1e3:.1f} ms, "
-              f"torch {rows[T]['torch'] * 1e3:.1f} ms", file=sys.stderr, flush=True)
-    command = " ".join(shlex.quote(a) for a in ["python", os.path.relpath(sys.argv[0]), *sys.argv[1:]])
-    print(f"$ {command}\n\n{header(torch, threads, blas, repeats)}\n\n{table(rows, peak)}")
+    rounds = args.rounds or (3 if args.quick else 5)
+    argv = sys.argv[1:] if argv is None else argv
+    start_load = harness.load_average()
+    rows = measure(seq_lens, rounds, __file__)
+    data = {"benchmark": "bench_mha", "command": harness.command(__file__, argv),
+            "setting": harness.SETTING_NAMES["default"], "rounds": rounds, "repeats": REPEATS,
+            "work": f"float32, B={BATCH}, d_model={D_MODEL}, h={HEADS}, self-attention, per-head weights returned; "
+                    "torch: nn.MultiheadAttention(need_weights=True, average_attn_weights=False), no_grad",
+            "load_average": {"start": start_load, "end": harness.load_average()},
+            "machine": {**harness.machine(), "torch": harness.version("torch")}, "rows": rows}
+    path = harness.write_results(args.out, data)
+    from readme_tables import mha_table
+    print(mha_table(data))
+    print(f"\nwritten to {path}")
     return 0
 
 

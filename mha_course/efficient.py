@@ -474,7 +474,7 @@ def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     never forms the T x S matrix. ``causal``: query t sums keys s <= t only, through prefix
     sums of phi(k_s) v_s^T carried from chunk to chunk (needs T == S). Equal to
     ``linear_attention_quadratic``; not equal to softmax attention (a different kernel).
-    phi(q_t) and phi(K) are divided by their largest entry first (which changes nothing) so that
+    Batch items (heads) run on the pool of ``fast.run_jobs``. phi(q_t) and phi(K) are divided by their largest entry first (which changes nothing) so that
     far-off inputs neither underflow nor overflow; what still cannot be represented raises ValueError.
 
     >>> rng = np.random.default_rng(0)
@@ -485,13 +485,26 @@ def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     Q, K, V, _ = check_attention_inputs(Q, K, V)
     if _flag(causal, "causal"):
         _self_attention_len(Q, K, "linear_attention(causal=True)")
-    fQ, fK = _features(Q, K)  # (..., T, d_k), (..., S, d_k)
+    batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
+    K, V = np.broadcast_to(K, (*batch, S, d_k)), np.broadcast_to(V, (*batch, S, d_v))  # views
+    out = np.empty((*batch, T, d_v), dtype=Q.dtype)
+
+    def run(b):  # one batch item (one head): its own features, its (d_k, d_v) sums
+        out[b] = _linear_one(Q[b], K[b], V[b], causal)
+
+    run_jobs(run, list(np.ndindex(*batch)), parallel=math.prod(batch) * (T + S) * d_k > _TILE_ENTRIES)
+    return out
+
+
+def _linear_one(q, k, v, causal: bool) -> np.ndarray:
+    """q (T, d_k), k (S, d_k), v (S, d_v) of one batch item -> its linear attention (T, d_v)."""
+    fq, fk = _features(q, k)  # (T, d_k), (S, d_k)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         if causal:
-            return _causal_linear(fQ, fK, V)
-        kv = np.swapaxes(fK, -1, -2) @ V  # (..., d_k, S) x (..., S, d_v) -> (..., d_k, d_v)
-        z = fK.sum(axis=-2)[..., :, None]  # (..., d_k, 1): the normaliser's sum of phi(k)
-        return _ratio(fQ @ kv, fQ @ z, Q.dtype)  # (..., T, d_v) / (..., T, 1)
+            return _causal_linear(fq, fk, v)
+        kv = fk.T @ v  # (d_k, S) x (S, d_v) -> (d_k, d_v)
+        z = fk.sum(axis=0)[:, None]  # (d_k, 1): the normaliser's sum of phi(k)
+        return _ratio(fq @ kv, fq @ z, q.dtype)  # (T, d_v) / (T, 1)
 
 
 def _causal_linear(fQ, fK, V) -> np.ndarray:

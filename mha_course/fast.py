@@ -27,7 +27,8 @@ import threadpoolctl
 
 from .attention import check_attention_inputs
 
-__all__ = ["fast_attention", "attend", "project", "exp_needs_no_shift", "run_jobs", "cpu_count"]
+__all__ = ["fast_attention", "attend", "project", "exp_needs_no_shift", "run_jobs", "cpu_count",
+           "blas_on_one_thread"]
 
 
 # Bytes of scores handled at a time: a block small enough to stay in cache between the matmul
@@ -212,9 +213,16 @@ def _pool(workers: int) -> ThreadPoolExecutor:
 
 
 @contextlib.contextmanager
-def _blas_on_one_thread():
-    """BLAS limited to one thread while the block runs (threadpoolctl), restored when the last
-    concurrent user leaves (two threads running attention at once share one limit)."""
+def blas_on_one_thread():
+    """A ``with`` block in which BLAS runs on one thread (threadpoolctl), restored when the last
+    concurrent user leaves (two threads running attention at once share one limit).
+
+    For code whose matmuls are small (the tiny model's training step: a threaded BLAS spends
+    more time keeping its threads in step than multiplying, the more so on a busy machine).
+
+    >>> with blas_on_one_thread():
+    ...     y = np.ones((3, 3)) @ np.ones((3, 3))
+    """
     with _STATE["lock"]:
         if _STATE["users"] == 0:
             if _STATE["controller"] is None:
@@ -255,7 +263,7 @@ def run_jobs(run, jobs: list, parallel: bool = True) -> None:
         _WORKER.inside = True
         run(job)
 
-    with _blas_on_one_thread():
+    with blas_on_one_thread():
         list(_pool(cpu_count()).map(work, jobs))  # list(): re-raises a worker's exception here
 
 

@@ -470,21 +470,42 @@ def test_linear_attention_says_what_cannot_be_represented():
         mc.linear_attention(np.ones((1, 2), np.float32), np.ones((4, 2), np.float32), np.full((4, 1), 3e38, np.float32))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_attention_runs_heads_on_the_pool(monkeypatch, causal):
+    import threading
+    names = []
+    real = efficient._linear_one
+    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    monkeypatch.setattr(efficient, "_linear_one", lambda *a: names.append(threading.current_thread().name) or real(*a))
+    rng = np.random.default_rng(21)
+    Q, K, V = _qkv(rng, (2, 3), 700, 700, d_k=64, d_v=4)  # more than one tile of work: the pool
+    out = mc.linear_attention(Q, K, V, causal)
+    assert len(names) == 6 and all(n.startswith("mha_course") for n in names)
+    assert_close(out, mc.linear_attention_quadratic(Q, K, V, causal), np.float64, "linear on the pool", tol=TOL64)
+
+
 def test_causal_linear_attention_needs_self_attention():
     with pytest.raises(ValueError, match="T=2 queries and S=3 keys"):
         mc.linear_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), causal=True)
 
 
 # ----------------------------------------------------------------------------- the benchmark script
-def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys):
-    """benchmarks/bench_efficient.py on a tiny sweep: the table, the command and the targets line."""
+def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, tmp_path):
+    """benchmarks/bench_efficient.py on a tiny sweep: the table, the command, the targets and its json."""
+    import json
     import runpy
     from pathlib import Path
     bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "bench_efficient.py"))
     rng = np.random.default_rng(14)
     Q, K, V = (rng.standard_normal((1, 2, 64, 8), dtype=np.float32) for _ in range(3))
     assert_close(bench["in_place_naive"](Q, K, V), _exact(Q, K, V), np.float32, "in-place naive")
-    bench["main"](["--seq-lens", "128", "--methods", "in-place", "tiled", "--repeats", "1"])
+    out_file = tmp_path / "bench.json"
+    bench["main"](["--seq-lens", "128", "--methods", "in-place", "tiled", "sliding", "--repeats", "1",
+                   "--rounds", "1", "--out", str(out_file)])
     out = capsys.readouterr().out
     assert out.startswith("$ python benchmarks/bench_efficient.py --seq-lens 128")
     assert "| 128 | " in out and "GiB" in out and "targets at seq_len 128: tiled peak" in out
+    data = json.loads(out_file.read_text())
+    assert data["setting"] == "no thread variable set"
+    assert [(r["seq_len"], r["method"]) for r in data["rows"]] == [(128, "in-place"), (128, "tiled"), (128, "sliding")]
+    assert all(r["seconds"] > 0 and 0 < r["peak_gib"] < 4 for r in data["rows"])

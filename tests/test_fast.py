@@ -225,6 +225,18 @@ def test_run_jobs_inside_a_worker_runs_serially(monkeypatch):
     assert fast._STATE["users"] == 0  # the BLAS limit was released
 
 
+def test_blas_on_one_thread_nests_and_restores():
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=2, user_api="blas"):
+        with fast.blas_on_one_thread():
+            assert _blas_threads() == 1
+            with fast.blas_on_one_thread():
+                fast.run_jobs(lambda j: None, [1, 2])
+                assert _blas_threads() == 1
+            assert _blas_threads() == 1  # the outer block still holds it
+        assert _blas_threads() == 2
+
+
 def test_the_pool_is_kept_and_remade_after_a_fork(monkeypatch):
     import os
     monkeypatch.setattr(fast, "cpu_count", lambda: 2)
