@@ -299,6 +299,8 @@ def os_error_line(err: OSError, path, todo: str | None = None) -> str:
     'cannot write x.ipynb: No space left on device; free some disk space (or raise the file size limit) and run again'
     """
     where = err.filename or path
+    if _OURS.match(Path(where).name):  # our temporary file: the folder is what the reader can act on
+        where = f"into the folder {Path(where).parent}"
     if err.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
         todo = "free some disk space (or raise the file size limit) and run again"
     elif err.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and todo is None:

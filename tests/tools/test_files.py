@@ -114,3 +114,9 @@ def test_check_new_file(tmp_path):
 def test_os_error_line_names_the_file_and_the_fix():
     line = files.os_error_line(PermissionError(13, "Permission denied", "/ro/x.ipynb"), "x")
     assert line.startswith("cannot write /ro/x.ipynb: Permission denied;") and "\n" not in line
+
+
+def test_os_error_line_names_the_folder_not_a_temporary_file(tmp_path):
+    tmp = tmp_path / f".x.ipynb.pid{os.getpid()}.abcd1234.tmp"
+    line = files.os_error_line(PermissionError(1, "Operation not permitted", str(tmp)), "x")
+    assert line.startswith(f"cannot write into the folder {tmp_path}: Operation not permitted;"), line
