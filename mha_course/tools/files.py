@@ -286,9 +286,11 @@ def check_new_file(arg, what: str, suffix: str, example: str, read_only=(), make
         state = "is not a folder" if parent.exists() else "does not exist"
         raise PathError(f"{what} {path}: the folder {parent} {state}; create it first "
                         f"(mkdir -p {parent}) or give another path, e.g. {example}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise PathError(f"{what} {path}: the folder {parent} is not writable; give a path you can write to, "
-                        f"e.g. {example}")
+    try:  # a real write, not os.access: root passes os.access even where the filesystem refuses
+        stage(real, b"", 0o600).unlink()
+    except OSError as err:
+        raise PathError(f"{what} {path}: the folder {parent} is not writable ({err.strerror or err}); "
+                        f"give a path you can write to, e.g. {example}") from None
     return path
 
 

@@ -16,7 +16,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from cli_helpers import ROOT, one_line_error
+from cli_helpers import ROOT, one_line_error, read_only
 
 from mha_course.lessons import model
 from mha_course.tools import cli
@@ -73,6 +73,19 @@ def test_a_bad_out_is_one_line_before_any_training(tmp_path, monkeypatch, capsys
         one_line_error(capsys, needle)
     assert (tmp_path / "notes.ipynb").read_bytes() == notebook and shipped_hashes() == before
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_a_read_only_folder_is_refused_before_any_training(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "locked").mkdir()
+    read_only(tmp_path / "locked", True)
+    try:
+        with mock.patch.object(model, "train_checkpoint", side_effect=AssertionError("trained before checking")):
+            assert train("previous_token", "--out", "locked/x.npz") == 2
+    finally:
+        read_only(tmp_path / "locked", False)
+    one_line_error(capsys, "not writable", "locked")
+    assert os.listdir(tmp_path / "locked") == []
 
 
 def test_an_existing_checkpoint_is_kept_as_a_backup(tmp_path, monkeypatch, capsys, tiny_tasks):
