@@ -255,7 +255,7 @@ def torch_attn_mask(fn) -> bool:
 # 12.3 attention in torch
 # ---------------------------------------------------------------------------------------
 
-def _attention_with(scale, fill=-np.inf, axis=-1, flip=False, zero_empty=True, after=False):
+def _attention_with(scale, fill=-np.inf, axis=-1, flip=False, zero_empty=True, after=False, nan_zero=False):
     """Attention computed the way a learner might; the reference with the defaults and scale=√d_k."""
     def attend(Q, K, V, mask=None):
         scores = Q @ np.swapaxes(K, -1, -2) / scale(Q, K, V)           # (..., T, S)
@@ -264,7 +264,7 @@ def _attention_with(scale, fill=-np.inf, axis=-1, flip=False, zero_empty=True, a
         if mask is not None:
             scores = np.where(~mask if flip else mask, scores, fill)
         weights = _softmax(scores, axis=axis) if zero_empty else _naive_softmax(scores, axis)
-        return weights @ V                                             # (..., T, d_v)
+        return (np.nan_to_num(weights) if nan_zero else weights) @ V   # (..., T, d_v)
     return attend
 
 
@@ -312,6 +312,9 @@ TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q
             "row becomes a softmax of equal scores, uniform weights instead of zeros",
             "fill with float('-inf') and zero the NaN row: torch.nan_to_num(torch.softmax(scores, dim=-1))",
             _attention_with(_sqrt_dk, fill=-1e9)),
+    Mistake("blocked scores filled with +inf, not -inf: exp(inf - inf) is NaN, so every row with a blocked key "
+            "is lost", "masked_fill(~mask, float('-inf')): minus infinity, whose exp is 0",
+            _attention_with(_sqrt_dk, fill=np.inf, zero_empty=False, nan_zero=True)),
     Mistake("a fully masked row gives NaN (softmax of only -inf)",
             "torch.nan_to_num(torch.softmax(scores, dim=-1)) turns that row into zeros",
             _attention_with(_sqrt_dk, zero_empty=False)),

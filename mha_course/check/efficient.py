@@ -38,10 +38,10 @@ __all__ = ["online_softmax_update", "tiled_attention", "sliding_window_mask", "l
 # ---------------------------------------------------------------------------------------
 
 def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, block_max_only=False,
-                 old_max_terms=False, keep_old_l=True, normalise=False):
+                 old_max_terms=False, keep_old_l=True, normalise=False, keepdims=True, one_max=False):
     """One online-softmax update written the way a learner might (the defaults are the right one)."""
     def update(state, s, V):
-        block_max = s.max(axis=-1, keepdims=True)
+        block_max = np.full_like(state.m, s.max()) if one_max else s.max(axis=-1, keepdims=True)
         m_new = block_max if block_max_only else np.maximum(state.m, block_max)
         shift = np.where(np.isneginf(m_new), 0, m_new) if guard else m_new
         old = np.where(np.isneginf(state.m), 0, state.m)
@@ -49,7 +49,7 @@ def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, b
         alpha = np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
         l_old = (alpha * state.l if rescale_l else state.l) if keep_old_l else 0
         acc_old = alpha * state.acc if rescale_acc else state.acc
-        l_new, acc_new = l_old + p.sum(axis=-1, keepdims=True), acc_old + p @ V
+        l_new, acc_new = l_old + p.sum(axis=-1, keepdims=keepdims), acc_old + p @ V
         if normalise:
             acc_new = acc_new / np.where(l_new == 0, 1, l_new)
         return SoftmaxState(m_new, l_new, acc_new)
@@ -103,6 +103,11 @@ _UPDATE_MISTAKES = (
             "keep acc unnormalised (alpha * acc + p @ V_block) and divide by l only once, after the last block "
             "(mc.online_softmax_result)",
             _update_with(normalise=True)),
+    Mistake("l' has shape (T, T): p.sum(axis=-1) without keepdims=True is (T,), which broadcasts against l (T, 1)",
+            "p.sum(axis=-1, keepdims=True): one sum per query row, shape (T, 1)", _update_with(keepdims=False)),
+    Mistake("one max for the whole block (scores_block.max() without axis): every row is shifted by the "
+            "largest score of any row", "one max per query row: scores_block.max(axis=-1, keepdims=True)",
+            _update_with(one_max=True)),
 )
 ONLINE_SOFTMAX_UPDATE = Exercise("online_softmax_update", _update, _update_cases, _UPDATE_MISTAKES,
                                  outputs=("m", "l", "acc"))
@@ -239,6 +244,8 @@ _WINDOW_MISTAKES = (
             "the window ends on the query itself: 0 <= t - s < window", _window_with(lambda d, w: (d > 0) & (d <= w))),
     Mistake("the window is ignored: a plain causal mask", "keep only the last `window` keys: 0 <= t - s < window",
             _window_with(lambda d, w: d >= 0)),
+    Mistake("the window inverted: the keys at least `window` back (np.tril(ones, -window)), not the last `window`",
+            "the window is the band next to the diagonal: 0 <= t - s < window", _window_with(lambda d, w: d >= w)),
 )
 
 
@@ -291,6 +298,9 @@ _LINEAR_MISTAKES = (
             lambda Q, K, V: _with_features(lambda x: _phi(x) - 1, Q, K, V)),
     Mistake("phi applied to V as well: the values are read as they are, only queries and keys go through phi",
             "kv = phi(K)^T @ V, with V itself", lambda Q, K, V: _with_features(_phi, Q, K, _phi(V))),
+    Mistake("the normaliser sums the query's own features (phi(q).sum()), not phi(q) . sum of phi(k)",
+            "normaliser = phi(Q) @ phi(K).sum(axis=-2)[..., None]: the same products as the numerator, with v = 1",
+            lambda Q, K, V: (_phi(Q) @ (np.swapaxes(_phi(K), -1, -2) @ V)) / _phi(Q).sum(axis=-1, keepdims=True)),
     Mistake("the scores scaled by 1/sqrt(d_k) as in softmax attention: phi(Q / sqrt(d_k)) changes the kernel",
             "linear attention has no 1/sqrt(d_k): phi(Q) and phi(K) as they are",
             lambda Q, K, V: _with_features(_phi, Q / np.sqrt(Q.shape[-1]), K, V)),

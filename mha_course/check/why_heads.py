@@ -64,7 +64,5 @@ def gather_output_projection(fn) -> bool:
     >>> gather_output_projection(why_heads.gather_output_projection)
     ✔ gather_output_projection: all 4 cases match
     True
-
-    Cases: (d_model, content) = (16, 8), (12, 4), (20, 6), (10, 2).
     """
     return GATHER_OUTPUT_PROJECTION.check(fn)
