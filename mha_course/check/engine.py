@@ -1,4 +1,4 @@
-"""The checker engine (floor 4): run a learner's function on seeded cases, compare, name the mistake.
+"""The checker engine: run a learner's function on seeded cases, compare, name the mistake.
 
 Every checker of ``mha_course.check`` is an :class:`Exercise` (a function to check) or a
 :class:`ShapeExercise` (a dict of predicted shapes); both register themselves in
@@ -71,7 +71,9 @@ import io
 import os
 import re
 import signal
+import sys
 import sysconfig
+import tempfile
 import threading
 import time
 import traceback
@@ -214,13 +216,13 @@ class _Run(NamedTuple):
 
 
 def _run_all(spec, fn):
-    """One _Run per case (stopping after a time-out or a stub), and the captured printing."""
+    """One _Run per case (stopping after a time-out, an interruption or a stub), and the captured printing."""
     printed, runs = _CappedText(), []
     for case, want in spec.prepared():
-        got = _call_learner(fn, spec.reference, case.args, printed)
-        problem = list(got.lines) if got.lines or got.error else _compare(got.value, want, spec.outputs)
+        got = _call_learner(fn, spec.reference, case.args, printed, spec)
+        problem = list(got.lines) if got.lines or got.error else _quiet_compare(got.value, want, spec)
         runs.append(_Run(case, want, got, problem))
-        if _is_unfinished(got) or (got.lines and got.error is None):
+        if _is_unfinished(got) or (got.lines and got.error is None) or isinstance(got.error, KeyboardInterrupt):
             break
     return runs, printed
 
@@ -235,18 +237,39 @@ def _quiet(f, args) -> _Outcome:
         return _Outcome(error=exc)
 
 
-def _call_learner(fn, reference, args, printed) -> _Outcome:
-    """The learner's outcome on one case: time-limited, printing captured, purity checked."""
+def _quiet_compare(got, want, spec) -> list:
+    """_compare with numpy's warnings (NaN comparisons) silenced."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _compare(got, want, spec.outputs, getattr(spec, "strict_types", False))
+
+
+_TIME_UP_LINE = ("it did not finish within {:g} s (the checker's limit for one call): is there a loop that "
+                 "never ends?")
+
+
+def _call_learner(fn, reference, args, printed, spec=None) -> _Outcome:
+    """The learner's outcome on one case: time-limited (the call, converting what it returned and
+    describing what it raised), printing captured, purity checked, the exercise's rules applied."""
     mine = copy.deepcopy(args)
-    try:
-        with np.errstate(all="ignore"), warnings.catch_warnings(), contextlib.redirect_stdout(printed):
+    rules = getattr(spec, "rules", ()) or ()
+
+    def run():
+        with np.errstate(all="ignore"), warnings.catch_warnings(), _spying(rules) as calls:
             warnings.simplefilter("ignore")
-            value = _within_time_limit(lambda: fn(*mine))
-    except _TimeUp:
-        return _Outcome(lines=(f"it did not finish within {TIME_LIMIT:g} s (the checker's limit for "
-                               "one call): is there a loop that never ends?",))
-    except (Exception, SystemExit) as exc:  # the learner's code may raise anything: report it, never raise
-        return _Outcome(error=exc, lines=tuple(_describe_error(exc, reference)))
+            value = fn(*mine)
+        return _settle(value), [r for r in rules if r.broken(value, calls)]
+    result = _guarded(run, TIME_LIMIT, printed, reference)
+    if result.timed_out:
+        return _Outcome(lines=(_TIME_UP_LINE.format(TIME_LIMIT),))
+    if result.error is not None:
+        if isinstance(result.error, KeyboardInterrupt):
+            return _Outcome(error=result.error, lines=("it was interrupted (KeyboardInterrupt); the other cases "
+                                                       "were not run",))
+        return _Outcome(error=result.error, lines=tuple(result.described))
+    value, broken = result.value
+    if broken:
+        return _Outcome(value, lines=(_NOT_DIAGNOSED + broken[0].message,))
     return _Outcome(value, lines=tuple(_changed_argument(fn, reference, args, mine)))
 
 
@@ -259,60 +282,307 @@ def _changed_argument(fn, reference, before, after) -> list:
     return []
 
 
+# ---------------------------------------------------------------------------------------
+# the time limit: a watchdog that re-arms until the learner's code is left
+# ---------------------------------------------------------------------------------------
+
+class LearnerFailed(Exception):
+    """What :func:`call_learner` raises when the learner's code did not return a value.
+
+    ``timed_out`` is True after the time limit; otherwise ``error`` is what it raised (any
+    BaseException: SystemExit, GeneratorExit, KeyboardInterrupt included). ``lines`` say it in
+    the checker's words (a time-out, or the exception with the learner's line).
+    """
+
+    def __init__(self, lines, error=None, timed_out=False):
+        super().__init__("\n".join(lines))
+        self.lines, self.error, self.timed_out = list(lines), error, timed_out
+
+
+def call_learner(fn, *args, timeout=None, **kwargs):
+    """fn(*args, **kwargs) under the checker's time limit, its printing captured; -> what it returned.
+
+    Use it for every call of learner code outside :meth:`Exercise.check` (a probe that runs the
+    learner's function, converting what it returned with np.asarray): the limit is ``timeout``
+    seconds (default ``TIME_LIMIT``) and cannot be switched off by the learner's code (see
+    :func:`_guarded`); what it prints (sys.stdout, sys.stderr, file descriptors 1 and 2) is
+    dropped. Raises :class:`LearnerFailed` (an ``Exception``) when fn raised anything or ran out
+    of time, so ``except Exception`` is enough around it.
+
+    >>> call_learner(lambda x: 2 * x, 21)
+    42
+    >>> try:
+    ...     call_learner(lambda: exit(3))
+    ... except LearnerFailed as failed:
+    ...     print(failed.lines[0], failed.timed_out)
+    it raised SystemExit: 3 False
+    """
+    limit = TIME_LIMIT if timeout is None else float(timeout)
+    result = _guarded(lambda: fn(*args, **kwargs), limit, _CappedText(), fn)
+    if result.timed_out:
+        raise LearnerFailed([_TIME_UP_LINE.format(limit)], timed_out=True)
+    if result.error is not None:
+        raise LearnerFailed(result.described, error=result.error)
+    return result.value
+
+
+class _Guarded(NamedTuple):
+    value: object = None
+    error: BaseException | None = None
+    described: list = []
+    timed_out: bool = False
+
+
 class _TimeUp(BaseException):
-    """Raised inside the learner's code when its time is up (not an Exception: `except` misses it)."""
+    """Raised inside the learner's code when its time is up (not an Exception: `except Exception` misses it).
+
+    A learner's bare ``except:`` catches it; creating it (which CPython does where it is caught)
+    turns on line tracing in that thread, so every further line of the learner's code raises it
+    again until the guarded call is left.
+    """
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        guard = _GUARDS.get(threading.get_ident())
+        if guard is not None and guard.expired and not guard.done:
+            guard.trace_from(sys._getframe(1))
 
 
-def _within_time_limit(call):
-    """call() stopped after TIME_LIMIT s: by SIGALRM in the main thread, else by a waiting thread."""
-    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-        return _alarm_limited(call)
-    return _thread_limited(call)
+_GUARDS: dict = {}  # thread id -> its running _Guard
 
 
-def _time_up(signum, frame):
-    """SIGALRM: stop the learner's code, unless it is importing a module (a half-imported module
-    would stay broken in sys.modules): then look again in 0.2 s."""
-    while frame is not None and not frame.f_code.co_filename.startswith("<frozen importlib"):
-        frame = frame.f_back
-    if frame is not None:
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        return
-    raise _TimeUp
-
-
-def _alarm_limited(call):
-    old_handler = signal.signal(signal.SIGALRM, _time_up)
-    start, (old_delay, old_interval) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
+def _async_raiser():
+    """(raise _TimeUp in thread tid, clear what is pending in tid), or None where ctypes cannot."""
     try:
-        try:
-            return call()
-        finally:
+        import ctypes
+        raise_in = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.py_object)(
+            ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+        clear = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)(
+            ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+    except (ImportError, AttributeError, OSError):
+        return None
+    return (lambda tid: raise_in(tid, _TimeUp)), (lambda tid: clear(tid, None))
+
+
+_ASYNC = _async_raiser()
+
+
+def _importing(frame) -> bool:
+    """True when frame is inside an import (a half-imported module would stay broken in sys.modules)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _Guard:
+    """The time limit of one guarded call, in the thread that makes it.
+
+    After ``limit`` seconds, three things stop the learner's code, each repeated until the call
+    is left: SIGALRM every 50 ms (main thread; it also ends a time.sleep), an exception raised
+    asynchronously in the thread every 20 ms by a watchdog thread (works when the learner ignores
+    SIGALRM or resets the timer), and line tracing turned on where that exception is caught, so
+    that every line of a bare ``except:`` retry loop raises it again.
+    """
+
+    def __init__(self, limit, base):
+        self.limit, self.base, self.tid = limit, base, threading.get_ident()
+        self.expired = self.done = False
+        self.event = threading.Event()
+        self.main = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+        self.old_trace, self.old_handler, self.old_timer, self.start = sys.gettrace(), None, (0.0, 0.0), 0.0
+
+    def begin(self):
+        _GUARDS[self.tid] = self
+        if self.main:
+            self.old_handler = signal.signal(signal.SIGALRM, self.on_alarm)
+            self.start = time.monotonic()
+            self.old_timer = signal.setitimer(signal.ITIMER_REAL, self.limit, 0.05)
+        self.dog = threading.Thread(target=self.watch, daemon=True, name="mha-course time limit")
+        self.dog.start()
+
+    def on_alarm(self, signum, frame):
+        if self.done:
+            return
+        self.expired = True
+        if not _importing(frame):
+            raise _TimeUp
+
+    def watch(self):
+        """The watchdog thread: wait for the limit, then raise _TimeUp in the guarded thread every 20 ms."""
+        if self.event.wait(self.limit):
+            return
+        self.expired = True
+        while not self.done:
+            top = sys._current_frames().get(self.tid)
+            if _ASYNC is not None and top is not None and top.f_code not in _OWN_CODE and not _importing(top):
+                _ASYNC[0](self.tid)
+            if self.event.wait(0.02):
+                return
+
+    def trace_from(self, frame):
+        """In the guarded thread: trace every line of the frames between ``frame`` and the guard."""
+        sys.settrace(self.new_frame)
+        while frame is not None and frame is not self.base:
+            if frame.f_code not in _OWN_CODE:
+                frame.f_trace, frame.f_trace_lines = self.line, True
+            frame = frame.f_back
+
+    def new_frame(self, frame, event, arg):
+        return None if self.done or frame.f_code in _OWN_CODE else self.line
+
+    def line(self, frame, event, arg):
+        if self.done:
+            return None
+        if _ASYNC is not None and not _importing(frame):
+            _ASYNC[0](self.tid)
+        return self.line
+
+    def end(self):
+        """Stop every mechanism (each step may be repeated: an exception may land while we stop)."""
+        self.done = True
+        self.event.set()
+        self.dog.join()
+        sys.settrace(self.old_trace)  # before touching signals: see the tests
+        if _ASYNC is not None:
+            _ASYNC[1](self.tid)
+        if self.main and self.old_handler is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
-    finally:
-        signal.signal(signal.SIGALRM, old_handler)
-        if old_delay:  # someone else's timer was running: give it back what is left of it
-            signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - start), 1e-3),
-                             old_interval)
+            signal.signal(signal.SIGALRM, self.old_handler)
+            delay, interval = self.old_timer
+            if delay:  # someone else's timer was running: give it back what is left of it
+                signal.setitimer(signal.ITIMER_REAL, max(delay - (time.monotonic() - self.start), 1e-3), interval)
+        _GUARDS.pop(self.tid, None)
 
 
-def _thread_limited(call):
-    """Outside the main thread no signal can stop the call: wait for it, then give up (it runs on)."""
-    box = {}
+def _guarded(call, limit, printed, reference=None) -> _Guarded:
+    """call() time-limited, with its printing going to ``printed``: never raises, never hangs past
+    the limit except inside one long C call (sum(range(10**9)) runs to its end).
 
-    def target():
+    What it raised is described (type, message, the learner's line) inside the limit too, since a
+    learner's exception may have a ``__str__`` that loops. Nested calls share the outer limit.
+    """
+    if threading.get_ident() in _GUARDS:  # inside a guarded call already: its limit holds
         try:
-            box["value"] = call()
-        except BaseException as exc:
-            box["error"] = exc
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(TIME_LIMIT)
-    if worker.is_alive():
-        raise _TimeUp
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+            return _Guarded(call())
+        except _TimeUp:
+            raise
+        except BaseException as exc:  # noqa: B036 -- the learner's code may raise anything
+            return _Guarded(error=exc, described=_describe_error(exc, reference))
+    guard = _Guard(limit, sys._getframe())
+    value = error = None
+    described = []
+    try:
+        with _captured_output(printed):
+            guard.begin()
+            try:
+                value = call()
+            except _TimeUp:
+                guard.expired = True
+            except BaseException as exc:  # noqa: B036 -- report, never raise
+                error = exc
+                described = _describe_error(exc, reference)
+    except _TimeUp:
+        guard.expired = True
+    except BaseException as exc:  # noqa: B036 -- a _TimeUp that lands in our own code, or worse
+        error = error or exc
+    finally:
+        for _ in range(1000):  # inline: a _TimeUp may still land while the guard stops
+            try:
+                guard.end()
+                break
+            except BaseException:  # noqa: B036
+                guard.expired = True
+    if guard.expired:
+        return _Guarded(timed_out=True)
+    return _Guarded(value, error, described or ([] if error is None else [f"it raised {type(error).__name__}"]))
+
+
+@contextlib.contextmanager
+def _captured_output(printed):
+    """sys.stdout, sys.stderr and file descriptors 1 and 2 go to ``printed`` (kept to its cap)."""
+    saved, spill = [], None
+    try:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        spill = tempfile.TemporaryFile()
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                saved.append((fd, os.dup(fd)))
+                os.dup2(spill.fileno(), fd)
+    except OSError:
+        pass
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            yield
+    finally:
+        for stream in (sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        for fd, copy_of in saved:
+            with contextlib.suppress(OSError):
+                os.dup2(copy_of, fd)
+                os.close(copy_of)
+        if spill is not None:
+            with contextlib.suppress(OSError, ValueError):
+                size = os.fstat(spill.fileno()).st_size
+                spill.seek(0)
+                head = spill.read(PRINT_CHARS * 4).decode("utf-8", "replace")
+                printed.write(head)
+                printed.total += max(size - len(head.encode("utf-8", "replace")), 0)
+                spill.close()
+
+
+def _settle(value, depth=0):
+    """What the learner returned, as plain Python and numpy values (its __array__, __float__ or
+    __len__ run here, inside the time limit); anything else becomes an :class:`_Opaque`."""
+    kind = type(value)
+    if value is None or value is Ellipsis or value is NotImplemented or kind in (bool, int, float, complex, str):
+        return value
+    if depth > 20:
+        return _Opaque("deeply nested value")
+    if kind is np.ndarray and value.dtype != object:
+        return value
+    if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype != object:
+        return value
+    if isinstance(value, tuple):
+        return tuple(_settle(v, depth + 1) for v in tuple.__iter__(value))
+    if isinstance(value, list):
+        return [_settle(v, depth + 1) for v in list.__iter__(value)]
+    if isinstance(value, dict):
+        return {(k if type(k) in (str, int) else _safe_str(k)): _settle(v, depth + 1) for k, v in dict.items(value)}
+    name = kind.__name__ if isinstance(getattr(kind, "__name__", None), str) else "object"
+    try:
+        if callable(getattr(value, "detach", None)) and callable(getattr(value, "numpy", None)):
+            arr = np.array(value.detach().cpu().numpy())  # a torch tensor
+        else:
+            arr = np.array(value)
+    except Exception:
+        return _Opaque(name)
+    return _Opaque(name) if arr.dtype == object else arr
+
+
+_OWN_CODE = frozenset(f.__code__ for f in (
+    _guarded, _Guard.begin, _Guard.end, _Guard.watch, _Guard.trace_from, _Guard.new_frame, _Guard.line,
+    _Guard.on_alarm, _TimeUp.__init__, _importing, *(_ASYNC or ())))
+
+
+@contextlib.contextmanager
+def _spying(rules):
+    """While the learner's code runs: which forbidden functions it called (see :class:`Rule`)."""
+    yield []
+
+
+class _Opaque:
+    """A returned value the checker does not look into (its type's name is all that is kept)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<a {self.name}>"
 
 
 class _CappedText(io.TextIOBase):
@@ -573,7 +843,7 @@ def _axis_orders(want_shape, got_shape):
 # comparing results
 # ---------------------------------------------------------------------------------------
 
-def _compare(got, want, outputs) -> list:
+def _compare(got, want, outputs, strict=False) -> list:
     """Feedback lines on how ``got`` differs from ``want`` ([] if it matches)."""
     if isinstance(want, dict):
         return _compare_dict(got, want)
@@ -734,7 +1004,7 @@ def _describe_error(exc, reference) -> list:
     if frame is not None:
         code = (frame.line or "").strip()
         lines.append(f"at line {frame.lineno} of {frame.name}" + (f": {code}" if code else ""))
-    hint = _error_hint(exc, reference)
+    hint = _error_hint(exc, reference) if reference is not None else ""
     return lines + ([hint] if hint else [])
 
 
