@@ -249,3 +249,73 @@ def test_widget_defaults_to_the_data_file():
     pytest.importorskip("ipywidgets")
     from mha_course.widgets.quiz import QuizWidget
     assert [q.id for q in QuizWidget().questions] == [q.id for q in QUESTIONS]
+
+
+# ---------------------------------------------------------------- issue 20 D: bad quiz files and answers
+def _write(tmp_path, questions=None, text=None):
+    path = tmp_path / "quiz.json"
+    path.write_text(text if text is not None else json.dumps({"questions": questions}), encoding="utf-8")
+    return path
+
+
+def _one(**change):
+    q = {"id": "q1", "notebook": "00", "section": "1", "question": "?", "choices": ["a", "b"], "answer": 0,
+         "explanation": "because"}
+    q.update(change)
+    return {k: v for k, v in q.items() if v is not None}
+
+
+@pytest.mark.parametrize("bad, words", [
+    (_one(explanation=None), ["question 1 ('q1')", "has no 'explanation'", "add it"]),
+    (_one(answer="1"), ["answer='1' is not an index", "no quotes"]),
+    (_one(answer=True), ["answer=True is not an index"]),
+    (_one(choices=["a", 3]), ["choice 1 is 3", '{"expr": "3"}']),
+    (_one(choices=[str(i) for i in range(9)]), ["has 9 choices", "2 to 8 choices"]),
+    (_one(choices=["a", {"expr": "9 ** 9 ** 99"}]), ["exceeds 10**30"]),
+    (_one(choices=["a", {"expr": "10 ** 20 * 10 ** 20"}]), ["exceeds 10**30"]),
+    (_one(choices=["a", {"expr": "2 ** -1"}]), ["exceeds 10**30"]),
+    (_one(choices=["a", {"expr": "1 +"}]), ["is not a Python expression"]),
+    (_one(choices=["a", {"expr": "__import__('os')"}]), ["is not integer arithmetic"]),
+])
+def test_a_bad_question_is_one_value_error_naming_the_file_and_the_fix(tmp_path, bad, words):
+    import time
+    path = _write(tmp_path, [bad])
+    start = time.monotonic()
+    with pytest.raises(ValueError) as err:
+        quiz.load_questions(path)
+    assert time.monotonic() - start < 2
+    assert str(path) in str(err.value) and all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_invalid_json_is_a_value_error_with_its_place(tmp_path):
+    path = _write(tmp_path, text='{"questions": [ {"id": "q1",, } ]}')
+    with pytest.raises(ValueError, match=r"is not valid JSON: .* at line 1, column \d+"):
+        quiz.load_questions(path)
+
+
+def test_grade_refuses_a_bool_and_accepts_a_whole_float():
+    q = quiz.Question("q", "04", "4", "?", ("a", "b"), 1, "")
+    with pytest.raises(ValueError, match="choice=True is not one of the 2 choices"):
+        quiz.grade(q, True)
+    with pytest.raises(ValueError, match="choice=1.5"):
+        quiz.grade(q, 1.5)
+    assert quiz.grade(q, 1.0).correct and quiz.grade(q, np.int64(1)).correct
+
+
+def test_score_with_an_unknown_id_names_it():
+    q = quiz.Question("q", "04", "4", "?", ("a", "b"), 1, "")
+    with pytest.raises(ValueError, match="unknown question ids 'nope'"):
+        quiz.score([q], {"nope": 0})
+
+
+def test_the_widget_survives_a_float_answer_and_moving_around():
+    pytest_widgets = pytest.importorskip("ipywidgets")
+    assert pytest_widgets
+    from mha_course.widgets.quiz import QuizWidget
+    w = QuizWidget()
+    w.answer(1.0)
+    w.next()
+    w.previous()
+    assert w.answers[w.question.id] == 1 and type(w.answers[w.question.id]) is int
+    with pytest.raises(ValueError):
+        w.answer(True)

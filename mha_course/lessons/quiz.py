@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import operator
 from pathlib import Path
 from typing import NamedTuple
@@ -36,8 +37,8 @@ from ..positions import apply_rope
 from . import complexity, misconceptions
 from . import model as train
 
-__all__ = ["QUIZ_PATH", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
-           "format_value", "grade", "score", "render_text", "verify"]
+__all__ = ["QUIZ_PATH", "MAX_CHOICES", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
+           "format_value", "choice_index", "grade", "score", "render_text", "verify"]
 
 QUIZ_PATH = Path(__file__).resolve().parent.parent / "data" / "quiz.json"
 
@@ -149,20 +150,43 @@ COMPUTE = {
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Pow: operator.pow, ast.USub: operator.neg}
+_MAX_MAGNITUDE = 10 ** 30  # no number in a quiz is larger; bounds what an expression may compute
+_MAX_ITEMS = 16
+
+
+def _bounded(value, node):
+    if isinstance(value, int) and abs(value) > _MAX_MAGNITUDE:
+        raise ValueError(f"{ast.unparse(node)!r} exceeds 10**30; quiz expressions compute numbers of at most "
+                         "30 digits (a typo in an exponent?)")
+    return value
 
 
 def _arith(node):
-    """The value of an arithmetic expression's AST: ints, + - * // ** and tuples only."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.Tuple):
+    """The value of an arithmetic expression's AST: ints, + - * // ** and tuples only, every
+    intermediate value at most 10**30 (so ``9 ** 9 ** 99`` is refused before it is computed)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return _bounded(node.value, node)
+    if isinstance(node, ast.Tuple) and len(node.elts) <= _MAX_ITEMS:
         return tuple(_arith(e) for e in node.elts)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_arith(node.left), _arith(node.right))
+        left, right = _arith(node.left), _arith(node.right)
+        if not (isinstance(left, int) and isinstance(right, int)):
+            raise ValueError(f"{ast.unparse(node)!r}: arithmetic on a tuple; quiz expressions compute ints "
+                             "or tuples of ints")
+        if isinstance(node.op, ast.Pow) and (right < 0 or right > 128 or (
+                abs(left) > 1 and right * math.log2(abs(left)) > 100)):
+            raise ValueError(f"{ast.unparse(node)!r} exceeds 10**30; quiz expressions compute numbers of at "
+                             "most 30 digits (a typo in an exponent?)")
+        if isinstance(node.op, ast.FloorDiv) and right == 0:
+            raise ValueError(f"{ast.unparse(node)!r} divides by zero")
+        return _bounded(_OPS[type(node.op)](left, right), node)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_arith(node.operand))
+        value = _arith(node.operand)
+        if not isinstance(value, int):
+            raise ValueError(f"{ast.unparse(node)!r}: a minus sign on a tuple")
+        return _OPS[type(node.op)](value)
     raise ValueError(f"{ast.dump(node)} is not integer arithmetic; quiz expressions use ints, + - * // ** "
-                     "and tuples only")
+                     f"and tuples (of at most {_MAX_ITEMS} items) only")
 
 
 def choice_value(choice):
@@ -174,7 +198,14 @@ def choice_value(choice):
     if isinstance(choice, str):
         return choice
     if "expr" in choice:
-        return _arith(ast.parse(choice["expr"], mode="eval").body)
+        if not isinstance(choice["expr"], str) or len(choice["expr"]) > 200:
+            raise ValueError(f"expr={choice['expr']!r} must be a string of at most 200 characters, "
+                             "e.g. \"8 * 4 * 512 ** 2\"")
+        try:
+            tree = ast.parse(choice["expr"], mode="eval")
+        except SyntaxError as exc:
+            raise ValueError(f"expr={choice['expr']!r} is not a Python expression ({exc.msg})") from None
+        return _arith(tree.body)
     if choice.get("compute") not in COMPUTE:
         raise ValueError(f"unknown computation {choice.get('compute')!r}; known: {', '.join(sorted(COMPUTE))}")
     return COMPUTE[choice["compute"]](**choice.get("args", {}))
@@ -202,28 +233,94 @@ def _choice_text(choice) -> str:
     return format_value(choice_value(choice), template)
 
 
-def _question(raw: dict) -> Question:
-    choices = tuple(_choice_text(c) for c in raw["choices"])
-    if not 0 <= raw["answer"] < len(choices):
-        raise ValueError(f"question {raw['id']!r}: answer={raw['answer']} is not an index of its "
-                         f"{len(choices)} choices; use 0..{len(choices) - 1}")
-    return Question(raw["id"], raw["notebook"], raw["section"], raw["question"], choices, raw["answer"],
+_KEYS = ("id", "notebook", "section", "question", "choices", "answer", "explanation")
+MAX_CHOICES = 8  # render_text letters them a..h
+
+
+def _question(raw, path, n) -> Question:
+    """One stored question, checked: every key there, choices valid, the answer an index of them."""
+    where = f"{path}: question {n + 1}"
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} is a {type(raw).__name__}; each question is an object with the keys "
+                         f"{', '.join(_KEYS)}")
+    where += f" ({raw['id']!r})" if isinstance(raw.get("id"), str) else ""
+    missing = [k for k in _KEYS if k not in raw]
+    if missing:
+        raise ValueError(f"{where} has no {', '.join(map(repr, missing))}; add "
+                         f"{'it' if len(missing) == 1 else 'them'} (each question needs {', '.join(_KEYS)})")
+    for key in ("id", "notebook", "section", "question", "explanation"):
+        if not isinstance(raw[key], str):
+            raise ValueError(f"{where}: {key}={raw[key]!r} must be a string; put it in quotes")
+    stored = raw["choices"]
+    if not isinstance(stored, list) or not 2 <= len(stored) <= MAX_CHOICES:
+        size = f"{len(stored)} choices" if isinstance(stored, list) else f"choices={stored!r}"
+        raise ValueError(f"{where} has {size}; give a list of 2 to {MAX_CHOICES} choices")
+    choices = []
+    for i, c in enumerate(stored):
+        if not isinstance(c, (str, dict)):
+            raise ValueError(f"{where}: choice {i} is {c!r}; a choice is a string (\"{c}\"), "
+                             f"{{\"expr\": \"{c}\"}} or {{\"compute\": ...}}")
+        try:
+            choices.append(_choice_text(c))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"{where}: choice {i} {c!r}: {exc}") from None
+    answer = raw["answer"]
+    if type(answer) is not int or not 0 <= answer < len(choices):
+        raise ValueError(f"{where}: answer={answer!r} is not an index of its {len(choices)} choices; "
+                         f"use a whole number 0..{len(choices) - 1} (no quotes)")
+    return Question(raw["id"], raw["notebook"], raw["section"], raw["question"], tuple(choices), answer,
                     raw["explanation"], raw.get("verify"))
 
 
 def load_raw(path=None) -> list[dict]:
     """path (default QUIZ_PATH) -> the questions as stored (dicts, choices not yet computed)."""
-    return json.loads(Path(QUIZ_PATH if path is None else path).read_text(encoding="utf-8"))["questions"]
+    path = Path(QUIZ_PATH if path is None else path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
+                         "fix the file there (a missing comma or quote?)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} cannot be read as a quiz file ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+        raise ValueError(f"{path} has no list of questions; a quiz file is {{\"questions\": [...]}}")
+    return data["questions"]
 
 
 def load_questions(path=None) -> list[Question]:
-    """path (default QUIZ_PATH) -> [Question]: every choice computed and formatted as text."""
-    return [_question(raw) for raw in load_raw(path)]
+    """path (default QUIZ_PATH) -> [Question]: every choice computed and formatted as text.
+
+    A file with a missing key, an answer that is not an index, invalid JSON, a choice that is a
+    bare number or an expression that computes too much raises ValueError naming the file, the
+    question and the fix.
+    """
+    path = Path(QUIZ_PATH if path is None else path)
+    questions = [_question(raw, path, n) for n, raw in enumerate(load_raw(path))]
+    seen = [q.id for q in questions]
+    twice = sorted({i for i in seen if seen.count(i) > 1})
+    if twice:
+        raise ValueError(f"{path}: the ids {', '.join(map(repr, twice))} are used twice; give each question its own")
+    return questions
 
 
 def verify(question: Question) -> bool:
     """Question -> True when its ``verify`` computation holds (or it has none)."""
     return True if question.verify is None else bool(choice_value(question.verify))
+
+
+def choice_index(question: Question, choice) -> int:
+    """A chosen index as given (an int, a numpy int, a whole float such as 1.0) -> the int; ValueError else.
+
+    >>> q = Question("q", "04", "4", "?", ("a", "b"), 1, "")
+    >>> choice_index(q, 1.0)
+    1
+    """
+    n = len(question.choices)
+    whole = isinstance(choice, (int, np.integer, float, np.floating)) and not isinstance(choice, (bool, np.bool_))
+    if not whole or not float(choice).is_integer() or not 0 <= choice < n:
+        raise ValueError(f"choice={choice!r} is not one of the {n} choices of {question.id!r}; "
+                         f"use 0..{n - 1} (a whole number)")
+    return int(choice)
 
 
 def grade(question: Question, choice: int) -> Feedback:
@@ -233,10 +330,7 @@ def grade(question: Question, choice: int) -> Feedback:
     >>> grade(q, 1)
     Feedback(correct=False, message='Not quite: the answer is "4·D²". Same for any h.')
     """
-    if not 0 <= choice < len(question.choices):
-        raise ValueError(f"choice={choice} is not one of the {len(question.choices)} choices of {question.id!r}; "
-                         f"use 0..{len(question.choices) - 1}")
-    if choice == question.answer:
+    if choice_index(question, choice) == question.answer:
         return Feedback(True, f"Right. {question.explanation}")
     return Feedback(False, f'Not quite: the answer is "{question.choices[question.answer]}". {question.explanation}')
 
@@ -249,6 +343,10 @@ def score(questions, answers: dict) -> tuple[int, int]:
     ((1, 1), (0, 0))
     """
     by_id = {q.id: q for q in questions}
+    unknown = [i for i in answers if i not in by_id]
+    if unknown:
+        raise ValueError(f"answers for unknown question ids {', '.join(map(repr, unknown))}; known ids: "
+                         f"{', '.join(map(repr, by_id))[:300]}")
     graded = [grade(by_id[i], c).correct for i, c in answers.items()]
     return sum(graded), len(graded)
 

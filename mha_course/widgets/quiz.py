@@ -1,4 +1,4 @@
-"""The self-quiz as a widget (floor 5, ipywidgets): one question at a time, instant feedback, a score.
+"""The self-quiz as a widget (ipywidgets): one question at a time, instant feedback, a score.
 
 Every decision is made by the pure functions of ``mha_course.quiz`` (``grade``, ``score``); the
 widget only shows them. Its callbacks are plain methods, so tests call them directly:
@@ -54,6 +54,7 @@ class QuizWidget:
 
     def answer(self, choice: int) -> quiz.Feedback:
         """Grade choice ``choice`` of the current question; show the feedback and the new score."""
+        choice = quiz.choice_index(self.question, choice)  # 1.0 is choice 1; True or 1.5 raise ValueError
         fb = quiz.grade(self.question, choice)
         self.answers[self.question.id] = choice
         colour = "#1a7f37" if fb.correct else "#b35900"
