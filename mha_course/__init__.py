@@ -66,4 +66,25 @@ __all__ = [
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
+    # notebook 14's head scores, loaded on first use (lessons.circuits imports the trained model)
+    "previous_token_score", "duplicate_token_score", "prefix_matching_score", "copying_score",
+    "composition_score",
 ]
+
+# Names served lazily from a lesson module: ``import mha_course`` still loads the numpy core only.
+_LAZY = {name: "lessons.circuits" for name in ("previous_token_score", "duplicate_token_score",
+                                               "prefix_matching_score", "copying_score", "composition_score")}
+
+
+def __getattr__(name: str):
+    """``mc.previous_token_score`` etc.: imported from ``mha_course.lessons.circuits`` on first use."""
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # later look-ups skip __getattr__
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))

@@ -677,8 +677,9 @@ def _student_parser(sub) -> None:
 # ---------------------------------------------------------------------------------------
 
 def _train_parser(sub) -> None:
+    from .lessons.circuits import save_trajectories  # `train phase_change`: notebook 14's observed runs
     from .train import add_train_command  # `train TASK`: lives beside the model it trains
-    add_train_command(sub)
+    add_train_command(sub, {"phase_change": lambda out: save_trajectories(out, progress=True)})
 
 
 COMMANDS = [_execute_parser, _student_parser, _train_parser]

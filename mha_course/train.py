@@ -52,14 +52,14 @@ from . import _validate
 from .attention import causal_mask
 from .backward import _linear_backward, mha_vjp
 from .block import layer_norm
-from .mha import MHAParams, multi_head_attention
+from .mha import MHAParams, multi_head_attention, trace
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
            "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
-           "previous_token_score", "induction_score", "run_experiments", "save_experiments",
-           "load_experiments", "add_train_command"]
+           "induction_score", "run_experiments", "save_experiments",
+           "load_experiments", "add_train_command", "write_npz"]
 
 TASKS = ("previous_token", "induction")
 POSITIONS = ("learned", "rope", "none")
@@ -266,10 +266,15 @@ def layer_norm_backward(x, grad_y, eps: float = _LN_EPS) -> np.ndarray:
     return inv * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
 
 
-def forward(params: Model, tokens, config: Config, ablate=()) -> tuple[np.ndarray, list]:
+def forward(params: Model, tokens, config: Config, ablate=(), patch: Optional[Callable] = None
+            ) -> tuple[np.ndarray, list]:
     """tokens (B, T) -> logits (B, T, V), [weights (B, h, T, T) for each layer].
 
     ``ablate``: (layer, head) pairs whose head output is zeroed (see ``ablate_head``).
+    ``patch``: a hook for interventions (notebook 14: patching, ablation, attribution).
+    ``patch(layer, tr) -> out (B, T, D)`` gets the layer's ``mha.Trace`` (same code path as
+    ``multi_head_attention``; ``tr["X"]`` is the layer's input) and returns what the layer adds
+    to the residual stream, instead of ``tr.output``.
     """
     config = _check_config(config)
     for layer, head in ablate:
@@ -277,8 +282,12 @@ def forward(params: Model, tokens, config: Config, ablate=()) -> tuple[np.ndarra
     x, weights = embed(params, np.asarray(tokens), config), []
     mask = causal_mask(x.shape[1])
     for layer in range(config.n_layers):
-        out, w = multi_head_attention(_norm(x, config), layer_params(params, config, layer), config.h, mask,
-                                      rope_base=_rope_base(config))
+        lp = layer_params(params, config, layer)
+        if patch is None:
+            out, w = multi_head_attention(_norm(x, config), lp, config.h, mask, rope_base=_rope_base(config))
+        else:  # ---- the intervention hook (notebook 14): the layer's Trace in, its output out
+            tr = trace(_norm(x, config), lp, config.h, mask, rope_base=_rope_base(config))
+            out, w = patch(layer, tr), tr.weights
         x = x + out  # the residual stream
         weights.append(w)
     return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
@@ -302,19 +311,6 @@ def ablate_head(params: Model, config: Config, layer: int, head: int) -> Model:
 
 
 # ----------------------------------------------------------------------------- loss and gradients
-def previous_token_score(weights) -> np.ndarray:
-    """weights (B, h, T, T) -> (h,): each head's mean weight on the key just before the query (t >= 1).
-
-    >>> w = np.eye(4, k=-1)[None, None] + np.eye(4, k=0)[None, None] * (np.arange(4) == 0)[:, None]
-    >>> previous_token_score(w)
-    array([1.])
-    """
-    w = _validate.float_array(weights, "weights")
-    _validate.ndim(w, "weights", 4, "(B, h, T, T)")
-    T = w.shape[-1]
-    return w[..., np.arange(1, T), np.arange(T - 1)].mean(axis=(0, 2))  # (B, h, T-1) -> (h,)
-
-
 def induction_score(weights, batch: Batch) -> np.ndarray:
     """weights (B, h, T, T), induction Batch -> (h,): mean weight, over the scored queries, on the key
     that FOLLOWED the query's token in the first copy (position t - n + 1: what comes next)."""
@@ -409,9 +405,10 @@ def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: f
 
 
 # ----------------------------------------------------------------------------- training
-def metrics(params: Model, batch: Batch, config: Config, ablate=()) -> Metrics:
-    """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate`` as in forward."""
-    logits, _ = forward(params, batch.tokens, config, ablate)
+def metrics(params: Model, batch: Batch, config: Config, ablate=(), patch: Optional[Callable] = None) -> Metrics:
+    """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate``, ``patch``
+    as in forward."""
+    logits, _ = forward(params, batch.tokens, config, ablate, patch)
     loss, _, accuracy = _cross_entropy(logits, batch.targets, batch.scored)
     return Metrics(loss, accuracy)
 
@@ -488,19 +485,27 @@ def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path,
     return path, evaluate(params, config, np.random.default_rng(config.seed + 2))
 
 
-def add_train_command(sub) -> None:
-    """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.cli`` calls this)."""
+def add_train_command(sub, extra: Optional[dict] = None) -> None:
+    """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.cli`` calls this).
+
+    ``extra``: more targets, name -> ``save(out) -> path`` (the CLI adds notebook 14's ``phase_change``).
+    """
+    extra = dict(extra or {})
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
-    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments"],
-                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08)")
+    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments", *extra],
+                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08; "
+                          "'phase_change': the observed training runs of notebook 14)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: the shipped mha_course/checkpoints/TASK.npz)")
-    cmd.set_defaults(func=_cmd_train)
+    cmd.set_defaults(func=lambda args: _cmd_train(args, extra))
 
 
-def _cmd_train(args) -> int:
+def _cmd_train(args, extra: Optional[dict] = None) -> int:
     if args.task == "experiments":
         print(f"saved {save_experiments(args.out)}")
+        return 0
+    if args.task in (extra or {}):
+        print(f"saved {extra[args.task](args.out)}")
         return 0
     path, metrics = make_checkpoint(args.task, args.out, progress=True)
     print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "
@@ -547,7 +552,7 @@ def run_experiments(seeds=(0, 1)) -> dict:
 
 def save_experiments(path=None) -> Path:
     """Run ``run_experiments`` and write the arrays to ``path`` (default checkpoints/experiments.npz)."""
-    return _write_npz(CHECKPOINT_DIR / "experiments.npz" if path is None else path, run_experiments())
+    return write_npz(CHECKPOINT_DIR / "experiments.npz" if path is None else path, run_experiments())
 
 
 def load_experiments(path=None) -> dict:
@@ -559,7 +564,7 @@ def load_experiments(path=None) -> dict:
         return {k: z[k] for k in z.files}
 
 
-def _write_npz(path, arrays: dict) -> Path:
+def write_npz(path, arrays: dict) -> Path:
     """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz.tmp")
@@ -597,7 +602,7 @@ def save_checkpoint(path, params: Model, config: Config, history: Optional[Histo
     if history is not None:
         arrays.update({f"history.{n}": a for n, a in zip(History._fields, history)})
     arrays["config"] = np.array(json.dumps(config._asdict()))
-    return _write_npz(path, arrays)
+    return write_npz(path, arrays)
 
 
 def load_checkpoint(path) -> tuple[Config, Model, Optional[History]]:

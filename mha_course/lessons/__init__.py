@@ -1,0 +1,1 @@
+"""Numpy experiments, one module per topic (the lessons the notebooks teach from)."""

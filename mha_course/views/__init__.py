@@ -1,0 +1,1 @@
+"""Matplotlib views, one module per topic."""
