@@ -99,7 +99,7 @@ def step_figure(trajectories: dict, step: int):
     on the probe sequence at that checkpoint (what the training-step slider redraws)."""
     two = trajectories["two_layer"]
     i = int(np.argmin(np.abs(two.steps - step)))
-    fig = plt.figure(figsize=(12, 6.2), layout="constrained")
+    fig = plt.figure(figsize=(10, 5.2), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.15])
     phase_change_figure(trajectories, int(two.steps[i]), axes=top.subplots(1, 2))
     L, h = two.weights.shape[1:3]
@@ -119,7 +119,7 @@ def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_lab
     """matrix (N, M) -> ax: a signed circuit (QK or OV) as a heatmap centred on 0, rows and columns labelled."""
     m = np.asarray(matrix, dtype=float)
     ax = _ax(ax, (4, 3.6))
-    lim = float(np.abs(m).max()) or 1.0
+    lim = float(np.nanmax(np.abs(m))) or 1.0  # NaN: entries the causal mask hides
     img = ax.imshow(m, cmap=plt.get_cmap(VALUES_CMAP).with_extremes(bad=MASKED_COLOR),
                     norm=mcolors.Normalize(-lim, lim), aspect="auto", interpolation="nearest")
     ax.set_xticks(range(m.shape[1]), col_labels, fontsize=6)
@@ -162,10 +162,11 @@ def composition_figure(scores: dict, baseline: float, axes=None):
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(9, 2.8), layout="constrained")
     top = max(float(np.max(v)) for v in scores.values())
+    low = min(float(np.min(v)) for v in scores.values())
     for ax, (kind, s) in zip(axes, scores.items()):
-        ax.imshow(s, cmap=WEIGHTS_CMAP, vmin=0, vmax=top, aspect="auto")
+        ax.imshow(s, cmap=WEIGHTS_CMAP, vmin=low, vmax=top, aspect="auto")
         for (i, j), v in np.ndenumerate(s):
-            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=9, color="white" if v > 0.6 * top else "black")
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=9, color="white" if v > low + 0.6 * (top - low) else "black")
         ax.set_xticks(range(s.shape[1]), [f"L2 H{b}" for b in range(s.shape[1])])
         ax.set_yticks(range(s.shape[0]), [f"L1 H{a}" for a in range(s.shape[0])])
         ax.set_title(f"{kind}-composition (random: {baseline:.3f})", fontsize=9)
