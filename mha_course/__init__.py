@@ -23,6 +23,7 @@ Mask convention everywhere: boolean, **True = may attend**.
 | 10_efficient_attention | efficient, fast | lessons.model, views.efficient, check.efficient |
 | 11_misconceptions_and_interview | mha | lessons.misconceptions, lessons.quiz, widgets.quiz, check.misconceptions |
 | 12_from_numpy_to_pytorch | mha, masks | lessons.bridge, views.bridge, check.bridge |
+| 14_circuits | mha | lessons.circuits (on lessons.model), views.circuits, widgets.circuits, check.circuits |
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import mha_backward
@@ -85,4 +86,25 @@ __all__ = [
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
+    # notebook 14's head scores, loaded on first use (lessons.circuits imports the trained model)
+    "previous_token_score", "duplicate_token_score", "prefix_matching_score", "copying_score",
+    "composition_score",
 ]
+
+# Names served lazily from a lesson module: ``import mha_course`` still loads the numpy core only.
+_LAZY = {name: "lessons.circuits" for name in ("previous_token_score", "duplicate_token_score",
+                                               "prefix_matching_score", "copying_score", "composition_score")}
+
+
+def __getattr__(name: str):
+    """``mc.previous_token_score`` etc.: imported from ``mha_course.lessons.circuits`` on first use."""
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value  # later look-ups skip __getattr__
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))

@@ -24,6 +24,7 @@ from .backward import (
 )
 from .block import layer_norm
 from .bridge import torch_attention, torch_attn_mask, torch_state_dict
+from .circuits import composition_score, copying_score, patched_heads, prefix_matching_score
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
 from .efficient import linear_attention, online_softmax_update, sliding_window_mask, tiled_attention
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
@@ -50,4 +51,5 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "torch_state_dict", "torch_attn_mask", "torch_attention",
            "online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
            "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope",
-           "document_mask", "rope_scores", "head_params", "score_std", "work_growth"]
+           "document_mask", "rope_scores", "head_params", "score_std", "work_growth",
+           "prefix_matching_score", "composition_score", "patched_heads", "copying_score"]

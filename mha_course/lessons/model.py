@@ -64,7 +64,7 @@ __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
            "train_checkpoint", "checkpoint_arrays", "checkpoint_bytes", "npz_bytes", "read_npz", "MAX_NPZ_BYTES",
-           "previous_token_score", "induction_score", "run_experiments", "save_experiments",
+           "induction_score", "run_experiments", "save_experiments",
            "load_experiments"]
 
 TASKS = ("previous_token", "induction")
@@ -288,7 +288,7 @@ def cached_layer_params(params: Model, config: Config, layer: int) -> GQAParams:
 
 
 def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, caches=None, traces=None,
-            tape=None, rng=None) -> tuple[np.ndarray, list]:
+            tape=None, rng=None, patch=None) -> tuple[np.ndarray, list]:
     """tokens (B, T) -> logits (B, T, V), [weights (B, h, T, S) for each layer].
 
     The one forward pass of the tiny model; training, decoding and the notebooks' experiments all run it.
@@ -299,6 +299,9 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     already cached (decoding, notebook 09). ``traces``: a list that receives each layer's Trace.
     ``tape``: a list that receives, per layer, (its input, its pullback), then (the last residual
     stream, None): what ``loss_and_grads`` runs backwards; ``rng`` draws the dropout masks there.
+    ``patch``: fn(layer, trace) -> out (B, T, D), what the layer adds to the residual stream instead
+    of ``trace.output`` (notebook 14's interventions: patching, ablation, attribution); the trace is
+    the layer's own (``trace["X"]`` its normed input).
 
     >>> config = Config(vocab=8, seq_len=6, d_model=8, h=2, n_layers=2)
     >>> logits, weights = forward(init_model(config), np.zeros((3, 6), int), config)
@@ -325,9 +328,11 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
             keep = _dropout_keep(rng, (B, h, T, T), config.dropout) if config.dropout else None
             out, w, pullback = mha_vjp(a, p, h, mask, keep=keep, rope_base=rope)
             tape.append((x, pullback))
-        elif traces is not None:                  # every intermediate, for the views and the experiments
-            traces.append(trace(a, p, h, mask, rope_base=rope))
-            out, w = traces[-1].output, traces[-1].weights
+        elif traces is not None or patch is not None:  # every intermediate: views, experiments, interventions
+            t = trace(a, p, h, mask, rope_base=rope)
+            if traces is not None:
+                traces.append(t)
+            out, w = (t.output if patch is None else patch(layer, t)), t.weights
         else:
             out, w = multi_head_attention(a, p, h, mask, rope_base=rope)  # (B, T, D), (B, h, T, S)
         x = x + out                               # the residual stream
@@ -355,19 +360,6 @@ def ablate_head(params: Model, config: Config, layer: int, head: int) -> Model:
 
 
 # ----------------------------------------------------------------------------- loss and gradients
-def previous_token_score(weights) -> np.ndarray:
-    """weights (B, h, T, T) -> (h,): each head's mean weight on the key just before the query (t >= 1).
-
-    >>> w = np.eye(4, k=-1)[None, None] + np.eye(4, k=0)[None, None] * (np.arange(4) == 0)[:, None]
-    >>> previous_token_score(w)
-    array([1.])
-    """
-    w = _validate.float_array(weights, "weights")
-    _validate.ndim(w, "weights", 4, "(B, h, T, T)")
-    T = w.shape[-1]
-    return w[..., np.arange(1, T), np.arange(T - 1)].mean(axis=(0, 2))  # (B, h, T-1) -> (h,)
-
-
 def induction_score(weights, batch: Batch) -> np.ndarray:
     """weights (B, h, T, T), induction Batch -> (h,): mean weight, over the scored queries, on the key
     that FOLLOWED the query's token in the first copy (position t - n + 1: what comes next)."""
@@ -468,9 +460,10 @@ def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: f
 
 
 # ----------------------------------------------------------------------------- training
-def metrics(params: Model, batch: Batch, config: Config, ablate=()) -> Metrics:
-    """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate`` as in forward."""
-    logits, _ = forward(params, batch.tokens, config, ablate)
+def metrics(params: Model, batch: Batch, config: Config, ablate=(), patch=None) -> Metrics:
+    """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate``, ``patch``
+    as in forward."""
+    logits, _ = forward(params, batch.tokens, config, ablate, patch=patch)
     loss, _, accuracy = _cross_entropy(logits, batch.targets, batch.scored)
     return Metrics(loss, accuracy)
 

@@ -18,13 +18,16 @@ import sys
 import time
 from pathlib import Path
 
-from ..lessons import model
+from ..lessons import circuits, model
 from . import files
 
 __all__ = ["PACKAGE_DIR", "default_out", "check_out", "backup_existing", "add_train_command"]
 
 PACKAGE_DIR = Path(model.__file__).resolve().parent.parent  # mha_course/: never written by `train`
-TASKS = [*sorted(model.CHECKPOINT_CONFIGS), "experiments"]
+# beyond the checkpoints: the runs of notebooks 08 (experiments) and 14 (phase_change), name -> arrays
+ARTIFACTS = {"experiments": lambda: model.run_experiments(),
+             "phase_change": lambda: circuits.trajectory_arrays(progress=True)}
+TASKS = [*sorted(model.CHECKPOINT_CONFIGS), *ARTIFACTS]
 
 
 def default_out(task: str) -> Path:
@@ -79,9 +82,8 @@ def _write(path: Path, data: bytes) -> Path:
 def _cmd_train(args) -> int:
     try:
         path = check_out(args.task, args.out)
-        if args.task == "experiments":
-            data = model.npz_bytes(model.run_experiments())
-            print(f"saved {_write(path, data)}")
+        if args.task in ARTIFACTS:
+            print(f"saved {_write(path, model.npz_bytes(ARTIFACTS[args.task]()))}")
             return 0
         config, params, history, metrics = model.train_checkpoint(args.task, progress=True)
         written = _write(path, model.checkpoint_bytes(params, config, history))
@@ -100,7 +102,8 @@ def add_train_command(sub) -> None:
     """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.tools.cli`` calls this)."""
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
     cmd.add_argument("task", choices=TASKS,
-                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08)")
+                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08; "
+                          "'phase_change': the observed runs of 14)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: ./checkpoints/TASK.npz in the current folder; "
                           "an existing file is kept as NAME.npz.<timestamp>.bak)")

@@ -13,6 +13,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
+import mha_course as mc
 from _mha_checks import require_torch
 from mha_course.lessons import model as tr
 from mha_course.tools import train as train_command
@@ -147,7 +148,7 @@ def test_shipped_checkpoint_is_reproducible_and_trained(task):
     assert metrics.accuracy >= 0.95
     batch = tr.make_batch(config, np.random.default_rng(7), 64)
     _, weights = tr.forward(params, batch.tokens, config)
-    assert tr.previous_token_score(weights[0]).max() > 0.5  # a previous-token head in layer 1
+    assert mc.previous_token_score(weights[0]).max() > 0.5  # a previous-token head in layer 1
     if task == "induction":
         assert tr.induction_score(weights[1], batch).max() > 0.5  # an induction head in layer 2
     assert tr.checkpoint_path(task).stat().st_size < 300_000

@@ -1,0 +1,288 @@
+"""Views of notebook 14: the head detector, the phase change, QK/OV circuits, composition,
+attribution, patching, ablation and the attention pattern viewer (matplotlib only here).
+
+Every helper takes ``ax=None`` (or ``axes=None`` / makes its own figure) and returns what it drew
+on; attention weights use the course's one colour map (``plots.WEIGHTS_CMAP`` on 0..1), signed
+values ``plots.VALUES_CMAP`` centred on 0; head i of a layer is drawn in ``plots.head_color(i)``.
+Tokens 0..15 are shown as the letters a..p (``token_text``). Taught in 14_circuits.ipynb.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import colors as mcolors
+
+from ..lessons import circuits as ci
+from .attention import attention_heatmap
+from .model import smooth
+from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color
+
+__all__ = ["token_text", "head_labels", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
+           "circuits_figure", "composition_figure", "head_bars", "position_patching_figure", "ablation_figure",
+           "ranking_table", "pattern_figure", "rollout_figure"]
+
+_SCORE_TITLES = {"previous_token": "previous token", "duplicate_token": "duplicate token",
+                 "prefix_matching": "prefix matching"}
+
+
+def token_text(tokens) -> list[str]:
+    """tokens (T,) ints -> labels: 0 -> 'a', 1 -> 'b', ... (25 -> 'z', then 't26', ...).
+
+    >>> token_text([0, 1, 15])
+    ['a', 'b', 'p']
+    """
+    return [chr(ord("a") + int(t)) if 0 <= int(t) < 26 else f"t{int(t)}" for t in tokens]
+
+
+def head_labels(n_layers: int, h: int) -> list[str]:
+    """-> ['L1 H0', 'L1 H1', 'L2 H0', ...]: layers counted from 1 (as the notebook does), heads from 0."""
+    return [f"L{layer + 1} H{head}" for layer in range(n_layers) for head in range(h)]
+
+
+def _ax(ax, figsize):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def scores_table(scores: dict, ax=None, title="head detector"):
+    """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written."""
+    names = list(scores)
+    L, h = scores[names[0]].shape
+    table = np.stack([np.asarray(scores[n]).reshape(-1) for n in names], axis=1)  # (L h, n_scores)
+    ax = _ax(ax, (1.3 * len(names) + 1.5, 0.45 * L * h + 1.2))
+    ax.imshow(table, cmap=WEIGHTS_CMAP, vmin=0, vmax=1, aspect="auto")
+    for (i, j), v in np.ndenumerate(table):
+        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=9, color="white" if v > 0.6 else "black")
+    ax.set_xticks(range(len(names)), [_SCORE_TITLES.get(n, n) for n in names], fontsize=8)
+    ax.set_yticks(range(L * h), head_labels(L, h))
+    ax.set_title(title)
+    return ax
+
+
+def _best(trajectory, name: str, layer: int) -> np.ndarray:
+    return trajectory.scores[:, ci.SCORE_NAMES.index(name), layer].max(-1)  # (n,): the best head's score
+
+
+def phase_change_figure(trajectories: dict, step=None, axes=None):
+    """{name: Trajectory} ("two_layer", "one_layer") -> axes (2,): the loss (log scale) and the best heads'
+    previous-token and prefix-matching scores over training; a dashed line where the induction head
+    forms (``circuits.formation_step``), a grey one at ``step``."""
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    two, one = trajectories["two_layer"], trajectories["one_layer"]
+    ax = axes[0]
+    ax.plot(smooth(two.losses, 10), color=head_color(0), label="two layers")
+    ax.plot(smooth(one.losses, 10), color=head_color(1), label="one layer")
+    ax.set_yscale("log")
+    ax.set(xlabel="training step", ylabel="training loss (nats, smoothed)", title="loss")
+    ax = axes[1]
+    ax.plot(two.steps, _best(two, "previous_token", 0), color=head_color(0), ls="--",
+            label="two layers: previous token (best layer-1 head)")
+    ax.plot(two.steps, _best(two, "prefix_matching", 1), color=head_color(0),
+            label="two layers: prefix matching (best layer-2 head)")
+    ax.plot(one.steps, _best(one, "prefix_matching", 0), color=head_color(1),
+            label="one layer: prefix matching (best head)")
+    ax.set(xlabel="training step", ylabel="score", ylim=(0, 1), title="head scores on a probe batch")
+    ax.legend(fontsize=7, loc="upper left")
+    formed = ci.formation_step(two)
+    for a in axes:
+        if formed is not None:
+            a.axvline(formed, color="black", ls=":", lw=1)
+        if step is not None:
+            a.axvline(step, color="grey", lw=2, alpha=0.5)
+    axes[0].legend(fontsize=8)
+    return axes
+
+
+def step_figure(trajectories: dict, step: int):
+    """-> Figure: the phase-change plots with a marker at ``step``, and the two-layer model's four heads
+    on the probe sequence at that checkpoint (what the training-step slider redraws)."""
+    two = trajectories["two_layer"]
+    i = int(np.argmin(np.abs(two.steps - step)))
+    fig = plt.figure(figsize=(10, 5.2), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.15])
+    phase_change_figure(trajectories, int(two.steps[i]), axes=top.subplots(1, 2))
+    L, h = two.weights.shape[1:3]
+    labels = token_text(two.tokens)
+    future = np.triu(np.ones((len(labels),) * 2, dtype=bool), k=1)
+    for k, ax in enumerate(bottom.subplots(1, L * h)):
+        layer, head = divmod(k, h)
+        attention_heatmap(np.where(future, np.nan, two.weights[i, layer, head]), labels, labels, ax=ax,
+                          colorbar=False, annotate=False)
+        ax.set_title(f"L{layer + 1} H{head} at step {int(two.steps[i])}", color=head_color(head), fontsize=9)
+        ax.tick_params(labelsize=5)
+    return fig
+
+
+def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_label="query token",
+                    col_label="key token", colorbar: bool = True):
+    """matrix (N, M) -> ax: a signed circuit (QK or OV) as a heatmap centred on 0, rows and columns labelled."""
+    m = np.asarray(matrix, dtype=float)
+    ax = _ax(ax, (4, 3.6))
+    lim = float(np.nanmax(np.abs(m))) or 1.0  # NaN: entries the causal mask hides
+    img = ax.imshow(m, cmap=plt.get_cmap(VALUES_CMAP).with_extremes(bad=MASKED_COLOR),
+                    norm=mcolors.Normalize(-lim, lim), aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(m.shape[1]), col_labels, fontsize=6)
+    ax.set_yticks(range(m.shape[0]), row_labels, fontsize=6)
+    ax.set(xlabel=col_label, ylabel=row_label)
+    if colorbar:
+        ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def circuits_figure(params, config, kind: str = "ov"):
+    """-> Figure: one heatmap per head of the OV circuits ("ov", source token x output token), the token QK
+    circuits ("qk") or the positional QK circuits ("pos", query position x key position)."""
+    fn = {"ov": ci.ov_circuit, "qk": ci.qk_circuit, "pos": ci.positional_qk_circuit}[kind]
+    L, h = config.n_layers, config.h
+    fig, axes = plt.subplots(1, L * h, figsize=(3.4 * L * h, 3.3), layout="constrained", squeeze=False)
+    vocab = token_text(range(config.vocab))
+    labels = [str(t) for t in range(config.seq_len)] if kind == "pos" else vocab
+    rows, cols = {"ov": ("attended token", "logit of token"), "qk": ("query token", "key token"),
+                  "pos": ("query position", "key position")}[kind]
+    for k, ax in enumerate(axes[0]):
+        layer, head = divmod(k, h)
+        m = fn(params, config, layer, head)
+        title = f"L{layer + 1} H{head}"
+        if kind != "pos":
+            title += f"  (copying score {ci.copying_score(m):+.2f})"
+        else:
+            m = np.where(np.triu(np.ones_like(m, dtype=bool), k=1), np.nan, m)  # the causal mask hides s > t
+            m = m - np.nanmean(m, axis=1, keepdims=True)  # each row centred: softmax ignores a row's shift
+        circuit_heatmap(m, labels, labels, ax=ax, title=title, row_label=rows, col_label=cols,
+                        colorbar=k == L * h - 1)
+    return fig
+
+
+def composition_figure(scores: dict, baseline: float, axes=None):
+    """{"Q", "K", "V": (h, h)} -> axes (3,): each kind's scores, layer-1 heads (rows) x layer-2 heads (columns),
+    one colour scale; the random baseline in the titles."""
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(9, 2.8), layout="constrained")
+    top = max(float(np.max(v)) for v in scores.values())
+    low = min(float(np.min(v)) for v in scores.values())
+    for ax, (kind, s) in zip(axes, scores.items()):
+        ax.imshow(s, cmap=WEIGHTS_CMAP, vmin=low, vmax=top, aspect="auto")
+        for (i, j), v in np.ndenumerate(s):
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=9, color="white" if v > low + 0.6 * (top - low) else "black")
+        ax.set_xticks(range(s.shape[1]), [f"L2 H{b}" for b in range(s.shape[1])])
+        ax.set_yticks(range(s.shape[0]), [f"L1 H{a}" for a in range(s.shape[0])])
+        ax.set_title(f"{kind}-composition (random: {baseline:.3f})", fontsize=9)
+    return axes
+
+
+def head_bars(values, ax=None, title=None, ylabel="", labels=None):
+    """values (L, h) (or (n,) with ``labels``) -> ax: one bar per head, in its head colour."""
+    v = np.asarray(values, dtype=float)
+    if labels is None:
+        labels = head_labels(*v.shape)
+        colors = [head_color(j) for _ in range(v.shape[0]) for j in range(v.shape[1])]
+    else:
+        colors = [head_color(0)] * len(labels)
+    ax = _ax(ax, (3.6, 2.8))
+    flat = v.reshape(-1)
+    ax.bar(range(len(flat)), flat, color=colors)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(flat)), labels, fontsize=8)
+    ax.set_ylabel(ylabel)
+    for i, x in enumerate(flat):
+        ax.text(i, x, f"{x:.2f}", ha="center", va="bottom" if x >= 0 else "top", fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def position_patching_figure(effects, tokens, ax=None, title=None):
+    """effects (L, h, T), tokens (T,) -> ax: the share restored by patching one head at one position."""
+    e = np.asarray(effects, dtype=float)
+    L, h, T = e.shape
+    ax = _ax(ax, (9, 2.2))
+    lim = float(np.abs(e).max()) or 1.0
+    ax.imshow(e.reshape(L * h, T), cmap=VALUES_CMAP, norm=mcolors.Normalize(-lim, lim), aspect="auto")
+    ax.set_xticks(range(T), [f"{t}\n{s}" for t, s in enumerate(token_text(tokens))], fontsize=6)
+    ax.set_yticks(range(L * h), head_labels(L, h))
+    ax.set_xlabel("position (and its token in sequence 0)")
+    for (i, j), v in np.ndenumerate(e.reshape(L * h, T)):
+        if abs(v) >= 0.05:
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
+
+
+def ablation_figure(losses: dict, labels, ax=None):
+    """{kind: (n,)} loss increases, labels (n,) -> ax: grouped bars, one group per set of heads."""
+    ax = _ax(ax, (8, 3))
+    n, k = len(labels), len(losses)
+    width = 0.8 / k
+    for i, (kind, v) in enumerate(losses.items()):
+        x = np.arange(n) + (i - (k - 1) / 2) * width
+        ax.bar(x, v, width, label=f"{kind} ablation", color=head_color(i))
+        for xi, vi in zip(x, v):
+            ax.text(xi, vi, f"{vi:.2f}", ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(range(n), labels, fontsize=8)
+    ax.set_ylabel("loss increase (nats)")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def ranking_table(measures: dict, ax=None):
+    """{measure: (L, h)} -> ax: each measure's rank of every head (1 = most important), values written."""
+    names = list(measures)
+    vals = np.stack([np.asarray(measures[n], dtype=float).reshape(-1) for n in names], axis=1)  # (L h, m)
+    ranks = (-vals).argsort(0).argsort(0) + 1  # 1 = largest
+    L, h = np.asarray(measures[names[0]]).shape
+    ax = _ax(ax, (1.4 * len(names) + 1.5, 0.5 * L * h + 1.2))
+    ax.imshow(ranks, cmap=WEIGHTS_CMAP + "_r", vmin=1, vmax=L * h + 1, aspect="auto")
+    for (i, j), r in np.ndenumerate(ranks):
+        ax.text(j, i, f"{r}  ({vals[i, j]:.2f})", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_yticks(range(L * h), head_labels(L, h))
+    ax.set_title("rank of each head (1 = most important), value in brackets", fontsize=9)
+    return ax
+
+
+def pattern_figure(weights, tokens, head: int, token: int, title: str = ""):
+    """weights (h, T, T) of one layer on one sequence, tokens (T,) -> Figure: head ``head``'s pattern over
+    the token text, with what position ``token`` attends to (its row) and what attends to it (its column)."""
+    w = np.asarray(weights, dtype=float)[head]
+    T = w.shape[0]
+    labels = token_text(tokens)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), layout="constrained", width_ratios=[1.2, 1, 1])
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    attention_heatmap(np.where(future, np.nan, w), labels, labels, ax=axes[0], annotate=False, colorbar=False,
+                      title=f"{title}head {head}")
+    axes[0].tick_params(labelsize=6)
+    axes[0].add_patch(plt.Rectangle((-0.5, token - 0.5), T, 1, fill=False, ec=head_color(1), lw=1.5))
+    axes[0].add_patch(plt.Rectangle((token - 0.5, -0.5), 1, T, fill=False, ec=head_color(2), lw=1.5))
+    ticks = [f"{t}\n{s}" for t, s in enumerate(labels)]
+    for ax, values, color, what in ((axes[1], w[token], head_color(1), f"position {token} ('{labels[token]}') "
+                                     "attends to"),
+                                    (axes[2], w[:, token], head_color(2), f"what attends to position {token}")):
+        ax.bar(range(T), values, color=color)
+        ax.set_xticks(range(T), ticks, fontsize=5)
+        ax.set(ylim=(0, 1), ylabel="weight", title=what)
+        for s in np.flatnonzero(np.asarray(tokens) == tokens[token]):
+            ax.axvline(s, color="grey", lw=0.6, ls=":")
+    axes[1].set_xlabel("key position (dotted: the same token)")
+    axes[2].set_xlabel("query position (dotted: the same token)")
+    return fig
+
+
+def rollout_figure(rollout_row, last_layer_row, occlusion, tokens, position: int, axes=None):
+    """rollout_row (T,), last_layer_row (T,), occlusion (T,) -> axes (3,): three answers to "which input
+    positions matter for the query at ``position``": rollout, the last layer's raw weights, occlusion."""
+    if axes is None:
+        _, axes = plt.subplots(1, 3, figsize=(12, 2.8), layout="constrained", sharex=True)
+    ticks = [f"{t}\n{s}" for t, s in enumerate(token_text(tokens))]
+    for ax, v, title in ((axes[0], rollout_row, "attention rollout"),
+                         (axes[1], last_layer_row, "last layer's weights (heads averaged)"),
+                         (axes[2], occlusion, "occlusion: drop of the answer's logit")):
+        v = np.asarray(v, dtype=float)[: position + 1]
+        ax.bar(range(len(v)), v, color=head_color(0))
+        ax.set_xticks(range(len(v)), ticks[: position + 1], fontsize=5)
+        ax.set_title(f"{title} (query {position})", fontsize=9)
+    return axes

@@ -1,0 +1,102 @@
+"""Notebook 14's live views (ipywidgets only here): the attention pattern viewer (a head picker and a
+token picker over the token text) and the training-step slider over the phase change.
+
+Each wraps a pure draw function of ``views.circuits`` (``pattern_figure``, ``step_figure``) that
+the notebook also calls once directly (the static view nbval compares). The controls have the
+interface ``LiveView`` reads (``values``, ``on_change``, ``set``, ``box``, ``shown``).
+
+    >>> import numpy as np
+    >>> view = pattern_live_view([np.full((2, 3, 3), 1 / 3)], [0, 1, 0])
+    >>> view.controls.values
+    {'head': (0, 0), 'token': 2}
+
+Taught in 14_circuits.ipynb.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import ipywidgets as W
+import numpy as np
+from IPython.display import display
+
+from ..views import circuits as vc
+from .controls import LiveView, option_live_view
+
+__all__ = ["PatternControls", "pattern_live_view", "step_live_view"]
+
+_STYLE = {"description_width": "70px"}
+
+
+class PatternControls:
+    """A head picker (layer, head) and a token picker (a query position, labelled with its token).
+
+    ``values`` -> ``{"head": (layer, head), "token": position}``; ``set(head=(1, 0), token=5)``
+    changes them from code (one redraw); ``on_change(fn)`` calls ``fn(**values)`` after each change.
+    """
+
+    def __init__(self, n_layers: int, h: int, tokens, head=(0, 0), token=None):
+        labels = vc.token_text(tokens)
+        heads = [(f"L{layer + 1} H{j}", (layer, j)) for layer in range(n_layers) for j in range(h)]
+        self.head = W.Dropdown(options=heads, value=tuple(head), description="head", style=_STYLE)
+        positions = [(f"{t}: {s}", t) for t, s in enumerate(labels)]
+        self.token = W.SelectionSlider(options=positions, value=len(labels) - 1 if token is None else token,
+                                       description="token", continuous_update=False, style=_STYLE,
+                                       layout=W.Layout(width="420px"))
+        self.shown = ("head", "token")
+        self._callbacks: list[Callable] = []
+        self._busy = False
+        self.head.observe(self._fire, "value")
+        self.token.observe(self._fire, "value")
+        self.box = W.HBox([self.head, self.token])
+
+    @property
+    def values(self) -> dict:
+        return {"head": self.head.value, "token": self.token.value}
+
+    def on_change(self, fn: Callable) -> None:
+        self._callbacks.append(fn)
+
+    def set(self, head=None, token=None) -> None:
+        """Change the head and/or the token from code; one redraw."""
+        self._busy = True
+        try:
+            if head is not None:
+                if tuple(head) not in [v for _, v in self.head.options]:
+                    raise ValueError(f"head={head} is not one of {[v for _, v in self.head.options]}")
+                self.head.value = tuple(head)
+            if token is not None:
+                if token not in [v for _, v in self.token.options]:
+                    raise ValueError(f"token={token} is not a position 0..{len(self.token.options) - 1}")
+                self.token.value = token
+        finally:
+            self._busy = False
+        self._fire()
+
+    def _fire(self, change=None) -> None:
+        if self._busy:
+            return
+        for fn in self._callbacks:
+            fn(**self.values)
+
+    def _ipython_display_(self):
+        display(self.box)
+
+
+def pattern_live_view(weights_by_layer, tokens, head=(0, 0), token=None) -> LiveView:
+    """[weights (h, T, T)] * L of one sequence, tokens (T,) -> a LiveView of ``views.circuits.pattern_figure``:
+    pick a head and a position; see its row (what it attends to) and its column (what attends to it)."""
+    weights = [np.asarray(w) for w in weights_by_layer]
+    controls = PatternControls(len(weights), weights[0].shape[0], tokens, head, token)
+
+    def draw(head, token):
+        layer, j = head
+        return vc.pattern_figure(weights[layer], tokens, j, token, title=f"L{layer + 1} ")
+    return LiveView(draw, controls)
+
+
+def step_live_view(trajectories: dict, value=None) -> LiveView:
+    """{name: Trajectory} -> a LiveView of ``views.circuits.step_figure`` with a slider over the checkpoints."""
+    steps = [int(s) for s in trajectories["two_layer"].steps]
+    return option_live_view(lambda step: vc.step_figure(trajectories, step), "step", steps,
+                            value=steps[len(steps) // 2] if value is None else value)

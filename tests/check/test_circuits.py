@@ -1,0 +1,173 @@
+"""The checkers of notebook 14 (prefix_matching_score, composition_score, patched_heads, copying_score): right
+answers written in other ways pass, each typical mistake, typed the way a learner writes it, is named as
+itself and as no other, and a stub is "not finished".
+"""
+import numpy as np
+import pytest
+
+from mha_course import check
+
+
+def run(capsys, name, fn):
+    ok = getattr(check, name)(fn)
+    return ok, capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- right answers, written differently
+def prefix_loops(weights, tokens):
+    B, h, T, _ = weights.shape
+    total, count = np.zeros(h), 0
+    for b in range(B):
+        for t in range(T):
+            earlier = [s for s in range(t) if tokens[b, s] == tokens[b, t]]
+            if earlier:
+                total += sum(weights[b, :, t, s + 1] for s in earlier)
+                count += 1
+    return total / count
+
+
+def prefix_per_sequence(weights, tokens):
+    """Mean per sequence, then over the batch: the same here (every case repeats as many tokens per row)."""
+    scores = []
+    for w, tok in zip(weights, tokens):
+        T = len(tok)
+        same = (tok[:, None] == tok[None, :]) & (np.arange(T)[None, :] < np.arange(T)[:, None])
+        target = np.roll(same, 1, axis=1)
+        target[:, 0] = False
+        rows = same.any(1)
+        scores.append((w * target).sum(-1)[:, rows].mean(-1))
+    return np.mean(scores, axis=0)
+
+
+def composition_einsum(W_A, W_B):
+    P = np.einsum("ij,jk->ik", W_A, W_B)
+    return float(np.sqrt((P ** 2).sum() / ((W_A ** 2).sum() * (W_B ** 2).sum())))
+
+
+def composition_trace(W_A, W_B):
+    P = W_A @ W_B
+    return np.sqrt(np.trace(P.T @ P)) / np.sqrt(np.trace(W_A.T @ W_A) * np.trace(W_B.T @ W_B))
+
+
+def patched_where(corrupt, clean, head):
+    pick = (np.arange(corrupt.shape[1]) == head)[None, :, None, None]
+    return np.where(pick, clean, corrupt)
+
+
+def patched_concat(corrupt, clean, head):
+    return np.concatenate([corrupt[:, :head], clean[:, head:head + 1], corrupt[:, head + 1:]], axis=1)
+
+
+def copying_trace(W):
+    lam = np.linalg.eigvals(W)
+    return float(np.trace(W) / np.abs(lam).sum())  # the trace is the sum of the eigenvalues
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("prefix_matching_score", prefix_loops),
+    ("prefix_matching_score", prefix_per_sequence),
+    ("composition_score", composition_einsum),
+    ("composition_score", composition_trace),
+    ("patched_heads", patched_where),
+    ("patched_heads", patched_concat),
+    ("copying_score", copying_trace),
+])
+def test_right_answers_written_differently_pass(capsys, name, fn):
+    ok, out = run(capsys, name, fn)
+    assert ok, out
+
+
+# ---------------------------------------------------------------- typical mistakes, as a learner types them
+def prefix_off_by_one(weights, tokens):  # sums over the earlier occurrences s, not s + 1
+    B, h, T, _ = weights.shape
+    total, count = np.zeros(h), 0
+    for b in range(B):
+        for t in range(T):
+            earlier = [s for s in range(t) if tokens[b, s] == tokens[b, t]]
+            if earlier:
+                total += sum(weights[b, :, t, s] for s in earlier)
+                count += 1
+    return total / count
+
+
+def prefix_every_query(weights, tokens):
+    B, h, T, _ = weights.shape
+    total = np.zeros(h)
+    for b in range(B):
+        for t in range(T):
+            total += sum(weights[b, :, t, s + 1] for s in range(t) if tokens[b, s] == tokens[b, t])
+    return total / (B * T)
+
+
+def prefix_before(weights, tokens):
+    B, h, T, _ = weights.shape
+    total, count = np.zeros(h), 0
+    for b in range(B):
+        for t in range(T):
+            earlier = [s for s in range(t) if tokens[b, s] == tokens[b, t]]
+            if earlier:
+                total += sum(weights[b, :, t, s - 1] if s > 0 else 0 for s in earlier)
+                count += 1
+    return total / count
+
+
+def composition_no_norms(W_A, W_B):
+    return float(np.linalg.norm(W_A @ W_B))
+
+
+def composition_wrong_order(W_A, W_B):
+    return float(np.linalg.norm(W_B @ W_A) / (np.linalg.norm(W_A) * np.linalg.norm(W_B)))
+
+
+def composition_spectral(W_A, W_B):
+    return float(np.linalg.norm(W_A @ W_B, ord=2) / (np.linalg.norm(W_A, ord=2) * np.linalg.norm(W_B, ord=2)))
+
+
+def patched_backwards(corrupt, clean, head):  # patches corrupted activations into the clean run
+    out = clean.copy()
+    out[:, head] = corrupt[:, head]
+    return out
+
+
+def patched_positions(corrupt, clean, head):
+    out = corrupt.copy()
+    out[:, :, head] = clean[:, :, head]
+    return out
+
+
+def patched_added(corrupt, clean, head):
+    out = corrupt.copy()
+    out[:, head] += clean[:, head]
+    return out
+
+
+def copying_svd(W):
+    s = np.linalg.svd(W, compute_uv=False)
+    return float(s.sum() / np.abs(s).sum())
+
+
+@pytest.mark.parametrize("name, fn, named", [
+    ("prefix_matching_score", prefix_off_by_one, "off by one: the attention on the earlier occurrences themselves"),
+    ("prefix_matching_score", prefix_every_query, "averaged over every query"),
+    ("prefix_matching_score", prefix_before, "off by one the other way"),
+    ("composition_score", composition_no_norms, "the composition score without the norms"),
+    ("composition_score", composition_wrong_order, "the product in the wrong order"),
+    ("composition_score", composition_spectral, "spectral norms"),
+    ("patched_heads", patched_backwards, "patching the wrong direction"),
+    ("patched_heads", patched_positions, "on the positions axis"),
+    ("patched_heads", patched_added, "added to the corrupted one"),
+    ("copying_score", copying_svd, "singular values instead of eigenvalues"),
+])
+def test_each_typical_mistake_is_named_as_itself_only(capsys, name, fn, named):
+    ok, out = run(capsys, name, fn)
+    assert not ok and named in out, out
+    mistakes = check.catalogue()[name].mistakes
+    assert not any(m.name in out for m in mistakes if named not in m.name), out
+
+
+@pytest.mark.parametrize("name", ["prefix_matching_score", "composition_score", "patched_heads", "copying_score"])
+def test_a_stub_is_not_finished(capsys, name):
+    def stub(*args):
+        raise NotImplementedError("Exercise 14")
+    ok, out = run(capsys, name, stub)
+    assert not ok and "not finished" in out
