@@ -11,7 +11,7 @@ APP_STAMP := $(VENV)/.installed-app
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: course test app notebooks bench clean-venv
+.PHONY: course test app notebooks bench clean-venv site hub
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mha-course needs Python >= 3.10")'
@@ -46,6 +46,22 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_mha.py
 	$(BIN)/python benchmarks/bench_explorer.py
 	$(BIN)/python benchmarks/bench_training.py
+
+## The course as a static web book in build/site/ (Sphinx + MyST-NB, the engine of Jupyter Book 1):
+## every notebooks/NN_*.ipynb with its stored outputs and saved widgets, README as landing page,
+## MathJax / require.js / the widget renderer from npm into the book's own files; a warning fails it.
+BOOK_NPM := build/book-npm
+site: $(VENV)/.installed-site $(BOOK_NPM)/.installed
+	@rm -rf build/site build/site-doctrees build/jupyter_execute
+	$(BIN)/python -m sphinx -b html -W --keep-going -c book -d build/site-doctrees . build/site
+	@echo "The book: build/site/index.html (serve it: $(BIN)/python -m http.server --bind 127.0.0.1 --directory build/site 8000)"
+
+$(BOOK_NPM)/.installed: book/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "make site needs npm (Node.js) to vendor MathJax, require.js and the widget renderer: apt-get install -y npm" >&2; exit 1; }
+	@mkdir -p $(BOOK_NPM)
+	cp book/package.json $(BOOK_NPM)/package.json
+	npm install --prefix $(BOOK_NPM) --no-audit --no-fund --loglevel=error
+	@touch $@
 
 clean-venv:
 	rm -rf $(VENV)
