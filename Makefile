@@ -11,7 +11,7 @@ APP_STAMP := $(VENV)/.installed-app
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: course test app notebooks bench clean-venv site hub
+.PHONY: course test app notebooks bench clean-venv site hub hub-install bench-hub
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mha-course needs Python >= 3.10")'
@@ -62,6 +62,41 @@ $(BOOK_NPM)/.installed: book/package.json
 	cp book/package.json $(BOOK_NPM)/package.json
 	npm install --prefix $(BOOK_NPM) --no-audit --no-fund --loglevel=error
 	@touch $@
+
+## A JupyterHub for a workshop on this machine (as root): http://127.0.0.1:8000/ by default, a Unix user
+## and a fresh student copy per learner on first login, one BLAS thread each, idle servers culled.
+## The learners' servers run their own venv (build/hub/venv, from HUB_PYTHON, which every user can read).
+## make hub HUB_IP=0.0.0.0 HUB_PORT=8000 HUB_ARGS="--learners learners.txt"; Ctrl-C stops it all.
+HUB_PYTHON ?= /usr/bin/python3
+HUB_VENV   ?= build/hub/venv
+HUB_NPM    := build/hub-npm
+HUB_IP     ?= 127.0.0.1
+HUB_PORT   ?= 8000
+HUB_ARGS   ?=
+LEARNERS   ?= 4
+SPREAD     ?= 0
+hub: hub-install
+	$(HUB_VENV)/bin/python deploy/hub/workshop_hub.py --ip $(HUB_IP) --port $(HUB_PORT) --proxy $(HUB_NPM)/node_modules/.bin/configurable-http-proxy $(HUB_ARGS)
+
+hub-install: $(HUB_VENV)/.installed-hub $(HUB_NPM)/.installed
+
+$(HUB_VENV)/.installed-hub: pyproject.toml
+	@test -x $(HUB_PYTHON) || { echo "make hub needs a Python that every learner's Unix user can run; HUB_PYTHON=$(HUB_PYTHON) is missing (apt-get install -y python3-venv, or HUB_PYTHON=/path/to/python3)" >&2; exit 1; }
+	$(HUB_PYTHON) -m venv $(HUB_VENV)
+	$(HUB_VENV)/bin/python -m pip install --upgrade pip
+	$(HUB_VENV)/bin/python -m pip install -e ".[hub]"
+	@touch $@
+
+$(HUB_NPM)/.installed: deploy/hub/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "make hub needs npm (Node.js) for configurable-http-proxy: apt-get install -y npm" >&2; exit 1; }
+	@mkdir -p $(HUB_NPM)
+	cp deploy/hub/package.json $(HUB_NPM)/package.json
+	npm install --prefix $(HUB_NPM) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## The hub under a class's load: LEARNERS learners start (over SPREAD s) and each runs notebook 01.
+bench-hub: hub-install
+	$(HUB_VENV)/bin/python benchmarks/bench_hub.py --learners $(LEARNERS) --spread $(SPREAD)
 
 clean-venv:
 	rm -rf $(VENV)
