@@ -11,8 +11,9 @@ an ``execute_request``; a cell that errors counts as an error unless it is tagge
 
 Time per learner = server start (spawn to ready) + notebook (session to the last reply).
 "solo" is the same for one learner alone on the hub, measured first. Memory per learner is the
-peak RSS of that learner's processes (server and kernel; shared pages are counted in each),
-median over the learners; CPU per learner the CPU seconds of those processes.
+sum of the peak RSS (VmHWM) of that learner's server and kernel (shared pages are counted in
+each), median over the learners; CPU per learner the CPU seconds of all its processes (the
+first-login copy included).
 
     sudo build/hub/venv/bin/python benchmarks/bench_hub.py --learners 16 --spread 60
     make bench-hub LEARNERS=8 SPREAD=0
@@ -31,6 +32,7 @@ import os
 import platform
 import pwd
 import secrets
+import signal
 import socket
 import statistics
 import sys
@@ -45,6 +47,7 @@ sys.path.insert(0, str(ROOT / "deploy" / "hub"))
 from workshop_hub import Hub, HubError, learner_accounts, remove_learner_accounts  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "bench_hub.json"
+DEFAULT_NOTEBOOK = Path("notebooks/01_qkv.ipynb")
 PREFIX = "mhabench-"
 
 
@@ -68,11 +71,29 @@ def code_cells(path: Path) -> list:
             for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
+def peak_rss(pid: int) -> int:
+    """The high-water mark of a process's resident memory (VmHWM), in bytes; 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 class Memory:
-    """Samples the RSS and CPU seconds of each learner's processes (by Unix uid) in the background."""
+    """Each learner's processes (by Unix uid): CPU seconds sampled in the background, peak memory at the end.
+
+    A learner's memory is taken when the notebook has run: the sum of the peak resident set
+    (VmHWM, the kernel's own high-water mark, so no spike between samples is missed) of the
+    processes alive then, the Jupyter server and the kernel. The first-login copy runs before the
+    server starts and is not counted. Two peaks that may not coincide are summed: the high side,
+    the side to size a class by.
+    """
 
     def __init__(self):
-        self.peak_rss, self.cpu, self._uids, self._task = {}, {}, {}, None
+        self.peak_rss, self.cpu, self._uids = {}, {}, {}
 
     def watch(self, name: str) -> None:
         try:
@@ -80,22 +101,22 @@ class Memory:
         except KeyError:
             pass
 
-    def sample(self) -> None:
+    def sample(self, final_for: str | None = None) -> None:
+        """Record CPU seconds per process; with ``final_for``, also that learner's peak memory."""
         import psutil
-        rss, cpu = {}, {}
-        for proc in psutil.process_iter(["uids", "memory_info", "cpu_times"]):
+        peaks = 0
+        for proc in psutil.process_iter(["uids", "cpu_times"]):
             info = proc.info
             if not info["uids"] or info["uids"].real not in self._uids:
                 continue
             name = self._uids[info["uids"].real]
-            rss[name] = rss.get(name, 0) + (info["memory_info"].rss if info["memory_info"] else 0)
             if info["cpu_times"]:
                 t = info["cpu_times"]
-                cpu.setdefault(name, {})[proc.pid] = t.user + t.system
-        for name, value in rss.items():
-            self.peak_rss[name] = max(self.peak_rss.get(name, 0), value)
-        for name, per_pid in cpu.items():
-            self.cpu.setdefault(name, {}).update(per_pid)
+                self.cpu.setdefault(name, {})[proc.pid] = t.user + t.system
+            if name == final_for:
+                peaks += peak_rss(proc.pid)
+        if final_for is not None:
+            self.peak_rss[final_for] = max(self.peak_rss.get(final_for, 0), peaks)
 
     async def run(self, every: float = 0.5) -> None:
         while True:
@@ -191,7 +212,7 @@ class Learner:
         finally:
             ws.close()
         self.run_s = time.monotonic() - t0
-        self.memory.sample()  # the kernel's last CPU seconds, before it goes
+        self.memory.sample(final_for=self.name)  # the kernel's last CPU seconds and peak memory, before it goes
         await self._api("DELETE", f"user/{self.name}/api/sessions/{session['id']}")
 
     async def stop_server(self) -> None:
@@ -291,7 +312,10 @@ def last_line(r: dict) -> str:
 def save(r: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(path.read_text()) if path.exists() else {}
-    runs[f"{r['learners']} learners, spread {r['spread_s']:g} s"] = r
+    key = f"{r['learners']} learners, spread {r['spread_s']:g} s"
+    if Path(r["notebook"]).name != DEFAULT_NOTEBOOK.name:
+        key += f", {Path(r['notebook']).stem}"
+    runs[key] = r
     path.write_text(json.dumps(dict(sorted(runs.items(), key=lambda kv: (kv[1]["learners"], kv[1]["spread_s"]))),
                                indent=1) + "\n")
 
@@ -300,7 +324,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--learners", type=int, required=True, help="how many learners start")
     parser.add_argument("--spread", type=float, default=0.0, help="start them over this many seconds (0: at once)")
-    parser.add_argument("--notebook", default="notebooks/01_qkv.ipynb", help="the course notebook each one runs")
+    parser.add_argument("--notebook", default=str(DEFAULT_NOTEBOOK), help="the course notebook each one runs")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads per learner (the hub's setting)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds a start or a cell may take")
     parser.add_argument("--json", default=str(RESULTS), help=f"where the runs are kept (default {RESULTS})")
@@ -315,6 +339,10 @@ def main(argv=None) -> int:
     # the student copy keeps the course's layout: ~/mha-course/notebooks/<name>
     notebook_rel = f"mha-course/notebooks/{notebook.name}"
 
+    def _interrupt(signum, frame):  # a SIGTERM stops the run like Ctrl-C: the hub and the accounts go too
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
     stale = learner_accounts(PREFIX)
     if stale:
         remove_learner_accounts(stale)  # left by an earlier run that was killed
