@@ -1,7 +1,10 @@
 """Sphinx configuration of the course's web book (`make site` -> build/site/).
 
-Plain Sphinx with MyST-NB and the Sphinx Book Theme: the same engine Jupyter Book 1 drives,
-without its _config.yml/_toc.yml layer. The source folder is the repository itself, so every
+Plain Sphinx with MyST-NB and the Sphinx Book Theme: the same engine and look as Jupyter Book 1,
+without its _config.yml/_toc.yml layer. Why not Jupyter Book 1 itself: it writes this conf.py
+from YAML, so the link fix below would need its local-extension escape hatch anyway, it pins a
+tall stack of its own (bibtex, thebe, ...) and is the end of its line; Jupyter Book 2 is another
+tool that downloads its theme at build time, so it cannot build offline. The source folder is the repository itself, so every
 link that works on GitHub and in JupyterLab (`notebooks/01_qkv.ipynb`, `../docs/glossary.md`)
 is an in-book link as it stands; only the files below are read:
 
