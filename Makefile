@@ -73,18 +73,21 @@ HUB_NPM    := build/hub-npm
 HUB_IP     ?= 127.0.0.1
 HUB_PORT   ?= 8000
 HUB_ARGS   ?=
+# HUB_EXTRAS=hub,reference adds PyTorch (notebook 12's bridge) to the learners' venv
+HUB_EXTRAS ?= hub
+HUB_STAMP  := $(HUB_VENV)/.installed-$(subst $(comma),-,$(HUB_EXTRAS))
 LEARNERS   ?= 4
 SPREAD     ?= 0
 hub: hub-install
 	$(HUB_VENV)/bin/python deploy/hub/workshop_hub.py --ip $(HUB_IP) --port $(HUB_PORT) --proxy $(HUB_NPM)/node_modules/.bin/configurable-http-proxy $(HUB_ARGS)
 
-hub-install: $(HUB_VENV)/.installed-hub $(HUB_NPM)/.installed
+hub-install: $(HUB_STAMP) $(HUB_NPM)/.installed
 
-$(HUB_VENV)/.installed-hub: pyproject.toml
+$(HUB_STAMP): pyproject.toml
 	@test -x $(HUB_PYTHON) || { echo "make hub needs a Python that every learner's Unix user can run; HUB_PYTHON=$(HUB_PYTHON) is missing (apt-get install -y python3-venv, or HUB_PYTHON=/path/to/python3)" >&2; exit 1; }
 	$(HUB_PYTHON) -m venv $(HUB_VENV)
 	$(HUB_VENV)/bin/python -m pip install --upgrade pip
-	$(HUB_VENV)/bin/python -m pip install -e ".[hub]"
+	$(HUB_VENV)/bin/python -m pip install -e ".[$(HUB_EXTRAS)]"
 	@touch $@
 
 $(HUB_NPM)/.installed: deploy/hub/package.json
