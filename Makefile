@@ -11,7 +11,7 @@ APP_STAMP := $(VENV)/.installed-app
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 
-.PHONY: course test app notebooks bench clean-venv
+.PHONY: course test app notebooks bench clean-venv site hub hub-install bench-hub
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mha-course needs Python >= 3.10")'
@@ -53,6 +53,60 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_training.py
 	$(BIN)/python benchmarks/bench_decode.py
 	$(BIN)/python benchmarks/readme_tables.py
+
+## The course as a static web book in build/site/ (Sphinx + MyST-NB, the engine of Jupyter Book 1):
+## every notebooks/NN_*.ipynb with its stored outputs and saved widgets, README as landing page,
+## MathJax / require.js / the widget renderer from npm into the book's own files; a warning fails it.
+BOOK_NPM := build/book-npm
+site: $(VENV)/.installed-site $(BOOK_NPM)/.installed
+	@rm -rf build/site build/site-doctrees build/jupyter_execute
+	$(BIN)/python -m sphinx -b html -W --keep-going -c book -d build/site-doctrees . build/site
+	@echo "The book: build/site/index.html (serve it: $(BIN)/python -m http.server --bind 127.0.0.1 --directory build/site 8000)"
+
+$(BOOK_NPM)/.installed: book/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "make site needs npm (Node.js) to vendor MathJax, require.js and the widget renderer: apt-get install -y npm" >&2; exit 1; }
+	@mkdir -p $(BOOK_NPM)
+	cp book/package.json $(BOOK_NPM)/package.json
+	npm install --prefix $(BOOK_NPM) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## A JupyterHub for a workshop on this machine (as root): http://127.0.0.1:8000/ by default, a Unix user
+## and a fresh student copy per learner on first login, one BLAS thread each, idle servers culled.
+## The learners' servers run their own venv (build/hub/venv, from HUB_PYTHON, which every user can read).
+## make hub HUB_IP=0.0.0.0 HUB_PORT=8000 HUB_ARGS="--learners learners.txt"; Ctrl-C stops it all.
+HUB_PYTHON ?= /usr/bin/python3
+HUB_VENV   ?= build/hub/venv
+HUB_NPM    := build/hub-npm
+HUB_IP     ?= 127.0.0.1
+HUB_PORT   ?= 8000
+HUB_ARGS   ?=
+# HUB_EXTRAS=hub,reference adds PyTorch (notebook 12's bridge) to the learners' venv
+HUB_EXTRAS ?= hub
+HUB_STAMP  := $(HUB_VENV)/.installed-$(subst $(comma),-,$(HUB_EXTRAS))
+LEARNERS   ?= 4
+SPREAD     ?= 0
+hub: hub-install
+	$(HUB_VENV)/bin/python deploy/hub/workshop_hub.py --ip $(HUB_IP) --port $(HUB_PORT) --proxy $(HUB_NPM)/node_modules/.bin/configurable-http-proxy $(HUB_ARGS)
+
+hub-install: $(HUB_STAMP) $(HUB_NPM)/.installed
+
+$(HUB_STAMP): pyproject.toml
+	@test -x $(HUB_PYTHON) || { echo "make hub needs a Python that every learner's Unix user can run; HUB_PYTHON=$(HUB_PYTHON) is missing (apt-get install -y python3-venv, or HUB_PYTHON=/path/to/python3)" >&2; exit 1; }
+	$(HUB_PYTHON) -m venv $(HUB_VENV)
+	$(HUB_VENV)/bin/python -m pip install --upgrade pip
+	$(HUB_VENV)/bin/python -m pip install -e ".[$(HUB_EXTRAS)]"
+	@touch $@
+
+$(HUB_NPM)/.installed: deploy/hub/package.json
+	@command -v npm >/dev/null 2>&1 || { echo "make hub needs npm (Node.js) for configurable-http-proxy: apt-get install -y npm" >&2; exit 1; }
+	@mkdir -p $(HUB_NPM)
+	cp deploy/hub/package.json $(HUB_NPM)/package.json
+	npm install --prefix $(HUB_NPM) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## The hub under a class's load: LEARNERS learners start (over SPREAD s) and each runs notebook 01.
+bench-hub: hub-install
+	$(HUB_VENV)/bin/python benchmarks/bench_hub.py --learners $(LEARNERS) --spread $(SPREAD)
 
 clean-venv:
 	rm -rf $(VENV)
