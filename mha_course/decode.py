@@ -60,7 +60,8 @@ def forward_cached(params: Model, tokens, config: Config, caches: list[KVCache],
     """tokens (B, T) new tokens -> logits (B, T, V); appends to every layer's cache **in place**.
 
     The same model as ``train.forward``, run on the T tokens that follow the ``caches[0].length``
-    already cached: positions start there, attention is causal over everything cached.
+    already cached: positions start there, attention is causal over everything cached (or, with
+    ``RollingKVCache`` caches, over the sinks and the window they hold).
     ``layers`` (from ``cached_layers``) saves rebuilding them on every step.
     """
     tokens = np.asarray(tokens)
@@ -69,10 +70,14 @@ def forward_cached(params: Model, tokens, config: Config, caches: list[KVCache],
     if limit is not None and start + T > limit:
         raise ValueError(f"the model has learned positions for {limit} tokens; {start} cached + {T} new "
                          f"= {start + T} is too long; keep prompt + new tokens <= {limit}")
+    if config.positions in ("sinusoidal", "alibi") or config.rope_scaling is not None:
+        raise ValueError(f"cached decoding runs learned, rope (unscaled) or no positions; this model has "
+                         f"positions={config.positions!r}, rope_scaling={config.rope_scaling!r}")
     x = _embed_at(params, tokens, start)  # (B, T, D)
     h, h_kv = config.h, config.h_kv or config.h
+    rope_base = config.rope_base if config.positions == "rope" else None  # keys rotated at absolute positions
     for p, cache in zip(layers or cached_layers(params, config), caches):
-        out, _ = grouped_query_attention(_norm(x, config), p, h, h_kv, cache=cache)
+        out, _ = grouped_query_attention(_norm(x, config), p, h, h_kv, cache=cache, rope_base=rope_base)
         x = x + out
     return _norm(x, config) @ params.unembed  # (B, T, D) x (D, V) -> (B, T, V)
 

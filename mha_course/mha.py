@@ -219,9 +219,11 @@ def _check_inputs(x, params, h, mask, context):
     return x, params, h, mask, ctx
 
 
-def _forward(x, params, h, mask, context, record=None, rope_base=None):
+def _forward(x, params, h, mask, context, record=None, rope_base=None, rope_scaling=None, bias=None):
     """The one code path behind multi_head_attention and trace (``record=None``: keep nothing)."""
     x, p, h, mask, ctx = _check_inputs(x, params, h, mask, context)
+    if bias is not None:  # an additive score bias (ALiBi), broadcastable to (B, h, T, S)
+        bias = _validate.finite_array(bias, "bias").astype(x.dtype, copy=False)
     record = record or _ignore
     record("X", x)
     Q = _project(x, p.W_q, p.b_q)    # (B, T, D) x (D, D) -> (B, T, D)
@@ -229,9 +231,9 @@ def _forward(x, params, h, mask, context, record=None, rope_base=None):
     V = _project(ctx, p.W_v, p.b_v)  # (B, S, D) x (D, D) -> (B, S, D)
     for name, arr in (("Q", Q), ("K", K), ("V", V)):
         record(name, arr)
-    Qh, Kh, Vh = _heads(Q, K, V, h, rope_base, record)  # (B, h, T|S, d_k)
+    Qh, Kh, Vh = _heads(Q, K, V, h, rope_base, record, rope_scaling)  # (B, h, T|S, d_k)
     scores = None if record is _ignore else np.empty((*Qh.shape[:-1], Kh.shape[-2]), x.dtype)  # (B, h, T, S)
-    heads_out, weights = attend(Qh, Kh, Vh, mask, scores)  # (B, h, T, d_k), (B, h, T, S)
+    heads_out, weights = attend(Qh, Kh, Vh, mask, scores, bias)  # (B, h, T, d_k), (B, h, T, S)
     for name, arr in (("scores", scores), ("weights", weights), ("head_outputs", heads_out)):
         record(name, arr)
     concat = _combine(heads_out)  # (B, h, T, d_k) -> (B, T, D)
@@ -241,7 +243,7 @@ def _forward(x, params, h, mask, context, record=None, rope_base=None):
     return out, weights, h, mask
 
 
-def _heads(Q, K, V, h: int, rope_base, record):
+def _heads(Q, K, V, h: int, rope_base, record, rope_scaling=None):
     """Q (B, T, D), K, V (B, S, D) -> their heads (B, h, T|S, d_k); with ``rope_base``, the
     query and key heads rotated by RoPE at positions 0..T-1 and 0..S-1."""
     Qh, Kh, Vh = _split(Q, h), _split(K, h), _split(V, h)  # (B, T, D) -> (B, h, T, d_k), etc.
@@ -249,8 +251,8 @@ def _heads(Q, K, V, h: int, rope_base, record):
         record(name, arr)
     if rope_base is not None:
         _check_rope_heads(Q.shape[-1], h)
-        Qh = apply_rope(Qh, np.arange(Qh.shape[-2]), base=rope_base)  # (B, h, T, d_k)
-        Kh = apply_rope(Kh, np.arange(Kh.shape[-2]), base=rope_base)  # (B, h, S, d_k)
+        Qh = apply_rope(Qh, np.arange(Qh.shape[-2]), base=rope_base, scaling=rope_scaling)  # (B, h, T, d_k)
+        Kh = apply_rope(Kh, np.arange(Kh.shape[-2]), base=rope_base, scaling=rope_scaling)  # (B, h, S, d_k)
         record("Q_rope", Qh)
         record("K_rope", Kh)
     return Qh, Kh, Vh
@@ -268,7 +270,8 @@ def _ignore(name, array):
     return None
 
 
-def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None):
+def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None, *,
+                         rope_scaling=None, bias=None):
     """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
 
     out = concat_i(softmax(Q_i K_i^T / sqrt(d_k)) V_i) W_o (+ b_o), with Q = x W_q (+ b_q) and
@@ -276,6 +279,8 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     ``mask``: boolean, **True = may attend**, broadcastable to (B, h, T, S).
     ``rope_base``: None (no positions), or the base of RoPE: each head's queries and keys are
     rotated at positions 0..T-1 and 0..S-1 (``positions.apply_rope``; d_k must be even).
+    ``rope_scaling``: RoPE's frequency scaling (``positions.rope_inv_freq``). ``bias``: added to
+    the scores before the mask, broadcastable to (B, h, T, S) (ALiBi: ``positions.alibi_bias``).
     Weights are per head, never averaged. float32 in, float32 out.
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
@@ -283,7 +288,8 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     >>> out.shape, w.shape
     ((2, 5, 8), (2, 4, 5, 5))
     """
-    out, weights, _, _ = _forward(x, params, h, mask, context, rope_base=rope_base)
+    out, weights, _, _ = _forward(x, params, h, mask, context, rope_base=rope_base, rope_scaling=rope_scaling,
+                                  bias=bias)
     return out, weights
 
 

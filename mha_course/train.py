@@ -10,8 +10,10 @@ Shapes: ``B`` batch, ``T`` positions, ``V`` vocabulary, ``D = d_model``, ``h`` h
 trained with cross-entropy on the positions a task scores, and Adam. The forward pass is the
 package's ``multi_head_attention``; the backward pass is ``mha_course.backward.mha_vjp``.
 
-Positions (``Config.positions``): ``"learned"`` (a table added to the embeddings), ``"rope"``
-(``multi_head_attention(..., rope_base=config.rope_base)``) or ``"none"``.
+Positions (``Config.positions``): ``"learned"`` (a table added to the embeddings),
+``"sinusoidal"`` (Vaswani et al.'s fixed table, added), ``"rope"`` (``multi_head_attention(...,
+rope_base=config.rope_base, rope_scaling=config.rope_scaling)``), ``"alibi"`` (Press et al.'s
+distance penalty, ``bias=positions.alibi_bias(h, T)``) or ``"none"`` (only the causal mask).
 
 Tasks (``make_batch``): ``"previous_token"`` (predict the token one position back: one layer
 with positions learns it, without positions it stays near chance) and ``"induction"``
@@ -53,6 +55,7 @@ from .attention import causal_mask
 from .backward import _linear_backward, mha_vjp
 from .block import layer_norm
 from .mha import MHAParams, multi_head_attention
+from .positions import alibi_bias, rope_attention_factor, rope_inv_freq, sinusoidal_positions
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
            "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
@@ -62,7 +65,7 @@ __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS
            "load_experiments", "add_train_command"]
 
 TASKS = ("previous_token", "induction")
-POSITIONS = ("learned", "rope", "none")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 _LN_EPS = 1e-5
 
 
@@ -84,6 +87,7 @@ class Config(NamedTuple):
     steps: int = 1000
     lr: float = 3e-3
     seed: int = 0
+    rope_scaling: Optional[dict] = None  # positions="rope" only: see positions.rope_inv_freq (notebook 13)
 
 
 class Model(NamedTuple):
@@ -147,6 +151,11 @@ def _check_sizes(config: Config) -> None:
     if config.positions == "rope" and d_k % 2:
         raise ValueError(f"positions='rope' needs an even d_k, but d_model={config.d_model} with "
                          f"h={config.h} gives d_k={d_k}; choose h so that d_k is even")
+    if config.rope_scaling is not None:  # notebook 13: checked by the function that uses it
+        if config.positions != "rope":
+            raise ValueError(f"rope_scaling={config.rope_scaling!r} needs positions='rope', got "
+                             f"positions={config.positions!r}; set rope_scaling=None")
+        rope_inv_freq(d_k, config.rope_base, config.rope_scaling)
     if config.task == "induction" and (config.seq_len < 6 or config.vocab < config.seq_len // 2):
         raise ValueError(f"induction needs seq_len >= 6 and vocab >= seq_len // 2 (distinct tokens in "
                          f"a copy); got seq_len={config.seq_len}, vocab={config.vocab}")
@@ -206,8 +215,10 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
 
 
 def embed(params: Model, tokens, config: Config) -> np.ndarray:
-    """tokens (B, T) ints -> x (B, T, D): token embeddings (+ learned positions)."""
+    """tokens (B, T) ints -> x (B, T, D): token embeddings (+ learned or sinusoidal positions)."""
     x = params.embed[tokens]  # (B, T) -> (B, T, D)
+    if config.positions == "sinusoidal":
+        return x + sinusoidal_positions(tokens.shape[1], config.d_model)  # (B, T, D) + (T, D)
     return x if params.pos is None else x + params.pos[: tokens.shape[1]]
 
 
@@ -219,7 +230,7 @@ def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
     """
     p, h, h_kv = params.layers[layer], config.h, config.h_kv or config.h
     g, d_k = h // h_kv, config.d_model // h
-    q_factor = 1.0 if config.scale else math.sqrt(d_k)
+    q_factor = _q_factor(config)
 
     def repeat(a):  # (..., h_kv * d_k) -> (..., h * d_k)
         if a is None or g == 1:
@@ -233,7 +244,7 @@ def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
 def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
     """The gradient of layer_params' (D, D) output, taken back to the stored parameters."""
     h, h_kv, d_k = config.h, config.h_kv or config.h, config.d_model // config.h
-    q_factor = 1.0 if config.scale else math.sqrt(d_k)
+    q_factor = _q_factor(config)
 
     def pool(a):  # (..., h * d_k) -> (..., h_kv * d_k): the repeated copies' gradients add up
         return None if a is None else a.reshape(*a.shape[:-1], h_kv, h // h_kv, d_k).sum(-2).reshape(
@@ -243,9 +254,23 @@ def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
                      pool(g.b_v), g.b_o)
 
 
+def _q_factor(config: Config) -> float:
+    """What W_q is multiplied by: sqrt(d_k) without the scale, times YaRN's factor squared (the
+    factor multiplies queries and keys, so the scores by its square; rotations commute with it)."""
+    factor = 1.0 if config.scale else math.sqrt(config.d_model // config.h)
+    return factor * rope_attention_factor(config.rope_scaling) ** 2
+
+
 def _rope_base(config: Config):
     """RoPE's base when the config asks for rotary positions, else None (no rotation)."""
     return config.rope_base if config.positions == "rope" else None
+
+
+def _position_args(config: Config, T: int) -> dict:
+    """The position keywords of the attention call (one place for forward and loss_and_grads):
+    RoPE's base and scaling, or ALiBi's bias (h, T, T)."""
+    bias = alibi_bias(config.h, T) if config.positions == "alibi" else None
+    return {"rope_base": _rope_base(config), "rope_scaling": config.rope_scaling, "bias": bias}
 
 
 def _norm(x: np.ndarray, config: Config) -> np.ndarray:
@@ -278,7 +303,7 @@ def forward(params: Model, tokens, config: Config, ablate=()) -> tuple[np.ndarra
     mask = causal_mask(x.shape[1])
     for layer in range(config.n_layers):
         out, w = multi_head_attention(_norm(x, config), layer_params(params, config, layer), config.h, mask,
-                                      rope_base=_rope_base(config))
+                                      **_position_args(config, x.shape[1]))
         x = x + out  # the residual stream
         weights.append(w)
     return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
@@ -353,7 +378,7 @@ def loss_and_grads(params: Model, batch: Batch, config: Config, rng=None):
         keep = None if not config.dropout else _dropout_keep(rng, (B, config.h, T, T), config.dropout)
         inputs.append(x)
         out, _, pull = mha_vjp(_norm(x, config), layer_params(params, config, layer), config.h, mask,
-                               keep=keep, rope_base=_rope_base(config))
+                               keep=keep, **_position_args(config, T))
         x = x + out  # the residual stream
         pullbacks.append(pull)
     final = _norm(x, config)
