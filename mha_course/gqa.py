@@ -379,8 +379,9 @@ def _check_inputs(x, params, h, h_kv, context, cache):
 
 
 def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
-    if isinstance(cache, RollingKVCache) and context is None:
-        if cache.shape != (B, h_kv, d_k):
+    if not isinstance(cache, KVCache) and hasattr(cache, "next_mask") and context is None:
+        # a RollingKVCache, or any cache with its interface (shape, length, next_mask, append)
+        if tuple(getattr(cache, "shape", ())) != (B, h_kv, d_k):
             raise ValueError(f"the rolling cache holds (batch, h_kv, d_k) = {cache.shape} but this call needs "
                              f"({B}, {h_kv}, {d_k}); make a RollingKVCache({B}, {h_kv}, {d_k}, window)")
         return

@@ -61,6 +61,7 @@ __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS
            "make_batch", "init_model", "embed", "layer_params", "forward", "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
+           "CHECKPOINT_PARENTS", "LONG_CONTEXT", "LONG_SCALINGS", "LONG_FINE_TUNE",
            "previous_token_score", "induction_score", "run_experiments", "save_experiments",
            "load_experiments", "add_train_command"]
 
@@ -498,6 +499,20 @@ CHECKPOINT_CONFIGS = {
     "induction": Config(task="induction", vocab=16, seq_len=24, d_model=32, h=2, n_layers=2,
                         batch=32, steps=800, lr=3e-3, seed=0),
 }
+# Notebook 13 (long context): the induction model trained at 16 positions with each position scheme
+# (vocab 32: distinct copies up to 4x that length; h 4: ALiBi's steepest slope 1/4, not h = 2's 1/16),
+# then RoPE fine-tuned for a few steps at 4x with each scaling (the parent checkpoint's weights first).
+LONG_CONTEXT = Config(task="induction", vocab=32, seq_len=16, d_model=32, h=4, n_layers=2, batch=32,
+                      steps=3000, lr=3e-3, seed=0)
+LONG_FINE_TUNE = dict(seq_len=64, steps=150, lr=1e-3, seed=1)
+LONG_SCALINGS = {"linear": {"type": "linear", "factor": 4.0}, "ntk": {"type": "ntk", "factor": 4.0},
+                 "yarn": {"type": "yarn", "factor": 4.0, "original_max_position": 16}}
+CHECKPOINT_CONFIGS.update({f"long_{p}": LONG_CONTEXT._replace(positions=p) for p in POSITIONS})
+CHECKPOINT_CONFIGS["long_rope_tuned"] = LONG_CONTEXT._replace(positions="rope", **LONG_FINE_TUNE)
+CHECKPOINT_CONFIGS.update({f"long_rope_{name}_tuned": LONG_CONTEXT._replace(positions="rope", rope_scaling=sc,
+                                                                           **LONG_FINE_TUNE)
+                           for name, sc in LONG_SCALINGS.items()})
+CHECKPOINT_PARENTS = {name: "long_rope" for name in CHECKPOINT_CONFIGS if name.endswith("_tuned")}
 
 
 def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path, Metrics]:
@@ -508,7 +523,11 @@ def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path,
     if task not in CHECKPOINT_CONFIGS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(CHECKPOINT_CONFIGS)}")
     config = CHECKPOINT_CONFIGS[task]
-    params, history = train(config, progress=progress, snapshot_every=max(1, config.steps // 16))
+    parent = CHECKPOINT_PARENTS.get(task)  # a fine-tune starts from its parent's weights (notebook 13)
+    start = None if parent is None else load_checkpoint(checkpoint_path(parent))[1]
+    snaps = 0 if task.startswith("long_") else max(1, config.steps // 16)  # 13 needs no snapshots: small files
+    params, history = train(config, progress=progress, snapshot_every=snaps,
+                            params=start)
     path = save_checkpoint(checkpoint_path(task) if path is None else path, params, config, history)
     return path, evaluate(params, config, np.random.default_rng(config.seed + 2))
 
@@ -516,8 +535,9 @@ def make_checkpoint(task: str, path=None, progress: bool = False) -> tuple[Path,
 def add_train_command(sub) -> None:
     """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.cli`` calls this)."""
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
-    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments"],
-                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08)")
+    cmd.add_argument("task", choices=[*sorted(CHECKPOINT_CONFIGS), "experiments", "long_context"],
+                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08; "
+                          "'long_context': every long_* checkpoint of 13, parents first)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: the shipped mha_course/checkpoints/TASK.npz)")
     cmd.set_defaults(func=_cmd_train)
@@ -526,6 +546,11 @@ def add_train_command(sub) -> None:
 def _cmd_train(args) -> int:
     if args.task == "experiments":
         print(f"saved {save_experiments(args.out)}")
+        return 0
+    if args.task == "long_context":  # notebook 13's checkpoints, in order (fine-tunes after long_rope)
+        for task in (t for t in CHECKPOINT_CONFIGS if t.startswith("long_")):
+            path, metrics = make_checkpoint(task, None, progress=True)
+            print(f"trained {task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f}; saved {path}")
         return 0
     path, metrics = make_checkpoint(args.task, args.out, progress=True)
     print(f"trained {args.task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f} on fresh "

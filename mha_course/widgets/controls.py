@@ -15,7 +15,7 @@ import ipywidgets as W
 import matplotlib.pyplot as plt
 from IPython.display import display
 
-from .heads import nearest_valid_h, valid_heads
+from ..heads import nearest_valid_h, valid_heads
 
 __all__ = ["SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view"]
 
