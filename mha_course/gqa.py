@@ -637,22 +637,22 @@ def kv_cache_table(layers: int, d_model: int, h: int, h_kv: int, seq_lens, bytes
 def quantize_kv(x, bits: int = 8) -> tuple[np.ndarray, np.ndarray]:
     """x (..., d_k) -> q (..., d_k) int8, scale (..., 1): symmetric, one scale per token and head.
 
-    scale = max |x| over d_k / (2^(bits-1) - 1) and q = round(x / scale), so q lies in
-    -(2^(bits-1) - 1) .. 2^(bits-1) - 1 and ``dequantize_kv(q, scale)`` is within scale / 2 of x
-    in every entry. ``bits`` from 2 to 8 (q is stored in int8 either way; 4-bit caches pack two
-    per byte). A row of zeros gets scale 0 and comes back as zeros.
+    scale = max |x| over d_k / (2^(bits-1) - 1) and q = round(x / scale) (half to even), so q lies
+    in -(2^(bits-1) - 1) .. 2^(bits-1) - 1 and ``dequantize_kv(q, scale)`` is within scale / 2 of x
+    in every entry. ``bits`` from 2 to 16: q is int8 up to 8 bits (a 4-bit cache packs two codes
+    per byte), int16 above. A row of zeros gets scale 0 and comes back as zeros.
 
     >>> q, scale = quantize_kv(np.array([[0.5, -1.0, 0.25]]), bits=8)
     >>> q.tolist(), scale.round(5).tolist()
     ([[64, -127, 32]], [[0.00787]])
     """
     x = _validate.finite_array(x, "x")
-    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 8:
-        raise ValueError(f"bits={bits!r} must be a whole number from 2 to 8 (8 and 4 are the usual ones)")
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 16:
+        raise ValueError(f"bits={bits!r} must be a whole number from 2 to 16 (8 and 4 are the usual ones)")
     levels = 2 ** (int(bits) - 1) - 1  # 127 for 8 bits, 7 for 4
     scale = np.abs(x).max(axis=-1, keepdims=True) / levels  # (..., 1)
     q = np.rint(x / np.where(scale > 0, scale, 1.0))  # (..., d_k) whole numbers in -levels .. levels
-    return np.clip(q, -levels, levels).astype(np.int8), scale
+    return np.clip(q, -levels, levels).astype(np.int8 if bits <= 8 else np.int16), scale
 
 
 def dequantize_kv(q, scale) -> np.ndarray:

@@ -365,13 +365,13 @@ def test_rolling_cache_shape_checked_by_attention():
 
 
 # ----------------------------------------------------------------------------- quantisation
-@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("bits", [2, 4, 8, 12, 16])
 def test_quantize_round_trip_within_half_a_step(bits):
     rng = np.random.default_rng(bits)
     x = rng.normal(size=(2, 3, 7, 16)) * rng.uniform(0.01, 10, size=(2, 3, 7, 1))
     q, scale = mc.quantize_kv(x, bits)
     levels = 2 ** (bits - 1) - 1
-    assert q.dtype == np.int8 and q.shape == x.shape and scale.shape == (2, 3, 7, 1)
+    assert q.dtype == (np.int8 if bits <= 8 else np.int16) and q.shape == x.shape and scale.shape == (2, 3, 7, 1)
     assert np.abs(q).max() == levels and np.abs(q).max() <= levels  # the largest entry uses the top code
     assert np.allclose(scale[..., 0], np.abs(x).max(-1) / levels)
     err = np.abs(mc.dequantize_kv(q, scale) - x)
@@ -388,6 +388,33 @@ def test_quantize_zero_rows_and_bad_bits():
     q, scale = mc.quantize_kv(np.zeros((2, 4)))
     assert not q.any() and not scale.any() and not mc.dequantize_kv(q, scale).any()
     with pytest.raises(ValueError, match="bits"):
-        mc.quantize_kv(np.ones((1, 4)), bits=16)
+        mc.quantize_kv(np.ones((1, 4)), bits=32)
     with pytest.raises(ValueError, match="integer"):
         mc.dequantize_kv(np.ones((1, 4)), np.ones((1, 1)))
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")  # torch deprecates its quantized tensors
+def test_quantize_8_bit_matches_torch_per_channel_quantisation():
+    torch = require_torch()
+    x = (np.random.default_rng(3).normal(size=(50, 16))
+         * np.random.default_rng(4).uniform(0.1, 5, size=(50, 1))).astype(np.float32)  # torch quantises float32
+    q, scale = mc.quantize_kv(x, 8)  # one scale per row (token)
+    tq = torch.quantize_per_channel(torch.from_numpy(x), torch.from_numpy(scale[:, 0]),
+                                    torch.zeros(50, dtype=torch.long), 0, torch.qint8)
+    assert np.array_equal(tq.int_repr().numpy(), q)
+    assert np.allclose(tq.dequantize().numpy(), mc.dequantize_kv(q, scale), rtol=0, atol=1e-6)
+
+
+def test_rolling_cache_decoding_matches_torch_sdpa_with_the_window_mask():
+    torch = require_torch()
+    rng = np.random.default_rng(7)
+    T, window, sinks, d_k = 12, 4, 1, 8
+    params = mc.init_gqa_params(d_k, 1, 1, rng=rng)
+    x = rng.normal(size=(1, T, d_k))
+    cache = mc.RollingKVCache(1, 1, d_k, window, sinks)
+    ours = np.concatenate([mc.grouped_query_attention(x[:, t:t + 1], params, 1, 1, cache=cache)[0]
+                           for t in range(T)], axis=1)
+    q, k, v = (torch.from_numpy(x @ W)[:, None] for W in (params.W_q, params.W_k, params.W_v))
+    allowed = torch.from_numpy(window_sink_mask(T, window, sinks))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)[:, 0].numpy() @ params.W_o
+    assert np.abs(ours - ref).max() < 1e-12

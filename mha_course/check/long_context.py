@@ -31,11 +31,14 @@ def _geometric(n, first=1):
     return 2.0 ** (-8.0 * np.arange(first, first + n) / n)
 
 
-def _slopes_with(rest):
-    """The paper's rule for powers of two; ``rest(n, h)`` -> the slopes for the h - n extra heads."""
+def _slopes_with(rest, first: int = 1):
+    """The paper's rule with geometric sequences from k = ``first``; ``rest(n, h)`` -> the slopes of the
+    h - n extra heads (default: the paper's every other slope of 2n)."""
+    rest = rest or (lambda n, h: _geometric(2 * n, first)[0::2][:h - n])
+
     def slopes(h):
         n = 2 ** int(math.floor(math.log2(h)))
-        return _geometric(h) if n == h else np.concatenate([_geometric(n), rest(n, h)])
+        return _geometric(h, first) if n == h else np.concatenate([_geometric(n, first), rest(n, h)])
     return slopes
 
 
@@ -46,7 +49,7 @@ _ALIBI_MISTAKES = (
             lambda h: _geometric(h)),
     Mistake("the slopes start at 2^0 = 1: k runs 0 .. h-1 instead of 1 .. h",
             "the first slope is 2^(-8/h) (1/2 for h = 8): use k = 1 .. h",
-            lambda h: _geometric(h, first=0)),
+            _slopes_with(None, first=0)),
     Mistake("the extra heads take the slopes of 2n that the first n heads already have ([1::2])",
             "take geometric(2n)[0::2] (every other slope starting with the first), which interleave with "
             "the n slopes already used",

@@ -394,7 +394,8 @@ def split_kv_threaded(Q, K, V, n_splits: int, workers: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- KV quantisation
 class QuantizedKVCache(KVCache):
     """A KVCache that holds what a ``bits``-bit cache gives back: keys and values round-tripped
-    through ``quantize_kv`` / ``dequantize_kv`` (bits 2-8), or through float16 (bits 16)."""
+    through ``quantize_kv`` / ``dequantize_kv`` (bits 2-15), or through float16 (bits 16, the
+    usual unquantised cache)."""
 
     def __init__(self, batch: int, h_kv: int, d_k: int, max_len: int, bits: int):
         super().__init__(batch, h_kv, d_k, max_len)
