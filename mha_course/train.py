@@ -512,6 +512,8 @@ CHECKPOINT_CONFIGS["long_rope_tuned"] = LONG_CONTEXT._replace(positions="rope", 
 CHECKPOINT_CONFIGS.update({f"long_rope_{name}_tuned": LONG_CONTEXT._replace(positions="rope", rope_scaling=sc,
                                                                            **LONG_FINE_TUNE)
                            for name, sc in LONG_SCALINGS.items()})
+CHECKPOINT_CONFIGS.update({f"long_{p}_len{L}": LONG_CONTEXT._replace(positions=p, seq_len=L)
+                           for p in ("learned", "rope", "alibi") for L in (8, 32)})  # 13's train_len slider
 CHECKPOINT_PARENTS = {name: "long_rope" for name in CHECKPOINT_CONFIGS if name.endswith("_tuned")}
 
 

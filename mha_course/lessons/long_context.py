@@ -35,7 +35,7 @@ from .. import _validate, decode, train
 from ..efficient import merge_attention_partials, split_kv_partials
 from ..gqa import KVCache, RollingKVCache, cached_causal_mask, dequantize_kv, quantize_kv
 
-__all__ = ["SCHEMES", "TRAIN_LEN", "LENGTHS", "load_scheme", "at_length", "stretched_batch", "shifted_batch",
+__all__ = ["SCHEMES", "TRAIN_LEN", "LENGTHS", "load_scheme", "length_models", "at_length", "stretched_batch", "shifted_batch",
            "token_losses", "position_losses", "evaluate_at", "extrapolation_table", "format_table",
            "rope_variants", "tuned_variants", "sink_weight", "stream_batch", "stream_position_losses",
            "PagedKVCache", "PagedSequence", "ServeResult", "serve", "split_kv_threaded",
@@ -52,6 +52,16 @@ def load_scheme(name: str) -> tuple:
     """name ("rope", "rope_yarn_tuned", ...) -> (Config, Model) of the shipped ``long_<name>`` checkpoint."""
     config, params, _ = train.load_checkpoint(train.checkpoint_path(f"long_{name}"))
     return config, params
+
+
+def length_models() -> dict:
+    """{(scheme, training length): (Config, Model)}: every scheme at 16, and learned, RoPE and ALiBi
+    also trained at 8 and 32 (the ``long_<scheme>_len<L>`` checkpoints), for the train_len slider."""
+    out = {(name, TRAIN_LEN): load_scheme(name) for name in SCHEMES}
+    for name in ("learned", "rope", "alibi"):
+        for L in (8, 32):
+            out[(name, L)] = load_scheme(f"{name}_len{L}")
+    return out
 
 
 def at_length(params, config, T: int, rng: Optional[np.random.Generator] = None) -> tuple:
@@ -75,7 +85,11 @@ def at_length(params, config, T: int, rng: Optional[np.random.Generator] = None)
 
 
 def stretched_batch(config, T: int, rng: np.random.Generator, n: int = 256):
-    """The induction task at T tokens: [noise][A][A], |A| from T/4 to T/2 (train.make_batch at seq_len T)."""
+    """The induction task at T tokens: [noise][A][A], |A| from T/4 to T/2 (train.make_batch at seq_len T).
+
+    >>> stretched_batch(train.LONG_CONTEXT, 64, np.random.default_rng(0), 2).tokens.shape
+    (2, 64)
+    """
     return train.make_batch(config._replace(seq_len=_validate.positive_int(T, "T")), rng, n)
 
 
@@ -83,6 +97,10 @@ def shifted_batch(config, T: int, rng: np.random.Generator, n: int = 256):
     """The training task (config.seq_len tokens) after T - seq_len noise tokens: Batch (n, T).
 
     The same copies and distances as in training, at positions seq_len .. T - 1 that training never had.
+
+    >>> b = shifted_batch(train.LONG_CONTEXT, 48, np.random.default_rng(0), 2)
+    >>> b.tokens.shape, bool(b.scored[:, :32].any())
+    ((2, 48), False)
     """
     T = _validate.positive_int(T, "T")
     if T < config.seq_len:
@@ -94,7 +112,11 @@ def shifted_batch(config, T: int, rng: np.random.Generator, n: int = 256):
 
 
 def token_losses(logits, targets) -> np.ndarray:
-    """logits (B, T, V), targets (B, T) -> cross-entropy (B, T) in nats: logsumexp(z) - z[target]."""
+    """logits (B, T, V), targets (B, T) -> cross-entropy (B, T) in nats: logsumexp(z) - z[target].
+
+    >>> token_losses(np.zeros((1, 1, 4)), np.array([[2]])).round(4)  # uniform over 4: ln 4
+    array([[1.3863]])
+    """
     z = np.asarray(logits) - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
     lse = np.log(np.exp(z).sum(-1))  # (B, T)
     return lse - np.take_along_axis(z, np.asarray(targets)[..., None], -1)[..., 0]
@@ -218,6 +240,9 @@ def stream_batch(config, episodes: int, rng: np.random.Generator, n: int = 64):
     """``episodes`` sequences of the training task, one after another: Batch (n, episodes · seq_len).
 
     A stream longer than training, in which every part is the task the model knows.
+
+    >>> stream_batch(train.LONG_CONTEXT, 8, np.random.default_rng(0), 3).tokens.shape
+    (3, 128)
     """
     parts = [train.make_batch(config, rng, n) for _ in range(_validate.positive_int(episodes, "episodes"))]
     return train.Batch(*(np.concatenate([getattr(p, f) for p in parts], axis=1) for f in train.Batch._fields))
@@ -437,6 +462,10 @@ def quantized_kv_bytes_per_token(layers: int, h_kv: int, d_k: int, bits: int, sc
 
 
 def uniform_share(T: int) -> float:
-    """The mean over queries t = 1 .. T-1 of 1 / (t + 1): position 0's share if weights were uniform."""
+    """The mean over queries t = 1 .. T-1 of 1 / (t + 1): position 0's share if weights were uniform.
+
+    >>> round(uniform_share(3), 4)  # queries 1 and 2 see 2 and 3 keys: (1/2 + 1/3) / 2
+    0.4167
+    """
     return float(np.mean(1.0 / (np.arange(1, _validate.positive_int(T, "T")) + 1)))
 

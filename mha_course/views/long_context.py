@@ -186,21 +186,22 @@ def paged_memory_bars(lengths, max_len: int, block_size: int, ax=None):
 
 
 # ----------------------------------------------------------------------------- the views the sliders redraw
-def length_view(models: dict, scheme: str, eval_len: int, n: int = 64):
-    """One trained model evaluated at ``eval_len`` tokens (the stretched task) -> Figure: its loss at
-    each scored position, the training length dotted, the accuracy in the title."""
-    config, params = models[scheme]
+def length_view(model: tuple, eval_len: int, n: int = 64):
+    """A trained (Config, Model) evaluated at ``eval_len`` tokens (the stretched task) -> Figure: its
+    loss at each scored position, its training length dotted, the accuracy in the title."""
+    config, params = model
     metrics, losses = lc.evaluate_at(params, config, eval_len, "stretched", seed=eval_len, n=n)
     fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
     ok = np.isfinite(losses)
-    ax.plot(np.flatnonzero(ok), losses[ok], "o-", color=_color(scheme, 0), ms=3)
+    ax.plot(np.flatnonzero(ok), losses[ok], "o-", color=_color(config.positions, 0), ms=3)
     ax.axvline(config.seq_len - 0.5, color="k", ls=":", lw=1)
     ax.set_xlim(-0.5, eval_len - 0.5)
     ax.set_ylim(0, max(4.0, float(np.nanmax(losses)) * 1.1))
     ax.set_xlabel(f"position of the query (trained on {config.seq_len}: dotted line)")
     ax.set_ylabel("cross-entropy (nats)")
-    ax.set_title(f"{scheme} at {eval_len} tokens ({eval_len / config.seq_len:.2g}x): "
-                 f"accuracy {metrics.accuracy:.2f}, loss {metrics.loss:.2f}")
+    ax.set_title(f"{config.positions}, trained on {config.seq_len}, read at {eval_len} tokens "
+                 f"({eval_len / config.seq_len:.2g}x): accuracy {metrics.accuracy:.2f}, loss {metrics.loss:.2f}",
+                 fontsize=10)
     return fig
 
 

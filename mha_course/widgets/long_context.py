@@ -1,6 +1,6 @@
 """The sliders of notebook 13 (ipywidgets) over the pure views of ``views.long_context``.
 
-``length_live_view`` (scheme, evaluation length), ``scaling_live_view`` (RoPE's scaling factor)
+``length_live_view`` (scheme, training length, evaluation length), ``scaling_live_view`` (RoPE's scaling factor)
 and ``window_live_view`` (a rolling cache's window and sinks). Each redraws one figure on
 release of a slider; the notebook draws the same view once statically below it.
 
@@ -37,13 +37,24 @@ def _live(draw, controls: dict, show) -> W.VBox:
     return W.VBox([W.HBox([controls[name] for name in show]), out])
 
 
-def length_live_view(models: dict, show=("scheme", "eval_len"), scheme: str = "rope", eval_len: int = 32):
-    """{scheme: (Config, Model)} -> sliders for the scheme and the evaluation length (8 .. 64)."""
-    controls = {"scheme": W.SelectionSlider(options=list(models), value=scheme, description="scheme",
+def length_live_view(models: dict, show=("scheme", "train_len", "eval_len"), scheme: str = "rope",
+                     train_len: int = 16, eval_len: int = 32):
+    """{(scheme, training length): (Config, Model)} -> sliders for the scheme, the training length
+    and the evaluation length (4 .. 64); a pair that was not trained shows its nearest length."""
+    schemes = sorted({s for s, _ in models}, key=list(dict.fromkeys(s for s, _ in models)).index)
+    lengths = sorted({L for _, L in models})
+    controls = {"scheme": W.SelectionSlider(options=schemes, value=scheme, description="scheme",
                                             continuous_update=False, style=_STYLE, layout=_LAYOUT),
-                "eval_len": W.IntSlider(value=eval_len, min=8, max=64, step=4, description="eval_len",
+                "train_len": W.SelectionSlider(options=lengths, value=train_len, description="train_len",
+                                               continuous_update=False, style=_STYLE, layout=_LAYOUT),
+                "eval_len": W.IntSlider(value=eval_len, min=4, max=64, step=4, description="eval_len",
                                         continuous_update=False, style=_STYLE, layout=_LAYOUT)}
-    return _live(lambda scheme, eval_len: lv.length_view(models, scheme, eval_len), controls, show)
+
+    def draw(scheme, train_len, eval_len):
+        trained = [L for s, L in models if s == scheme]
+        L = min(trained, key=lambda x: abs(x - train_len))
+        return lv.length_view(models[(scheme, L)], eval_len)
+    return _live(draw, controls, show)
 
 
 def scaling_live_view(config, params, show=("factor",), factor: float = 4.0):

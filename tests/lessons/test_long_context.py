@@ -92,8 +92,9 @@ def test_weight_by_distance_sums_to_one(rope):
 # ----------------------------------------------------------------------------- checkpoints
 def test_checkpoint_configs_cover_every_scheme_and_fine_tune():
     names = {n for n in train.CHECKPOINT_CONFIGS if n.startswith("long_")}
-    assert names == {f"long_{p}" for p in lc.SCHEMES} | {"long_rope_tuned", "long_rope_linear_tuned",
-                                                         "long_rope_ntk_tuned", "long_rope_yarn_tuned"}
+    assert names == ({f"long_{p}" for p in lc.SCHEMES} | {"long_rope_tuned", "long_rope_linear_tuned",
+                                                          "long_rope_ntk_tuned", "long_rope_yarn_tuned"}
+                     | {f"long_{p}_len{L}" for p in ("learned", "rope", "alibi") for L in (8, 32)})
     for name in names:
         config, _, _ = train.load_checkpoint(train.checkpoint_path(name))
         assert config == train.CHECKPOINT_CONFIGS[name]
@@ -202,7 +203,7 @@ def test_views_draw(models):
     assert len(lv.rope_turns_figure(8, 4.0, 16).lines) == 6
     config, params = models["rope"]
     stream = lc.stream_batch(config, 2, np.random.default_rng(0), 4)
-    for fig in (lv.length_view(models, "rope", 24, n=16), lv.scaling_view(config, params, 2.0, n=16),
+    for fig in (lv.length_view(models["rope"], 24, n=16), lv.scaling_view(config, params, 2.0, n=16),
                 lv.window_view(config, params, stream, 8, 1)):
         assert isinstance(fig, plt.Figure)
     assert len(lv.paged_memory_bars([3, 9], 16, 4).patches) == 6
@@ -214,10 +215,11 @@ def test_views_draw(models):
 def test_sliders_redraw(models):
     pytest.importorskip("ipywidgets")
     from mha_course.widgets import long_context as lw
-    box = lw.length_live_view({k: models[k] for k in ("rope", "alibi")}, scheme="rope", eval_len=16)
-    slider = box.children[0].children[1]
+    box = lw.length_live_view({(k, 16): models[k] for k in ("rope", "alibi")}, scheme="rope", eval_len=16)
+    slider = box.children[0].children[2]
     slider.value = 20  # the observer redraws; no exception
-    assert [c.description for c in box.children[0].children] == ["scheme", "eval_len"]
+    box.children[0].children[0].value = "alibi"
+    assert [c.description for c in box.children[0].children] == ["scheme", "train_len", "eval_len"]
     config, params = models["rope"]
     box = lw.window_live_view(config, params, lc.stream_batch(config, 2, np.random.default_rng(0), 4))
     box.children[0].children[1].value = 2
