@@ -384,22 +384,25 @@ def serve(params, config, prompts, n_new: int, *, max_len: int, block_size: Opti
         n_blocks = sum(-(-(len(p) + n_new) // block_size) for p in prompts)
         pools = [PagedKVCache(n_blocks, block_size, h_kv, d_k) for _ in params.layers]
         caches = [[pool.sequence(i) for pool in pools] for i in range(len(prompts))]
-    tokens, logits = [], []
-    for prompt, cache in zip(prompts, caches):
-        seq, picked = np.asarray(prompt)[None], []
-        out = decode.forward_cached(params, seq, config, cache, layers)  # the prefill
-        for step in range(n_new):
-            picked.append(out[0, -1])
-            nxt = out[:, -1].argmax(-1)[:, None]  # (1, 1) greedy
-            seq = np.concatenate([seq, nxt], axis=1)
-            if step < n_new - 1:
-                out = decode.forward_cached(params, nxt, config, cache, layers)  # one decode step
-        tokens.append(seq[0])
-        logits.append(np.stack(picked))
+    runs = [_greedy(params, config, prompt, n_new, cache, layers) for prompt, cache in zip(prompts, caches)]
+    tokens, logits = [r[0] for r in runs], [r[1] for r in runs]
     filled = sum(len(p) + n_new - 1 for p in prompts)  # the last new token is never fed back
     if block_size is not None:
         reserved = pools[0].used_slots
     return ServeResult(tokens, logits, reserved, filled)
+
+
+def _greedy(params, config, prompt, n_new: int, caches, layers) -> tuple:
+    """One request: a prefill, then n_new greedy steps -> (tokens (P + n_new,), logits (n_new, V))."""
+    seq, picked = np.asarray(prompt)[None], []
+    out = decode.forward_cached(params, seq, config, caches, layers)  # the prefill
+    for step in range(n_new):
+        picked.append(out[0, -1])
+        nxt = out[:, -1].argmax(-1)[:, None]  # (1, 1) greedy
+        seq = np.concatenate([seq, nxt], axis=1)
+        if step < n_new - 1:
+            out = decode.forward_cached(params, nxt, config, caches, layers)  # one decode step
+    return seq[0], np.stack(picked)
 
 
 # ----------------------------------------------------------------------------- split-KV, timed
