@@ -41,6 +41,7 @@ from .efficient import (
     online_softmax_update,
     sliding_window_attention,
     sliding_window_mask,
+    split_kv_attention,
     tiled_attention,
     tiled_attention_bytes,
     tiled_attention_steps,
@@ -52,7 +53,9 @@ from .gqa import (
     KVCache,
     LatentCache,
     MLAParams,
+    RollingKVCache,
     cached_causal_mask,
+    dequantize_kv,
     gqa_from_mha,
     grouped_query_attention,
     init_gqa_params,
@@ -62,12 +65,13 @@ from .gqa import (
     mla_attention,
     mla_cache_bytes_per_token,
     mla_to_mha,
+    quantize_kv,
     valid_kv_heads,
 )
 from .heads import combine_heads, nearest_valid_h, split_heads, valid_heads
 from .masks import LeakReport, document_mask, fully_masked_rows, leak_probe, mask_as, prefix_lm_mask
 from .mha import STAGES, MHAParams, Stage, Trace, count_params, init_params, multi_head_attention, trace
-from .positions import apply_rope, sinusoidal_positions
+from .positions import alibi_bias, alibi_slopes, apply_rope, rope_attention_factor, rope_inv_freq, sinusoidal_positions
 
 __version__ = "0.1.0"
 
@@ -86,6 +90,8 @@ __all__ = [
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
+    "alibi_slopes", "alibi_bias", "rope_inv_freq", "rope_attention_factor", "RollingKVCache",
+    "quantize_kv", "dequantize_kv", "split_kv_attention",
     # notebook 14's head scores, loaded on first use (lessons.circuits imports the trained model)
     "previous_token_score", "duplicate_token_score", "prefix_matching_score", "copying_score",
     "composition_score",

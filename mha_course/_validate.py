@@ -269,3 +269,16 @@ def context_array(context, x: np.ndarray) -> np.ndarray:
         raise ValueError(f"context has shape {ctx.shape} but x has shape {x.shape}; context must be "
                          f"(B={x.shape[0]}, S, d_model={x.shape[2]}): same batch and width as x")
     return ctx
+
+
+def score_bias(bias, target: tuple, dtype) -> np.ndarray:
+    """An additive score bias (ALiBi's), checked: real, finite, broadcastable to ``target`` (..., T, S)."""
+    b = finite_array(bias, "bias")
+    try:
+        ok = np.broadcast_shapes(b.shape, tuple(target)) == tuple(target)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
+                         "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
+    return b.astype(dtype, copy=False)

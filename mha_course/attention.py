@@ -45,14 +45,15 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     return e / np.where(total == 0, 1, total)  # all-masked rows stay all-zero
 
 
-def scaled_dot_product_attention(Q, K, V, mask=None):
+def scaled_dot_product_attention(Q, K, V, mask=None, bias=None):
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), weights (..., T, S).
 
     weights = softmax(Q K^T / sqrt(d_k)) over the keys, out = weights V.
     ``mask`` is boolean, **True = may attend**, broadcastable to (..., T, S). A query
     whose keys are all masked gets all-zero weights and a zero output (no NaN). Q, K and V
     must be finite: a NaN even at a masked key would spread (0 * NaN), so it is refused.
-    This is the textbook version; ``fast.fast_attention`` computes the same faster.
+    ``bias`` (broadcastable to (..., T, S)) is added to the scores before the mask: ALiBi's
+    distance penalty (``positions.alibi_bias``). This is the textbook version; ``fast.fast_attention`` computes the same faster.
 
     >>> rng = np.random.default_rng(0)
     >>> out, w = scaled_dot_product_attention(rng.normal(size=(3, 4)), rng.normal(size=(5, 4)),
@@ -61,12 +62,13 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     ((3, 2), (3, 5), True)
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
-    weights = softmax(attention_scores(Q, K, mask), axis=-1)  # (..., T, S)
+    bias = None if bias is None else _validate.score_bias(bias, (*Q.shape[:-1], K.shape[-2]), Q.dtype)
+    weights = softmax(attention_scores(Q, K, mask, bias), axis=-1)  # (..., T, S)
     return weights @ V, weights  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
 
 
-def attention_scores(Q, K, mask=None) -> np.ndarray:
-    """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) = Q K^T / sqrt(d_k), -inf where masked.
+def attention_scores(Q, K, mask=None, bias=None) -> np.ndarray:
+    """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) = Q K^T / sqrt(d_k) (+ bias), -inf where masked.
 
     The logits that ``scaled_dot_product_attention`` feeds to the softmax (inputs as it checks them).
 
@@ -74,6 +76,7 @@ def attention_scores(Q, K, mask=None) -> np.ndarray:
     array([[  2., -inf]])
     """
     scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    scores = scores if bias is None else scores + bias  # an additive position bias, e.g. ALiBi's
     return scores if mask is None else np.where(mask, scores, -np.inf)  # True = may attend
 
 

@@ -166,7 +166,8 @@ def attention_backward(Q, K, V, weights, grad_out):
     return grad_Q, np.swapaxes(grad_Kt, -1, -2), grad_V
 
 
-def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None, rope_base=None):
+def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None, rope_base=None,
+            rope_scaling=None, bias=None):
     """x (B, T, D) [, context (B, S, D)] -> out (B, T, D), weights (B, h, T, S), pullback.
 
     Runs ``multi_head_attention`` once, keeping its stages, and returns ``pullback(grad_out)
@@ -175,7 +176,8 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None,
     given, multiplies the weights before they meet V: dropout passes 0 or 1/(1-p) there.
     The weights returned are softmax's, before ``keep``. ``rope_base``: as in
     ``multi_head_attention`` (RoPE on the query and key heads); its backward is the inverse
-    rotation, RoPE at the negated positions.
+    rotation, RoPE at the negated positions. ``rope_scaling``, ``bias``: as in
+    ``multi_head_attention`` (a constant bias needs no gradient of its own).
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
     >>> out, w, pullback = mha_vjp(np.ones((2, 5, 8)), p, h=4)
@@ -183,7 +185,7 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None,
     >>> grad_x.shape, grad_p.W_o.shape, grad_p.b_o, grad_c
     ((2, 5, 8), (8, 8), None, None)
     """
-    t = trace(x, params, h, mask, context, rope_base)  # the forward pass, every stage kept
+    t = trace(x, params, h, mask, context, rope_base, rope_scaling=rope_scaling, bias=bias)  # every stage kept
     stages, out, weights, h = {s.name: s.array for s in t}, t.output, t.weights, t.h
     p = MHAParams(*(None if a is None else np.asarray(a, dtype=out.dtype) for a in params))
     ctx = None if context is None else np.asarray(context, dtype=out.dtype)
@@ -197,7 +199,7 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None,
         if g.shape != out.shape:
             raise ValueError(f"grad_out has shape {g.shape} but the output has shape {out.shape}; "
                              "give d loss / d out, one number per output entry")
-        return _pullback(stages, p, h, g.astype(out.dtype, copy=False), ctx, keep, rope_base)
+        return _pullback(stages, p, h, g.astype(out.dtype, copy=False), ctx, keep, rope_base, rope_scaling)
     return out, weights, pullback
 
 
@@ -212,7 +214,7 @@ def _check_keep(keep, shape: tuple, dtype) -> np.ndarray:
                      f"{shape} (B, h, T, S); give one factor per weight, e.g. rng.random(shape) > p")
 
 
-def _heads_backward(st: dict, g_heads: np.ndarray, keep, rope_base=None):
+def _heads_backward(st: dict, g_heads: np.ndarray, keep, rope_base=None, rope_scaling=None):
     """grad of the head outputs (B, h, T, d_k) -> grads of Q_heads, K_heads, V_heads (before RoPE)."""
     w, V = st["weights"], st["V_heads"]
     g_w = g_heads @ np.swapaxes(V, -1, -2)  # (B, h, T, d_k) x (B, h, d_k, S) -> (B, h, T, S)
@@ -225,15 +227,17 @@ def _heads_backward(st: dict, g_heads: np.ndarray, keep, rope_base=None):
     g_Qh = g_raw @ Kh  # (B, h, T, S) x (B, h, S, d_k) -> (B, h, T, d_k)
     g_Kh = np.swapaxes(g_raw, -1, -2) @ Qh  # (B, h, S, T) x (B, h, T, d_k) -> (B, h, S, d_k)
     if rope_base is not None:  # a rotation's backward is the rotation back: RoPE at -positions
-        g_Qh, g_Kh = (apply_rope(g, -np.arange(g.shape[-2]), base=rope_base) for g in (g_Qh, g_Kh))
+        g_Qh, g_Kh = (apply_rope(g, -np.arange(g.shape[-2]), base=rope_base, scaling=rope_scaling)
+                      for g in (g_Qh, g_Kh))
     return g_Qh, g_Kh, g_Vh
 
 
-def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=None, rope_base=None):
+def _pullback(st: dict, p: MHAParams, h: int, g_out: np.ndarray, context, keep=None, rope_base=None,
+              rope_scaling=None):
     """The backward pass over the recorded stages ``st`` (see the module docstring)."""
     x, c = st["X"], st["X"] if context is None else context
     g_concat, gW_o, gb_o = _linear_backward(st["concat"], p.W_o, g_out, p.b_o is not None)
-    g_Qh, g_Kh, g_Vh = _heads_backward(st, split_heads(g_concat, h), keep, rope_base)  # combine backward: split
+    g_Qh, g_Kh, g_Vh = _heads_backward(st, split_heads(g_concat, h), keep, rope_base, rope_scaling)  # split
     grads = [_linear_backward(inp, W, combine_heads(gh), b is not None)  # split_heads backward: combine
              for inp, W, b, gh in ((x, p.W_q, p.b_q, g_Qh), (c, p.W_k, p.b_k, g_Kh), (c, p.W_v, p.b_v, g_Vh))]
     (g_x, gW_q, gb_q), (g_ck, gW_k, gb_k), (g_cv, gW_v, gb_v) = grads

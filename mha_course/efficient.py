@@ -26,6 +26,7 @@ __all__ = [
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
+    "split_kv_partials", "merge_attention_partials", "split_kv_attention",
 ]
 
 # ---- Tiled attention with an online softmax (FlashAttention's idea, in numpy). Taught in 10. ----
@@ -543,3 +544,76 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
         A = np.where(np.tril(np.ones((_self_attention_len(Q, K, "causal linear attention"),) * 2, bool)), A, 0)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         return _ratio(A @ V, A.sum(axis=-1, keepdims=True), Q.dtype)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
+
+
+# ---- Split-KV decoding (FlashDecoding, Dao et al. 2023). Taught in 13_long_context.ipynb. ----
+def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> n_splits partial outputs (..., T, d_v)
+    and their log-sum-exps (..., T, 1), one per chunk of the keys.
+
+    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (sizes differ by at most one;
+    chunks may be empty when n_splits > S). Its output is the softmax-weighted mean of its
+    values alone, and lse = log sum exp(scores of the chunk); a chunk the mask blocks entirely
+    (or an empty one) gives lse = -inf and a zero output. Each chunk is independent: on a GPU,
+    one block of threads each.
+
+    >>> rng = np.random.default_rng(0)
+    >>> outs, lses = split_kv_partials(rng.normal(size=(1, 4)), rng.normal(size=(5, 4)), np.eye(5), 2)
+    >>> [o.shape for o in outs], [l.shape for l in lses]
+    ([(1, 5), (1, 5)], [(1, 1), (1, 1)])
+    """
+    Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
+    n_splits = _validate.positive_int(n_splits, "n_splits")
+    S = K.shape[-2]
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)  # True = may attend
+    outs, lses = [], []
+    for idx in np.array_split(np.arange(S), n_splits):  # n_splits chunks of the S keys
+        s, v = scores[..., idx], V[..., idx, :]  # (..., T, c), (..., c, d_v)
+        m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # (..., T, 1); -inf: nothing allowed
+        shift = np.where(np.isfinite(m), m, 0.0)
+        p = np.exp(s - shift)  # (..., T, c)
+        total = p.sum(axis=-1, keepdims=True)  # (..., T, 1)
+        outs.append((p @ v) / np.where(total > 0, total, 1.0))  # (..., T, c) x (..., c, d_v) -> (..., T, d_v)
+        with np.errstate(divide="ignore"):
+            lses.append(np.where(total > 0, shift + np.log(total), -np.inf))  # (..., T, 1)
+    return outs, lses
+
+
+def merge_attention_partials(outs, lses) -> np.ndarray:
+    """n partial outputs (..., T, d_v) and their lses (..., T, 1) -> out (..., T, d_v), exactly.
+
+    lse = log sum_c exp(lse_c) and out = sum_c exp(lse_c - lse) · out_c: each chunk's output
+    weighted by its share of the softmax's denominator. Chunks with lse_c = -inf weigh 0; a
+    row whose chunks are all -inf (every key masked) gives zeros, as in scaled_dot_product_attention.
+
+    >>> merge_attention_partials([np.array([[1.0]]), np.array([[3.0]])], [np.zeros((1, 1))] * 2)
+    array([[2.]])
+    """
+    lse_all = np.stack([np.asarray(l, dtype=float) for l in lses])  # (n, ..., T, 1)
+    m = lse_all.max(axis=0)  # (..., T, 1)
+    shift = np.where(np.isfinite(m), m, 0.0)
+    w = np.exp(lse_all - shift)  # (n, ..., T, 1): exp(lse_c - max)
+    total = w.sum(axis=0)  # (..., T, 1)
+    merged = sum(w_c * np.asarray(o) for w_c, o in zip(w, outs))  # (..., T, d_v)
+    return (merged / np.where(total > 0, total, 1.0)).astype(np.result_type(*outs), copy=False)
+
+
+def split_kv_attention(Q, K, V, n_splits: int, mask=None) -> np.ndarray:
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v), n_splits -> out (..., T, d_v).
+
+    FlashDecoding's split-KV attention (Dao et al. 2023): the keys are cut into n_splits chunks
+    (``split_kv_partials``: a partial output and its log-sum-exp per chunk, computed in
+    parallel), then merged exactly (``merge_attention_partials``). The result equals
+    ``scaled_dot_product_attention``'s output for any n_splits, whether or not it divides S.
+    It helps when B · h is small and S long: one query per head leaves the other cores idle
+    unless the keys are split too.
+
+    >>> from mha_course.attention import scaled_dot_product_attention
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K, V = rng.normal(size=(2, 1, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3))
+    >>> bool(np.allclose(split_kv_attention(Q, K, V, 3), scaled_dot_product_attention(Q, K, V)[0]))
+    True
+    """
+    return merge_attention_partials(*split_kv_partials(Q, K, V, n_splits, mask))

@@ -71,7 +71,7 @@ def _blocks(batch: tuple, T: int, S: int, itemsize: int) -> list:
     return [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)]
 
 
-def attend(Q, K, V, mask=None, scores=None):
+def attend(Q, K, V, mask=None, scores=None, bias=None):
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), weights (..., T, S), unchecked.
 
     ``fast_attention`` without its argument checks, for callers that checked once already
@@ -79,19 +79,21 @@ def attend(Q, K, V, mask=None, scores=None):
 
     Q, K, V are float arrays of one dtype with broadcastable batch axes; ``mask`` a boolean
     array broadcastable to (..., T, S) or None. ``scores``, when given, is a (..., T, S)
-    array that receives the masked scores Q K^T / sqrt(d_k) (-inf where blocked).
+    array that receives the masked scores Q K^T / sqrt(d_k) (-inf where blocked). ``bias``
+    (broadcastable to (..., T, S), e.g. ALiBi's distance penalty) is added to the scores before the mask.
     """
     batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     (T, d_k), (S, d_v) = Q.shape[-2:], V.shape[-2:]
     # scaled once, as a contiguous copy (BLAS is slow on the strided per-head views of split_heads);
     # the scale is a scalar of Q's dtype: no float64 upcast
     Qs = np.multiply(Q, Q.dtype.type(1.0 / math.sqrt(d_k)), order="C")
-    shift = not exp_needs_no_shift(Qs, K, V)
+    shift = bias is not None or not exp_needs_no_shift(Qs, K, V)
     Qs = np.broadcast_to(Qs, (*batch, T, d_k))  # broadcast views: they copy nothing
     Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
     V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
                         axis=-1)  # (..., S, d_v + 1): [V | 1]
     blocked = None if mask is None else np.broadcast_to(~np.atleast_2d(mask), (*batch, T, S))
+    bias = None if bias is None else np.broadcast_to(np.asarray(bias, Q.dtype), (*batch, T, S))
     weights = np.empty((*batch, T, S), dtype=Q.dtype)
     out = np.empty((*batch, T, d_v), dtype=Q.dtype)
 
@@ -99,7 +101,8 @@ def attend(Q, K, V, mask=None, scores=None):
         b, rows = block
         _attend_block(Qs[b][..., rows, :], Kt[b], V1[b], weights[b][..., rows, :], out[b][..., rows, :],
                       None if blocked is None else blocked[b][..., rows, :],
-                      None if scores is None else scores[b][..., rows, :], shift)
+                      None if scores is None else scores[b][..., rows, :], shift,
+                      None if bias is None else bias[b][..., rows, :])
 
     blocks = _blocks(batch, T, S, Q.dtype.itemsize)
     run_jobs(run, blocks, parallel=len(blocks) > 1)  # one block: BLAS keeps its threads
@@ -154,13 +157,15 @@ def _subtract_row_max(w: np.ndarray) -> None:
     w -= m
 
 
-def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool) -> None:
+def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool, bias=None) -> None:
     """One block, written into the views ``w`` (weights), ``out`` and ``scores`` (if given).
 
     q (..., r, d_k) already scaled, kt (..., d_k, S), v1 (..., S, d_v + 1) = [V | 1];
     blocked (..., r, S) is True where attending is forbidden; ``shift``: subtract row maxima.
     """
     np.matmul(q, kt, out=w)  # (..., r, d_k) x (..., d_k, S) -> (..., r, S)
+    if bias is not None:
+        w += bias
     if blocked is not None:
         np.copyto(w, -np.inf, where=blocked)
     if scores is not None:

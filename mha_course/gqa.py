@@ -35,7 +35,8 @@ from .mha import MHAParams, init_params, linear, rope_heads
 __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv_heads", "KVCache",
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
            "mla_to_mha", "LatentCache", "mla_attention", "kv_cache_bytes_per_token",
-           "mla_cache_bytes_per_token", "CacheCost", "kv_cache_table"]
+           "mla_cache_bytes_per_token", "CacheCost", "kv_cache_table", "RollingKVCache", "quantize_kv",
+           "dequantize_kv"]
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -215,6 +216,10 @@ class KVCache(_Cache):
     def values(self) -> np.ndarray:
         return self._filled()[1]
 
+    def next_mask(self, T: int) -> np.ndarray:
+        """T new queries -> (T, length + T) bool: what they may attend once appended (causal)."""
+        return cached_causal_mask(T, self.length)
+
 
 def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     """T new queries after ``offset`` cached tokens -> (T, offset + T) bool, True = may attend.
@@ -232,8 +237,121 @@ def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     return np.arange(offset + T)[None, :] <= offset + np.arange(T)[:, None]  # (T, offset + T)
 
 
+class RollingKVCache:
+    """The first ``sinks`` and the last ``window`` tokens' keys and values: (batch, h_kv, n, d_k) each.
+
+    KVCache's interface for contexts longer than memory allows: ``length`` counts every token
+    seen, ``nbytes`` the bytes of what it holds (at most 2·batch·h_kv·(sinks + window)·d_k·itemsize,
+    however long the sequence), ``positions`` the absolute positions held, ``keys``/``values``
+    read-only arrays. ``grouped_query_attention(..., cache=rolling)`` **updates it in place**:
+    the new keys are rotated at their absolute positions (with ``rope_base``) and appended, the
+    queries attend under ``next_mask`` (key s within the window t - window < s <= t, or s < sinks),
+    then everything older than the window, except the sinks, is dropped. ``sinks = 0`` is
+    Mistral's rolling buffer (Jiang et al. 2023); ``sinks > 0`` keeps StreamingLLM's attention
+    sinks (Xiao et al. 2023).
+
+    >>> cache = RollingKVCache(batch=1, h_kv=1, d_k=2, window=3, sinks=1)
+    >>> _ = cache.append(np.ones((1, 1, 6, 2)), np.ones((1, 1, 6, 2)))
+    >>> cache.length, cache.positions.tolist(), cache.nbytes
+    (6, [0, 3, 4, 5], 128)
+    """
+
+    def __init__(self, batch: int, h_kv: int, d_k: int, window: int, sinks: int = 0, dtype=np.float64):
+        dims = tuple(_validate.positive_int(v, n) for v, n in ((batch, "batch"), (h_kv, "h_kv"), (d_k, "d_k")))
+        self.window = _validate.positive_int(window, "window")
+        if isinstance(sinks, bool) or not isinstance(sinks, (int, np.integer)) or sinks < 0:
+            raise ValueError(f"sinks={sinks!r} must be a whole number >= 0 (0: no attention sinks kept)")
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
+        self.sinks, self.shape, self.length = int(sinks), dims, 0
+        B, h_kv, d_k = dims
+        self._keys = self._values = np.zeros((B, h_kv, 0, d_k), dtype)  # (B, h_kv, n, d_k)
+        self._positions = np.zeros(0, dtype=np.int64)  # (n,): absolute positions held
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the keys and values held now (sinks + window at most)."""
+        return self._keys.nbytes + self._values.nbytes
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._keys.dtype
+
+    @property
+    def positions(self) -> np.ndarray:
+        """(n,) the absolute positions of the tokens held, in order."""
+        return self._positions.copy()
+
+    @property
+    def keys(self) -> np.ndarray:
+        return _read_only(self._keys)
+
+    @property
+    def values(self) -> np.ndarray:
+        return _read_only(self._values)
+
+    def next_mask(self, T: int) -> np.ndarray:
+        """T new queries -> (T, n + T) bool over the n held and T new keys: causal, and s within
+        the window (t - window < s) or a sink (s < sinks), with t, s absolute positions.
+
+        >>> RollingKVCache(1, 1, 2, window=2, sinks=1).next_mask(4).astype(int)
+        array([[1, 0, 0, 0],
+               [1, 1, 0, 0],
+               [1, 1, 1, 0],
+               [1, 0, 1, 1]])
+        """
+        T = _validate.positive_int(T, "T")
+        t = self.length + np.arange(T)[:, None]  # (T, 1): the queries' positions
+        s = np.concatenate([self._positions, self.length + np.arange(T)])[None, :]  # (1, n + T)
+        return (s <= t) & ((s > t - self.window) | (s < self.sinks))  # (T, n + T)
+
+    def append(self, K, V) -> tuple[np.ndarray, np.ndarray]:
+        """K, V (batch, h_kv, T, d_k) -> the held and new K, V (batch, h_kv, n + T, d_k), read-only;
+        then keeps only the sinks and the last ``window`` tokens.
+
+        >>> cache = RollingKVCache(1, 1, 2, window=2)
+        >>> K_all, _ = cache.append(np.ones((1, 1, 3, 2)), np.ones((1, 1, 3, 2)))
+        >>> K_all.shape, cache.keys.shape, cache.length
+        ((1, 1, 3, 2), (1, 1, 2, 2), 3)
+        """
+        K, V = _validate.finite_array(K, "K"), _validate.finite_array(V, "V")  # real, numeric, finite
+        want = (*self.shape[:2], K.shape[2] if K.ndim == 4 else 0, self.shape[2])
+        if K.ndim != 4 or K.shape != want or V.shape != want or want[2] == 0:
+            raise ValueError(f"cannot append K {K.shape}, V {V.shape} to a rolling cache of (batch, h_kv, d_k) = "
+                             f"{self.shape}; expected two arrays (batch, h_kv, T >= 1, d_k) of one shape")
+        T = K.shape[2]
+        K_all = np.concatenate([self._keys, K.astype(self.dtype)], axis=2)  # (B, h_kv, n + T, d_k)
+        V_all = np.concatenate([self._values, V.astype(self.dtype)], axis=2)
+        pos = np.concatenate([self._positions, self.length + np.arange(T)])  # (n + T,)
+        self.length += T
+        keep = (pos < self.sinks) | (pos >= self.length - self.window)  # the sinks and the last window
+        self._keys, self._values, self._positions = K_all[:, :, keep], V_all[:, :, keep], pos[keep]
+        return _read_only(K_all), _read_only(V_all)
+
+    def reset(self) -> None:
+        """Forget every token (length 0)."""
+        self.__init__(*self.shape, self.window, self.sinks, self.dtype)
+
+    def __repr__(self) -> str:
+        return (f"RollingKVCache(length={self.length}, window={self.window}, sinks={self.sinks}, "
+                f"held={self._positions.size}, nbytes={self.nbytes})")
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 # ----------------------------------------------------------------------------- attention
 def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
+    if not isinstance(cache, KVCache) and hasattr(cache, "next_mask") and context is None:
+        # a RollingKVCache, or any cache with its interface (shape, length, next_mask, append)
+        if tuple(getattr(cache, "shape", ())) != (B, h_kv, d_k):
+            raise ValueError(f"the rolling cache holds (batch, h_kv, d_k) = {cache.shape} but this call needs "
+                             f"({B}, {h_kv}, {d_k}); make a RollingKVCache({B}, {h_kv}, {d_k}, window)")
+        return
     if not isinstance(cache, KVCache):
         raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; "
                          "make one with KVCache(batch, h_kv, d_k, max_len)")
@@ -276,6 +394,8 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     cache.length .. cache.length + T - 1, appends them and their values, and attends causally
     over every cached token (S = the new cache.length; ``mask``, if given, is combined with
     that causal mask). The same call does the prefill (T prompt tokens) and each decode step (T = 1).
+    A ``RollingKVCache`` works the same way over the tokens it holds (S = the sinks and window it
+    held before the call + T), under its window-and-sinks mask (``RollingKVCache.next_mask``).
 
     >>> rng = np.random.default_rng(0)
     >>> p = init_gqa_params(8, h=4, h_kv=2, rng=rng)
@@ -287,12 +407,16 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
         raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
                          "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
     B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
-    start = 0 if cache is None or not isinstance(cache, KVCache) else cache.length
+    if cache is not None and not (isinstance(cache, KVCache) or hasattr(cache, "next_mask") and hasattr(cache, "append")):
+        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; make one with "
+                         "KVCache(batch, h_kv, d_k, max_len) (or RollingKVCache(batch, h_kv, d_k, window))")
+    start = 0 if cache is None else cache.length
+    allowed = None if cache is None or T is None else cache.next_mask(T)  # (T, S): causal, or window and sinks
     x, ctx, p, h, h_kv, mask = _validate.attention_call(
-        x, params, h, h_kv, mask, context, GQAParams, rope_base, S=None if cache is None else start + T)
+        x, params, h, h_kv, mask, context, GQAParams, rope_base, S=None if allowed is None else allowed.shape[1])
     if cache is not None:
         _check_cache(cache, B, h_kv, x.shape[2] // h, context)
-        mask = cached_causal_mask(T, start) if mask is None else mask & cached_causal_mask(T, start)
+        mask = allowed if mask is None else mask & allowed
     Qh = rope_heads(split_heads(linear(x, p.W_q, p.b_q), h), rope_base, start)         # (B, h, T, d_k)
     Kh = rope_heads(split_heads(linear(ctx, p.W_k, p.b_k), h_kv), rope_base, start)    # (B, h_kv, T|S, d_k)
     Vh = split_heads(linear(ctx, p.W_v, p.b_v), h_kv)                                   # (B, h_kv, T|S, d_k)
@@ -490,3 +614,38 @@ def kv_cache_table(layers: int, d_model: int, h: int, h_kv: int, seq_lens, bytes
                   mla_cache_bytes_per_token(layers, d_c, d_r, bytes_per_number))]
     lens = [_validate.positive_int(n, "seq_len") for n in seq_lens]
     return [CacheCost(name, what, b, tuple(b * n for n in lens)) for name, what, b in per_token]
+
+
+# ----------------------------------------------------------------------------- KV quantisation
+def quantize_kv(x, bits: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """x (..., d_k) -> q (..., d_k) int8, scale (..., 1): symmetric, one scale per token and head.
+
+    scale = max |x| over d_k / (2^(bits-1) - 1) and q = round(x / scale) (half to even), so q lies
+    in -(2^(bits-1) - 1) .. 2^(bits-1) - 1 and ``dequantize_kv(q, scale)`` is within scale / 2 of x
+    in every entry. ``bits`` from 2 to 16: q is int8 up to 8 bits (a 4-bit cache packs two codes
+    per byte), int16 above. A row of zeros gets scale 0 and comes back as zeros.
+
+    >>> q, scale = quantize_kv(np.array([[0.5, -1.0, 0.25]]), bits=8)
+    >>> q.tolist(), scale.round(5).tolist()
+    ([[64, -127, 32]], [[0.00787]])
+    """
+    x = _validate.finite_array(x, "x")
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 16:
+        raise ValueError(f"bits={bits!r} must be a whole number from 2 to 16 (8 and 4 are the usual ones)")
+    levels = 2 ** (int(bits) - 1) - 1  # 127 for 8 bits, 7 for 4
+    scale = np.abs(x).max(axis=-1, keepdims=True) / levels  # (..., 1)
+    q = np.rint(x / np.where(scale > 0, scale, 1.0))  # (..., d_k) whole numbers in -levels .. levels
+    return np.clip(q, -levels, levels).astype(np.int8 if bits <= 8 else np.int16), scale
+
+
+def dequantize_kv(q, scale) -> np.ndarray:
+    """q (..., d_k) ints, scale (..., 1) -> x (..., d_k) = q · scale, scale's dtype.
+
+    >>> dequantize_kv(*quantize_kv(np.array([[0.5, -1.0, 0.25]]))).round(3)
+    array([[ 0.504, -1.   ,  0.252]])
+    """
+    scale = _validate.finite_array(scale, "scale")
+    q = np.asarray(q)
+    if not np.issubdtype(q.dtype, np.integer):
+        raise ValueError(f"q has dtype {q.dtype}; give the integer codes that quantize_kv returned")
+    return q.astype(scale.dtype) * scale  # (..., d_k) x (..., 1)

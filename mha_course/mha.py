@@ -179,14 +179,17 @@ def linear(x: np.ndarray, W: np.ndarray, b=None) -> np.ndarray:
     return y if b is None else y + b
 
 
-def rope_heads(heads: np.ndarray, base, start: int = 0) -> np.ndarray:
-    """heads (B, h, N, d_k) rotated by RoPE at positions start .. start + N - 1; unchanged if base is None."""
+def rope_heads(heads: np.ndarray, base, start: int = 0, scaling=None) -> np.ndarray:
+    """heads (B, h, N, d_k) rotated by RoPE at positions start .. start + N - 1; unchanged if base is None.
+
+    ``scaling``: RoPE's frequency scaling (``positions.rope_inv_freq``: linear, NTK or YaRN), or None.
+    """
     if base is None:
         return heads
-    return apply_rope(heads, np.arange(start, start + heads.shape[-2]), base=base)
+    return apply_rope(heads, np.arange(start, start + heads.shape[-2]), base=base, scaling=scaling)
 
 
-def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None):
+def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None, rope_scaling=None, bias=None):
     """The one multi-head attention computation, on checked inputs; ``stages`` (a dict or None)
     receives every intermediate by name, for ``trace`` and the backward pass."""
     dense = linear if stages is not None else project  # x @ W + b, or its fast sibling (fast.py: on every core)
@@ -194,15 +197,16 @@ def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None):
     K = dense(context, p.W_k, p.b_k)                 # (B, S, D) x (D, D) -> (B, S, D)
     V = dense(context, p.W_v, p.b_v)                 # (B, S, D) x (D, D) -> (B, S, D)
     Q_heads, K_heads, V_heads = split_heads(Q, h), split_heads(K, h), split_heads(V, h)  # (B, h, T|S, d_k)
-    Q_rope, K_rope = rope_heads(Q_heads, rope_base), rope_heads(K_heads, rope_base)      # positions 0.., or as is
+    Q_rope = rope_heads(Q_heads, rope_base, 0, rope_scaling)  # (B, h, T, d_k) at positions 0.., or as is
+    K_rope = rope_heads(K_heads, rope_base, 0, rope_scaling)  # (B, h, S, d_k)
     # The textbook softmax(Q K^T / sqrt(d_k)) V when the stages are kept; otherwise its fast sibling
     # (fast.py: the same numbers, computed in blocks and in place; tests hold the two equal).
     attention = scaled_dot_product_attention if stages is not None else attend
-    head_outputs, weights = attention(Q_rope, K_rope, V_heads, mask)  # (B, h, T, d_k), (B, h, T, S)
+    head_outputs, weights = attention(Q_rope, K_rope, V_heads, mask, bias=bias)  # (B, h, T, d_k), (B, h, T, S)
     concat = combine_heads(head_outputs)             # (B, h, T, d_k) -> (B, T, D)
     output = dense(concat, p.W_o, p.b_o)             # (B, T, D) x (D, D) -> (B, T, D)
     if stages is not None:
-        scores = attention_scores(Q_rope, K_rope, mask)  # (B, h, T, S), -inf where masked
+        scores = attention_scores(Q_rope, K_rope, mask, bias)  # (B, h, T, S), -inf where masked
         stages.update(X=x, Q=Q, K=K, V=V, Q_heads=Q_heads, K_heads=K_heads, V_heads=V_heads)
         if rope_base is not None:
             stages.update(Q_rope=Q_rope, K_rope=K_rope)
@@ -210,7 +214,8 @@ def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None):
     return output, weights
 
 
-def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None):
+def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None, *,
+                         rope_scaling=None, bias=None):
     """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
 
     out = concat_i(softmax(Q_i K_i^T / sqrt(d_k)) V_i) W_o (+ b_o), with Q = x W_q (+ b_q) and
@@ -218,6 +223,8 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     ``mask``: boolean, **True = may attend**, broadcastable to (B, h, T, S).
     ``rope_base``: None (no positions), or the base of RoPE: each head's queries and keys are
     rotated at positions 0..T-1 and 0..S-1 (``positions.apply_rope``; d_k must be even).
+    ``rope_scaling``: RoPE's frequency scaling (``positions.rope_inv_freq``). ``bias``: added to
+    the scores before the mask, broadcastable to (B, h, T, S) (ALiBi: ``positions.alibi_bias``).
     Weights are per head, never averaged. float32 in, float32 out.
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
@@ -227,10 +234,12 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     """
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
-    return _forward(x, params, h, mask, context, rope_base)
+    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
+    return _forward(x, params, h, mask, context, rope_base, None, rope_scaling, bias)
 
 
-def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None) -> Trace:
+def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None, *, rope_scaling=None,
+          bias=None) -> Trace:
     """x (B, T, d_model) [, context (B, S, d_model)] -> Trace of every stage in ``STAGES``.
 
     Same arguments and the same code path as ``multi_head_attention``, with the textbook
@@ -243,8 +252,9 @@ def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None)
     """
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
+    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
     kept = {}
-    _forward(x, params, h, mask, context, rope_base, kept)
+    _forward(x, params, h, mask, context, rope_base, kept, rope_scaling, bias)
     stages = []
     for name in STAGES:
         if name in kept:

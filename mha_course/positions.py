@@ -15,13 +15,15 @@ Taught in 07_positions_and_rope.ipynb.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from . import _validate
 
-__all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "rope_score_grid", "patchify", "ROPE_LAYOUTS"]
+__all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "rope_score_grid", "patchify", "ROPE_LAYOUTS",
+           "rope_inv_freq", "rope_attention_factor", "alibi_slopes", "alibi_bias", "ROPE_SCALINGS"]
 
 # Which features form a rotated pair: (2i, 2i+1) as in the RoFormer paper and Meta's own Llama
 # code (complex numbers), or (i, i + d_k/2) as in GPT-NeoX and Hugging Face's Llama ("rotate_half",
@@ -51,23 +53,22 @@ def sinusoidal_positions(T: int, d_model: int) -> np.ndarray:
     return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
 
 
-def rope_angles(positions, d_k: int, base: float = 10000.0) -> np.ndarray:
+def rope_angles(positions, d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
     """positions (T,) ints, d_k even -> angles (T, d_k // 2): positions[t] * base^(-2i/d_k).
 
     Column i is the angle that pair i of the features at position t is rotated by: pair 0
-    turns one radian per position, the last pair barely turns at all.
+    turns one radian per position, the last pair barely turns at all. ``scaling``: the
+    frequencies of ``rope_inv_freq(d_k, base, scaling)`` instead (position interpolation, NTK, YaRN).
 
     >>> rope_angles([0, 1, 2], 4, base=100.0).tolist()
     [[0.0, 0.0], [1.0, 0.1], [2.0, 0.2]]
     """
     positions = _positions(positions)
-    d_k = _even_d_k(d_k)
-    base = _base(base)
-    inv_freq = base ** (-np.arange(0, d_k, 2) / d_k)  # (d_k/2,): base^(-2i/d_k)
+    inv_freq = rope_inv_freq(d_k, base, scaling)  # (d_k/2,): base^(-2i/d_k), maybe scaled
     return positions[:, None] * inv_freq  # (T, 1) x (d_k/2,) -> (T, d_k/2)
 
 
-def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
+def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved", scaling=None) -> np.ndarray:
     """x (..., T, d_k), positions (T,) ints -> x rotated (..., T, d_k), same dtype.
 
     Feature pair i of position t is rotated by the angle ``positions[t] * base^(-2i/d_k)``
@@ -75,7 +76,9 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
     RoFormer paper and in Meta's Llama code; ``layout="halves"`` pairs (i, i + d_k/2), as in
     GPT-NeoX and Hugging Face's Llama (``rotate_half``).
     Rotations keep norms, and (R_m q) . (R_n k) depends on m - n only. Apply it to the
-    queries and keys of each head (d_k = d_model // h), never to the values.
+    queries and keys of each head (d_k = d_model // h), never to the values. ``scaling``
+    (None or a dict, see ``rope_inv_freq``) stretches the frequencies for contexts longer than
+    training; it only rotates: YaRN's ``rope_attention_factor`` is the caller's to apply.
 
     >>> q = np.ones((3, 4))
     >>> r = apply_rope(q, np.arange(3), base=100.0)
@@ -89,7 +92,7 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved")
         raise ValueError(f"x must be at least 2-D (..., T, d_k), got shape {x.shape}; "
                          "a single vector is x[None]")
     _check_layout(layout)
-    angles = rope_angles(positions, x.shape[-1], base)  # (T, d_k/2)
+    angles = rope_angles(positions, x.shape[-1], base, scaling)  # (T, d_k/2)
     if angles.shape[0] != x.shape[-2]:
         raise ValueError(f"positions has {angles.shape[0]} entries but x has T={x.shape[-2]} "
                          f"positions (axis -2 of shape {x.shape}); give one position per token")
@@ -180,3 +183,137 @@ def _positions(positions) -> np.ndarray:
                          f"(T,); got {arr.tolist()!r} with shape {arr.shape}; "
                          "use np.arange(T), or np.arange(T) + offset")
     return arr.astype(np.int64)
+
+
+# ---- Past the training length (taught in 13_long_context.ipynb) ----
+
+# The scalings rope_inv_freq knows: position interpolation (Chen et al. 2023), NTK-aware
+# scaling (bloc97, 2023) and YaRN (Peng et al. 2023).
+ROPE_SCALINGS = ("linear", "ntk", "yarn")
+
+
+def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
+    """d_k even [, scaling] -> inv_freq (d_k // 2,): base^(-2j/d_k), the angle per position of pair j.
+
+    ``scaling`` stretches the frequencies so that a model trained on L positions reads s·L:
+
+    - None: base^(-2j/d_k) (RoFormer);
+    - ``{"type": "linear", "factor": s}``: position interpolation (Chen et al. 2023), every
+      frequency divided by s, so position s·L turns like position L did;
+    - ``{"type": "ntk", "factor": s}``: NTK-aware scaling, the base becomes base · s^(d_k/(d_k-2)),
+      so the lowest frequency is divided by s and the highest is kept;
+    - ``{"type": "yarn", "factor": s, "original_max_position": L, "beta_fast": 32.0,
+      "beta_slow": 1.0}``: YaRN (Peng et al. 2023). Pair j turns L / (2 pi base^(2j/d_k)) times
+      over L positions; the pairs that turn more than beta_fast times keep their frequency, those
+      that turn fewer than beta_slow times are interpolated (divided by s), with a linear ramp in
+      j between (the dimensions rounded down and up, as in the paper's code).
+
+    >>> rope_inv_freq(4, base=100.0).tolist()
+    [1.0, 0.1]
+    >>> rope_inv_freq(4, base=100.0, scaling={"type": "linear", "factor": 2}).tolist()
+    [0.5, 0.05]
+    >>> rope_inv_freq(4, base=100.0, scaling={"type": "ntk", "factor": 4}).round(4).tolist()
+    [1.0, 0.025]
+    """
+    d_k = _even_d_k(d_k)
+    base = _base(base)
+    j = np.arange(d_k // 2)  # (d_k/2,): the pair index
+    plain = base ** (-2.0 * j / d_k)  # (d_k/2,)
+    kind, s = _scaling(scaling)
+    if kind is None:
+        return plain
+    if kind == "linear":
+        return plain / s
+    if kind == "ntk":
+        return (base * s ** (d_k / (d_k - 2))) ** (-2.0 * j / d_k) if d_k > 2 else plain / s
+    L = scaling["original_max_position"]
+    fast, slow = float(scaling.get("beta_fast", 32.0)), float(scaling.get("beta_slow", 1.0))
+
+    def dim(turns):  # the (fractional) pair index that turns ``turns`` times over L positions
+        return d_k * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(dim(fast)), 0)
+    high = min(math.ceil(dim(slow)), d_k // 2 - 1)
+    ramp = np.clip((j - low) / max(high - low, 1e-3), 0.0, 1.0)  # (d_k/2,): 0 keep .. 1 interpolate
+    return plain * (1 - ramp) + plain / s * ramp
+
+
+def rope_attention_factor(scaling) -> float:
+    """scaling (None or a dict of ``rope_inv_freq``) -> the factor queries and keys are multiplied by.
+
+    1.0, except for YaRN: 0.1 · ln(s) + 1 (Peng et al. 2023; 1.0 for s <= 1). Multiplying q and k
+    by it multiplies every score by its square, sharpening the softmax that more keys flatten.
+
+    >>> rope_attention_factor(None), round(rope_attention_factor({"type": "yarn", "factor": 4.0,
+    ...                                                           "original_max_position": 16}), 4)
+    (1.0, 1.1386)
+    """
+    kind, s = _scaling(scaling)
+    return 0.1 * math.log(s) + 1.0 if kind == "yarn" and s > 1 else 1.0
+
+
+def _scaling(scaling) -> tuple:
+    """(type or None, factor) of a checked scaling dict; a ValueError names a valid one."""
+    if scaling is None:
+        return None, 1.0
+    example = ('{"type": "linear", "factor": 2.0} or {"type": "yarn", "factor": 2.0, '
+               '"original_max_position": 16}')
+    if not isinstance(scaling, dict) or scaling.get("type") not in ROPE_SCALINGS:
+        raise ValueError(f"scaling={scaling!r} must be None or a dict with type in {ROPE_SCALINGS}, "
+                         f"for example {example}")
+    s = scaling.get("factor")
+    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not np.isfinite(s) or s <= 0:
+        raise ValueError(f"scaling factor={s!r} must be a positive number (the length ratio new / trained); "
+                         f"for example {example}")
+    if scaling["type"] == "yarn":
+        L = scaling.get("original_max_position")
+        if isinstance(L, bool) or not isinstance(L, numbers.Real) or not L > 0:
+            raise ValueError(f"yarn needs original_max_position (the training length L) > 0, got {L!r}; "
+                             f"for example {example}")
+        fast, slow = scaling.get("beta_fast", 32.0), scaling.get("beta_slow", 1.0)
+        if not (isinstance(fast, numbers.Real) and isinstance(slow, numbers.Real) and fast > slow > 0):
+            raise ValueError(f"yarn needs beta_fast > beta_slow > 0, got beta_fast={fast!r}, beta_slow={slow!r}; "
+                             "the paper's values are 32 and 1")
+    return scaling["type"], float(s)
+
+
+def alibi_slopes(h: int) -> np.ndarray:
+    """h -> slopes (h,): ALiBi's head-specific slopes m_i (Press et al. 2022).
+
+    For h a power of two the geometric sequence 2^(-8/h), 2^(-16/h), ..., 2^(-8); otherwise the
+    paper's rule: the slopes of the nearest lower power of two n, then every other slope of 2n,
+    the first h - n of them (in that order, as in the paper's code).
+
+    >>> alibi_slopes(4).tolist()
+    [0.25, 0.0625, 0.015625, 0.00390625]
+    >>> alibi_slopes(6).tolist()  # the 4 of h = 4, then slopes 1 and 3 of h = 8
+    [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]
+    """
+    h = _validate.positive_int(h, "h")
+
+    def geometric(n):  # 2^(-8/n), 2^(-16/n), ..., 2^(-8)
+        return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
+    n = 2 ** int(math.floor(math.log2(h)))
+    if n == h:
+        return geometric(h)
+    return np.concatenate([geometric(n), geometric(2 * n)[0::2][:h - n]])
+
+
+def alibi_bias(h: int, T: int, S=None) -> np.ndarray:
+    """h, T [, S] -> bias (h, T, S): bias[i, t, s] = -m_i · |(S - T + t) - s|, m = alibi_slopes(h).
+
+    Added to the scores Q K^T / sqrt(d_k) before the softmax, in place of any position encoding.
+    The T queries are the last T of the S positions (as in decoding); S defaults to T. Use it with
+    a causal mask: ALiBi penalises distance, it does not hide the future.
+
+    >>> alibi_bias(1, 3)[0].round(4)
+    array([[ 0.    , -0.0039, -0.0078],
+           [-0.0039,  0.    , -0.0039],
+           [-0.0078, -0.0039,  0.    ]])
+    """
+    m = alibi_slopes(h)
+    T = _validate.positive_int(T, "T")
+    S = T if S is None else _validate.positive_int(S, "S")
+    if S < T:
+        raise ValueError(f"S={S} < T={T}: the T queries are the last T of the S positions; give S >= T")
+    distance = np.abs((S - T + np.arange(T))[:, None] - np.arange(S)[None, :])  # (T, S)
+    return -m[:, None, None] * distance + 0.0  # (h, 1, 1) x (T, S) -> (h, T, S); + 0.0: no -0.0

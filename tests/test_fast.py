@@ -187,7 +187,7 @@ def test_multi_head_attention_takes_the_fast_path_and_trace_the_textbook(monkeyp
     calls = []
     for name in ("project", "attend", "linear", "scaled_dot_product_attention"):
         real = getattr(mha, name)
-        monkeypatch.setattr(mha, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+        monkeypatch.setattr(mha, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     x, params, h = _default_problem(seq_len=40, d_model=32, h=4)
     out, weights = mc.multi_head_attention(x, params, h)
     assert sorted(calls) == ["attend"] + ["project"] * 4

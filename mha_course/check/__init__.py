@@ -30,6 +30,7 @@ from .efficient import linear_attention, online_softmax_update, sliding_window_m
 from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
 from .gqa import kv_append, kv_bytes_per_token, kv_head_index, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
+from .long_context import alibi_slopes, interpolated_inv_freq, lse_merge
 from .masks import causal_self_attention, cross_attention, document_mask, mask_as
 from .mha import causal_multi_head_attention, multi_head_attention, param_count
 from .misconceptions import head_params, score_std, work_growth
@@ -52,4 +53,5 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
            "mask_as", "causal_self_attention", "sinusoidal_positions", "apply_rope",
            "document_mask", "rope_scores", "head_params", "score_std", "work_growth",
-           "prefix_matching_score", "composition_score", "patched_heads", "copying_score"]
+           "prefix_matching_score", "composition_score", "patched_heads", "copying_score",
+           "alibi_slopes", "interpolated_inv_freq", "lse_merge"]

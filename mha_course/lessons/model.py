@@ -10,8 +10,10 @@ Shapes: ``B`` batch, ``T`` positions, ``V`` vocabulary, ``D = d_model``, ``h`` h
 trained with cross-entropy on the positions a task scores, and Adam. The forward pass is the
 package's ``multi_head_attention``; the backward pass is ``mha_course.backward.mha_vjp``.
 
-Positions (``Config.positions``): ``"learned"`` (a table added to the embeddings), ``"rope"``
-(``multi_head_attention(..., rope_base=config.rope_base)``) or ``"none"``.
+Positions (``Config.positions``): ``"learned"`` (a table added to the embeddings),
+``"sinusoidal"`` (Vaswani et al.'s fixed table, added), ``"rope"`` (``multi_head_attention(...,
+rope_base=config.rope_base, rope_scaling=config.rope_scaling)``), ``"alibi"`` (Press et al.'s
+distance penalty, ``bias=positions.alibi_bias(h, T)``) or ``"none"`` (only the causal mask).
 
 Tasks (``make_batch``): ``"previous_token"`` (predict the token one position back: one layer
 with positions learns it, without positions it stays near chance) and ``"induction"``
@@ -57,18 +59,20 @@ from ..block import layer_norm
 from ..gqa import GQAParams, cached_causal_mask, grouped_query_attention
 from ..heads import combine_heads, split_heads
 from ..mha import MHAParams, linear, multi_head_attention, rope_heads, trace
+from ..positions import alibi_bias, rope_attention_factor, rope_inv_freq, sinusoidal_positions
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "AdamState", "History", "TASKS", "POSITIONS",
            "make_batch", "init_model", "embed", "layer_params", "cached_layer_params", "forward", "backward",
            "loss_and_grads", "metrics",
            "adam_init", "adam_step", "train", "evaluate", "ablate_head", "layer_norm_backward",
            "save_checkpoint", "load_checkpoint", "checkpoint_path", "make_checkpoint", "CHECKPOINT_CONFIGS",
+           "CHECKPOINT_PARENTS", "LONG_CONTEXT", "LONG_SCALINGS", "LONG_FINE_TUNE",
            "train_checkpoint", "checkpoint_arrays", "checkpoint_bytes", "npz_bytes", "read_npz", "MAX_NPZ_BYTES",
            "induction_score", "run_experiments", "save_experiments",
            "load_experiments"]
 
 TASKS = ("previous_token", "induction")
-POSITIONS = ("learned", "rope", "none")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 _LN_EPS = 1e-5
 
 
@@ -90,6 +94,7 @@ class Config(NamedTuple):
     steps: int = 1000
     lr: float = 3e-3
     seed: int = 0
+    rope_scaling: Optional[dict] = None  # positions="rope" only: see positions.rope_inv_freq (notebook 13)
 
 
 class Model(NamedTuple):
@@ -158,6 +163,11 @@ def _check_sizes(config: Config) -> None:
                          f"a copy); got seq_len={config.seq_len}, vocab={config.vocab}")
     if not 0 <= config.dropout < 1:
         raise ValueError(f"dropout={config.dropout} must be in [0, 1); 0 turns it off")
+    if config.rope_scaling is not None:  # notebook 13: checked by the function that uses it
+        if config.positions != "rope":
+            raise ValueError(f"rope_scaling={config.rope_scaling!r} needs positions='rope', got "
+                             f"positions={config.positions!r}; set rope_scaling=None")
+        rope_inv_freq(d_k, config.rope_base, config.rope_scaling)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -213,9 +223,11 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
 
 def embed(params: Model, tokens, config: Config, start: int = 0) -> np.ndarray:
     """tokens (B, T) ints at positions start .. start + T - 1 -> x (B, T, D): token embeddings
-    (+ learned positions)."""
+    (+ learned or sinusoidal positions)."""
     tokens = np.asarray(tokens)
     x = params.embed[tokens]  # (B, T) -> (B, T, D)
+    if config.positions == "sinusoidal":
+        return x + sinusoidal_positions(start + tokens.shape[1], config.d_model)[start:]  # (B, T, D) + (T, D)
     if params.pos is None:
         return x
     if start + tokens.shape[1] > params.pos.shape[0]:
@@ -233,7 +245,7 @@ def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
     """
     p, h, h_kv = params.layers[layer], config.h, config.h_kv or config.h
     g, d_k = h // h_kv, config.d_model // h
-    q_factor = 1.0 if config.scale else math.sqrt(d_k)
+    q_factor = _q_factor(config)
 
     def repeat(a):  # (..., h_kv * d_k) -> (..., h * d_k)
         if a is None or g == 1:
@@ -247,7 +259,7 @@ def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
 def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
     """The gradient of layer_params' (D, D) output, taken back to the stored parameters."""
     h, h_kv, d_k = config.h, config.h_kv or config.h, config.d_model // config.h
-    q_factor = 1.0 if config.scale else math.sqrt(d_k)
+    q_factor = _q_factor(config)
 
     def pool(a):  # (..., h * d_k) -> (..., h_kv * d_k): the repeated copies' gradients add up
         return None if a is None else a.reshape(*a.shape[:-1], h_kv, h // h_kv, d_k).sum(-2).reshape(
@@ -255,6 +267,20 @@ def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
     scale = (lambda a: None if a is None else a * q_factor)
     return MHAParams(scale(g.W_q), pool(g.W_k), pool(g.W_v), g.W_o, scale(g.b_q), pool(g.b_k),
                      pool(g.b_v), g.b_o)
+
+
+def _q_factor(config: Config) -> float:
+    """What W_q is multiplied by: sqrt(d_k) without the scale, times YaRN's factor squared (the
+    factor multiplies queries and keys, so the scores by its square; rotations commute with it)."""
+    factor = 1.0 if config.scale else math.sqrt(config.d_model // config.h)
+    return factor * rope_attention_factor(config.rope_scaling) ** 2
+
+
+def _position_args(config: Config, T: int, S: int) -> dict:
+    """The position keywords of every attention call of the model: RoPE's base and scaling, or
+    ALiBi's bias (h, T, S) for T queries that are the last of S positions."""
+    bias = alibi_bias(config.h, T, S) if config.positions == "alibi" else None
+    return {"rope_base": _rope_base(config), "rope_scaling": config.rope_scaling, "bias": bias}
 
 
 def _rope_base(config: Config):
@@ -315,26 +341,36 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     x = embed(params, tokens, config, start)      # (B, T, D)
     B, T, D = x.shape
     mask = cached_causal_mask(T, start)           # (T, start + T): causal over every cached token
-    h, rope, weights = config.h, _rope_base(config), []
+    h, weights = config.h, []
+    pos = _position_args(config, T, start + T)  # rope_base, rope_scaling, bias
+    rope = pos["rope_base"]
     for layer in range(config.n_layers):
         a, p = _norm(x, config), layer_params(params, config, layer)  # the layer's input, its (D, D) params
         if caches is not None:                    # decoding: keys and values appended to the cache
+            if pos["bias"] is not None or pos["rope_scaling"] is not None:
+                raise ValueError(f"cached decoding runs learned, sinusoidal, rope (unscaled) or no positions; "
+                                 f"this model has positions={config.positions!r}, "
+                                 f"rope_scaling={config.rope_scaling!r}: decode without caches")
             out, w = grouped_query_attention(a, cached_layer_params(params, config, layer), h, config.h_kv,
                                              cache=caches[layer], rope_base=rope)
         elif core is not None:                    # another attention core on the same projections
             Qh, Kh, Vh = (split_heads(linear(a, W, b), h) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
-            out, w = linear(combine_heads(core(rope_heads(Qh, rope), rope_heads(Kh, rope), Vh, mask)), p.W_o, p.b_o), None
+            if pos["bias"] is not None:
+                raise ValueError("core= swaps the attention on the same projections; it takes no ALiBi bias: "
+                                 "use a model with positions other than 'alibi'")
+            Qh, Kh = rope_heads(Qh, rope, 0, pos["rope_scaling"]), rope_heads(Kh, rope, 0, pos["rope_scaling"])
+            out, w = linear(combine_heads(core(Qh, Kh, Vh, mask)), p.W_o, p.b_o), None
         elif tape is not None:                    # training: keep the pullback for the backward pass
             keep = _dropout_keep(rng, (B, h, T, T), config.dropout) if config.dropout else None
-            out, w, pullback = mha_vjp(a, p, h, mask, keep=keep, rope_base=rope)
+            out, w, pullback = mha_vjp(a, p, h, mask, keep=keep, **pos)
             tape.append((x, pullback))
         elif traces is not None or patch is not None:  # every intermediate: views, experiments, interventions
-            t = trace(a, p, h, mask, rope_base=rope)
+            t = trace(a, p, h, mask, **pos)
             if traces is not None:
                 traces.append(t)
             out, w = (t.output if patch is None else patch(layer, t)), t.weights
         else:
-            out, w = multi_head_attention(a, p, h, mask, rope_base=rope)  # (B, T, D), (B, h, T, S)
+            out, w = multi_head_attention(a, p, h, mask, **pos)  # (B, T, D), (B, h, T, S)
         x = x + out                               # the residual stream
         weights.append(w)
     if tape is not None:
@@ -527,7 +563,26 @@ CHECKPOINT_CONFIGS = {
 }
 
 
-def train_checkpoint(task: str, progress: bool = False) -> tuple[Config, Model, History, Metrics]:
+# Notebook 13 (long context): the induction model trained at 16 positions with each position scheme
+# (vocab 32: distinct copies up to 4x that length; h 4: ALiBi's steepest slope 1/4, not h = 2's 1/16),
+# then RoPE fine-tuned for a few steps at 4x with each scaling (the parent checkpoint's weights first).
+LONG_CONTEXT = Config(task="induction", vocab=32, seq_len=16, d_model=32, h=4, n_layers=2, batch=32,
+                      steps=3000, lr=3e-3, seed=0)
+LONG_FINE_TUNE = dict(seq_len=64, steps=150, lr=1e-3, seed=1)
+LONG_SCALINGS = {"linear": {"type": "linear", "factor": 4.0}, "ntk": {"type": "ntk", "factor": 4.0},
+                 "yarn": {"type": "yarn", "factor": 4.0, "original_max_position": 16}}
+CHECKPOINT_CONFIGS.update({f"long_{p}": LONG_CONTEXT._replace(positions=p) for p in POSITIONS})
+CHECKPOINT_CONFIGS["long_rope_tuned"] = LONG_CONTEXT._replace(positions="rope", **LONG_FINE_TUNE)
+CHECKPOINT_CONFIGS.update({f"long_rope_{name}_tuned": LONG_CONTEXT._replace(positions="rope", rope_scaling=sc,
+                                                                           **LONG_FINE_TUNE)
+                           for name, sc in LONG_SCALINGS.items()})
+CHECKPOINT_CONFIGS.update({f"long_{p}_len{L}": LONG_CONTEXT._replace(positions=p, seq_len=L)
+                           for p in ("learned", "rope", "alibi") for L in (8, 32)})  # 13's train_len slider
+CHECKPOINT_PARENTS = {name: "long_rope" for name in CHECKPOINT_CONFIGS if name.endswith("_tuned")}
+
+
+def train_checkpoint(task: str, progress: bool = False, parent: Optional[Model] = None
+                     ) -> tuple[Config, Model, History, Metrics]:
     """task -> (config, trained Model, History, Metrics on fresh data): CHECKPOINT_CONFIGS[task] trained.
 
     What ``mha-course train TASK`` runs before it writes the checkpoint (``checkpoint_bytes``).
@@ -535,7 +590,10 @@ def train_checkpoint(task: str, progress: bool = False) -> tuple[Config, Model, 
     if task not in CHECKPOINT_CONFIGS:
         raise ValueError(f"unknown task {task!r}; choose one of {sorted(CHECKPOINT_CONFIGS)}")
     config = CHECKPOINT_CONFIGS[task]
-    params, history = train(config, progress=progress, snapshot_every=max(1, config.steps // 16))
+    if parent is None and task in CHECKPOINT_PARENTS:  # a fine-tune starts from its parent's weights (13)
+        parent = load_checkpoint(checkpoint_path(CHECKPOINT_PARENTS[task]))[1]
+    snaps = 0 if task.startswith("long_") else max(1, config.steps // 16)  # 13 needs no snapshots: small files
+    params, history = train(config, progress=progress, snapshot_every=snaps, params=parent)
     return config, params, history, evaluate(params, config, np.random.default_rng(config.seed + 2))
 
 

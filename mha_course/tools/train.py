@@ -27,7 +27,7 @@ PACKAGE_DIR = Path(model.__file__).resolve().parent.parent  # mha_course/: never
 # beyond the checkpoints: the runs of notebooks 08 (experiments) and 14 (phase_change), name -> arrays
 ARTIFACTS = {"experiments": lambda: model.run_experiments(),
              "phase_change": lambda: circuits.trajectory_arrays(progress=True)}
-TASKS = [*sorted(model.CHECKPOINT_CONFIGS), *ARTIFACTS]
+TASKS = [*sorted(model.CHECKPOINT_CONFIGS), *ARTIFACTS, "long_context"]
 
 
 def default_out(task: str) -> Path:
@@ -79,8 +79,27 @@ def _write(path: Path, data: bytes) -> Path:
     return written
 
 
+def _train_long_context(args) -> int:
+    """Every long_* checkpoint of notebook 13 into ./checkpoints/ (``--out``: the folder), parents first."""
+    if args.out is not None and not Path(args.out).is_dir():
+        print(f"mha-course train long_context: --out {args.out} must be an existing folder (it writes one "
+              ".npz per checkpoint)", file=sys.stderr)
+        return 2
+    trained = {}
+    for task in (t for t in model.CHECKPOINT_CONFIGS if t.startswith("long_")):  # long_rope before its fine-tunes
+        path = check_out(task, None if args.out is None else Path(args.out) / f"{task}.npz")
+        parent = trained.get(model.CHECKPOINT_PARENTS.get(task))
+        config, params, history, metrics = model.train_checkpoint(task, progress=True, parent=parent)
+        trained[task] = params
+        print(f"trained {task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f}; "
+              f"saved {_write(path, model.checkpoint_bytes(params, config, history))}")
+    return 0
+
+
 def _cmd_train(args) -> int:
     try:
+        if args.task == "long_context":
+            return _train_long_context(args)
         path = check_out(args.task, args.out)
         if args.task in ARTIFACTS:
             print(f"saved {_write(path, model.npz_bytes(ARTIFACTS[args.task]()))}")
@@ -103,7 +122,7 @@ def add_train_command(sub) -> None:
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
     cmd.add_argument("task", choices=TASKS,
                      help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08; "
-                          "'phase_change': the observed runs of 14)")
+                          "'phase_change': the observed runs of 14; 'long_context': every long_* checkpoint of 13)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: ./checkpoints/TASK.npz in the current folder; "
                           "an existing file is kept as NAME.npz.<timestamp>.bak)")

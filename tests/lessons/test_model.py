@@ -138,8 +138,8 @@ def test_same_seed_same_losses_and_other_seed_differs():
     assert not np.array_equal(a, tr.train(TINY._replace(steps=4, seed=1))[1].losses)
 
 
-@pytest.mark.parametrize("task", sorted(tr.CHECKPOINT_CONFIGS))
-def test_shipped_checkpoint_is_reproducible_and_trained(task):
+@pytest.mark.parametrize("task", sorted(t for t in tr.CHECKPOINT_CONFIGS if not t.startswith("long_")))
+def test_shipped_checkpoint_is_reproducible_and_trained(task):  # notebook 13's long_*: tests/lessons/test_long_context.py
     config, params, history = tr.load_checkpoint(tr.checkpoint_path(task))
     assert config == tr.CHECKPOINT_CONFIGS[task]
     _, again = tr.train(config._replace(steps=5))

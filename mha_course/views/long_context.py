@@ -1,0 +1,240 @@
+"""Views of notebook 13 (matplotlib): extrapolation, RoPE scaling, windows and sinks, paged memory.
+
+Every helper takes ``ax=None`` (a new figure) and returns the axes it drew on; it never calls
+``plt.show()``. Masks are drawn by ``plots_positions.mask_heatmap`` (the course's mask colours);
+curves use one colour per position scheme (``SCHEME_COLORS``).
+
+Taught in 13_long_context.ipynb.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..gqa import RollingKVCache
+from ..lessons import long_context as lc
+from ..positions import rope_inv_freq
+from .positions import mask_heatmap
+
+__all__ = ["SCHEME_COLORS", "accuracy_vs_length", "position_loss_curves", "rope_turns_figure",
+           "window_mask", "stream_loss_curves", "sink_weight_bars", "paged_memory_bars", "extrapolation_figure",
+           "length_view", "scaling_view", "window_view"]
+
+SCHEME_COLORS = {"learned": "#7f7f7f", "sinusoidal": "#9467bd", "rope": "#1f77b4", "alibi": "#2ca02c",
+                 "none": "#ff7f0e"}
+
+
+def _ax(ax, figsize=(5.6, 3.4)):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def _color(name: str, i: int) -> str:
+    return SCHEME_COLORS.get(name.split(" ")[0].split(",")[0], plt.get_cmap("tab10")(i % 10))
+
+
+def accuracy_vs_length(table: dict, lengths, train_len: int, ax=None, title=None):
+    """{name: [(Metrics, position losses) per length]} -> ax: accuracy against evaluation length.
+
+    >>> from mha_course.train import Metrics
+    >>> ax = accuracy_vs_length({"rope": [(Metrics(0.1, 0.9), None), (Metrics(1.0, 0.5), None)]}, [16, 32], 16)
+    >>> len(ax.lines)
+    2
+    """
+    ax = _ax(ax)
+    for i, (name, runs) in enumerate(table.items()):
+        ax.plot(lengths, [m.accuracy for m, _ in runs], "o-", color=_color(name, i), label=name, lw=1.8)
+    ax.axvline(train_len, color="k", ls=":", lw=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(lengths), [f"{T}\n({T // train_len}x)" for T in lengths])
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("evaluation length (tokens); dotted: the training length")
+    ax.set_ylabel("accuracy on the second copy")
+    ax.set_title(title or "Accuracy past the training length")
+    ax.legend(fontsize=8, loc="lower left")
+    return ax
+
+
+def position_loss_curves(table: dict, lengths, train_len: int, ax=None, title=None):
+    """{name: [(Metrics, position losses (T,)) per length]} -> ax: loss at each scored position.
+
+    Each evaluation length contributes the positions its second copy covers (T/2 .. T-2 for the
+    stretched task), so the three lengths tile the axis.
+    """
+    ax = _ax(ax)
+    for i, (name, runs) in enumerate(table.items()):
+        xs, ys = [], []
+        for _, losses in runs:
+            ok = np.flatnonzero(np.isfinite(losses))
+            xs.extend(ok.tolist() + [np.nan])
+            ys.extend(losses[ok].tolist() + [np.nan])
+        ax.plot(xs, ys, color=_color(name, i), label=name, lw=1.6)
+    ax.axvline(train_len - 0.5, color="k", ls=":", lw=1, label="training length")
+    ax.set_xlabel("position of the query (token index); 1x, 2x and 4x tile the axis")
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title(title or "Loss against position")
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def extrapolation_figure(table: dict, lengths, train_len: int, title: str = ""):
+    """The two views side by side: accuracy against length, loss against position. -> the two axes."""
+    _, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    accuracy_vs_length(table, lengths, train_len, ax=axes[0], title=f"Accuracy {title}".strip())
+    position_loss_curves(table, lengths, train_len, ax=axes[1], title=f"Loss against position {title}".strip())
+    return axes
+
+
+def rope_turns_figure(d_k: int, factor: float, train_len: int, base: float = 10000.0,
+                      beta_fast: float = 32.0, beta_slow: float = 1.0, ax=None):
+    """How many turns each RoPE pair makes over the training length, unscaled and under each
+    scaling with ``factor`` (log scale); YaRN's beta_fast and beta_slow as horizontal lines.
+
+    >>> ax = rope_turns_figure(16, 4.0, 16); len(ax.lines)
+    6
+    """
+    ax = _ax(ax)
+    j = np.arange(d_k // 2)
+    yarn = {"type": "yarn", "factor": factor, "original_max_position": train_len,
+            "beta_fast": beta_fast, "beta_slow": beta_slow}
+    variants = {"unscaled": None, "linear (PI)": {"type": "linear", "factor": factor},
+                "NTK-aware": {"type": "ntk", "factor": factor}, "YaRN": yarn}
+    styles = {"unscaled": ("k", "o-"), "linear (PI)": ("#d62728", "s--"), "NTK-aware": ("#2ca02c", "^-"),
+              "YaRN": ("#1f77b4", "D-")}
+    for name, scaling in variants.items():
+        turns = train_len * factor * rope_inv_freq(d_k, base, scaling) / (2 * math.pi)
+        color, style = styles[name]
+        ax.plot(j, turns, style, color=color, label=name, ms=4, lw=1.4)
+    for beta, label in ((beta_fast, "beta_fast"), (beta_slow, "beta_slow")):
+        ax.axhline(beta, color="0.6", ls=":", lw=1)
+        ax.text(j[-1], beta, f" {label} = {beta:g}", fontsize=8, va="bottom", ha="right", color="0.4")
+    ax.set_yscale("log")
+    ax.set_xticks(j)
+    ax.set_xlabel("pair j (0: the fastest)")
+    ax.set_ylabel(f"turns over {factor:g} x {train_len} positions")
+    ax.set_title(f"RoPE pairs over the new length, d_k = {d_k}, factor s = {factor:g}")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def window_mask(mask, window: int, sinks: int, ax=None):
+    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask."""
+    labels = [str(i) for i in range(np.shape(mask)[-1])]
+    ax = mask_heatmap(mask, labels[:np.shape(mask)[0]], labels, ax=_ax(ax, (3.8, 3.6)),
+                      title=f"window {window}, sinks {sinks}: {int(np.asarray(mask).sum())} keys attended")
+    return ax
+
+
+def stream_loss_curves(curves: dict, episode_len: int, ax=None, title=None):
+    """{label: position losses (T,)} -> ax: the loss along a long stream, episode boundaries dotted."""
+    ax = _ax(ax, (7.5, 3.2))
+    T = len(next(iter(curves.values())))
+    for b in range(episode_len, T, episode_len):
+        ax.axvline(b - 0.5, color="0.85", lw=0.8)
+    for i, (label, losses) in enumerate(curves.items()):
+        ax.plot(np.arange(T), losses, ".-", label=label, color=plt.get_cmap("tab10")(i), lw=1.2, ms=3)
+    ax.set_xlabel("position in the stream (grey: a new episode starts)")
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title(title or "Loss along a stream longer than training")
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def sink_weight_bars(weights: dict, uniform: float, ax=None):
+    """{scheme: (n_layers, h) weight on position 0} -> ax: one bar per head, the uniform share dashed."""
+    ax = _ax(ax, (7.5, 3.0))
+    names = list(weights)
+    L, h = np.shape(weights[names[0]])
+    width = 0.8 / (L * h)
+    for i, name in enumerate(names):
+        w = np.asarray(weights[name]).ravel()  # (L * h,) layer-major
+        xs = i + (np.arange(L * h) - (L * h - 1) / 2) * width
+        ax.bar(xs, w, width * 0.9, color=_color(name, i),
+               edgecolor=["k" if k >= h else "none" for k in range(L * h)], linewidth=0.6)
+    ax.axhline(uniform, color="k", ls="--", lw=1)
+    ax.text(len(names) - 0.5, uniform, " uniform share", fontsize=8, va="bottom", ha="right")
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("mean weight on token 0")
+    ax.set_title(f"Weight on the first token, {L} layers x {h} heads per scheme (outlined: layer 2)")
+    return ax
+
+
+def paged_memory_bars(lengths, max_len: int, block_size: int, ax=None):
+    """Requests' lengths -> ax: per request, the slots a contiguous cache reserves (max_len), those a
+    paged cache holds (whole blocks) and those filled.
+
+    >>> ax = paged_memory_bars([5, 30, 12], 64, 8); len(ax.patches)
+    9
+    """
+    ax = _ax(ax, (7.0, 3.0))
+    lengths = np.asarray(lengths)
+    paged = -(-lengths // block_size) * block_size  # whole blocks
+    x = np.arange(len(lengths))
+    ax.bar(x - 0.27, np.full(len(lengths), max_len), 0.26, color="0.75", label=f"contiguous: max_len = {max_len}")
+    ax.bar(x, paged, 0.26, color="#1f77b4", label=f"paged: blocks of {block_size}")
+    ax.bar(x + 0.27, lengths, 0.26, color="#2ca02c", label="tokens held")
+    ax.set_xticks(x, [f"request {i}" for i in x])
+    ax.set_ylabel("token slots per layer")
+    contiguous, used = len(lengths) * max_len, int(paged.sum())
+    ax.set_title(f"Slots reserved: contiguous {contiguous}, paged {used}, tokens {int(lengths.sum())}")
+    ax.legend(fontsize=8, loc="upper left", ncol=3)
+    ax.set_ylim(0, max_len * 1.3)
+    return ax
+
+
+# ----------------------------------------------------------------------------- the views the sliders redraw
+def length_view(model: tuple, eval_len: int, n: int = 64):
+    """A trained (Config, Model) evaluated at ``eval_len`` tokens (the stretched task) -> Figure: its
+    loss at each scored position, its training length dotted, the accuracy in the title."""
+    config, params = model
+    metrics, losses = lc.evaluate_at(params, config, eval_len, "stretched", seed=eval_len, n=n)
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    ok = np.isfinite(losses)
+    ax.plot(np.flatnonzero(ok), losses[ok], "o-", color=_color(config.positions, 0), ms=3)
+    ax.axvline(config.seq_len - 0.5, color="k", ls=":", lw=1)
+    ax.set_xlim(-0.5, eval_len - 0.5)
+    ax.set_ylim(0, max(4.0, float(np.nanmax(losses)) * 1.1))
+    ax.set_xlabel(f"position of the query (trained on {config.seq_len}: dotted line)")
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title(f"{config.positions}, trained on {config.seq_len}, read at {eval_len} tokens "
+                 f"({eval_len / config.seq_len:.2g}x): accuracy {metrics.accuracy:.2f}, loss {metrics.loss:.2f}",
+                 fontsize=10)
+    return fig
+
+
+def scaling_view(config, params, factor: float, n: int = 64):
+    """The RoPE model read at factor x its training length with each scaling -> Figure: the turns
+    of each pair (left) and the accuracy on the stretched task without retraining (right)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1.4, 1])
+    L, d_k = config.seq_len, config.d_model // config.h
+    rope_turns_figure(d_k, factor, L, config.rope_base, ax=axes[0])
+    T = int(round(factor * L))
+    yarn = {"type": "yarn", "factor": factor, "original_max_position": L}
+    variants = {"unscaled": None, "linear (PI)": {"type": "linear", "factor": factor},
+                "NTK-aware": {"type": "ntk", "factor": factor}, "YaRN": yarn}
+    accs = [lc.evaluate_at(params, config._replace(rope_scaling=sc if factor != 1 else None), T, seed=T, n=n)[0].accuracy
+            for sc in variants.values()]
+    axes[1].bar(range(4), accs, color=["k", "#d62728", "#2ca02c", "#1f77b4"])
+    axes[1].set_xticks(range(4), list(variants), fontsize=8)
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_ylabel("accuracy, no retraining")
+    axes[1].set_title(f"the RoPE model at {T} tokens")
+    for i, a in enumerate(accs):
+        axes[1].text(i, a, f"{a:.2f}", ha="center", va="bottom", fontsize=8)
+    return fig
+
+
+def window_view(config, params, batch, window: int, sinks: int):
+    """A rolling cache of ``window`` tokens and ``sinks`` sinks -> Figure: its mask over the first
+    24 positions (left) and the loss along the stream, against full attention (right)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1, 2.2])
+    window_mask(RollingKVCache(1, 1, 2, window, sinks).next_mask(24), window, sinks, ax=axes[0])
+    full, m_full = lc.stream_position_losses(params, config, batch)
+    rolled, m_rolled = lc.stream_position_losses(params, config, batch, window, sinks)
+    stream_loss_curves({f"full attention: accuracy {m_full.accuracy:.2f}": full,
+                        f"window {window}, sinks {sinks}: accuracy {m_rolled.accuracy:.2f}": rolled},
+                       config.seq_len, ax=axes[1])
+    return fig

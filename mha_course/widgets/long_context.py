@@ -1,0 +1,74 @@
+"""The sliders of notebook 13 (ipywidgets) over the pure views of ``views.long_context``.
+
+``length_live_view`` (scheme, training length, evaluation length), ``scaling_live_view`` (RoPE's scaling factor)
+and ``window_live_view`` (a rolling cache's window and sinks). Each redraws one figure on
+release of a slider; the notebook draws the same view once statically below it.
+
+Taught in 13_long_context.ipynb.
+"""
+from __future__ import annotations
+
+import ipywidgets as W
+import matplotlib.pyplot as plt
+from IPython.display import display
+
+from ..views import long_context as lv
+
+__all__ = ["length_live_view", "scaling_live_view", "window_live_view"]
+
+_STYLE = {"description_width": "80px"}
+_LAYOUT = W.Layout(width="340px")
+
+
+def _live(draw, controls: dict, show) -> W.VBox:
+    """Controls (name -> widget), the names shown -> a box that redraws ``draw(**values)``."""
+    out = W.Output()
+
+    def redraw(change=None):
+        with out:
+            out.clear_output(wait=True)
+            fig = draw(**{name: c.value for name, c in controls.items()})
+            display(fig)
+            plt.close(fig)
+
+    for c in controls.values():
+        c.observe(redraw, "value")
+    redraw()
+    return W.VBox([W.HBox([controls[name] for name in show]), out])
+
+
+def length_live_view(models: dict, show=("scheme", "train_len", "eval_len"), scheme: str = "rope",
+                     train_len: int = 16, eval_len: int = 32):
+    """{(scheme, training length): (Config, Model)} -> sliders for the scheme, the training length
+    and the evaluation length (4 .. 64); a pair that was not trained shows its nearest length."""
+    schemes = sorted({s for s, _ in models}, key=list(dict.fromkeys(s for s, _ in models)).index)
+    lengths = sorted({L for _, L in models})
+    controls = {"scheme": W.SelectionSlider(options=schemes, value=scheme, description="scheme",
+                                            continuous_update=False, style=_STYLE, layout=_LAYOUT),
+                "train_len": W.SelectionSlider(options=lengths, value=train_len, description="train_len",
+                                               continuous_update=False, style=_STYLE, layout=_LAYOUT),
+                "eval_len": W.IntSlider(value=eval_len, min=4, max=64, step=4, description="eval_len",
+                                        continuous_update=False, style=_STYLE, layout=_LAYOUT)}
+
+    def draw(scheme, train_len, eval_len):
+        trained = [L for s, L in models if s == scheme]
+        L = min(trained, key=lambda x: abs(x - train_len))
+        return lv.length_view(models[(scheme, L)], eval_len)
+    return _live(draw, controls, show)
+
+
+def scaling_live_view(config, params, show=("factor",), factor: float = 4.0):
+    """The trained RoPE model -> a slider for the scaling factor s (1 .. 4: up to 64 tokens)."""
+    controls = {"factor": W.SelectionSlider(options=[1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0], value=factor,
+                                            description="factor", continuous_update=False, style=_STYLE,
+                                            layout=_LAYOUT)}
+    return _live(lambda factor: lv.scaling_view(config, params, factor), controls, show)
+
+
+def window_live_view(config, params, batch, show=("window", "sinks"), window: int = 16, sinks: int = 0):
+    """The trained RoPE model and a stream -> sliders for the rolling cache's window and sinks."""
+    controls = {"window": W.IntSlider(value=window, min=2, max=32, description="window",
+                                      continuous_update=False, style=_STYLE, layout=_LAYOUT),
+                "sinks": W.IntSlider(value=sinks, min=0, max=4, description="sinks",
+                                     continuous_update=False, style=_STYLE, layout=_LAYOUT)}
+    return _live(lambda window, sinks: lv.window_view(config, params, batch, window, sinks), controls, show)
