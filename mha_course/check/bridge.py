@@ -25,7 +25,7 @@ from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
 from ..lessons.bridge import torch_state_dict as _state_dict
 from ..mha import init_params
-from .engine import Case, Exercise, Mistake, _finish
+from .engine import Case, Exercise, Mistake
 
 __all__ = ["torch_state_dict", "torch_attn_mask", "torch_attention",
            "TORCH_STATE_DICT", "TORCH_ATTN_MASK", "TORCH_ATTENTION",
@@ -129,8 +129,8 @@ def _needs_torch(name) -> bool:
     """Report "not finished: needs PyTorch" (and return True) when torch is missing."""
     if _torch() is not None:
         return False
-    _finish(name, ("unfinished", [f"⋯ {name}: not finished: this exercise needs PyTorch: {INSTALL_TORCH} "
-                                  "(the CPU build is enough), then run this cell again"]))
+    print(f"⋯ {name}: not finished: this exercise needs PyTorch: {INSTALL_TORCH} "
+          "(the CPU build is enough), then run this cell again")
     return True
 
 
@@ -292,7 +292,7 @@ def _attention_cases():
 
 
 TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[0],
-                           _attention_cases, (
+                           _attention_cases, axes={"result": ("query", "feature")}, mistakes=(
     Mistake("no 1/√d_k scaling", "divide the scores by q.shape[-1] ** 0.5",
             _attention_with(lambda Q, K, V: 1.0)),
     Mistake("scaled by d_k instead of √d_k", "divide by q.shape[-1] ** 0.5",
