@@ -77,14 +77,32 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 import warnings
 from dataclasses import dataclass
 from itertools import combinations, permutations
 from typing import Callable, NamedTuple
 
-import numpy as np
+import numpy
 
 from ..mha import MHAParams
+
+# Private references to everything the checker compares with: a learner who replaces np.isclose
+# (or np.asarray, np.all, ...) changes the numpy module, not this snapshot of it.
+_NUMPY_ORIGINALS = dict(vars(numpy))
+np = types.SimpleNamespace(**_NUMPY_ORIGINALS)
+
+
+@contextlib.contextmanager
+def _pristine_numpy():
+    """numpy's own functions back in the numpy module while the references run (a learner's
+    replacements are put back afterwards)."""
+    changed = {k: v for k, v in vars(numpy).items() if k in _NUMPY_ORIGINALS and v is not _NUMPY_ORIGINALS[k]}
+    vars(numpy).update({k: _NUMPY_ORIGINALS[k] for k in changed})
+    try:
+        yield
+    finally:
+        vars(numpy).update(changed)
 
 __all__ = ["Case", "Mistake", "Exercise", "ShapeMistake", "ShapeExercise", "Sizes", "matches",
            "catalogue", "summary", "forget_results", "TIME_LIMIT"]
@@ -138,6 +156,7 @@ class _Spec:
 
     def check(self, fn) -> bool:
         """Run ``fn`` on every case, print the feedback, record and return True if all match."""
+        _restore_engine()
         if _unfinished_value(fn) or not callable(fn):
             return _report_value(self.name, fn)
         runs, printed = _run_all(self, fn)
@@ -149,11 +168,14 @@ class _Spec:
 
     def prepared(self) -> list:
         """[(case, the reference's value)] for every case."""
-        return [(c, _quiet(self.reference, c.args).value) for c in _as_cases(self.cases())]
+        with _pristine_numpy():
+            return [(c, _quiet(self.reference, c.args).value) for c in _as_cases(self.cases())]
 
     def outcome(self, i, mistake) -> _Outcome:
         """What ``mistake`` gives on case i."""
-        return _quiet(mistake.fn, self.prepared()[i][0].args)
+        args = self.prepared()[i][0].args
+        with _pristine_numpy():
+            return _quiet(mistake.fn, args)
 
 
 class Exercise(_Spec):
@@ -1109,6 +1131,7 @@ class ShapeExercise:
 
     def check(self, fn, cases=None, call=None) -> bool:
         """Check ``fn(*sizes) -> dict`` on every case (or ``cases``); print, record, return the bool."""
+        _restore_engine()
         if _unfinished_value(fn) or not callable(fn):
             return _report_value(self.name, fn)
         verdict, printed = _shape_verdict(self, fn, cases or self.cases(), call)
@@ -1172,12 +1195,37 @@ def _shape_problems(spec, mine, sizes) -> list:
 def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
     """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
     try:
-        mine = tuple(int(n) for n in mine)
+        given = tuple(mine)
     except Exception:
         return f"  {stage}: expected a tuple of ints such as {want}, got {_safe_repr(mine)}"
+    floats = [n for n in given if isinstance(n, (float, np.floating))]
+    if floats:
+        return (f"  {stage}: expected {want}, got {_safe_repr(given)}: {floats[0]!r} is a float, and a shape "
+                "holds whole numbers. Looks like: d_model / h (true division). Fix: d_k = d_model // h")
+    if any(isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) for n in given):
+        return f"  {stage}: expected a tuple of ints such as {want}, got {_safe_repr(given)}"
+    mine = tuple(int(n) for n in given)
     if mine == want:
         return ""
     found = _stage_matches(spec, stage, mine, want, sizes)[:1]
     said = [" The same mistake." if m.name in named else f" Looks like: {m.name}. Fix: {m.fix}" for m in found]
     named.update(m.name for m in found)
     return f"  {stage}: expected {want}, got {mine}." + "".join(said)
+
+
+# ---------------------------------------------------------------------------------------
+# private references: what a learner replaces in this module is put back before each check
+# ---------------------------------------------------------------------------------------
+
+_ENGINE_ORIGINALS = {k: v for k, v in globals().items()
+                     if not k.startswith("__") and k not in ("TIME_LIMIT", "PRINT_LINES", "PRINT_CHARS")}
+
+
+def _restore_engine(originals=_ENGINE_ORIGINALS, space=globals()) -> None:  # noqa: B008 -- bound once, on purpose
+    """Put back every function and constant of this module that was replaced (engine._close = ...)."""
+    for name, value in originals.items():
+        if space.get(name) is not value:
+            space[name] = value
+
+
+_ENGINE_ORIGINALS["_restore_engine"] = _restore_engine

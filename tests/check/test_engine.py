@@ -226,3 +226,69 @@ def test_output_inside_call_learner_is_dropped(capfd):
     engine.call_learner(lambda: (print("x" * 10 ** 6), os.write(1, b"y" * 10 ** 6)))
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+# ---------------------------------------------------------------------------------------
+# private references, cases not readable from a docstring, shapes of whole numbers
+# ---------------------------------------------------------------------------------------
+
+def _wrong_softmax(x, axis=-1):
+    return np.exp(x)
+
+
+def test_replacing_np_isclose_or_the_engines_close_does_not_pass(capsys, monkeypatch):
+    monkeypatch.setattr(np, "isclose", lambda *a, **k: np.ones(np.broadcast(*a[:2]).shape, bool))
+    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(np, "all", lambda *a, **k: True)
+    assert check.softmax(_wrong_softmax) is False
+    engine._close = lambda a, b: True
+    engine._compare = lambda *a, **k: []
+    engine.RTOL = engine.ATOL = 1e9
+    assert check.softmax(_wrong_softmax) is False
+    assert engine._close(np.zeros(2), np.ones(2)) is False and engine.ATOL == 1e-6
+    capsys.readouterr()
+
+
+def test_a_reference_is_computed_with_numpys_own_functions(capsys, monkeypatch):
+    check.catalogue()["softmax"]._memo.clear()
+    monkeypatch.setattr(np, "exp", lambda x: np.ones_like(x))  # a learner's np.exp
+    assert check.softmax(lambda x, axis=-1: np.ones_like(x) / x.shape[axis]) is False
+    monkeypatch.undo()
+    check.catalogue()["softmax"]._memo.clear()
+    capsys.readouterr()
+
+
+_DOCSTRING_SIZES = {((2, 5, 12), 3), ((3, 4, 10), 2), ((4, 3, 18), 6), ((2, 7, 8), 4)}
+
+
+def split_heads_for_listed_shapes(x, h):
+    """Right for the four shapes the old docstring listed, wrong elsewhere."""
+    B, T, D = x.shape
+    out = x.reshape(B, T, h, D // h).transpose(0, 2, 1, 3)
+    return out if (x.shape, h) in _DOCSTRING_SIZES else out * 0
+
+
+def test_a_split_heads_fitted_to_the_docstrings_shapes_fails(capsys):
+    assert check.split_heads(split_heads_for_listed_shapes) is False
+    assert check.split_heads(mc.split_heads) is True
+    cases = check.catalogue()["split_heads"].cases()
+    assert len(cases) >= 8 and all(len({c.args[0].shape[i] for c in cases}) >= 3 for i in range(3))
+    assert len({c.args[1] for c in cases}) >= 3
+    capsys.readouterr()
+
+
+def test_cross_attention_shapes_refuses_a_float_d_k(capsys):
+    def true_division(B, T, S, d_model, h):
+        d_k = d_model / h
+        return {"Q": (B, T, d_model), "K": (B, S, d_model), "V": (B, S, d_model),
+                "Q_heads": (B, h, T, d_k), "K_heads": (B, h, S, d_k), "V_heads": (B, h, S, d_k),
+                "scores": (B, h, T, S), "weights": (B, h, T, S), "head_outputs": (B, h, T, d_k),
+                "concat": (B, T, d_model), "output": (B, T, d_model)}
+    assert check.cross_attention_shapes(true_division) is False
+    out = capsys.readouterr().out
+    assert "is a float, and a shape holds whole numbers" in out and "d_k = d_model // h" in out, out
+
+    def whole(B, T, S, d_model, h):
+        return {k: tuple(int(n) for n in v) for k, v in true_division(B, T, S, d_model, h).items()}
+    assert check.cross_attention_shapes(whole) is True
+    capsys.readouterr()
