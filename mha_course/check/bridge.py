@@ -29,7 +29,7 @@ from .engine import Case, Exercise, Mistake
 
 __all__ = ["torch_state_dict", "torch_attn_mask", "torch_attention",
            "TORCH_STATE_DICT", "TORCH_ATTN_MASK", "TORCH_ATTENTION",
-           "NotATorchTensor", "FloatMaskIsAdded", "AdditiveFloatMask", "ForbiddenCall"]
+           "NotATorchTensor", "FloatMaskIsAdded", "AdditiveFloatMask", "IntegerMask", "ForbiddenCall"]
 
 INSTALL_TORCH = "pip install torch==2.13.0"
 
@@ -44,6 +44,10 @@ class FloatMaskIsAdded(Exception):
 
 class AdditiveFloatMask(Exception):
     """A float attn_mask of 0 and -inf: right for nn.MultiheadAttention, but the exercise asks for bool."""
+
+
+class IntegerMask(Exception):
+    """An integer attn_mask: nn.MultiheadAttention takes only bool or float masks."""
 
 
 class ForbiddenCall(Exception):
@@ -210,6 +214,8 @@ def _mask_in_torch(fn):
                                       f"{type(out).__module__}.{type(out).__name__}, not a torch tensor")
             return out
         out = out.detach().cpu().numpy()
+        if out.dtype.kind in "iu" and out.shape == keep.shape and np.array_equal(out, ~keep):
+            raise IntegerMask(f"it returned an integer tensor ({out.dtype})")
         if out.dtype.kind == "f" and out.shape == keep.shape:
             if np.array_equal(out, np.where(keep, 0.0, -np.inf)):
                 raise AdditiveFloatMask("it returned a float mask of 0 and -inf")
@@ -233,6 +239,8 @@ TORCH_ATTN_MASK = Exercise("torch_attn_mask", lambda keep: ~keep, _mask_cases, (
     Mistake("the right values in a numpy array, not a torch tensor (keep.numpy()): nn.MultiheadAttention "
             "raises TypeError on it", "stay in torch: return ~keep (or torch.logical_not(keep))",
             _raises(NotATorchTensor, "a numpy array")),
+    Mistake("an integer tensor (.int(), .long()): nn.MultiheadAttention takes only a bool or a float attn_mask",
+            "return the bool tensor ~keep itself", _raises(IntegerMask, "an integer mask")),
     Mistake("the mask transposed", "keep rows as queries and columns as keys: return ~keep", lambda keep: ~keep.T),
     Mistake("a causal mask built from the shape, whatever keep says: keep may be any mask (padding, random)",
             "negate the mask you are given: return ~keep",

@@ -42,21 +42,22 @@ class QuadraticMemory(Exception):
 # ---------------------------------------------------------------------------------------
 
 def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, block_max_only=False,
-                 old_max_terms=False, keep_old_l=True, normalise=False, keepdims=True, one_max=False):
+                 old_max_terms=False, keep_old_l=True, normalise=False, keepdims=True, one_max=False,
+                 no_shift=False, keep_old_m=False):
     """One online-softmax update written the way a learner might (the defaults are the right one)."""
     def update(state, s, V):
         block_max = np.full_like(state.m, s.max()) if one_max else s.max(axis=-1, keepdims=True)
         m_new = block_max if block_max_only else np.maximum(state.m, block_max)
         shift = np.where(np.isneginf(m_new), 0, m_new) if guard else m_new
         old = np.where(np.isneginf(state.m), 0, state.m)
-        p = np.exp(s - (old if old_max_terms else shift))
-        alpha = np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
+        p = np.exp(s - (old if old_max_terms else 0 if no_shift else shift))
+        alpha = 1.0 if no_shift else np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
         l_old = (alpha * state.l if rescale_l else state.l) if keep_old_l else 0
         acc_old = alpha * state.acc if rescale_acc else state.acc
         l_new, acc_new = l_old + p.sum(axis=-1, keepdims=keepdims), acc_old + p @ V
         if normalise:
             acc_new = acc_new / np.where(l_new == 0, 1, l_new)
-        return SoftmaxState(m_new, l_new, acc_new)
+        return SoftmaxState(state.m if keep_old_m else m_new, l_new, acc_new)
     return update
 
 
@@ -112,6 +113,12 @@ _UPDATE_MISTAKES = (
     Mistake("one max for the whole block (scores_block.max() without axis): every row is shifted by the "
             "largest score of any row", "one max per query row: scores_block.max(axis=-1, keepdims=True)",
             _update_with(one_max=True)),
+    Mistake("no shift at all: exp(s) of the raw scores, summed as they come (it overflows for large scores)",
+            "subtract the running max: p = exp(s - m'), and rescale the old sums by exp(m - m')",
+            _update_with(no_shift=True)),
+    Mistake("the max is not carried: the state keeps the OLD m, so the next block rescales from the wrong max",
+            "return the new max m' = np.maximum(m, scores_block.max(axis=-1, keepdims=True)) with l' and acc'",
+            _update_with(keep_old_m=True)),
 )
 ONLINE_SOFTMAX_UPDATE = Exercise("online_softmax_update", _update, _update_cases, _UPDATE_MISTAKES,
                                  outputs=("m", "l", "acc"))
@@ -149,12 +156,12 @@ def _tiled_ref(Q, K, V, block_size):
 
 
 def _tiled_with(scale=lambda d: np.sqrt(d), divide=True, stop=lambda S, b: S, extra=0, restart=False,
-                average_blocks=False):
+                average_blocks=False, first_only=False):
     """The tiled loop written the way a learner might (the defaults are the right one)."""
     def tiled(Q, K, V, block_size):
         T, S = Q.shape[0], K.shape[0]
         state, outs = _start(T, V.shape[-1]), []
-        for c in range(0, stop(S, block_size), block_size):
+        for c in range(0, min(stop(S, block_size), block_size) if first_only else stop(S, block_size), block_size):
             k, v = K[c:c + block_size + extra], V[c:c + block_size + extra]
             s = Q @ k.T / scale(Q.shape[-1])                                  # (T, c) one tile of scores
             if average_blocks:
@@ -196,6 +203,8 @@ _TILED_MISTAKES = (
     Mistake("each block reads one key too many (K[c:c + block_size + 1]): the key at each block boundary "
             "counts twice", "K[c:c + block_size] and V[c:c + block_size]: the end of a slice is excluded",
             _tiled_with(extra=1)),
+    Mistake("the return is inside the loop: only the first block of keys counts",
+            "return after the loop, once every block has been folded into the state", _tiled_with(first_only=True)),
     Mistake("the right numbers, but through the whole T x S matrix of scores, which tiling exists to avoid",
             "compute one tile Q @ K[c:c + block_size].T at a time inside the loop, never Q @ K.T",
             lambda Q, K, V, block_size: _raise_quadratic()),
