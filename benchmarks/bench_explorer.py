@@ -8,7 +8,7 @@ place, draws it with Agg and encodes the PNG that goes to the browser. The slide
 between two values of h (or of seq_len), so every call really changes the picture. Sending
 the PNG over the websocket and decoding it in the browser are not included.
 
-Targets (issue 5): median <= 150 ms at the default sizes (d_model <= 64, seq_len <= 16) and
+Targets: median <= 150 ms at the default sizes (d_model <= 64, seq_len <= 16) and
 <= 400 ms at d_model = 512, seq_len = 128. BLAS is pinned to one thread, as in the notebooks.
 """
 from __future__ import annotations

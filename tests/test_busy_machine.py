@@ -34,20 +34,6 @@ def times_something(path: Path) -> bool:
 
 TIMING_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")
                           if p.stem in ALWAYS or times_something(p))
-# Notebooks whose timing cells are not yet independent of the load (their owners are on it): the
-# test runs them and reports, but does not fail the run. Remove a name when its notebook passes.
-NOT_YET_LOAD_PROOF = {
-    "05_complexity": "cell 8's memory slope printed 1.85 where 1.88 is stored (the package changed under it): "
-                     "re-execute 05",
-    "09_kv_cache_and_gqa": "the timing cells are being made load-independent (nbA)",
-    "10_efficient_attention": "cell 47's softmax slope verdict flips under load (nbB)",
-    "11_misconceptions_and_interview": "cell 23's attention-time range flips under load (nbB)",
-}
-
-
-def notebook_params():
-    return [pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=NOT_YET_LOAD_PROOF[p.stem], strict=False)]
-                         if p.stem in NOT_YET_LOAD_PROOF else []) for p in TIMING_NOTEBOOKS]
 ROUNDS = int(os.environ.get("MHA_COURSE_BUSY_ROUNDS", "1"))
 
 CPU_BOUND = "while True:\n    pass"
@@ -95,7 +81,7 @@ def test_busy_machine_really_loads_the_cpu():
 @pytest.mark.busy
 @pytest.mark.parametrize("round_", range(ROUNDS), ids=[f"round{r + 1}" for r in range(ROUNDS)])
 @pytest.mark.parametrize("threads", [1, 2], ids=["1-thread", "2-threads"])
-@pytest.mark.parametrize("notebook", notebook_params())
+@pytest.mark.parametrize("notebook", TIMING_NOTEBOOKS, ids=[p.stem for p in TIMING_NOTEBOOKS])
 def test_timing_notebook_passes_strict_nbval_on_a_busy_machine(notebook, threads, round_):
     env = {**os.environ, "MHA_COURSE_THREADS": str(threads)}
     with busy_machine():

@@ -1,4 +1,4 @@
-"""What notebooks 10-12 claim, held by tests (issues 18, 19 and 23): each claim a compared cell or the
+"""What notebooks 10-12 claim, held by tests: each claim a compared cell or the
 prose makes is recomputed here by another route, and the notebooks' own shape is checked (no compared
 cell depends on time, no True/False scaffolding, no path outside the repository, exercises in order)."""
 import json
@@ -43,7 +43,7 @@ def printed(c):
                    for o in c.get("outputs", []))
 
 
-# ----------------------------------------------------------------------------- issue 19 item 2, issue 18 item 7
+# ----------------------------------------------------------------------------- no compared output depends on time
 TIMERS = ("process_time", "perf_counter", "time.time(", "best_seconds(", "best_time(", "timeit")
 
 
@@ -93,9 +93,9 @@ def test_notebook_10_uses_the_models_one_forward_pass():
     assert "def forward_with" not in code and "core=core" in code
 
 
-# ----------------------------------------------------------------------------- issue 23, notebook 10
+# ----------------------------------------------------------------------------- notebook 10
 def test_tiled_traffic_is_still_quadratic_in_T():
-    """Item 1: ceil(T / B_r) S (d_k + d_v) grows as T^2 for S = T (x4 T -> about x16 bytes)."""
+    """ceil(T / B_r) S (d_k + d_v) grows as T^2 for S = T (x4 T -> about x16 bytes)."""
     for rows in (64, 128, 1024):
         small, big = (efficient.tiled_attention_bytes(T, T, 64, 64, rows) for T in (16384, 65536))
         assert 14 < big / small <= 16
@@ -106,7 +106,7 @@ def test_tiled_traffic_is_still_quadratic_in_T():
 
 
 def test_the_byte_ratio_is_not_called_the_speed_up():
-    """Item 2: blocks of 64-128 rows give a few times fewer bytes; the paper's measured speed-ups are cited."""
+    """blocks of 64-128 rows give a few times fewer bytes; the paper's measured speed-ups are cited."""
     ratio = mc.naive_attention_bytes(16384, 16384, 64, 64) / mc.tiled_attention_bytes(16384, 16384, 64, 64, 128)
     assert 3.5 < ratio < 4.5
     text = prose(10)
@@ -116,7 +116,7 @@ def test_the_byte_ratio_is_not_called_the_speed_up():
 
 
 def test_linear_attentions_kernel_matrix_has_rank_at_most_its_features():
-    """Item 10: phi(Q) phi(K)^T has rank <= d_k; softmax weights of the same Q, K are full rank."""
+    """phi(Q) phi(K)^T has rank <= d_k; softmax weights of the same Q, K are full rank."""
     rng = np.random.default_rng(3)
     Q, K = rng.normal(size=(24, 4)), rng.normal(size=(24, 4))
     kernel = mc.elu_feature_map(Q) @ mc.elu_feature_map(K).T
@@ -129,7 +129,7 @@ def test_linear_attentions_kernel_matrix_has_rank_at_most_its_features():
 
 
 def test_the_reason_softmax_cannot_be_reassociated():
-    """Item 11: not the normaliser (linear attention has one), but exp(q.k) has no finite feature map."""
+    """not the normaliser (linear attention has one), but exp(q.k) has no finite feature map."""
     text = prose(10)
     assert "its normaliser couples all keys" not in text and "infinite-dimensional" in text
 
@@ -169,9 +169,9 @@ def test_tracemalloc_memory_claims_of_notebook_10():
     assert 3.5 < text[1024] / text[512] < 4.5 and tiled < text[1024] / 4
 
 
-# ----------------------------------------------------------------------------- issue 23, notebook 11
+# ----------------------------------------------------------------------------- notebook 11
 def test_a_two_dimensional_query_singles_out_any_key_on_a_circle():
-    """Item 3: d_k = 2 is not too small to pick one of 24 keys."""
+    """d_k = 2 is not too small to pick one of 24 keys."""
     angles = 2 * np.pi * np.arange(24) / 24
     keys = np.stack([np.cos(angles), np.sin(angles)], axis=1)
     for target in range(24):
@@ -181,7 +181,7 @@ def test_a_two_dimensional_query_singles_out_any_key_on_a_circle():
 
 
 def test_gradient_x_input_has_the_opposite_sign_for_three_of_four_heads():
-    """Item 15: the notebook says 3 of the 4 heads; recomputed here."""
+    """the notebook says 3 of the 4 heads; recomputed here."""
     from mha_course.lessons import misconceptions as mi
     config, params = train.load_checkpoint(train.checkpoint_path("induction"))[:2]
     attr = mi.head_attribution(params, config)
@@ -203,7 +203,7 @@ def test_the_seed_table_quotes_sources_in_words_and_corrects_rows_2_and_4():
 
 
 def test_section_4_agrees_with_its_timing_table():
-    """Item 18: the prose no longer says 'not even always faster' on 'one core'."""
+    """the prose no longer says 'not even always faster' on 'one core'."""
     text = prose(11)
     assert "not even always faster" not in text and "one core" not in text
     ratio = {T: (cx.attention_flops(T, 64) + cx.projection_flops(T, 64)) / (4 * T * 64 * 64) for T in (64, 1024)}
@@ -225,7 +225,7 @@ def test_the_quiz_answers_of_items_5_and_6_agree_with_the_shipped_runs():
     assert np.all(np.diff(acc[:5]) < 0)            # "fell steadily" from h = 1 to h = 16
 
 
-# ----------------------------------------------------------------------------- issue 23, notebook 12 and glossary
+# ----------------------------------------------------------------------------- notebook 12 and the glossary
 def test_the_wrong_mask_heatmap_greys_the_fully_masked_row():
     import matplotlib
     matplotlib.use("Agg")

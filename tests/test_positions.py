@@ -235,6 +235,6 @@ def test_a_layout_mismatch_scrambles_the_offset_profile_it_does_not_shift_it():
 
 
 def test_the_docstrings_name_whose_llama_uses_which_layout():
-    """issue 23 item 19: halves is Hugging Face's Llama (rotate_half); Meta's own code is interleaved."""
+    """The halves layout is Hugging Face's Llama (rotate_half); Meta's own code is interleaved."""
     doc = mc.apply_rope.__doc__
     assert "Hugging Face's Llama" in doc and "Meta's Llama code" in doc

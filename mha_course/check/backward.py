@@ -293,14 +293,14 @@ def _adam_cases():
 
 def _adam_variant(p, g, m, v, t, lr, correct_m=True, correct_v=True, sgd=False, no_sqrt=False, b1=0.9, b2=0.999,
                   t_shift=0, eps_inside=False, abs_v=False, m_weights_swapped=False, ascend=False,
-                  return_hats=False):
+                  return_hats=False, eps=1e-8):
     """One Adam step with the chosen slips (see the catalogue); the defaults are the right step."""
     m = (1 - b1) * m + b1 * g if m_weights_swapped else b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * (np.abs(g) if abs_v else g * g)
     tc = t + t_shift
     m_hat = m / (1 - b1 ** tc) if correct_m else m
     v_hat = v / (1 - b2 ** tc) if correct_v else v
-    denom = np.sqrt(v_hat + 1e-8) if eps_inside else (v_hat if no_sqrt else np.sqrt(v_hat)) + 1e-8
+    denom = np.sqrt(v_hat + eps) if eps_inside else (v_hat if no_sqrt else np.sqrt(v_hat)) + eps
     step = g if sgd else m_hat / denom
     new_p = p + lr * step if ascend else p - lr * step
     return (new_p, m_hat, v_hat) if return_hats else (new_p, m, v)
@@ -326,6 +326,8 @@ _ADAM_MISTAKES = (
     _adam_mistake("eps inside the square root: np.sqrt(v_hat + eps) instead of np.sqrt(v_hat) + eps "
                   "(it matters when v is tiny)", _FIX_ADAM, eps_inside=True),
     _adam_mistake("v_hat used without its square root", _FIX_ADAM, no_sqrt=True),
+    _adam_mistake("eps forgotten: m_hat / np.sqrt(v_hat) divides by almost 0 where the gradients are tiny",
+                  _FIX_ADAM + " (eps = 1e-8)", eps=0.0),
     _adam_mistake("|g| instead of g² in v: v is the running mean of the squared gradient",
                   "v = b2 * v + (1 - b2) * g ** 2", abs_v=True),
     _adam_mistake("m's two weights swapped: 0.1·m + 0.9·g instead of 0.9·m + 0.1·g",

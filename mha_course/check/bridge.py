@@ -25,11 +25,11 @@ from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
 from ..lessons.bridge import torch_state_dict as _state_dict
 from ..mha import init_params
-from .engine import Case, Exercise, Mistake, _finish
+from .engine import Case, Exercise, Mistake
 
 __all__ = ["torch_state_dict", "torch_attn_mask", "torch_attention",
            "TORCH_STATE_DICT", "TORCH_ATTN_MASK", "TORCH_ATTENTION",
-           "NotATorchTensor", "FloatMaskIsAdded", "AdditiveFloatMask", "ForbiddenCall"]
+           "NotATorchTensor", "FloatMaskIsAdded", "AdditiveFloatMask", "IntegerMask", "ForbiddenCall"]
 
 INSTALL_TORCH = "pip install torch==2.13.0"
 
@@ -44,6 +44,10 @@ class FloatMaskIsAdded(Exception):
 
 class AdditiveFloatMask(Exception):
     """A float attn_mask of 0 and -inf: right for nn.MultiheadAttention, but the exercise asks for bool."""
+
+
+class IntegerMask(Exception):
+    """An integer attn_mask: nn.MultiheadAttention takes only bool or float masks."""
 
 
 class ForbiddenCall(Exception):
@@ -129,8 +133,8 @@ def _needs_torch(name) -> bool:
     """Report "not finished: needs PyTorch" (and return True) when torch is missing."""
     if _torch() is not None:
         return False
-    _finish(name, ("unfinished", [f"⋯ {name}: not finished: this exercise needs PyTorch: {INSTALL_TORCH} "
-                                  "(the CPU build is enough), then run this cell again"]))
+    print(f"⋯ {name}: not finished: this exercise needs PyTorch: {INSTALL_TORCH} "
+          "(the CPU build is enough), then run this cell again")
     return True
 
 
@@ -210,6 +214,8 @@ def _mask_in_torch(fn):
                                       f"{type(out).__module__}.{type(out).__name__}, not a torch tensor")
             return out
         out = out.detach().cpu().numpy()
+        if out.dtype.kind in "iu" and out.shape == keep.shape and np.array_equal(out, ~keep):
+            raise IntegerMask(f"it returned an integer tensor ({out.dtype})")
         if out.dtype.kind == "f" and out.shape == keep.shape:
             if np.array_equal(out, np.where(keep, 0.0, -np.inf)):
                 raise AdditiveFloatMask("it returned a float mask of 0 and -inf")
@@ -233,6 +239,8 @@ TORCH_ATTN_MASK = Exercise("torch_attn_mask", lambda keep: ~keep, _mask_cases, (
     Mistake("the right values in a numpy array, not a torch tensor (keep.numpy()): nn.MultiheadAttention "
             "raises TypeError on it", "stay in torch: return ~keep (or torch.logical_not(keep))",
             _raises(NotATorchTensor, "a numpy array")),
+    Mistake("an integer tensor (.int(), .long()): nn.MultiheadAttention takes only a bool or a float attn_mask",
+            "return the bool tensor ~keep itself", _raises(IntegerMask, "an integer mask")),
     Mistake("the mask transposed", "keep rows as queries and columns as keys: return ~keep", lambda keep: ~keep.T),
     Mistake("a causal mask built from the shape, whatever keep says: keep may be any mask (padding, random)",
             "negate the mask you are given: return ~keep",
@@ -292,7 +300,7 @@ def _attention_cases():
 
 
 TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[0],
-                           _attention_cases, (
+                           _attention_cases, axes={"result": ("query", "feature")}, mistakes=(
     Mistake("no 1/√d_k scaling", "divide the scores by q.shape[-1] ** 0.5",
             _attention_with(lambda Q, K, V: 1.0)),
     Mistake("scaled by d_k instead of √d_k", "divide by q.shape[-1] ** 0.5",
@@ -301,8 +309,12 @@ TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q
             _attention_with(lambda Q, K, V: np.sqrt(V.shape[-1]))),
     Mistake("scaled by √S (k.shape[-2], the number of keys) instead of √d_k",
             "d_k is the LAST axis: q.shape[-1] ** 0.5", _attention_with(lambda Q, K, V: np.sqrt(K.shape[-2]))),
+    Mistake("scaled by √T (q.shape[-2], the number of queries) instead of √d_k",
+            "d_k is the LAST axis: q.shape[-1] ** 0.5", _attention_with(lambda Q, K, V: np.sqrt(Q.shape[-2]))),
     Mistake("softmax over the queries (dim=-2) instead of the keys", "torch.softmax(scores, dim=-1)",
             _attention_with(_sqrt_dk, axis=-2)),
+    Mistake("softmax over dim=1 (the heads of a (B, h, T, S) tensor), a habit from 2-D (T, S) scores",
+            "the keys are the LAST axis: torch.softmax(scores, dim=-1)", _attention_with(_sqrt_dk, axis=1)),
     Mistake("the mask polarity flipped: masked_fill(mask, -inf) blocks the allowed keys",
             "our mask means True = may attend: scores.masked_fill(~mask, float('-inf'))",
             _attention_with(_sqrt_dk, flip=True)),

@@ -27,10 +27,14 @@ from ..efficient import online_softmax_start as _start
 from ..efficient import online_softmax_update as _update
 from ..efficient import sliding_window_mask as _sliding_window_mask
 from ..efficient import tiled_attention as _tiled_attention
-from .engine import Case, Exercise, Mistake, _finish
+from .engine import Case, Exercise, Mistake
 
 __all__ = ["online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
-           "ONLINE_SOFTMAX_UPDATE", "TILED_ATTENTION", "SLIDING_WINDOW_MASK", "LINEAR_ATTENTION"]
+           "ONLINE_SOFTMAX_UPDATE", "TILED_ATTENTION", "SLIDING_WINDOW_MASK", "LINEAR_ATTENTION", "QuadraticMemory"]
+
+
+class QuadraticMemory(Exception):
+    """The learner's numbers are right, but they were computed through a T x S matrix."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -38,21 +42,22 @@ __all__ = ["online_softmax_update", "tiled_attention", "sliding_window_mask", "l
 # ---------------------------------------------------------------------------------------
 
 def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, block_max_only=False,
-                 old_max_terms=False, keep_old_l=True, normalise=False, keepdims=True, one_max=False):
+                 old_max_terms=False, keep_old_l=True, normalise=False, keepdims=True, one_max=False,
+                 no_shift=False, keep_old_m=False):
     """One online-softmax update written the way a learner might (the defaults are the right one)."""
     def update(state, s, V):
         block_max = np.full_like(state.m, s.max()) if one_max else s.max(axis=-1, keepdims=True)
         m_new = block_max if block_max_only else np.maximum(state.m, block_max)
         shift = np.where(np.isneginf(m_new), 0, m_new) if guard else m_new
         old = np.where(np.isneginf(state.m), 0, state.m)
-        p = np.exp(s - (old if old_max_terms else shift))
-        alpha = np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
+        p = np.exp(s - (old if old_max_terms else 0 if no_shift else shift))
+        alpha = 1.0 if no_shift else np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
         l_old = (alpha * state.l if rescale_l else state.l) if keep_old_l else 0
         acc_old = alpha * state.acc if rescale_acc else state.acc
         l_new, acc_new = l_old + p.sum(axis=-1, keepdims=keepdims), acc_old + p @ V
         if normalise:
             acc_new = acc_new / np.where(l_new == 0, 1, l_new)
-        return SoftmaxState(m_new, l_new, acc_new)
+        return SoftmaxState(state.m if keep_old_m else m_new, l_new, acc_new)
     return update
 
 
@@ -108,6 +113,12 @@ _UPDATE_MISTAKES = (
     Mistake("one max for the whole block (scores_block.max() without axis): every row is shifted by the "
             "largest score of any row", "one max per query row: scores_block.max(axis=-1, keepdims=True)",
             _update_with(one_max=True)),
+    Mistake("no shift at all: exp(s) of the raw scores, summed as they come (it overflows for large scores)",
+            "subtract the running max: p = exp(s - m'), and rescale the old sums by exp(m - m')",
+            _update_with(no_shift=True)),
+    Mistake("the max is not carried: the state keeps the OLD m, so the next block rescales from the wrong max",
+            "return the new max m' = np.maximum(m, scores_block.max(axis=-1, keepdims=True)) with l' and acc'",
+            _update_with(keep_old_m=True)),
 )
 ONLINE_SOFTMAX_UPDATE = Exercise("online_softmax_update", _update, _update_cases, _UPDATE_MISTAKES,
                                  outputs=("m", "l", "acc"))
@@ -145,12 +156,12 @@ def _tiled_ref(Q, K, V, block_size):
 
 
 def _tiled_with(scale=lambda d: np.sqrt(d), divide=True, stop=lambda S, b: S, extra=0, restart=False,
-                average_blocks=False):
+                average_blocks=False, first_only=False):
     """The tiled loop written the way a learner might (the defaults are the right one)."""
     def tiled(Q, K, V, block_size):
         T, S = Q.shape[0], K.shape[0]
         state, outs = _start(T, V.shape[-1]), []
-        for c in range(0, stop(S, block_size), block_size):
+        for c in range(0, min(stop(S, block_size), block_size) if first_only else stop(S, block_size), block_size):
             k, v = K[c:c + block_size + extra], V[c:c + block_size + extra]
             s = Q @ k.T / scale(Q.shape[-1])                                  # (T, c) one tile of scores
             if average_blocks:
@@ -192,6 +203,11 @@ _TILED_MISTAKES = (
     Mistake("each block reads one key too many (K[c:c + block_size + 1]): the key at each block boundary "
             "counts twice", "K[c:c + block_size] and V[c:c + block_size]: the end of a slice is excluded",
             _tiled_with(extra=1)),
+    Mistake("the return is inside the loop: only the first block of keys counts",
+            "return after the loop, once every block has been folded into the state", _tiled_with(first_only=True)),
+    Mistake("the right numbers, but through the whole T x S matrix of scores, which tiling exists to avoid",
+            "compute one tile Q @ K[c:c + block_size].T at a time inside the loop, never Q @ K.T",
+            lambda Q, K, V, block_size: _raise_quadratic()),
 )
 TILED_ATTENTION = Exercise("tiled_attention", _tiled_ref, _tiled_cases, _TILED_MISTAKES,
                            axes={"result": ("query", "feature")})
@@ -206,13 +222,8 @@ def tiled_attention(fn) -> bool:
     ✔ tiled_attention: all 5 cases match
     True
     """
-    peak = _quadratic_peak(fn, lambda Q, K, V: fn(Q, K, V, 100), lambda Q, K, V: _tiled_ref(Q, K, V, 100))
-    if peak is not None and peak >= _PROBE_T * _PROBE_T * 8 / 2:
-        return _finish("tiled_attention", ("wrong", [
-            f"✘ tiled_attention: the numbers are right, but at T = S = {_PROBE_T} (blocks of 100 keys) it took "
-            f"{peak / 2**20:.0f} MiB: it makes the whole T x S matrix of scores, which tiling exists to avoid.",
-            "  Fix: compute one tile Q @ K[c:c + block_size].T at a time inside the loop"]))
-    return TILED_ATTENTION.check(fn)
+    return TILED_ATTENTION.check(_memory_checked(fn, lambda Q, K, V: fn(Q, K, V, 100),
+                                                 lambda Q, K, V: _tiled_ref(Q, K, V, 100)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -304,6 +315,9 @@ _LINEAR_MISTAKES = (
     Mistake("the scores scaled by 1/sqrt(d_k) as in softmax attention: phi(Q / sqrt(d_k)) changes the kernel",
             "linear attention has no 1/sqrt(d_k): phi(Q) and phi(K) as they are",
             lambda Q, K, V: _with_features(_phi, Q / np.sqrt(Q.shape[-1]), K, V)),
+    Mistake("the right numbers, but through the T x S matrix phi(Q) phi(K)^T: quadratic like softmax attention",
+            "reassociate, phi(Q) @ (phi(K)^T @ V): a (d_k, d_v) matrix, whatever T and S are",
+            lambda Q, K, V: _raise_quadratic()),
 )
 
 
@@ -311,7 +325,10 @@ def _with_features(phi, Q, K, V):
     """Non-causal linear attention with the feature map ``phi`` (the reference has phi = elu + 1)."""
     fQ, fK = phi(Q), phi(K)
     return (fQ @ (np.swapaxes(fK, -1, -2) @ V)) / (fQ @ fK.sum(axis=-2)[..., None])
-LINEAR_ATTENTION = Exercise("linear_attention", _linear_attention, _linear_cases, _LINEAR_MISTAKES)
+
+
+LINEAR_ATTENTION = Exercise("linear_attention", _linear_attention, _linear_cases, _LINEAR_MISTAKES,
+                            axes={"result": ("query", "feature")})
 
 _PROBE_T, _PROBE_D = 2000, 4
 
@@ -339,6 +356,29 @@ def _quadratic_peak(fn, call=None, reference=_linear_attention):
     return peak if right else None
 
 
+def _raise_quadratic():
+    raise QuadraticMemory("the numbers are right, but they went through a T x S matrix")
+
+
+def _memory_checked(fn, call=None, reference=_linear_attention):
+    """fn that first measures, once, its memory on the T = S = 2000 probe (inside the checked, time-limited
+    call): right numbers through a T x S matrix raise QuadraticMemory, named by the catalogue."""
+    if not callable(fn):
+        return fn
+    probe = {}
+
+    @functools.wraps(fn)
+    def checked(*args):
+        if "peak" not in probe:
+            probe["peak"] = _quadratic_peak(fn, call, reference)
+        if probe["peak"] is not None and probe["peak"] >= _PROBE_T * _PROBE_T * 8 / 2:
+            raise QuadraticMemory(f"the numbers are right, but at T = S = {_PROBE_T} it took "
+                                  f"{probe['peak'] / 2**20:.0f} MiB (one T x S float64 matrix is "
+                                  f"{_PROBE_T * _PROBE_T * 8 / 2**20:.0f} MiB)")
+        return fn(*args)
+    return checked
+
+
 def linear_attention(fn) -> bool:
     """Check ``fn(Q, K, V) -> out``: non-causal linear attention, phi = elu + 1, in O(T) memory.
 
@@ -347,10 +387,4 @@ def linear_attention(fn) -> bool:
     ✔ linear_attention: all 4 cases match
     True
     """
-    peak = _quadratic_peak(fn)
-    if peak is not None and peak >= _PROBE_T * _PROBE_T * 8 / 2:
-        return _finish("linear_attention", ("wrong", [
-            f"✘ linear_attention: the numbers are right, but at T = S = {_PROBE_T} it took {peak / 2**20:.0f} MiB: "
-            "it makes the T x S matrix phi(Q) phi(K)^T, quadratic like softmax attention.",
-            "  Fix: reassociate, phi(Q) @ (phi(K)^T @ V): a (d_k, d_v) matrix, whatever T and S are"]))
-    return LINEAR_ATTENTION.check(fn)
+    return LINEAR_ATTENTION.check(_memory_checked(fn))

@@ -52,10 +52,18 @@ _SPLIT_MISTAKES = (
 )
 
 
+def _random_sizes(rng, n):
+    """n seeded (B, T, h, d_k): every size varies from case to case, none is readable from a docstring."""
+    sizes = [(2, 5, 3, 4), (3, 4, 2, 5)]  # two with every size > 1 first, then random ones (1 included)
+    while len(sizes) < n:
+        sizes.append(tuple(int(v) for v in (rng.integers(1, 5), rng.integers(1, 8), rng.integers(1, 7),
+                                            rng.integers(1, 6))))
+    return sizes
+
+
 def _split_cases():
     rng = np.random.default_rng(20240503)
-    return [Case((rng.normal(size=(2, 5, 12)), 3)), Case((rng.normal(size=(3, 4, 10)), 2)),
-            Case((rng.normal(size=(4, 3, 18)), 6)), Case((rng.normal(size=(2, 7, 8)), 4))]
+    return [Case((rng.normal(size=(B, T, h * d_k)), h)) for B, T, h, d_k in _random_sizes(rng, 10)]
 
 
 SPLIT_HEADS = Exercise("split_heads", _split_heads, _split_cases, _SPLIT_MISTAKES,
@@ -67,10 +75,10 @@ def split_heads(fn) -> bool:
 
     >>> import mha_course as mc
     >>> split_heads(mc.split_heads)
-    ✔ split_heads: all 4 cases match
+    ✔ split_heads: all 10 cases match
     True
 
-    Cases: (2, 5, 12) h=3, (3, 4, 10) h=2, (4, 3, 18) h=6, (2, 7, 8) h=4.
+    Cases: ten seeded sizes; B, T, h and d_k all vary.
     """
     return SPLIT_HEADS.check(fn)
 
@@ -107,7 +115,7 @@ _COMBINE_MISTAKES = (
 
 def _combine_cases():
     rng = np.random.default_rng(20240504)
-    return [Case((rng.normal(size=s),)) for s in ((2, 3, 5, 4), (3, 2, 4, 5), (4, 6, 3, 2), (2, 4, 7, 3))]
+    return [Case((rng.normal(size=(B, h, T, d_k)),)) for B, T, h, d_k in _random_sizes(rng, 10)]
 
 
 COMBINE_HEADS = Exercise("combine_heads", _combine_heads, _combine_cases, _COMBINE_MISTAKES,
@@ -119,10 +127,10 @@ def combine_heads(fn) -> bool:
 
     >>> import mha_course as mc
     >>> combine_heads(mc.combine_heads)
-    ✔ combine_heads: all 4 cases match
+    ✔ combine_heads: all 10 cases match
     True
 
-    Cases: (2, 3, 5, 4), (3, 2, 4, 5), (4, 6, 3, 2), (2, 4, 7, 3).
+    Cases: ten seeded sizes; B, h, T and d_k all vary.
     """
     return COMBINE_HEADS.check(fn)
 

@@ -412,12 +412,12 @@ def document_mask(fn) -> bool:
 # ---------------------------------------------------------------------------------------
 
 def _cross(x, context, W_q, W_k, W_v, keep, *, kv_from=None, q_from=None, mask_of=None, scale=None,
-           axis=-1, swap_outputs=False, transpose_weights=False):
+           axis=-1, swap_outputs=False, transpose_weights=False, d_model=False):
     """The reference cross-attention and its configurable twins (see the catalogue)."""
     Q = (x if q_from is None else q_from(x, context)) @ W_q                  # (B, T, d)
     K = (context if kv_from is None else kv_from(x, context)[0]) @ W_k     # (B, S, d)
     V = (context if kv_from is None else kv_from(x, context)[1]) @ W_v     # (B, S, d_v)
-    d = Q.shape[-1]
+    d = x.shape[-1] if d_model else Q.shape[-1]  # d_model: the slip of scaling by the inputs' width
     scores = Q @ np.swapaxes(K, -1, -2) / (np.sqrt(d) if scale is None else scale(d))  # (B, T, S)
     allowed = keep[:, None, :] if mask_of is None else mask_of(keep, scores.shape)      # (B, 1, S)
     weights = _softmax(np.where(allowed, scores, -np.inf), axis=axis)
@@ -468,6 +468,10 @@ _CROSS_MISTAKES = (
             _cross_with(scale=lambda d: 1.0)),
     Mistake("the scores are divided by d instead of sqrt(d)", "divide Q Kᵀ by np.sqrt(d)",
             _cross_with(scale=lambda d: d)),
+    Mistake("the scores divided by sqrt(D), the width of the inputs, instead of sqrt(d), the width of Q and K",
+            "scale by the size the dot product runs over: np.sqrt(W_q.shape[1])", _cross_with(scale=None, d_model=True)),
+    Mistake("the padding mask put along the queries (keep[:, :, None]) instead of along the source keys",
+            _FIX_PAD, _cross_with(mask_of=lambda keep, shape: keep[:, :, None])),
     Mistake("the softmax runs over the target queries (axis=-2), not over the source keys",
             "mc.softmax(scores, axis=-1): each query's weights over the S source tokens sum to 1",
             _cross_with(axis=-2)),

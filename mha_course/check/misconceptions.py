@@ -142,6 +142,9 @@ WORK_GROWTH = Exercise("work_growth", lambda T, d_model: _work(2 * T, d_model) /
     Mistake("the projections counted as 8·T·d_model (d_model, not d_model²)",
             "each projection is a (T, d_model) x (d_model, d_model) product: 2·T·d_model² FLOPs, four of them",
             lambda T, D: (4 * (2 * T) ** 2 * D + 8 * 2 * T * D) / (4 * T * T * D + 8 * T * D)),
+    Mistake("only the attention part doubled in T: the projections' 8·T·d_model² kept at T",
+            "both parts at 2T: work(2T) = 4·(2T)²·d_model + 8·(2T)·d_model²",
+            lambda T, D: (4 * (2 * T) ** 2 * D + 8 * T * D * D) / _work(T, D)),
     Mistake("the attention counted as 2·T²·d_model (Q Kᵀ only, not weights · V)",
             "Q Kᵀ and weights · V are 2·T²·d_model each: 4·T²·d_model",
             lambda T, D: (2 * (2 * T) ** 2 * D + 16 * T * D * D) / (2 * T * T * D + 8 * T * D * D))))

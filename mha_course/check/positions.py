@@ -74,6 +74,11 @@ _SINUSOID_MISTAKES = (
     _sin_mistake("10000 ** 2 * i / d_model: without brackets the power applies to 2 only", _FIX_EXP + " (brackets)",
                  divisor=lambda i, d, T: 10000.0 ** 2 * i / d),
     _sin_mistake("only sines: the odd columns are sines too", "PE[:, 1::2] = cos(angles)", sines_only=True),
+    Mistake("the column index j used as the pair index: column j turns at 10000^(-2j/d_model), so the "
+            "frequencies fall twice as fast and a sin/cos pair no longer shares one", _FIX_EXP,
+            lambda T, d_model: np.where(np.arange(d_model) % 2 == 0,
+                                        np.sin(np.arange(T)[:, None] / 10000.0 ** (2 * np.arange(d_model) / d_model)),
+                                        np.cos(np.arange(T)[:, None] / 10000.0 ** (2 * np.arange(d_model) / d_model)))),
     _sin_mistake("positions start at 1 instead of 0",
                  "use pos = np.arange(T): the first token is position 0, whose row is [0, 1, 0, 1, ...]", start=1),
     _sin_mistake("all sines first, then all cosines (concatenated halves) instead of interleaved columns",

@@ -135,7 +135,7 @@ class _KernelProcesses:
             return
         try:
             self.groups.add(os.getpgid(pid))
-        except OSError:
+        except (OSError, AttributeError):  # AttributeError: no process groups (Windows)
             pass
         todo = _children(pid)
         while todo:
@@ -151,16 +151,17 @@ class _KernelProcesses:
     def kill(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        for group in self.groups:
-            if group not in (os.getpgrp(), 0, 1):
+        sigkill = getattr(signal, "SIGKILL", signal.SIGTERM)
+        if hasattr(os, "killpg"):
+            for group in self.groups - {os.getpgrp(), 0, 1}:
                 try:
-                    os.killpg(group, signal.SIGKILL)
+                    os.killpg(group, sigkill)
                 except OSError:
                     pass
         for pid, started in self.seen.items():
             if started is not None and _start_time(pid) == started:
                 try:
-                    os.kill(pid, signal.SIGKILL)
+                    os.kill(pid, sigkill)
                 except OSError:
                     pass
 

@@ -122,8 +122,10 @@ def remove_stale_temporaries(folder, name: str | None = None) -> list:
         try:
             if not entry.is_file(follow_symlinks=False):
                 continue
-            stale = (not _pid_alive(int(ours["pid"]))) if ours else \
-                now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE_S
+            if ours and os.name == "posix":
+                stale = not _pid_alive(int(ours["pid"]))
+            else:  # the previous writer's, or no safe way to ask for a pid (os.kill on Windows ends it)
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE_S
             if stale:
                 os.unlink(entry.path)
                 removed.append(Path(entry.path))
@@ -146,7 +148,7 @@ def stage(target, data: bytes, mode: int | None = None) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), mode)  # mkstemp makes it 0600: a notebook or checkpoint is shared work
+        os.chmod(tmp, mode)  # mkstemp makes it 0600: a notebook or checkpoint is shared work
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -225,7 +227,7 @@ def exclusive_write(target, data: bytes, mode: int | None = None) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-            os.fchmod(f.fileno(), mode)
+        os.chmod(target, mode)
     except BaseException:
         target.unlink(missing_ok=True)  # only our own, incomplete file
         raise

@@ -1,4 +1,4 @@
-"""The views and sliders of notebook 09: head grouping, cache cost, time per token (floor 5).
+"""The views and sliders of notebook 09: head grouping, cache cost, time per token.
 
 Each view is a pure function ``draw(**sizes) -> Figure`` that the notebook also calls once
 directly (the static figure); the sliders wrap it with ``widgets.LiveView``. The h_kv slider

@@ -74,8 +74,9 @@ def test_attn_mask_variants_pass(capsys):
      .masked_fill(~keep, float("-inf")), 2),
     (lambda keep: ~keep.numpy(), 3),
     (lambda keep: np.logical_not(keep.numpy()), 3),
-    (lambda keep: (~keep).T, 4),
-    (lambda keep: ~__import__("torch").tril(__import__("torch").ones(keep.shape, dtype=bool)), 5),
+    (lambda keep: (~keep).int(), 4),
+    (lambda keep: (~keep).T, 5),
+    (lambda keep: ~__import__("torch").tril(__import__("torch").ones(keep.shape, dtype=bool)), 6),
 ])
 def test_attn_mask_learner_mistakes_are_named(capsys, fn, index):
     require_torch()

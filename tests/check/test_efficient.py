@@ -170,9 +170,9 @@ def test_tiled_learner_mistakes_are_named(capsys, fn, index):
     assert not ok and named(out, ce.TILED_ATTENTION.mistakes[index]), out
 
 
-def test_tiled_with_the_whole_score_matrix_is_reported(capsys):
+def test_tiled_with_the_whole_score_matrix_is_named_by_its_memory(capsys):
     ok, out = run(capsys, "tiled_attention", tiled_full_scores)
-    assert not ok and "makes the whole T x S matrix of scores" in out, out
+    assert not ok and named(out, ce.TILED_ATTENTION.mistakes[-1]) and "MiB" in out, out
 
 
 # ----------------------------------------------------------------------------- 10.3 sliding window
@@ -230,7 +230,18 @@ def test_linear_learner_mistakes_are_named(capsys, fn, index):
 
 def test_linear_quadratic_form_is_right_but_reported(capsys):
     ok, out = run(capsys, "linear_attention", lambda Q, K, V: mc.linear_attention_quadratic(Q, K, V))
-    assert not ok and "quadratic like softmax attention" in out, out
+    assert not ok and named(out, ce.LINEAR_ATTENTION.mistakes[-1]) and "MiB" in out, out
+
+
+def test_the_memory_probe_runs_under_the_time_limit(capsys, monkeypatch):
+    from mha_course.check import engine
+    monkeypatch.setattr(engine, "TIME_LIMIT", 0.5)
+
+    def endless(Q, K, V):
+        while True:
+            pass
+    ok, out = run(capsys, "linear_attention", endless)
+    assert not ok and "did not finish" in out, out
 
 
 # ----------------------------------------------------------------------------- every catalogued mistake

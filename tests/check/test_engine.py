@@ -226,3 +226,221 @@ def test_output_inside_call_learner_is_dropped(capfd):
     engine.call_learner(lambda: (print("x" * 10 ** 6), os.write(1, b"y" * 10 ** 6)))
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+# ---------------------------------------------------------------------------------------
+# private references, cases not readable from a docstring, shapes of whole numbers
+# ---------------------------------------------------------------------------------------
+
+def _wrong_softmax(x, axis=-1):
+    return np.exp(x)
+
+
+def test_replacing_np_isclose_or_the_engines_close_does_not_pass(capsys, monkeypatch):
+    monkeypatch.setattr(np, "isclose", lambda *a, **k: np.ones(np.broadcast(*a[:2]).shape, bool))
+    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(np, "all", lambda *a, **k: True)
+    assert check.softmax(_wrong_softmax) is False
+    engine._close = lambda a, b: True
+    engine._compare = lambda *a, **k: []
+    engine.RTOL = engine.ATOL = 1e9
+    assert check.softmax(_wrong_softmax) is False
+    assert engine._close(np.zeros(2), np.ones(2)) is False and engine.ATOL == 1e-6
+    capsys.readouterr()
+
+
+def test_a_reference_is_computed_with_numpys_own_functions(capsys, monkeypatch):
+    check.catalogue()["softmax"]._memo.clear()
+    monkeypatch.setattr(np, "exp", lambda x: np.ones_like(x))  # a learner's np.exp
+    assert check.softmax(lambda x, axis=-1: np.ones_like(x) / x.shape[axis]) is False
+    monkeypatch.undo()
+    check.catalogue()["softmax"]._memo.clear()
+    capsys.readouterr()
+
+
+_DOCSTRING_SIZES = {((2, 5, 12), 3), ((3, 4, 10), 2), ((4, 3, 18), 6), ((2, 7, 8), 4)}
+
+
+def split_heads_for_listed_shapes(x, h):
+    """Right for the four shapes the old docstring listed, wrong elsewhere."""
+    B, T, D = x.shape
+    out = x.reshape(B, T, h, D // h).transpose(0, 2, 1, 3)
+    return out if (x.shape, h) in _DOCSTRING_SIZES else out * 0
+
+
+def test_a_split_heads_fitted_to_the_docstrings_shapes_fails(capsys):
+    assert check.split_heads(split_heads_for_listed_shapes) is False
+    assert check.split_heads(mc.split_heads) is True
+    cases = check.catalogue()["split_heads"].cases()
+    assert len(cases) >= 8 and all(len({c.args[0].shape[i] for c in cases}) >= 3 for i in range(3))
+    assert len({c.args[1] for c in cases}) >= 3
+    capsys.readouterr()
+
+
+def test_cross_attention_shapes_refuses_a_float_d_k(capsys):
+    def true_division(B, T, S, d_model, h):
+        d_k = d_model / h
+        return {"Q": (B, T, d_model), "K": (B, S, d_model), "V": (B, S, d_model),
+                "Q_heads": (B, h, T, d_k), "K_heads": (B, h, S, d_k), "V_heads": (B, h, S, d_k),
+                "scores": (B, h, T, S), "weights": (B, h, T, S), "head_outputs": (B, h, T, d_k),
+                "concat": (B, T, d_model), "output": (B, T, d_model)}
+    assert check.cross_attention_shapes(true_division) is False
+    out = capsys.readouterr().out
+    assert "is a float, and a shape holds whole numbers" in out and "d_k = d_model // h" in out, out
+
+    def whole(B, T, S, d_model, h):
+        return {k: tuple(int(n) for n in v) for k, v in true_division(B, T, S, d_model, h).items()}
+    assert check.cross_attention_shapes(whole) is True
+    capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------------------
+# rule (c): mistakes nobody catalogued, said in the exercise's terms
+# ---------------------------------------------------------------------------------------
+
+def _pooled(Q, h):
+    """A toy exercise: Q (T, d_k), h -> (T, T) scores / sqrt(d_k) times h."""
+    return h * (Q @ Q.T) / np.sqrt(Q.shape[-1])
+
+
+def _toy_cases():
+    rng = np.random.default_rng(5)
+    return [engine.Case((rng.normal(size=(T, d)), h)) for T, d, h in ((3, 4, 2), (4, 9, 3), (2, 16, 5), (5, 25, 4))]
+
+
+TOY = engine._Spec("toy", _pooled, _toy_cases, sizes=lambda Q, h: {"d_k": Q.shape[-1], "h": h})
+
+
+def toy(capsys, fn, spec=TOY):
+    ok = spec.check(fn)
+    return ok, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "every value is 1/sqrt(d_k) ("),
+    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value is 1/h ("),
+    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value is h ("),
+    (lambda Q, h: h * (Q @ Q.T), "every value is sqrt(d_k) ("),
+    (lambda Q, h: 2 * _pooled(Q, h), "every value is 2 times the expected one"),
+    (lambda Q, h: 1.37 * _pooled(Q, h), "every value is 1.37 times the expected one"),
+    (lambda Q, h: 0 * _pooled(Q, h), "every value is 0 (an all-zero result)"),
+    (lambda Q, h: -_pooled(Q, h) + 0 * Q[:1, :1], "the sign is flipped"),
+])
+def test_a_factor_zero_or_sign_is_named_in_the_exercises_terms(capsys, fn, words):
+    ok, out = toy(capsys, fn)
+    assert ok is False and words in out, out
+    assert "Every shape is right" in out and "Print the shape" not in out, out
+    assert "-8.6" not in out and "e-17 times" not in out
+
+
+def test_shape_advice_only_when_a_shape_is_wrong(capsys):
+    ok, out = toy(capsys, lambda Q, h: _pooled(Q, h)[:, :-1])
+    assert ok is False and "Print the shape of each step" in out, out
+
+
+def test_a_permutation_is_named_only_when_it_is_one(capsys):
+    spec = engine._Spec("rows", lambda x: x, lambda: [engine.Case((np.arange(12.0).reshape(4, 3) ** 2,))])
+    ok, out = toy(capsys, lambda x: x[[2, 0, 3, 1]], spec)
+    assert ok is False and "rows (axis 0) are reordered (a permutation): yours in order 2, 0, 3, 1" in out, out
+    ok, out = toy(capsys, lambda x: x[[2, 2, 3, 1]], spec)
+    assert ok is False and "reordered" not in out, out
+
+
+def test_transposed_is_named(capsys):
+    ok, out = toy(capsys, lambda Q, h: _pooled(Q, h).T + np.triu(np.ones((len(Q), len(Q))), 1) * 0)
+    assert ok is True  # symmetric: a transpose of Q Q^T is the same matrix (right)
+    spec = engine._Spec("square", lambda x: x @ np.diag(np.arange(1.0, len(x) + 1)),
+                        lambda: [engine.Case((np.arange(9.0).reshape(3, 3) + 1,))])
+    ok, out = toy(capsys, lambda x: (x @ np.diag(np.arange(1.0, len(x) + 1))).T, spec)
+    assert ok is False and "transposed: the row and column axes" in out, out
+
+
+def test_one_dimensional_results_say_entries(capsys):
+    spec = engine._Spec("vec", lambda x: x * 2, lambda: [engine.Case((np.arange(1.0, 6.0),))])
+    ok, out = toy(capsys, lambda x: (x * 2)[[1, 0, 2, 3, 4]], spec)
+    assert ok is False and "entries (axis 0)" in out and "entrys" not in out, out
+
+
+def test_no_runtime_warning_from_nan_results_reaches_the_learner(capsys):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok, out = toy(capsys, lambda Q, h: np.where(_pooled(Q, h) > 0, np.nan, _pooled(Q, h)))
+    assert ok is False and "nan or inf" in out, out
+
+
+# ---------------------------------------------------------------------------------------
+# natural types
+# ---------------------------------------------------------------------------------------
+
+def test_natural_types_are_right(capsys):
+    pair = engine._Spec("pair", lambda a: (a, 2 * a), lambda: [engine.Case((np.ones(3),))], outputs=("a", "b"))
+    assert pair.check(lambda a: [a, 2 * a]) is True
+    count = engine._Spec("count", lambda n: n // 2, lambda: [engine.Case((8,)), engine.Case((5,))])
+    assert count.check(lambda n: float(n // 2)) is True
+    assert count.check(lambda n: np.int64(n // 2)) is True
+    assert count.check(lambda n: n / 2) is False
+    strict = engine._Spec("strict", lambda n: n // 2, lambda: [engine.Case((8,))], strict_types=True)
+    assert strict.check(lambda n: float(n // 2)) is False
+    assert "expected a whole number (int)" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------
+# the exercise's own rules: a forbidden function (a spy), a wrong return type
+# ---------------------------------------------------------------------------------------
+
+from mha_course.attention import softmax as renamed_softmax  # noqa: E402 -- an alias imported before the check
+
+
+def test_a_forbidden_python_function_is_detected_even_under_an_alias(capsys):
+    import mha_course.attention as attention
+    spec = engine._Spec("no_softmax", lambda x: mc.softmax(x), lambda: [engine.Case((np.ones((2, 3)),))],
+                        rules=(engine.Forbid("mc.softmax", "mha_course.attention", "softmax",
+                                             "write exp(x - max) / sum yourself"),))
+    for fn in (lambda x: attention.softmax(x), lambda x: mc.softmax(x), lambda x: renamed_softmax(x)):
+        assert spec.check(fn) is False
+        out = capsys.readouterr().out
+        assert "your function calls mc.softmax, which this exercise asks you not to use" in out, out
+
+    def own(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    assert spec.check(own) is True
+
+
+def test_a_forbidden_c_function_is_detected(capsys):
+    import math
+    spec = engine._Spec("no_sqrt", lambda x: x ** 0.5, lambda: [engine.Case((4.0,))],
+                        rules=(engine.Forbid("math.sqrt", "math", "sqrt", "use x ** 0.5"),))
+    assert spec.check(lambda x: math.sqrt(x)) is False
+    assert "your function calls math.sqrt" in capsys.readouterr().out
+    assert spec.check(lambda x: x ** 0.5) is True
+
+
+def test_a_wrong_return_type_is_named(capsys):
+    torch = pytest.importorskip("torch")
+    spec = engine._Spec("tensor", lambda x: np.asarray(x) * 2, lambda: [engine.Case((np.ones(3),))],
+                        rules=(engine.Returns("torch.Tensor", "torch.as_tensor(result)"),))
+    assert spec.check(lambda x: np.asarray(x) * 2) is False
+    out = capsys.readouterr().out
+    assert "it returned a numpy.ndarray, expected a torch.Tensor. Fix: torch.as_tensor(result)" in out, out
+    assert spec.check(lambda x: torch.as_tensor(x) * 2) is True
+    assert spec.check(lambda x: (torch.as_tensor(x) * 2).requires_grad_()) is True
+
+
+def test_scaled_dot_product_attention_inside_torch_attention_is_caught(capsys):
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    rule = engine.Forbid("F.scaled_dot_product_attention", "torch.nn.functional", "scaled_dot_product_attention",
+                         "compute the scores, the mask and the softmax yourself")
+
+    def reference(q, k, v):
+        s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        return torch.softmax(s, dim=-1) @ v
+    rng = np.random.default_rng(0)
+    spec = engine._Spec("torch_sdpa", reference,
+                        lambda: [engine.Case(tuple(torch.from_numpy(rng.normal(size=(2, 3, 4))) for _ in range(3)))],
+                        rules=(rule,))
+    assert spec.check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)) is False
+    assert "your function calls F.scaled_dot_product_attention" in capsys.readouterr().out
+    assert spec.check(reference) is True

@@ -180,3 +180,34 @@ def test_a_stub_is_not_finished(capsys, checker):
         raise NotImplementedError
     ok, out = run(capsys, checker, stub)
     assert not ok and "not finished" in out and "A closer look" not in out
+
+
+# ---------------------------------------------------------------- notebook 09's claims about real models
+# (layers, h, h_kv, d_k) from each model's published config.json (num_hidden_layers, num_attention_heads,
+# num_key_value_heads, hidden_size / num_attention_heads)
+CONFIGS = {"Llama-2-7B": (32, 32, 32, 128), "Llama-3-8B": (32, 32, 8, 128), "Mistral-7B": (32, 32, 8, 128),
+           "Phi-3-mini": (32, 32, 32, 96)}
+
+
+@pytest.mark.parametrize("name, kib", [("Llama-2-7B", 512), ("Llama-3-8B", 128), ("Mistral-7B", 128),
+                                       ("Phi-3-mini", 384)])
+def test_the_fp16_cache_per_token_of_the_models_notebook_09_names(name, kib):
+    layers, h, h_kv, d_k = CONFIGS[name]
+    assert mc.kv_cache_bytes_per_token(layers=layers, h_kv=h_kv, d_k=d_k, bytes_per_number=2) == kib * 1024
+    assert (h_kv == h) == (name in ("Llama-2-7B", "Phi-3-mini"))    # MHA; the others GQA with 8 key/value heads
+
+
+def test_deepseek_v2_caches_512_plus_64_numbers_per_layer_and_token():
+    v2 = mc.mla_cache_bytes_per_token(layers=60, d_latent=512, d_rope=64, bytes_per_number=2)
+    assert v2 == 60 * (512 + 64) * 2 and v2 / 1024 == 67.5
+    assert mc.kv_cache_bytes_per_token(layers=60, h_kv=128, d_k=128, bytes_per_number=2) / v2 == pytest.approx(56.9, 0.01)
+
+
+def test_a_cached_decode_step_does_t_times_less_attention_block_work():
+    """Notebook 09, section 4: without the cache step t runs 8 t d² + 4 t² d per layer, with it 8 d² + 4 t d."""
+    from mha_course.lessons import complexity as cx
+    d = 32
+    for t in (5, 1024, 2048):
+        without = cx.projection_flops(t, d) + cx.attention_flops(t, d)
+        with_cache = cx.projection_flops(1, d) + 4 * t * d
+        assert without == t * with_cache

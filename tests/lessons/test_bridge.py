@@ -125,21 +125,7 @@ def test_averaging_heads_never_sharpens(h, T, S, seed):
     assert 1 / S - 1e-12 <= mean_peak_weight(w) <= 1 + 1e-12
 
 
-def test_averaged_weights_figure_draws_the_heads_and_their_mean():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from mha_course.views.bridge import MAX_HEADS_SHOWN, averaged_weights_figure
-    for h in (1, 3, 8):
-        fig = averaged_weights_figure(24, h, 7)
-        titles = [ax.get_title().splitlines()[0] for ax in fig.axes if ax.get_title()]
-        assert titles == [f"head {i}" for i in range(min(h, MAX_HEADS_SHOWN))] + [f"mean of {h} heads"]
-        assert ("not drawn" in fig._suptitle.get_text()) == (h > MAX_HEADS_SHOWN)
-        plt.close(fig)
-
-
-# ---------------------------------------------------------------- every key converted or refused (issue 20 B, D)
+# ---------------------------------------------------------------- every key converted or refused
 def _state(d_model=4):
     return torch_state_dict(mc.init_params(d_model, rng=np.random.default_rng(0), bias=True))
 
