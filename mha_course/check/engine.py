@@ -1207,7 +1207,7 @@ def _describe_error(exc, reference) -> list:
     """Type, message and the learner's line of an exception raised inside their function."""
     msg = re.sub(r"0x[0-9a-fA-F]+", "0x...", _safe_str(exc)).strip()
     msg = msg if len(msg) <= 200 else msg[:197] + "..."
-    lines = [f"it raised {type(exc).__name__}: {msg}"]
+    lines = [f"it raised {type(exc).__name__}" + (f": {msg}" if msg else "")]
     frame = _learner_frame(exc.__traceback__)
     if frame is not None:
         code = (frame.line or "").strip()

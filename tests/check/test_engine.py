@@ -94,17 +94,6 @@ def sleeps(x, axis=-1):
     time.sleep(60)
 
 
-def retries_in_the_caller(x, axis=-1):
-    def inner():
-        while True:
-            pass
-    while True:
-        try:
-            return inner()
-        except:  # noqa: E722
-            pass
-
-
 class LoopingArray:
     def __array__(self, dtype=None, copy=None):
         while True:
@@ -122,7 +111,7 @@ def raise_looping_text(x, axis=-1):
 
 
 ATTACKS = [endless, bare_except_retry, ignores_sigalrm, resets_the_timer, switches_tracing_off,
-           loops_in_finally, sleeps, retries_in_the_caller, lambda x, axis=-1: LoopingArray(), raise_looping_text]
+           loops_in_finally, sleeps, lambda x, axis=-1: LoopingArray(), raise_looping_text]
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda f: f.__name__)
