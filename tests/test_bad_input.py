@@ -1,4 +1,4 @@
-"""Bad input: every case of issue 2's "Bad input" section, one table, one test.
+"""Bad input: every kind of bad input a learner or a caller gives, one table, one test.
 
 Each row is (callable, kwargs, regex). The callable must raise ValueError whose message
 matches the regex: the message names the offending values and says how to fix them.
@@ -106,7 +106,7 @@ CASES = [
     (mha, dict(x=[[[1.0, 2.0], [3.0]]], params=P8, h=2), E("x is not a rectangular array (ragged nested lists?)")),
     (mha, dict(x=None, params=P8, h=2), E("x must be a numeric array, got NoneType")),
     (sdpa, dict(Q=Q.astype(complex), K=K, V=V), E("Q must be real, got dtype complex128")),
-    # ---- issue 9: every argument named, every rule applied to every function with that input
+    # ---- every argument named, every rule applied to every function with that input
     # complex and non-numeric parameters, like a complex or non-numeric x
     (mha, dict(x=X8, params=P8._replace(W_o=P8.W_o * 1j), h=2), E("params.W_o must be real, got dtype complex128")),
     (trace, dict(x=X8, params=P8._replace(b_q=np.zeros(8, complex)), h=2), E("params.b_q must be real, got dtype complex128")),

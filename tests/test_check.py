@@ -205,7 +205,7 @@ MISTAKES = [
      "the context is ignored"),
     ("multi_head_attention", lambda *args: (make_mha()(*args)[0], make_mha()(*args)[1].mean(axis=1)),
      "per-head weights averaged over the heads"),
-    # issue 10 section 3: mistakes that were "not one of the mistakes I know"
+    # mistakes that were "not one of the mistakes I know"
     ("scaled_dot_product_attention", make_sdpa(scale="S"), "scaling by √S"),
     ("split_heads", split_true_division, "true division"),
     ("combine_heads", combine_over_batch, "concatenated over the batch axis"),
@@ -351,7 +351,7 @@ def test_unknown_mistake_says_so(capsys):
     assert ok is False and "not one of the mistakes I know" in out
 
 
-# ---------------------------------------------------------------- fakes that fit fixed sizes (issue 9)
+# ---------------------------------------------------------------- fakes that fit fixed sizes
 def sdpa_halved(Q, K, V, mask=None):
     s = Q @ np.swapaxes(K, -1, -2) / 2.0  # right only when d_k = 4
     w = mc.softmax(s if mask is None else np.where(mask, s, -np.inf))

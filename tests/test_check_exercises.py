@@ -136,7 +136,7 @@ MISTAKES = [
     ("bug_source_position", lambda i, t, T, h: i * T + t, "not divided by h"),
     ("no_projection_weights", lambda x: no_projection_weights(x, scale=False), "not divided by √d"),
     ("no_projection_weights", lambda x: x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]), "no softmax"),
-    # issue 10 section 3: mistakes that were "not one of the mistakes I know"
+    # mistakes that were "not one of the mistakes I know"
     ("layer_norm", lambda x, eps=1e-5: (x - x.mean(-1, keepdims=True)) / (x.std(-1, keepdims=True) + eps),
      "eps added outside the square root"),
     ("layer_norm", lambda x, eps=1e-5: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.std(-1, keepdims=True) + eps),

@@ -137,7 +137,7 @@ STALE = re.compile(r"\bissues? \d+|\bfloor \d+")
 
 
 def test_no_tracker_numbers_or_floor_numbers_in_the_code():
-    """'issue 9' means nothing to a reader of the repository, and the floors are the folders now."""
+    """A tracker's issue number means nothing to a reader of the repository, and the floors are the folders now."""
     roots = [PACKAGE, PACKAGE.parent / "tests", PACKAGE.parent / "benchmarks"]
     found = [f"{p.relative_to(PACKAGE.parent)}:{i}: {line.strip()[:80]}"
              for root in roots for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts

@@ -27,6 +27,8 @@ ALLOWED: dict = {
     # ("01_qkv", "0.83"): "why this number needs no printing cell",
     ("02_scaled_dot_product", "709.78"): "a constant of IEEE floats: np.log(np.finfo(np.float64).max)",
     ("02_scaled_dot_product", "11.1"): "a constant of IEEE floats: np.log(np.finfo(np.float16).max)",
+    ("13_long_context", "1000"): "Chen et al. 2023 fine-tune LLaMA for 1000 steps: the paper's number, cited",
+    ("13_long_context", "128"): "LLaMA's d_k = 128 in Chen et al. 2023: the paper's number, cited",
     # a timing is never compared; the prose gives the measured range and says that it is not checked
     ("05_complexity", "1.5"): "the range of measured log-log slopes (timing cell not compared; FLOP and memory slopes are)",
     ("05_complexity", "2.5"): "the range of measured log-log slopes (timing cell not compared; FLOP and memory slopes are)",

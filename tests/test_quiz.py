@@ -251,7 +251,7 @@ def test_widget_defaults_to_the_data_file():
     assert [q.id for q in QuizWidget().questions] == [q.id for q in QUESTIONS]
 
 
-# ---------------------------------------------------------------- issue 20 D: bad quiz files and answers
+# ---------------------------------------------------------------- bad quiz files and answers
 def _write(tmp_path, questions=None, text=None):
     path = tmp_path / "quiz.json"
     path.write_text(text if text is not None else json.dumps({"questions": questions}), encoding="utf-8")

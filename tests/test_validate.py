@@ -1,4 +1,4 @@
-"""What the validation promises beyond "raises" (issue 9): the fix a message offers is the
+"""What the validation promises beyond "raises": the fix a message offers is the
 right one when applied; masked keys cannot reach the output; float16 and +inf logits are
 defined; views and copies are what the docstrings say.
 """

@@ -56,6 +56,7 @@ import numpy as np
 from .. import _validate
 from ..backward import linear_backward, mha_vjp
 from ..block import layer_norm
+from ..fast import blas_on_one_thread
 from ..gqa import GQAParams, cached_causal_mask, grouped_query_attention
 from ..heads import combine_heads, split_heads
 from ..mha import MHAParams, linear, multi_head_attention, rope_heads, trace
@@ -343,23 +344,12 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     mask = cached_causal_mask(T, start)           # (T, start + T): causal over every cached token
     h, weights = config.h, []
     pos = _position_args(config, T, start + T)  # rope_base, rope_scaling, bias
-    rope = pos["rope_base"]
     for layer in range(config.n_layers):
         a, p = _norm(x, config), layer_params(params, config, layer)  # the layer's input, its (D, D) params
         if caches is not None:                    # decoding: keys and values appended to the cache
-            if pos["bias"] is not None or pos["rope_scaling"] is not None:
-                raise ValueError(f"cached decoding runs learned, sinusoidal, rope (unscaled) or no positions; "
-                                 f"this model has positions={config.positions!r}, "
-                                 f"rope_scaling={config.rope_scaling!r}: decode without caches")
-            out, w = grouped_query_attention(a, cached_layer_params(params, config, layer), h, config.h_kv,
-                                             cache=caches[layer], rope_base=rope)
+            out, w = _cached_layer(a, params, config, layer, caches[layer], pos)
         elif core is not None:                    # another attention core on the same projections
-            Qh, Kh, Vh = (split_heads(linear(a, W, b), h) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
-            if pos["bias"] is not None:
-                raise ValueError("core= swaps the attention on the same projections; it takes no ALiBi bias: "
-                                 "use a model with positions other than 'alibi'")
-            Qh, Kh = rope_heads(Qh, rope, 0, pos["rope_scaling"]), rope_heads(Kh, rope, 0, pos["rope_scaling"])
-            out, w = linear(combine_heads(core(Qh, Kh, Vh, mask)), p.W_o, p.b_o), None
+            out, w = _core_layer(a, p, h, core, mask, pos), None
         elif tape is not None:                    # training: keep the pullback for the backward pass
             keep = _dropout_keep(rng, (B, h, T, T), config.dropout) if config.dropout else None
             out, w, pullback = mha_vjp(a, p, h, mask, keep=keep, **pos)
@@ -376,6 +366,25 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     if tape is not None:
         tape.append((x, None))
     return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
+
+
+def _cached_layer(a, params: Model, config: Config, layer: int, cache, pos: dict):
+    """One layer of cached decoding: grouped_query_attention appends its keys and values to ``cache``."""
+    if pos["bias"] is not None or pos["rope_scaling"] is not None:
+        raise ValueError(f"cached decoding runs learned, sinusoidal, rope (unscaled) or no positions; this model "
+                         f"has positions={config.positions!r}, rope_scaling={config.rope_scaling!r}: decode without caches")
+    return grouped_query_attention(a, cached_layer_params(params, config, layer), config.h, config.h_kv,
+                                   cache=cache, rope_base=pos["rope_base"])
+
+
+def _core_layer(a, p: MHAParams, h: int, core, mask, pos: dict) -> np.ndarray:
+    """One layer with ``core(Q, K, V, mask) -> heads`` in place of softmax attention, on the same projections."""
+    if pos["bias"] is not None:
+        raise ValueError("core= swaps the attention on the same projections; it takes no ALiBi bias: "
+                         "use a model with positions other than 'alibi'")
+    Qh, Kh, Vh = (split_heads(linear(a, W, b), h) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
+    Qh, Kh = (rope_heads(q, pos["rope_base"], 0, pos["rope_scaling"]) for q in (Qh, Kh))  # (B, h, T|S, d_k)
+    return linear(combine_heads(core(Qh, Kh, Vh, mask)), p.W_o, p.b_o)  # (B, T, D)
 
 
 def ablate_head(params: Model, config: Config, layer: int, head: int) -> Model:
@@ -534,17 +543,20 @@ def train(config: Config, callback: Optional[Callable] = None, progress: bool = 
     params = init_model(config, rng) if params is None else params
     probe = make_batch(config, np.random.default_rng(config.seed + 1), 1).tokens
     state, losses, snaps, bar = adam_init(params), [], [], _progress(config.steps, progress)
-    for step in range(config.steps):
-        if snapshot_every and step % snapshot_every == 0:
-            snaps.append((step, np.stack(forward(params, probe, config)[1])[:, 0].astype(np.float32)))
-        metrics, grads = loss_and_grads(params, make_batch(config, rng), config, rng)
-        params, state = adam_step(params, grads, state, config.lr)
-        losses.append(metrics.loss)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{metrics.loss:.3f}", refresh=False)
-        if callback is not None and callback(step, metrics, params):
-            break
+    # the tiny model's matmuls are small: one BLAS thread beats a threaded BLAS, the more so on a busy
+    # machine (benchmarks/bench_threads.py); the package's pool still spreads its own jobs
+    with blas_on_one_thread():
+        for step in range(config.steps):
+            if snapshot_every and step % snapshot_every == 0:
+                snaps.append((step, np.stack(forward(params, probe, config)[1])[:, 0].astype(np.float32)))
+            metrics, grads = loss_and_grads(params, make_batch(config, rng), config, rng)
+            params, state = adam_step(params, grads, state, config.lr)
+            losses.append(metrics.loss)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{metrics.loss:.3f}", refresh=False)
+            if callback is not None and callback(step, metrics, params):
+                break
     if bar is not None:
         bar.close()
     steps = np.array([s for s, _ in snaps], dtype=int)

@@ -39,7 +39,7 @@ def _color(name: str, i: int) -> str:
 def accuracy_vs_length(table: dict, lengths, train_len: int, ax=None, title=None):
     """{name: [(Metrics, position losses) per length]} -> ax: accuracy against evaluation length.
 
-    >>> from mha_course.train import Metrics
+    >>> from mha_course.lessons.model import Metrics
     >>> ax = accuracy_vs_length({"rope": [(Metrics(0.1, 0.9), None), (Metrics(1.0, 0.5), None)]}, [16, 32], 16)
     >>> len(ax.lines)
     2

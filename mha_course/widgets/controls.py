@@ -1,4 +1,4 @@
-"""Linked h / d_model / seq_len controls and a live view around a pure draw function (floor 5).
+"""Linked h / d_model / seq_len controls and a live view around a pure draw function.
 
 The rule the controls keep: h only ever takes values that divide d_model. When d_model
 changes, h's options become the divisors of the new d_model and h moves to the nearest

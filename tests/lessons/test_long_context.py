@@ -16,14 +16,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mha_course as mc  # noqa: E402
 from mha_course.lessons import long_context as lc  # noqa: E402
 from mha_course.lessons import model as train  # noqa: E402
-from mha_course.views import long_context as lv  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -195,35 +193,3 @@ def test_sink_weight_and_uniform_share(rope):
     w = lc.sink_weight(params, config, train.make_batch(config, np.random.default_rng(0), 32))
     assert w.shape == (2, 4) and (w >= 0).all() and (w <= 1).all()
     assert lc.uniform_share(3) == pytest.approx((1 / 2 + 1 / 3) / 2)
-
-
-# ----------------------------------------------------------------------------- views and sliders
-def test_views_draw(models):
-    table = lc.extrapolation_table({k: models[k] for k in ("rope", "none")}, lengths=(16, 32), n=16)
-    axes = lv.extrapolation_figure(table, (16, 32), 16)
-    assert len(axes[0].lines) == 3 and axes[1].get_legend() is not None
-    assert len(lv.rope_turns_figure(8, 4.0, 16).lines) == 6
-    config, params = models["rope"]
-    stream = lc.stream_batch(config, 2, np.random.default_rng(0), 4)
-    for fig in (lv.length_view(models["rope"], 24, n=16), lv.scaling_view(config, params, 2.0, n=16),
-                lv.window_view(config, params, stream, 8, 1)):
-        assert isinstance(fig, plt.Figure)
-    assert len(lv.paged_memory_bars([3, 9], 16, 4).patches) == 6
-    ax = lv.sink_weight_bars({"rope": np.full((2, 4), 0.1)}, 0.15)
-    assert len(ax.patches) == 8
-    plt.close("all")
-
-
-def test_sliders_redraw(models):
-    pytest.importorskip("ipywidgets")
-    from mha_course.widgets import long_context as lw
-    box = lw.length_live_view({(k, 16): models[k] for k in ("rope", "alibi")}, scheme="rope", eval_len=16)
-    slider = box.children[0].children[2]
-    slider.value = 20  # the observer redraws; no exception
-    box.children[0].children[0].value = "alibi"
-    assert [c.description for c in box.children[0].children] == ["scheme", "train_len", "eval_len"]
-    config, params = models["rope"]
-    box = lw.window_live_view(config, params, lc.stream_batch(config, 2, np.random.default_rng(0), 4))
-    box.children[0].children[1].value = 2
-    assert [c.description for c in box.children[0].children] == ["window", "sinks"]
-    plt.close("all")

@@ -1,0 +1,66 @@
+"""check.heads (notebooks 03-04): right answers in a learner's own words pass, slips are named."""
+import numpy as np
+import pytest
+
+from mha_course import check
+
+
+def split_einsum(x, h):
+    B, T, D = x.shape
+    return np.einsum("bthk->bhtk", x.reshape(B, T, h, D // h))
+
+
+def split_stack(x, h):
+    d_k = x.shape[-1] // h
+    return np.stack([x[..., i * d_k:(i + 1) * d_k] for i in range(h)], axis=1)
+
+
+def split_swapaxes(x, h):
+    B, T, D = x.shape
+    return np.swapaxes(x.reshape(B, T, h, -1), 1, 2)
+
+
+def combine_concat(x):
+    return np.concatenate([x[:, i] for i in range(x.shape[1])], axis=-1)
+
+
+def combine_moveaxis(x):
+    B, h, T, d_k = x.shape
+    return np.moveaxis(x, 1, 2).reshape(B, T, h * d_k)
+
+
+def combine_no_transpose(x):  # the classic bug, the other way round
+    B, h, T, d_k = x.shape
+    return x.reshape(B, T, h * d_k)
+
+
+@pytest.mark.parametrize("fn", [split_einsum, split_stack, split_swapaxes])
+def test_split_heads_in_other_words_passes(capsys, fn):
+    assert check.split_heads(fn) is True
+
+
+@pytest.mark.parametrize("fn", [combine_concat, combine_moveaxis])
+def test_combine_heads_in_other_words_passes(capsys, fn):
+    assert check.combine_heads(fn) is True
+
+
+def test_the_reshape_without_transpose_is_named(capsys):
+    def split_reshape_only(x, h):
+        B, T, D = x.shape
+        return x.reshape(B, h, T, D // h)
+    assert check.split_heads(split_reshape_only) is False
+    assert "without a transpose" in capsys.readouterr().out
+    assert check.combine_heads(combine_no_transpose) is False
+    assert "without the transpose back" in capsys.readouterr().out
+
+
+def test_head_queries_a_slice_of_the_columns_passes_and_the_rows_fail(capsys):
+    def right(X, W_q, h, i):
+        d_k = W_q.shape[1] // h
+        return X @ W_q[:, i * d_k:(i + 1) * d_k]
+
+    def rows_instead(X, W_q, h, i):
+        d_k = W_q.shape[0] // h
+        return X @ W_q[i * d_k:(i + 1) * d_k].T
+    assert check.head_queries(right) is True
+    assert check.head_queries(rows_instead) is False

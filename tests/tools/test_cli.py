@@ -1,0 +1,34 @@
+"""tools/cli.py: one parser, one subcommand per module, and Ctrl-C as one line, never a traceback."""
+import subprocess
+import sys
+
+import pytest
+
+from mha_course.tools import cli
+
+
+def test_every_subcommand_is_registered():
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == {"execute", "student", "train"}
+
+
+def test_no_subcommand_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as err:
+        cli.main([])
+    assert err.value.code == 2 and "command" in capsys.readouterr().err
+
+
+def test_an_interruption_is_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    sub = next(a for a in parser._actions if a.dest == "command")
+    sub.choices["student"].set_defaults(func=interrupted)
+    assert cli.main(["student", "somewhere"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_the_console_script_runs_as_a_module():
+    run = subprocess.run([sys.executable, "-m", "mha_course.tools.cli", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0 and "execute" in run.stdout and "student" in run.stdout
