@@ -25,7 +25,7 @@ from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
 from ..lessons.bridge import torch_state_dict as _state_dict
 from ..mha import init_params
-from .engine import Case, Exercise, Mistake
+from .engine import Case, Exercise, Mistake, report
 
 __all__ = ["torch_state_dict", "torch_attn_mask", "torch_attention",
            "TORCH_STATE_DICT", "TORCH_ATTN_MASK", "TORCH_ATTENTION",
@@ -133,8 +133,8 @@ def _needs_torch(name) -> bool:
     """Report "not finished: needs PyTorch" (and return True) when torch is missing."""
     if _torch() is not None:
         return False
-    print(f"⋯ {name}: not finished: this exercise needs PyTorch: {INSTALL_TORCH} "
-          "(the CPU build is enough), then run this cell again")
+    report(name, "unfinished", [f"⋯ {name}: not finished: this exercise needs PyTorch: {INSTALL_TORCH} "
+                                "(the CPU build is enough), then run this cell again"])
     return True
 
 

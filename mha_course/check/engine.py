@@ -762,6 +762,15 @@ def _finish(name, verdict, printed=None) -> bool:
     return status == "done"
 
 
+def report(name: str, status: str, lines) -> bool:
+    """Print ``lines`` as checker ``name``'s verdict and record ``status`` ("done", "unfinished" or
+    "wrong") for ``summary()``: for a checker that decides without running the learner's code
+    (the torch checkers when torch is missing). Returns True only for "done"."""
+    if status not in _SYMBOLS:
+        raise ValueError(f"status={status!r}; use one of {', '.join(_SYMBOLS)}")
+    return _finish(name, (status, list(lines)))
+
+
 _SYMBOLS = {"done": "✔", "unfinished": "⋯ not finished", "wrong": "✘"}
 
 

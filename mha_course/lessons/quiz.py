@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _validate, efficient, gqa, heads
+from .. import _validate, efficient, gqa, heads, positions
 from ..attention import causal_mask, scaled_dot_product_attention, softmax
 from ..mha import count_params, init_params, multi_head_attention, trace
 from ..positions import apply_rope
@@ -146,6 +146,7 @@ COMPUTE = {
     "narrow_heads_lose": _narrow_heads_lose,
     "one_head_breaks_the_model": _one_head_breaks_the_model,
     "sharp_head_matters_little": _sharp_head_matters_little,
+    "alibi_inverse_slope": lambda h, head: round(1 / float(positions.alibi_slopes(h)[head])),
 }
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,

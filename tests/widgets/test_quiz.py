@@ -1,0 +1,69 @@
+"""widgets/quiz.py: the self-quiz widget of notebook 11 grades, scores and moves as lessons.quiz says."""
+import pytest
+
+from mha_course.lessons import quiz
+
+QUESTIONS = quiz.load_questions()
+Q = quiz.Question("q", "04_concat_output", "4", "Params?", ("4·D²", "h·4·D²", "3·D²"), 0, "Same for any h.")
+
+
+def _widget():
+    pytest.importorskip("ipywidgets")
+    from mha_course.widgets.quiz import QuizWidget
+    return QuizWidget([Q, Q._replace(id="r", question="Second?", answer=1)])
+
+
+def test_widget_answers_give_feedback_and_score():
+    w = _widget()
+    assert not w.answer(1).correct and "Not quite" in w._feedback.value
+    assert w.score_text() == "score: 0 / 1 answered (2 questions)"
+    w.next()
+    assert w.answer(1).correct and "Right." in w._feedback.value
+    assert "score: 1 / 2 answered" in w._score.value
+
+
+def test_widget_clicking_a_choice_grades_it():
+    w = _widget()
+    w._choices.value = "3·D²"  # what a click does
+    assert w.answers == {"q": 2}
+
+
+def test_widget_moves_wrap_and_revisits_show_the_earlier_answer():
+    w = _widget()
+    w.answer(0)
+    w.next()
+    assert w._choices.value is None and w._feedback.value == "" and w.current == 1
+    w.next()
+    assert w.current == 0 and w._choices.value == "4·D²" and "Right." in w._feedback.value
+    w.previous()
+    assert w.current == 1 and "Second?" in w._title.value
+
+
+def test_widget_reset_and_empty():
+    w = _widget()
+    w.answer(0)
+    w.reset()
+    assert w.answers == {} and w.current == 0 and "score: 0 / 0" in w._score.value
+    from mha_course.widgets.quiz import QuizWidget
+    with pytest.raises(ValueError, match="at least one question"):
+        QuizWidget([])
+
+
+def test_widget_defaults_to_the_data_file():
+    pytest.importorskip("ipywidgets")
+    from mha_course.widgets.quiz import QuizWidget
+    assert [q.id for q in QuizWidget().questions] == [q.id for q in QUESTIONS]
+
+
+def test_the_widget_survives_a_float_answer_and_moving_around():
+    pytest_widgets = pytest.importorskip("ipywidgets")
+    assert pytest_widgets
+    from mha_course.widgets.quiz import QuizWidget
+    w = QuizWidget()
+    w.answer(1.0)
+    w.next()
+    w.previous()
+    assert w.answers[w.question.id] == 1 and type(w.answers[w.question.id]) is int
+    with pytest.raises(ValueError):
+        w.answer(True)
+
