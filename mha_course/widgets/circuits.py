@@ -18,17 +18,16 @@ from typing import Callable
 
 import ipywidgets as W
 import numpy as np
-from IPython.display import display
 
 from ..views import circuits as vc
-from .controls import LiveView, option_live_view
+from .controls import Controls, LiveView, option_live_view
 
 __all__ = ["PatternControls", "pattern_live_view", "step_live_view"]
 
 _STYLE = {"description_width": "70px"}
 
 
-class PatternControls:
+class PatternControls(Controls):
     """A head picker (layer, head) and a token picker (a query position, labelled with its token).
 
     ``values`` -> ``{"head": (layer, head), "token": position}``; ``set(head=(1, 0), token=5)``
@@ -54,9 +53,6 @@ class PatternControls:
     def values(self) -> dict:
         return {"head": self.head.value, "token": self.token.value}
 
-    def on_change(self, fn: Callable) -> None:
-        self._callbacks.append(fn)
-
     def set(self, head=None, token=None) -> None:
         """Change the head and/or the token from code; one redraw."""
         self._busy = True
@@ -73,14 +69,6 @@ class PatternControls:
             self._busy = False
         self._fire()
 
-    def _fire(self, change=None) -> None:
-        if self._busy:
-            return
-        for fn in self._callbacks:
-            fn(**self.values)
-
-    def _ipython_display_(self):
-        display(self.box)
 
 
 def pattern_live_view(weights_by_layer, tokens, head=(0, 0), token=None) -> LiveView:

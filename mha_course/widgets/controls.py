@@ -17,13 +17,31 @@ from IPython.display import display
 
 from ..heads import nearest_valid_h, valid_heads
 
-__all__ = ["SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view"]
+__all__ = ["Controls", "SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view"]
 
 _STYLE = {"description_width": "70px"}
 _LAYOUT = W.Layout(width="330px")
 
 
-class SizeControls:
+class Controls:
+    """What every set of controls shares: ``on_change(fn)`` callbacks called with ``**values`` after a
+    change, none while ``_busy`` (several widgets changing as one), and display of ``.box``."""
+    _busy = False
+
+    def on_change(self, fn: Callable) -> None:
+        """Call ``fn(**values)`` after every change."""
+        self._callbacks.append(fn)
+
+    def _fire(self, change=None) -> None:
+        if not self._busy:
+            for fn in self._callbacks:
+                fn(**self.values)
+
+    def _ipython_display_(self):
+        display(self.box)
+
+
+class SizeControls(Controls):
     """Sliders for the sizes a lesson needs: any of ``d_model``, ``h``, ``seq_len``.
 
     ``controls.values`` is a dict of the current sizes; ``controls.on_change(fn)`` calls
@@ -62,10 +80,6 @@ class SizeControls:
         """The current sizes, e.g. ``{'d_model': 16, 'h': 4, 'seq_len': 6}``."""
         return {"d_model": self.d_model.value, "h": self.h.value, "seq_len": self.seq_len.value}
 
-    def on_change(self, fn: Callable) -> None:
-        """Call ``fn(**values)`` after every change of a size."""
-        self._callbacks.append(fn)
-
     def set(self, **sizes) -> None:
         """Change sizes from code; h snaps to the nearest divisor of d_model. One redraw."""
         self._busy = True
@@ -92,15 +106,6 @@ class SizeControls:
         finally:
             self._busy = was_busy
         self._fire()
-
-    def _fire(self, change=None) -> None:
-        if self._busy:
-            return
-        for fn in self._callbacks:
-            fn(**self.values)
-
-    def _ipython_display_(self):
-        display(self.box)
 
 
 class LiveView:
@@ -142,7 +147,7 @@ def live_view(draw: Callable, **control_kwargs) -> LiveView:
     return LiveView(draw, SizeControls(**control_kwargs))
 
 
-class OptionControls:
+class OptionControls(Controls):
     """One slider over a fixed list of options (e.g. d_k = 1, 2, 4, ..., 512), with the same
     interface as SizeControls (``.values``, ``.on_change``, ``.set``, ``.box``, ``.shown``),
     so a LiveView can wrap it.
@@ -172,10 +177,6 @@ class OptionControls:
         """``{name: current option}``."""
         return {self.name: self.slider.value}
 
-    def on_change(self, fn: Callable) -> None:
-        """Call ``fn(**values)`` after every change."""
-        self._callbacks.append(fn)
-
     def set(self, **value) -> None:
         """Change the option from code, e.g. ``controls.set(d_k=64)``."""
         if set(value) != {self.name}:
@@ -185,13 +186,6 @@ class OptionControls:
             raise ValueError(f"{self.name}={new!r} is not one of the options "
                              f"{list(self.slider.options)}")
         self.slider.value = new
-
-    def _fire(self) -> None:
-        for fn in self._callbacks:
-            fn(**self.values)
-
-    def _ipython_display_(self):
-        display(self.box)
 
 
 def option_live_view(draw: Callable, name: str, options, value=None) -> LiveView:

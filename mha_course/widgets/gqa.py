@@ -13,13 +13,12 @@ from typing import Callable
 import ipywidgets as W
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import display
 
 from ..gqa import kv_cache_table, kv_heads, valid_kv_heads
 from ..heads import nearest_valid_h
 from ..lessons.complexity import format_bytes
 from ..views.attention import head_color
-from .controls import LiveView
+from .controls import Controls, LiveView
 
 __all__ = ["grouping_figure", "cache_cost_figure", "decode_times_figure", "KVControls",
            "grouping_live_view", "cache_live_view", "VARIANT_COLORS"]
@@ -102,7 +101,7 @@ def decode_times_figure(positions, with_cache, without_cache, ax=None, window: i
 
 
 # ----------------------------------------------------------------------------- controls
-class KVControls:
+class KVControls(Controls):
     """Sliders for h, h_kv (only divisors of h) and optionally layers, seq_len, d_model.
 
     The same interface as ``widgets.SizeControls`` (``values``, ``on_change``, ``set``, ``box``,
@@ -135,10 +134,6 @@ class KVControls:
         """The current sizes, e.g. ``{'h': 32, 'h_kv': 8, 'layers': 32, ...}``."""
         return {name: s.value for name, s in self.sliders.items()}
 
-    def on_change(self, fn: Callable) -> None:
-        """Call ``fn(**values)`` after every change."""
-        self._callbacks.append(fn)
-
     @contextlib.contextmanager
     def _one_redraw(self):
         """Changes made inside run no callback; the outermost block fires once at its end."""
@@ -167,13 +162,6 @@ class KVControls:
             new_kv = nearest_valid_h(change["new"], kv.value)
             kv.options, kv.value = valid_kv_heads(change["new"]), new_kv
 
-    def _fire(self, change=None) -> None:
-        if not self._busy:
-            for fn in self._callbacks:
-                fn(**self.values)
-
-    def _ipython_display_(self):
-        display(self.box)
 
 
 def _figure_of(draw_ax):
