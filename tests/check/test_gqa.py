@@ -7,22 +7,7 @@ import pytest
 import mha_course as mc
 from mha_course.check import gqa as cg
 
-
-def run(capsys, checker, fn):
-    ok = checker(fn)
-    return ok, capsys.readouterr().out
-
-
-def named(capsys, checker, fn, name):
-    with np.errstate(all="ignore"):
-        ok, out = run(capsys, checker, fn)
-    assert ok is False and f"Looks like: {name}" in out, out
-
-
-def closer(capsys, checker, fn, says):
-    ok, out = run(capsys, checker, fn)
-    assert ok is False and "Looks like" not in out and "A closer look:" in out and says in out, out
-
+from .verdicts import closer, named, run
 
 EXERCISES = [(cg.kv_append, cg.KV_APPEND), (cg.offset_causal_mask, cg.OFFSET_CAUSAL_MASK),
              (cg.kv_bytes_per_token, cg.KV_BYTES_PER_TOKEN), (cg.kv_head_index, cg.KV_HEAD_INDEX)]

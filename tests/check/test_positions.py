@@ -8,15 +8,7 @@ import pytest
 import mha_course as mc
 from mha_course.check import positions as cp
 
-
-def run(capsys, checker, fn):
-    ok = checker(fn)
-    return ok, capsys.readouterr().out
-
-
-def named(capsys, checker, fn, name):
-    ok, out = run(capsys, checker, fn)
-    assert ok is False and f"Looks like: {name}" in out, out
+from .verdicts import named, run
 
 
 # ---------------------------------------------------------------- 7.1 sinusoids
