@@ -3,13 +3,15 @@
 ``scaled_dot_product_attention`` is the formula as a learner writes it. ``fast_attention`` computes
 the same weights and output (tested equal to rounding, and tested to be the path the core takes):
 
-- long sequences go block by block of query rows (see ``_blocks``), so each block of scores
-  stays in cache between the matmul that writes it, the softmax and the matmul that reads it;
-  the blocks run on a pool of one thread per core with BLAS on one thread (``run_jobs``), so
-  numpy's one-threaded ``exp`` runs on every core too and no two thread pools compete;
+- short sequences are one block, on BLAS's own threads; long ones go block by block of query
+  rows (see ``_blocks``), so each block of scores stays in cache between the matmul that writes
+  it, the softmax and the matmul that reads it, and the blocks run on a pool of one thread per
+  core with BLAS on one thread (``run_jobs``), so numpy's one-threaded ``exp`` runs on every core
+  too and no two thread pools compete;
 - the softmax works in place, and its row sums come from the second matmul, over ``[V | 1]``;
 - the row max is subtracted only when a bound proves that exp(s) [V | 1] could leave the
-  float range (see ``exp_needs_no_shift``).
+  float range (see ``exp_needs_no_shift``);
+- freed arrays are reused rather than asked of the system again (``keep_freed_memory``).
 
 ``multi_head_attention``, ``grouped_query_attention`` and ``mla_attention`` run on ``attend``
 (``fast_attention`` without its argument checks: they check their inputs once, at the top).
@@ -17,8 +19,11 @@ the same weights and output (tested equal to rounding, and tested to be the path
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import math
 import os
+import platform
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,17 +32,18 @@ import threadpoolctl
 
 from .attention import check_attention_inputs
 
-__all__ = ["fast_attention", "attend", "project", "exp_needs_no_shift", "run_jobs", "cpu_count",
-           "blas_on_one_thread"]
+__all__ = ["fast_attention", "attend", "exp_needs_no_shift", "run_jobs", "cpu_count", "blas_on_one_thread",
+           "keep_freed_memory"]
 
 
 # Bytes of scores handled at a time: a block small enough to stay in cache between the matmul
 # that writes it, the softmax passes over it and the matmul that reads it back.
 _BLOCK_BYTES = 2 << 20
-# Up to this many bytes of scores, attention is one block: too little work to share between cores.
-_SMALL_BYTES = 64 << 10
-# Rows of x per job in ``project``: fewer would leave BLAS too little to do per call.
-_MIN_ROWS = 64
+# Up to this many bytes of scores, attention is one block, run in the calling thread with BLAS on
+# its own threads: the pool's threads sleep between calls, and waking them costs more than they
+# save on so little work (interleaved in one process, 2 cores: one threaded block 7-8 ms against
+# the pool's 10-11 ms at T = 512, h = 8; from T = 1024 the pool wins, 31-34 against 38-39 ms).
+_SMALL_BYTES = 8 << 20  # T = 512 at h = 8 in float32
 
 
 def fast_attention(Q, K, V, mask=None):
@@ -61,11 +67,11 @@ def fast_attention(Q, K, V, mask=None):
 def _blocks(batch: tuple, T: int, S: int, itemsize: int) -> list:
     """(batch index, query rows) pairs covering the (*batch, T, S) scores.
 
-    Tiny problems (at most _SMALL_BYTES of scores) are one block, every batch item at once;
-    others go one batch item at a time (so that every core gets some), in slices of query rows
-    of at most _BLOCK_BYTES of scores each.
+    Small problems (at most _SMALL_BYTES of scores) are one block, every batch item at once, run
+    where they are called; others go one batch item at a time (so that every core gets some), in
+    slices of query rows of at most _BLOCK_BYTES of scores each, on the pool.
     """
-    if math.prod(batch) * T * S * itemsize <= min(_SMALL_BYTES, _BLOCK_BYTES):
+    if math.prod(batch) * T * S * itemsize <= _SMALL_BYTES:
         return [((), slice(0, T))]
     rows = max(1, _BLOCK_BYTES // (S * itemsize))
     return [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)]
@@ -272,24 +278,38 @@ def run_jobs(run, jobs: list, parallel: bool = True) -> None:
         list(_pool(cpu_count()).map(work, jobs))  # list(): re-raises a worker's exception here
 
 
-def project(x, W, b=None) -> np.ndarray:
-    """x (..., D_in) @ W (D_in, D_out) (+ b (D_out,)) -> (..., D_out): ``mha.linear`` on every core.
+# ---- Memory: arrays the size attention makes are reused, not handed back to the system. ----
 
-    The same product in blocks of rows of x, one job per core (``run_jobs``), each on one BLAS
-    thread. Unchecked: x, W (and b) of one float dtype.
+# glibc's mallopt parameters (malloc.h) and the values the package sets.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_BYTES = 4 << 20  # arrays up to this size come from the heap (larger ones are mapped, with huge pages)
+_TRIM_BYTES = 64 << 20  # freed heap memory kept for the next call, at most
+_MEMORY = {"kept": None}
 
-    >>> x, W = np.ones((2, 3, 4)), np.ones((4, 5))
-    >>> bool(np.array_equal(project(x, W, np.ones(5)), x @ W + 1))
+
+def keep_freed_memory() -> bool:
+    """Let glibc reuse the memory of freed arrays (up to 4 MiB each, 64 MiB in all) instead of
+    returning it to the system; True when the setting holds in this process.
+
+    Each call of attention allocates its projections, its weights and a few temporaries, and frees
+    them when the caller drops them. With glibc's defaults, the freed memory at the top of the heap
+    goes back to the system whenever it exceeds twice the largest recent array, and comes back on
+    the next call one page fault and one zeroed page at a time: at T = 256 (h = 8, float32, 2 cores)
+    ``multi_head_attention`` took 12.7 ms so, and 6.1 ms with this setting (benchmarks/bench_mha.py).
+    PyTorch's CPU performance tuning guide suggests jemalloc or TCMalloc for the same reason: they
+    reuse freed memory. Arrays above 4 MiB stay mapped one by one, as numpy asks for huge pages
+    for them. Runs once, when ``mha_course`` is imported; elsewhere than glibc on Linux it does nothing.
+
+    >>> isinstance(keep_freed_memory(), bool)
     True
     """
-    rows = x.reshape(-1, x.shape[-1])  # (N, D_in): a view when x is contiguous
-    out = np.empty((rows.shape[0], W.shape[1]), dtype=np.result_type(x, W))
-    step = max(_MIN_ROWS, -(-rows.shape[0] // cpu_count()))
+    if _MEMORY["kept"] is None:
+        _MEMORY["kept"] = False
+        if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _MEMORY["kept"] = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)) and \
+                bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
+    return _MEMORY["kept"]
 
-    def run(r):
-        np.matmul(rows[r], W, out=out[r])  # (n, D_in) x (D_in, D_out) -> (n, D_out)
-        if b is not None:
-            out[r] += b
 
-    run_jobs(run, [slice(i, i + step) for i in range(0, rows.shape[0], step)])
-    return out.reshape(*x.shape[:-1], W.shape[1])
+keep_freed_memory()

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _validate
 from .attention import attention_scores, scaled_dot_product_attention
-from .fast import attend, project
+from .fast import attend
 from .heads import combine_heads, split_heads
 from .positions import apply_rope
 
@@ -192,10 +192,9 @@ def rope_heads(heads: np.ndarray, base, start: int = 0, scaling=None) -> np.ndar
 def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None, rope_scaling=None, bias=None):
     """The one multi-head attention computation, on checked inputs; ``stages`` (a dict or None)
     receives every intermediate by name, for ``trace`` and the backward pass."""
-    dense = linear if stages is not None else project  # x @ W + b, or its fast sibling (fast.py: on every core)
-    Q = dense(x, p.W_q, p.b_q)                       # (B, T, D) x (D, D) -> (B, T, D)
-    K = dense(context, p.W_k, p.b_k)                 # (B, S, D) x (D, D) -> (B, S, D)
-    V = dense(context, p.W_v, p.b_v)                 # (B, S, D) x (D, D) -> (B, S, D)
+    Q = linear(x, p.W_q, p.b_q)                      # (B, T, D) x (D, D) -> (B, T, D)
+    K = linear(context, p.W_k, p.b_k)                # (B, S, D) x (D, D) -> (B, S, D)
+    V = linear(context, p.W_v, p.b_v)                # (B, S, D) x (D, D) -> (B, S, D)
     Q_heads, K_heads, V_heads = split_heads(Q, h), split_heads(K, h), split_heads(V, h)  # (B, h, T|S, d_k)
     Q_rope = rope_heads(Q_heads, rope_base, 0, rope_scaling)  # (B, h, T, d_k) at positions 0.., or as is
     K_rope = rope_heads(K_heads, rope_base, 0, rope_scaling)  # (B, h, S, d_k)
@@ -204,7 +203,7 @@ def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None, rop
     attention = scaled_dot_product_attention if stages is not None else attend
     head_outputs, weights = attention(Q_rope, K_rope, V_heads, mask, bias=bias)  # (B, h, T, d_k), (B, h, T, S)
     concat = combine_heads(head_outputs)             # (B, h, T, d_k) -> (B, T, D)
-    output = dense(concat, p.W_o, p.b_o)             # (B, T, D) x (D, D) -> (B, T, D)
+    output = linear(concat, p.W_o, p.b_o)            # (B, T, D) x (D, D) -> (B, T, D)
     if stages is not None:
         scores = attention_scores(Q_rope, K_rope, mask, bias)  # (B, h, T, S), -inf where masked
         stages.update(X=x, Q=Q, K=K, V=V, Q_heads=Q_heads, K_heads=K_heads, V_heads=V_heads)

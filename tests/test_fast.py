@@ -50,6 +50,7 @@ def test_fast_attention_equals_the_textbook(inputs, block_bytes):
     with pytest.MonkeyPatch.context() as mp:
         if block_bytes is not None:  # force many small blocks of query rows
             mp.setattr(fast, "_BLOCK_BYTES", block_bytes)
+            mp.setattr(fast, "_SMALL_BYTES", 0)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # fully masked rows: zeros, no NaN warnings
             got = fast.fast_attention(Q, K, V, mask)
@@ -105,7 +106,8 @@ def test_exp_shortcut_is_not_taken_for_large_logits(monkeypatch):
 
 
 def test_long_sequences_go_block_by_block(monkeypatch):
-    """Above _BLOCK_BYTES of scores the fast path loops over blocks of query rows."""
+    """Above _SMALL_BYTES of scores the fast path loops over blocks of query rows (_BLOCK_BYTES each)."""
+    monkeypatch.setattr(fast, "_SMALL_BYTES", 0)
     monkeypatch.setattr(fast, "_BLOCK_BYTES", 4 * 16 * 4)  # 4 rows of 16 float32 scores
     blocks = Spy(monkeypatch, "_attend_block")
     x, params, h = _default_problem(seq_len=16, d_model=16, h=8)
@@ -165,6 +167,7 @@ def test_many_blocks_run_on_a_pool_with_blas_on_one_thread(monkeypatch):
     monkeypatch.setattr(fast, "cpu_count", lambda: 2)
     monkeypatch.setattr(fast, "_attend_block", lambda *a: inside.append(
         (threading.current_thread().name, _blas_threads())) or real_block(*a))
+    monkeypatch.setattr(fast, "_SMALL_BYTES", 0)
     monkeypatch.setattr(fast, "_BLOCK_BYTES", 4 * 16 * 4)  # 4 rows of 16 float32 scores
     x, params, h = _default_problem(seq_len=16, d_model=16, h=8)
     with threadpool_limits(limits=2, user_api="blas"):  # as a learner's kernel with no thread variable
@@ -175,42 +178,28 @@ def test_many_blocks_run_on_a_pool_with_blas_on_one_thread(monkeypatch):
     t = mc.trace(x, params, h)
     assert_same_attention((out, weights), (t.output, t.weights), np.float32)
     inside.clear()
-    monkeypatch.setattr(fast, "_BLOCK_BYTES", 16 << 20)
-    mc.multi_head_attention(x, params, h)  # tiny: one block, in the calling thread
-    assert [name for name, _ in inside] == [threading.current_thread().name]
+    monkeypatch.setattr(fast, "_SMALL_BYTES", 16 << 20)
+    with threadpool_limits(limits=2, user_api="blas"):
+        mc.multi_head_attention(x, params, h)  # small: one block, in the calling thread, on BLAS's threads
+    assert inside == [(threading.current_thread().name, 2)]
 
 
 def test_multi_head_attention_takes_the_fast_path_and_trace_the_textbook(monkeypatch):
-    """multi_head_attention runs fast.project (4 projections) and fast.attend; trace runs neither.
+    """multi_head_attention runs fast.attend after its four projections (``linear``, one matmul
+    each: on BLAS's own threads that is as fast as it gets); trace runs the textbook attention.
     If the fast path is not taken, or the textbook one is, this fails."""
     from mha_course import mha
     calls = []
-    for name in ("project", "attend", "linear", "scaled_dot_product_attention"):
+    for name in ("attend", "linear", "scaled_dot_product_attention"):
         real = getattr(mha, name)
         monkeypatch.setattr(mha, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
     x, params, h = _default_problem(seq_len=40, d_model=32, h=4)
     out, weights = mc.multi_head_attention(x, params, h)
-    assert sorted(calls) == ["attend"] + ["project"] * 4
+    assert sorted(calls) == ["attend"] + ["linear"] * 4
     calls.clear()
     t = mc.trace(x, params, h)
     assert sorted(calls) == ["linear"] * 4 + ["scaled_dot_product_attention"]
     assert_same_attention((out, weights), (t.output, t.weights), np.float32)
-
-
-@PROFILE
-@given(rows=st.integers(1, 300), d_in=st.integers(1, 9), d_out=st.integers(1, 9), bias=st.booleans(),
-       batch=st.sampled_from([(), (1,), (3,), (2, 2)]), dtype=DTYPES)
-def test_project_equals_the_textbook_linear(rows, d_in, d_out, bias, batch, dtype):
-    from mha_course.mha import linear
-    rng = np.random.default_rng(rows * 100 + d_in)
-    x = rng.normal(size=(*batch, rows, d_in)).astype(dtype)
-    W, b = rng.normal(size=(d_in, d_out)).astype(dtype), rng.normal(size=d_out).astype(dtype) if bias else None
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fast, "_MIN_ROWS", 7)  # many row blocks
-        mp.setattr(fast, "cpu_count", lambda: 3)
-        got = fast.project(x, W, b)
-    assert got.shape == (*batch, rows, d_out) and got.dtype == dtype
-    assert_close(got, linear(x, W, b), dtype, "project", tol=SAME_MATHS_TOL[np.dtype(dtype)] * 10)
 
 
 def test_run_jobs_inside_a_worker_runs_serially(monkeypatch):
@@ -261,3 +250,35 @@ def test_fast_attention_checks_its_arguments():
         fast.fast_attention(np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 4)))
     with pytest.raises(ValueError, match="must be boolean"):
         fast.fast_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), mask=np.ones((2, 2)))
+
+
+_FAULTS = """
+import resource, sys
+import numpy as np
+if sys.argv[1] == "package":
+    import mha_course  # noqa: F401  (its import sets the allocator, fast.keep_freed_memory)
+def one_call():  # what a call of attention does to memory: a few arrays of MiBs, made, touched, freed
+    arrays = [np.ones(1 << 19, np.float32) for _ in range(4)]  # four 2 MiB arrays
+    del arrays
+for _ in range(3):
+    one_call()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(20):
+    one_call()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not fast.keep_freed_memory(), reason="the allocator setting is for glibc on Linux")
+def test_importing_the_package_keeps_freed_memory_for_reuse():
+    """After ``import mha_course`` arrays freed by one call are reused by the next one, page for page:
+    no page faults in 20 calls. Without the package, glibc hands the memory back and every call
+    faults its pages in again (about 2,000 a call), so this fails if the setting is not applied."""
+    import subprocess
+    import sys
+    faults = {}
+    for who in ("numpy", "package"):
+        done = subprocess.run([sys.executable, "-c", _FAULTS, who], capture_output=True, text=True, check=True)
+        faults[who] = int(done.stdout.split()[-1])
+    assert faults["package"] < 200, faults  # page faults are counted, not timed: the same on a busy machine
+    assert faults["numpy"] > 20 * 1000, faults  # the default this setting exists to change

@@ -131,3 +131,22 @@ def test_trace_mask_is_a_read_only_copy():
     with pytest.raises(ValueError):
         t.mask[0, 0] = False
     assert mc.trace(X, P, H).mask is None
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_finite_finds_every_nan_and_inf_and_passes_huge_finite_values(dtype, layout):
+    """The quick test (one dot product) and the full search agree: huge finite values, whose square
+    sum overflows, pass; one NaN or inf anywhere, in either layout, is refused and located."""
+    big = np.full((6, 8), np.finfo(dtype).max / 2, dtype)  # finite, but its squares overflow
+    arr = big if layout == "contiguous" else big[:, ::2]
+    assert _validate.finite(arr, "x") is arr
+    rng = np.random.default_rng(3)
+    for bad in (np.nan, np.inf, -np.inf):
+        for _ in range(5):
+            a = rng.normal(size=(6, 8)).astype(dtype)
+            a = a if layout == "contiguous" else a[:, ::2]
+            where = tuple(int(rng.integers(n)) for n in a.shape)
+            a[where] = bad
+            with pytest.raises(ValueError, match=re.escape(f"the first: x{list(where)}")):
+                _validate.finite(a, "x")
