@@ -94,14 +94,18 @@ def attend(Q, K, V, mask=None, scores=None, bias=None):
     # the scale is a scalar of Q's dtype: no float64 upcast
     Qs = np.multiply(Q, Q.dtype.type(1.0 / math.sqrt(d_k)), order="C")
     shift = bias is not None or not exp_needs_no_shift(Qs, K, V)
-    Qs = np.broadcast_to(Qs, (*batch, T, d_k))  # broadcast views: they copy nothing
-    Kt = np.broadcast_to(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
-    V1 = np.concatenate([np.broadcast_to(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
+    Qs = _broadcast(Qs, (*batch, T, d_k))  # broadcast views: they copy nothing
+    Kt = _broadcast(np.swapaxes(K, -1, -2), (*batch, d_k, S))  # (..., d_k, S)
+    V1 = np.concatenate([_broadcast(V, (*batch, S, d_v)), np.ones((*batch, S, 1), V.dtype)],
                         axis=-1)  # (..., S, d_v + 1): [V | 1]
-    blocked = None if mask is None else np.broadcast_to(~np.atleast_2d(mask), (*batch, T, S))
-    bias = None if bias is None else np.broadcast_to(np.asarray(bias, Q.dtype), (*batch, T, S))
+    blocked = None if mask is None else _broadcast(~np.atleast_2d(mask), (*batch, T, S))
+    bias = None if bias is None else _broadcast(np.asarray(bias, Q.dtype), (*batch, T, S))
     weights = np.empty((*batch, T, S), dtype=Q.dtype)
     out = np.empty((*batch, T, d_v), dtype=Q.dtype)
+    blocks = _blocks(batch, T, S, Q.dtype.itemsize)
+    if len(blocks) == 1:  # one block, here: BLAS keeps its threads
+        _attend_block(Qs, Kt, V1, weights, out, blocked, scores, shift, bias)
+        return out, weights
 
     def run(block):
         b, rows = block
@@ -110,9 +114,13 @@ def attend(Q, K, V, mask=None, scores=None, bias=None):
                       None if scores is None else scores[b][..., rows, :], shift,
                       None if bias is None else bias[b][..., rows, :])
 
-    blocks = _blocks(batch, T, S, Q.dtype.itemsize)
-    run_jobs(run, blocks, parallel=len(blocks) > 1)  # one block: BLAS keeps its threads
+    run_jobs(run, blocks)
     return out, weights
+
+
+def _broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
+    """``a`` itself when it has ``shape`` already, else its broadcast view (which copies nothing)."""
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 def exp_needs_no_shift(Qs, K, V, scale: float = 1.0) -> bool:
@@ -181,7 +189,8 @@ def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool, bias=None) ->
     np.exp(w, out=w)  # unnormalised weights
     acc = np.matmul(w, v1)  # (..., r, S) x (..., S, d_v + 1) -> (..., r, d_v + 1)
     total = acc[..., -1:]  # (..., r, 1): the row sums
-    total[total == 0] = 1  # all-masked rows stay all-zero
+    if blocked is not None or bias is not None:  # (without either, every row sum is at least e^-L > 0)
+        total[total == 0] = 1  # all-masked rows stay all-zero
     np.reciprocal(total, out=total)
     w *= total
     np.multiply(acc[..., :-1], total, out=out)
