@@ -304,7 +304,7 @@ def keep_freed_memory() -> bool:
     them when the caller drops them. With glibc's defaults, the freed memory at the top of the heap
     goes back to the system whenever it exceeds twice the largest recent array, and comes back on
     the next call one page fault and one zeroed page at a time: at T = 256 (h = 8, float32, 2 cores)
-    ``multi_head_attention`` took 12.7 ms so, and 6.1 ms with this setting (benchmarks/bench_mha.py).
+    that was about half of ``multi_head_attention``'s time (benchmarks/bench_mha.py, before and after).
     PyTorch's CPU performance tuning guide suggests jemalloc or TCMalloc for the same reason: they
     reuse freed memory. Arrays above 4 MiB stay mapped one by one, as numpy asks for huge pages
     for them. Runs once, when ``mha_course`` is imported; elsewhere than glibc on Linux it does nothing.
