@@ -18,6 +18,11 @@
   admin page.
 - **Threads**: BLAS runs MHA_HUB_THREADS threads per learner (default 1), so 30 learners on a
   few cores do not each start one thread per core.
+- **Memory**: each process of a learner (the server, each kernel) may allocate MHA_HUB_MEMORY_KIB
+  KiB (``workshop_hub.py --memory``, default 2 GiB; RLIMIT_DATA, set by ``ulimit -d`` in the
+  start command and inherited by every kernel). Past it numpy raises MemoryError in that kernel,
+  naming the array it could not make (the textbook attention at seq_len 16384 wants 8 GiB),
+  instead of one learner's experiment exhausting the machine for everyone.
 - **Idle culling**: jupyterhub-idle-culler stops a server idle for MHA_HUB_CULL_TIMEOUT seconds
   (default 3600); its kernels and its memory go with it. The copy in the learner's home stays.
 """
@@ -41,6 +46,7 @@ STATE = Path(ENV.get("MHA_HUB_STATE", "build/hub/state")).resolve()
 IP = ENV.get("MHA_HUB_IP", "127.0.0.1")
 PORT = int(ENV.get("MHA_HUB_PORT", "8000"))
 THREADS = ENV.get("MHA_HUB_THREADS", "1")
+MEMORY_KIB = int(ENV.get("MHA_HUB_MEMORY_KIB", str(2 * 1024 * 1024)))  # per process of a learner
 CULL_TIMEOUT = int(ENV.get("MHA_HUB_CULL_TIMEOUT", "3600"))
 GROUP = ENV.get("MHA_HUB_GROUP", "mha-learners")
 HOMES = Path(ENV.get("MHA_HUB_HOMES", "/home"))
@@ -145,7 +151,8 @@ c.Spawner.start_timeout = int(ENV.get("MHA_HUB_START_TIMEOUT", "180"))
 # First login: the student copy, then the server (what z2jh's lifecycleHooks.postStart does too).
 c.Spawner.cmd = [
     "/bin/sh", "-c",
-    f'[ -e "$HOME/{COPY}/notebooks" ] || "{BIN}/mha-course" student "$HOME/{COPY}" >"$HOME/.mha-course-copy.log" 2>&1'
+    f'ulimit -d {MEMORY_KIB} || exit 1;'  # the memory limit, inherited by every kernel of this server
+    f' [ -e "$HOME/{COPY}/notebooks" ] || "{BIN}/mha-course" student "$HOME/{COPY}" >"$HOME/.mha-course-copy.log" 2>&1'
     f' || {{ echo "mha-course student failed: see $HOME/.mha-course-copy.log" >&2; exit 1; }};'
     f' exec "{BIN}/jupyterhub-singleuser" "$@"',
     "mha-course-start",

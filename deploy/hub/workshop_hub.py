@@ -1,6 +1,6 @@
 """Start the workshop hub (`make hub`), and stop it with everything it started.
 
-    python deploy/hub/workshop_hub.py [--ip 127.0.0.1] [--port 8000] [--learners FILE] [--threads 1]
+    python deploy/hub/workshop_hub.py [--ip 127.0.0.1] [--port 8000] [--learners FILE] [--threads 1] [--memory 2]
 
 Run it with the hub's own interpreter (``build/hub/venv/bin/python``, made by `make hub`): the
 learners' servers run that interpreter, so it must be one they can read (not a venv whose base
@@ -37,6 +37,7 @@ CONFIG = HERE / "jupyterhub_config.py"
 GROUP = "mha-learners"
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 DEFAULT_PROXY = ROOT / "build" / "hub-npm" / "node_modules" / ".bin" / "configurable-http-proxy"
+DEFAULT_MEMORY_GIB = 2.0  # what one process of a learner may allocate: the Zero to JupyterHub values' limit
 
 __all__ = ["Hub", "HubError", "check_ports", "remove_learner_accounts", "learner_accounts", "main"]
 
@@ -159,8 +160,9 @@ class Hub:
 
     def __init__(self, *, ip="127.0.0.1", port=8000, password=None, learners=None, threads=1,
                  cull_timeout=3600, state=None, proxy=None, service_token=None, log=None, progress=True,
-                 spawn_limit=0):
+                 spawn_limit=0, memory_gib=DEFAULT_MEMORY_GIB):
         self.ip, self.port, self.threads, self.cull_timeout = ip, int(port), int(threads), int(cull_timeout)
+        self.memory_gib = memory_gib
         self.password = password or os.environ.get("MHA_HUB_PASSWORD") or secrets.token_urlsafe(9)
         self.learners = learners
         self.state = Path(state or ROOT / "build" / "hub" / "state").resolve()
@@ -183,6 +185,9 @@ class Hub:
             raise HubError("missing: " + "; ".join(problems))
         if len(self.password) < 8:
             raise HubError(f"the workshop password has {len(self.password)} characters; give one of at least 8")
+        if not 0.25 <= self.memory_gib <= 1024:
+            raise HubError(f"--memory {self.memory_gib:g} GiB is not a memory limit for one process; give one "
+                           "from 0.25 to 1024 GiB (default 2)")
         if self.learners and not Path(self.learners).is_file():
             raise HubError(f"the learners file {self.learners} does not exist (one name or name:password a line)")
         problem = _learners_can_run()
@@ -195,7 +200,8 @@ class Hub:
         env.update(MHA_HUB_IP=self.ip, MHA_HUB_PORT=str(self.port), MHA_HUB_STATE=str(self.state),
                    MHA_HUB_PASSWORD=self.password, MHA_HUB_THREADS=str(self.threads),
                    MHA_HUB_CULL_TIMEOUT=str(self.cull_timeout), MHA_HUB_PROXY=str(self.proxy),
-                   MHA_HUB_PROXY_TOKEN=secrets.token_hex(32), MHA_HUB_SPAWN_LIMIT=str(self.spawn_limit))
+                   MHA_HUB_PROXY_TOKEN=secrets.token_hex(32), MHA_HUB_SPAWN_LIMIT=str(self.spawn_limit),
+                   MHA_HUB_MEMORY_KIB=str(int(self.memory_gib * 1024 * 1024)))
         env.pop("MHA_HUB_LEARNERS", None)
         if self.learners:
             env["MHA_HUB_LEARNERS"] = str(Path(self.learners).resolve())
@@ -318,6 +324,9 @@ def main(argv=None) -> int:
     parser.add_argument("--learners", help="a file of learners: one `name` or `name:password` a line; "
                                            "without it anyone with the workshop password may log in")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads per learner (default 1)")
+    parser.add_argument("--memory", type=float, default=DEFAULT_MEMORY_GIB, metavar="GIB",
+                        help="memory one process of a learner may allocate, in GiB (default 2): past it, numpy "
+                             "raises MemoryError in that learner's kernel instead of the machine running out")
     parser.add_argument("--cull-timeout", type=int, default=3600,
                         help="stop a server idle this many seconds (default 3600)")
     parser.add_argument("--state", default=None, help="folder for the hub's database and secrets "
@@ -326,7 +335,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     given = os.environ.get("MHA_HUB_PASSWORD")
     hub = Hub(ip=args.ip, port=args.port, password=given, learners=args.learners, threads=args.threads,
-              cull_timeout=args.cull_timeout, state=args.state, proxy=args.proxy)
+              cull_timeout=args.cull_timeout, state=args.state, proxy=args.proxy, memory_gib=args.memory)
 
     def _stop(signum, frame):
         raise KeyboardInterrupt
@@ -345,7 +354,8 @@ def main(argv=None) -> int:
     print(f"\nThe workshop hub is at {hub.url} ({who}; workshop password: "
           f"{'from MHA_HUB_PASSWORD' if given else hub.password}).\n"
           f"Each learner logs in with a name of their choice and gets ~/mha-course/notebooks/ on first login.\n"
-          f"BLAS threads per learner: {args.threads}; idle servers stop after {args.cull_timeout} s.\n"
+          f"BLAS threads per learner: {args.threads}; memory per process: {args.memory:g} GiB; "
+          f"idle servers stop after {args.cull_timeout} s.\n"
           "Ctrl-C stops the hub and every learner's server.\n", flush=True)
     try:
         hub.proc.wait()

@@ -3,8 +3,9 @@
 - a port that is taken is refused before anything starts, naming the port and the fix;
 - `make hub`'s launcher: a learner logs in with the workshop password (a wrong one is refused),
   gets a fresh student copy in a private home (0700, owned by the learner: another learner
-  cannot read it), with the solutions turned into stubs, and BLAS at one thread; stopping the
-  launcher leaves no process behind;
+  cannot read it), with the solutions turned into stubs, BLAS at one thread and the memory limit
+  of ``--memory`` on the server and on a kernel it starts; stopping the launcher leaves no process
+  behind;
 - benchmarks/bench_hub.py with 2 learners: every notebook cell runs, 0 errors, its last line and
   its JSON; no learner account or process is left afterwards.
 
@@ -97,7 +98,7 @@ def test_a_learner_logs_in_and_gets_a_private_student_copy(hub_ready, tmp_path):
     env = dict(os.environ, MHA_HUB_PASSWORD=password)
     env.pop("PYTHONPATH", None)
     launcher = subprocess.Popen([str(HUB_PY), str(ROOT / "deploy" / "hub" / "workshop_hub.py"), "--port", str(port),
-                                 "--state", str(tmp_path / "state"), "--proxy", str(PROXY)],
+                                 "--state", str(tmp_path / "state"), "--proxy", str(PROXY), "--memory", "1.5"],
                                 env=env, stdout=open(tmp_path / "hub.log", "wb"), stderr=subprocess.STDOUT,
                                 start_new_session=True)
     names = ["mhatest-ada", "mhatest-bob"]
@@ -137,6 +138,10 @@ def test_a_learner_logs_in_and_gets_a_private_student_copy(hub_ready, tmp_path):
         assert servers, "no server runs as the learner's own Unix user"
         assert servers[0].info["environ"]["OMP_NUM_THREADS"] == "1"
         assert servers[0].info["environ"]["MHA_COURSE_THREADS"] == "1"
+        limit = int(1.5 * 1024 ** 3)  # --memory 1.5 (GiB), for each of the learner's processes
+        assert _data_limit(servers[0].pid) == (limit, limit)
+        kernel = _start_kernel(sessions[names[0]], f"{url}user/{names[0]}/")
+        assert _data_limit(kernel.pid) == (limit, limit), "the kernel did not inherit the limit"
     finally:
         os.killpg(launcher.pid, signal.SIGTERM)
         try:
@@ -178,6 +183,33 @@ def _free_block() -> int:
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     return free_port_block(9400)
+
+
+def _data_limit(pid: int) -> tuple:
+    """(soft, hard) RLIMIT_DATA of process ``pid`` in bytes, from /proc/PID/limits (prlimit on
+    another user's process may be refused even to root in a container)."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max data size"):
+            soft, hard = line.split()[3:5]
+            return tuple(-1 if v == "unlimited" else int(v) for v in (soft, hard))
+    raise AssertionError(f"no 'Max data size' in /proc/{pid}/limits")
+
+
+def _start_kernel(session, server_url: str):
+    """Start a kernel on a learner's server through its REST API; its process (psutil), once it runs."""
+    import psutil
+    xsrf = next((c.value for c in session.cookies if c.name == "_xsrf" and c.path.startswith("/user/")),
+                next(c.value for c in session.cookies if c.name == "_xsrf"))
+    r = session.post(server_url + "api/kernels", json={"name": "python3"}, headers={"X-XSRFToken": xsrf}, timeout=60)
+    assert r.status_code == 201, (r.status_code, r.text[:300])
+    kernel_id = r.json()["id"]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            if any(kernel_id in part for part in (p.info["cmdline"] or [])):
+                return p
+        time.sleep(0.5)
+    raise AssertionError(f"no process for kernel {kernel_id}")
 
 
 def _get(url):
