@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import math
 import os
 import platform
@@ -315,7 +314,7 @@ def keep_freed_memory() -> bool:
     if _MEMORY["kept"] is None:
         _MEMORY["kept"] = False
         if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            libc = ctypes.CDLL(None)  # the C library this process already runs on (no search, no subprocess)
             _MEMORY["kept"] = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)) and \
                 bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
     return _MEMORY["kept"]
