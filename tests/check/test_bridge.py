@@ -9,6 +9,8 @@ from _mha_checks import require_torch
 from mha_course.check import bridge as cb
 from mha_course.lessons.bridge import torch_state_dict
 
+from .verdicts import catalogue, named_as_itself
+
 
 def run(capsys, checker, fn):
     ok = getattr(cb, checker)(fn)
@@ -44,17 +46,12 @@ def test_state_dict_stacked_along_the_wrong_axis_is_named(capsys):
 
 
 # ----------------------------------------------------------------------------- every catalogued mistake
-EXERCISES = {e.name: e for e in (cb.TORCH_STATE_DICT, cb.TORCH_ATTN_MASK, cb.TORCH_ATTENTION)}
-PAIRS = [(n, i) for n, e in EXERCISES.items() for i in range(len(e.mistakes))]
+EXERCISES, PAIRS = catalogue(cb.TORCH_STATE_DICT, cb.TORCH_ATTN_MASK, cb.TORCH_ATTENTION)
 
 
 @pytest.mark.parametrize("name, i", PAIRS, ids=[f"{n}-{i}" for n, i in PAIRS])
 def test_each_catalogued_mistake_is_named_as_itself(capsys, name, i):
-    exercise = EXERCISES[name]
-    mistake = exercise.mistakes[i]
-    assert [m.name for m in exercise.recognise(mistake.fn)] == [mistake.name]
-    assert exercise.check(mistake.fn) is False
-    assert named(capsys.readouterr().out, mistake)
+    named_as_itself(capsys, EXERCISES[name], i)
 
 
 # ----------------------------------------------------------------------------- 12.2 attn_mask (torch)

@@ -9,6 +9,8 @@ import pytest
 import mha_course as mc
 from mha_course.check import efficient as ce
 
+from .verdicts import catalogue, named_as_itself
+
 
 def run(capsys, checker, fn):
     ok = getattr(ce, checker)(fn)
@@ -245,18 +247,13 @@ def test_the_memory_probe_runs_under_the_time_limit(capsys, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- every catalogued mistake
-EXERCISES = {e.name: e for e in (ce.ONLINE_SOFTMAX_UPDATE, ce.TILED_ATTENTION, ce.SLIDING_WINDOW_MASK,
-                                 ce.LINEAR_ATTENTION)}
-PAIRS = [(n, i) for n, e in EXERCISES.items() for i in range(len(e.mistakes))]
+EXERCISES, PAIRS = catalogue(ce.ONLINE_SOFTMAX_UPDATE, ce.TILED_ATTENTION, ce.SLIDING_WINDOW_MASK,
+                                 ce.LINEAR_ATTENTION)
 
 
 @pytest.mark.parametrize("name, i", PAIRS, ids=[f"{n}-{i}" for n, i in PAIRS])
 def test_each_catalogued_mistake_is_named_as_itself(capsys, name, i):
-    exercise = EXERCISES[name]
-    mistake = exercise.mistakes[i]
-    assert [m.name for m in exercise.recognise(mistake.fn)] == [mistake.name]
-    ok, out = run(capsys, name, mistake.fn)
-    assert not ok and named(out, mistake), out
+    named_as_itself(capsys, EXERCISES[name], i, check=getattr(ce, name))
 
 
 # ----------------------------------------------------------------------------- rule (c): not catalogued

@@ -8,6 +8,8 @@ import pytest
 
 from mha_course.check import misconceptions as cm
 
+from .verdicts import catalogue, named_as_itself
+
 
 def run(capsys, checker, fn):
     ok = getattr(cm, checker)(fn)
@@ -63,17 +65,12 @@ def test_variance_for_std_is_named(capsys):
     assert not ok and named(out, cm.SCORE_STD.mistakes[0]), out
 
 
-EXERCISES = {e.name: e for e in (cm.WORK_GROWTH, cm.HEAD_PARAMS, cm.SCORE_STD)}
-PAIRS = [(n, i) for n, e in EXERCISES.items() for i in range(len(e.mistakes))]
+EXERCISES, PAIRS = catalogue(cm.WORK_GROWTH, cm.HEAD_PARAMS, cm.SCORE_STD)
 
 
 @pytest.mark.parametrize("name, i", PAIRS, ids=[f"{n}-{i}" for n, i in PAIRS])
 def test_each_catalogued_mistake_is_named_as_itself(capsys, name, i):
-    exercise = EXERCISES[name]
-    mistake = exercise.mistakes[i]
-    assert [m.name for m in exercise.recognise(mistake.fn)] == [mistake.name]
-    ok, out = run(capsys, name, mistake.fn)
-    assert not ok and named(out, mistake), out
+    named_as_itself(capsys, EXERCISES[name], i, check=getattr(cm, name))
 
 
 UNKNOWN = [

@@ -19,3 +19,19 @@ def closer(capsys, checker, fn, says):
     """``fn`` is refused, matches no catalogued mistake, and the closer look says ``says``."""
     ok, out = run(capsys, checker, fn)
     assert ok is False and "Looks like" not in out and "A closer look:" in out and says in out, out
+
+
+def catalogue(*exercises):
+    """{name: exercise} and the (name, index) pair of every catalogued mistake, for ``parametrize``."""
+    by_name = {e.name: e for e in exercises}
+    return by_name, [(n, i) for n, e in by_name.items() for i in range(len(e.mistakes))]
+
+
+def named_as_itself(capsys, exercise, i, check=None):
+    """Catalogued mistake ``i`` of ``exercise`` is recognised as exactly itself, refused by ``check``
+    (the checker a learner calls; by default ``exercise.check``) and named with its fix."""
+    mistake = exercise.mistakes[i]
+    assert [m.name for m in exercise.recognise(mistake.fn)] == [mistake.name]
+    ok = (check or exercise.check)(mistake.fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {mistake.name}. Fix: {mistake.fix}" in out, out

@@ -25,23 +25,18 @@ from mha_course.lessons import model as train  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def rope():
-    return lc.load_scheme("rope")
-
-
-@pytest.fixture(scope="module")
-def models():
-    return {name: lc.load_scheme(name) for name in lc.SCHEMES}
+def rope(long_context_models):
+    return long_context_models["rope"]
 
 
 # ----------------------------------------------------------------------------- evaluations
-def test_at_length_extends_only_learned_tables(models):
-    config, params = models["learned"]
+def test_at_length_extends_only_learned_tables(long_context_models):
+    config, params = long_context_models["learned"]
     cfg, p = lc.at_length(params, config, 40, np.random.default_rng(0))
     assert cfg.seq_len == 40 and p.pos.shape == (40, 32) and np.array_equal(p.pos[:16], params.pos)
     assert abs(p.pos[16:].std() - 1) < 0.1  # N(0, 1) rows, as init_model draws them
-    cfg, p = lc.at_length(models["rope"][1], models["rope"][0], 40)
-    assert p is models["rope"][1] and cfg.seq_len == 40
+    cfg, p = lc.at_length(long_context_models["rope"][1], long_context_models["rope"][0], 40)
+    assert p is long_context_models["rope"][1] and cfg.seq_len == 40
 
 
 def test_shifted_batch_is_the_training_task_after_noise(rope):
@@ -71,14 +66,14 @@ def test_token_losses_are_cross_entropy():
     assert np.allclose(lc.token_losses(logits, targets), -np.log(np.take_along_axis(p, targets[..., None], -1)[..., 0]))
 
 
-def test_extrapolation_table_and_format(models):
-    small = {k: models[k] for k in ("rope", "alibi")}
+def test_extrapolation_table_and_format(long_context_models):
+    small = {k: long_context_models[k] for k in ("rope", "alibi")}
     table = lc.extrapolation_table(small, lengths=(16, 32), n=32)
     assert list(table) == ["rope", "alibi"] and len(table["rope"]) == 2
     text = lc.format_table(table, lengths=(16, 32))
     assert "1x = 16 tokens" in text and "2x = 32 tokens" in text and text.count("\n") == 3
     with pytest.raises(ValueError, match="stretched"):
-        lc.evaluate_at(*models["rope"][::-1], 16, kind="sideways")
+        lc.evaluate_at(*long_context_models["rope"][::-1], 16, kind="sideways")
 
 
 def test_weight_by_distance_sums_to_one(rope):
@@ -109,9 +104,9 @@ def test_shipped_checkpoint_first_losses_are_reproduced(name):
     assert np.allclose(again.losses, history.losses[:20], rtol=1e-9, atol=1e-12)
 
 
-def test_trained_models_solve_the_task_at_the_training_length(models):
+def test_trained_models_solve_the_task_at_the_training_length(long_context_models):
     for name in ("learned", "sinusoidal", "rope"):
-        config, params = models[name]
+        config, params = long_context_models[name]
         assert lc.evaluate_at(params, config, 16, n=128)[0].accuracy > 0.95, name
 
 

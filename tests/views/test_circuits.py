@@ -7,7 +7,6 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 from mha_course.lessons import circuits as ci  # noqa: E402
 from mha_course.lessons import model as train  # noqa: E402
@@ -16,12 +15,6 @@ from mha_course.views import model as pt  # noqa: E402
 
 CONFIG, PARAMS, _ = train.load_checkpoint(train.checkpoint_path("induction"))
 RUNS = ci.load_trajectories()
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_token_text_and_head_labels():

@@ -10,17 +10,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from mha_course.lessons import circuits as ci  # noqa: E402
-from mha_course.lessons import model as train  # noqa: E402
 from mha_course.widgets import circuits as wc  # noqa: E402
 
-CONFIG, PARAMS, _ = train.load_checkpoint(train.checkpoint_path("induction"))
 RUNS = ci.load_trajectories()
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_pattern_live_view_redraws_once_per_change():

@@ -12,26 +12,16 @@ import pytest  # noqa: E402
 from mha_course.lessons import long_context as lc  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def rope():
-    return lc.load_scheme("rope")
-
-
-@pytest.fixture(scope="module")
-def models():
-    return {name: lc.load_scheme(name) for name in lc.SCHEMES}
-
-
 # ----------------------------------------------------------------------------- evaluations
-def test_sliders_redraw(models):
+def test_sliders_redraw(long_context_models):
     pytest.importorskip("ipywidgets")
     from mha_course.widgets import long_context as lw
-    box = lw.length_live_view({(k, 16): models[k] for k in ("rope", "alibi")}, scheme="rope", eval_len=16)
+    box = lw.length_live_view({(k, 16): long_context_models[k] for k in ("rope", "alibi")}, scheme="rope", eval_len=16)
     slider = box.children[0].children[2]
     slider.value = 20  # the observer redraws; no exception
     box.children[0].children[0].value = "alibi"
     assert [c.description for c in box.children[0].children] == ["scheme", "train_len", "eval_len"]
-    config, params = models["rope"]
+    config, params = long_context_models["rope"]
     box = lw.window_live_view(config, params, lc.stream_batch(config, 2, np.random.default_rng(0), 4))
     box.children[0].children[1].value = 2
     assert [c.description for c in box.children[0].children] == ["window", "sinks"]
