@@ -13,6 +13,9 @@
   whatever reaches file descriptor 2 into the cell running at that moment, so a start-up
   warning that arrived late under load showed up as a stray ``stderr`` output in a random cell.
   Python-level output (``print``, ``warnings``) still reaches the cells and is compared.
+- Fixtures that test files in different folders share (here, because a tests/conftest.py would
+  clash with notebooks/conftest.py: neither folder is a package): notebook 13's models, loaded
+  once per session, and the closing of any figure a test leaves open.
 """
 import atexit
 import importlib.util
@@ -83,3 +86,19 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return f"BLAS threads: {THREADS} (MHA_COURSE_THREADS)"
+
+
+@pytest.fixture(scope="session")
+def long_context_models():
+    """Notebook 13's shipped models, {position scheme: (config, params)} (lessons.long_context)."""
+    from mha_course.lessons import long_context as lc
+    return {name: lc.load_scheme(name) for name in lc.SCHEMES}
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    """After every test, close the figures it left open (when it used pyplot at all)."""
+    yield
+    import sys
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
