@@ -908,16 +908,18 @@ def formed(results: dict) -> np.ndarray:
     return np.isfinite(np.asarray(results["formation_step"], dtype=float))
 
 
-def seed_summary(values) -> str:
-    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), 3 decimals.
+def seed_summary(values, decimals: int = 3) -> str:
+    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), to ``decimals`` places.
 
-    >>> seed_summary([1.0, 2.0, 3.0])
-    '2.000 ± 1.000'
+    >>> seed_summary([1.0, 2.0, 3.0]), seed_summary([375, 540, 505, 385], decimals=0)
+    ('2.000 ± 1.000', '451 ± 84')
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 2 or not np.isfinite(v).all():
         raise ValueError(f"values has shape {v.shape}; give one finite value per seed, at least 2 seeds")
-    return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= 12:
+        raise ValueError(f"decimals={decimals!r} must be a whole number from 0 to 12")
+    return f"{v.mean():.{decimals}f} ± {v.std(ddof=1):.{decimals}f}"
 
 
 def compare_over_seeds(a, b) -> str:
