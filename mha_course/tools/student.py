@@ -23,7 +23,8 @@ from . import files
 from .execute import NotebookRunError, read_notebook
 
 __all__ = ["BEGIN", "END", "SUMMARY_CELL", "StudentCopyError", "StudentInputError", "exercise_label",
-           "stub_solutions", "soften_check", "student_notebook", "write_student_copies", "add_student_command"]
+           "stub_solutions", "soften_check", "student_notebook", "write_student_copies", "course_notebooks",
+           "add_student_command"]
 
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -424,13 +425,17 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
     return paths
 
 
-def _default_notebooks() -> list:
-    here = Path(__file__).resolve().parent.parent.parent / "notebooks"
-    for folder in (here, Path.cwd() / "notebooks"):
+def course_notebooks() -> list:
+    """The course's notebooks: a clone's notebooks/, else the copy a wheel ships, else ./notebooks/."""
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package.parent / "notebooks", package / "course" / "notebooks", Path.cwd() / "notebooks"):
         found = sorted(folder.glob("*.ipynb"))
         if found:
             return found
     return []
+
+
+_default_notebooks = course_notebooks
 
 
 def _cmd_student(args) -> int:
