@@ -31,7 +31,7 @@ from .execute import NotebookRunError, read_notebook
 
 __all__ = ["BEGIN", "END", "SUMMARY_CELL", "StudentCopyError", "StudentInputError", "exercise_label",
            "stub_solutions", "soften_check", "student_notebook", "write_student_copies", "update_student_copies",
-           "read_manifest", "default_notebooks", "MANIFEST", "UPDATED", "add_student_command"]
+           "read_manifest", "course_notebooks", "MANIFEST", "UPDATED", "add_student_command"]
 
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -604,10 +604,10 @@ def update_student_copies(notebooks, outdir, log=print) -> dict:
     return done
 
 
-def default_notebooks() -> list:
-    """The course's notebooks/*.ipynb (beside the package, else in the working folder), sorted."""
-    here = Path(__file__).resolve().parent.parent.parent / "notebooks"
-    for folder in (here, Path.cwd() / "notebooks"):
+def course_notebooks() -> list:
+    """The course's notebooks: a clone's notebooks/, else the copy a wheel ships, else ./notebooks/."""
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package.parent / "notebooks", package / "course" / "notebooks", Path.cwd() / "notebooks"):
         found = sorted(folder.glob("*.ipynb"))
         if found:
             return found
@@ -615,7 +615,7 @@ def default_notebooks() -> list:
 
 
 def _cmd_student(args) -> int:
-    notebooks = args.notebooks or default_notebooks()
+    notebooks = args.notebooks or course_notebooks()
     if not notebooks:
         print("mha-course student: no notebooks found; pass them with --notebooks notebooks/*.ipynb",
               file=sys.stderr)
