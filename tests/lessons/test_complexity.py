@@ -208,3 +208,22 @@ def test_decoding_does_two_flops_per_number_read(T, d_model, nbytes):
 def test_bad_sizes_are_refused(call):
     with pytest.raises(ValueError, match="must be"):
         call()
+
+
+# ----------------------------------------------------------------------------- 05's timing figure, from its file
+def test_notebook_05s_timing_claims_hold_in_the_shipped_results():
+    """The figure of 05 is drawn from benchmarks/results/bench_complexity.json; what its prose says holds there:
+    the fastest calls grow with a log-log slope near 2 where attention dominates, and a fresh process per point."""
+    import json
+    from pathlib import Path
+    bench = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+                        / "bench_complexity.json").read_text())
+    assert (bench["d_model"], bench["h"]) == (32, 4)
+    rows = bench["settings"]["blas1"]
+    T = np.array([r["seq_len"] for r in rows])
+    floor = np.array([r["min_s"] for r in rows])
+    fit = T >= 4 * cx.crossover_seq_len(32)
+    assert fit.sum() >= 3 and not any(r["errors"] for r in rows)
+    assert 1.7 <= cx.loglog_slope(T[fit], floor[fit]) <= 2.5
+    assert np.all(np.diff(floor[fit]) > 0)                      # doubling T never made it faster
+    assert set(bench["settings"]) == {"blas1", "default"} and bench["command"].startswith("python benchmarks/")
