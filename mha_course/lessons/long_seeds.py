@@ -18,7 +18,7 @@ Taught in 13_long_context.ipynb.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 
