@@ -24,6 +24,7 @@ import numpy as np
 
 from ..attention import causal_mask, softmax
 from ..mha import init_params, multi_head_attention
+from . import checkpoints, training
 from . import model as train
 
 __all__ = ["DATA_DIR", "residual_stream", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
@@ -33,7 +34,7 @@ __all__ = ["DATA_DIR", "residual_stream", "ENSEMBLE_CONFIG", "ensemble_paths", "
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 # Independent single-head models at the induction checkpoint's d_model (`make_ensemble` re-makes them).
-ENSEMBLE_CONFIG = train.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
+ENSEMBLE_CONFIG = checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
 ENSEMBLE_SEEDS = (0, 1)
 
 
@@ -48,26 +49,26 @@ def make_ensemble(folder=None) -> list[Path]:
     paths = []
     for seed, path in zip(ENSEMBLE_SEEDS, ensemble_paths()):
         config = ENSEMBLE_CONFIG._replace(seed=seed)
-        params, _ = train.train(config)
-        paths.append(train.save_checkpoint(folder / path.name, params, config))
+        params, _ = training.train(config)
+        paths.append(checkpoints.save_checkpoint(folder / path.name, params, config))
     return paths
 
 
 def load_ensemble() -> list[tuple]:
     """-> [(Config, Model)] of the shipped single-head members."""
-    return [train.load_checkpoint(p)[:2] for p in ensemble_paths()]
+    return [checkpoints.load_checkpoint(p)[:2] for p in ensemble_paths()]
 
 
 def ablated_metrics(params, config, heads, seed: int = 0, n: int = 256) -> train.Metrics:
     """Model, heads [(layer, head)] -> Metrics on ``n`` fresh sequences (``seed``) with those heads silenced.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("previous_token"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("previous_token"))
     >>> ablated_metrics(params, config, []).accuracy > 0.99
     True
     """
     for layer, head in heads:
         params = train.ablate_head(params, config, layer, head)
-    return train.evaluate(params, config, np.random.default_rng(seed), n)
+    return training.evaluate(params, config, np.random.default_rng(seed), n)
 
 
 def keep_only(config, keep: dict) -> list:
@@ -94,7 +95,7 @@ def residual_stream(params, config, batch) -> tuple[list, list]:
     forward pass and its backward pass (``model.forward``, ``model.backward``)."""
     traces = []
     train.forward(params, batch.tokens, config, traces=traces)
-    return traces, train.backward(params, batch, config)[2]
+    return traces, training.backward(params, batch, config)[2]
 
 
 def head_contributions(tr, W_o) -> np.ndarray:
