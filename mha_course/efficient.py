@@ -18,7 +18,8 @@ import numpy as np
 
 from . import _validate
 from .attention import check_attention_inputs
-from .fast import exp_needs_no_shift, fast_attention, run_jobs
+from .fast import exp_needs_no_shift, fast_attention
+from .runtime import run_jobs
 
 __all__ = [
     "fast_attention",  # the core's fast sibling (fast.py), still importable from here

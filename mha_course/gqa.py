@@ -508,7 +508,7 @@ def init_mla_params(d_model: int, h: int, d_latent: int, *, rng: np.random.Gener
 def mla_to_mha(params: MLAParams) -> MHAParams:
     """MLAParams -> the MHAParams it expands into: W_k = W_dkv W_uk, W_v = W_dkv W_uv (D, D).
 
-    Their multi_head_attention equals mla_attention (tests/test_gqa.py), at h·d_k / d_c times
+    Their multi_head_attention equals mla_attention (tests/core/test_gqa.py), at h·d_k / d_c times
     the cached numbers per token.
 
     >>> p = init_mla_params(8, 2, 3, rng=np.random.default_rng(0))

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..attention import causal_mask, softmax
 from ..mha import init_params, multi_head_attention
+from . import checkpoints, training
 from . import model as train
 
 __all__ = ["DATA_DIR", "residual_stream", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
@@ -35,7 +36,7 @@ __all__ = ["DATA_DIR", "residual_stream", "ENSEMBLE_CONFIG", "ensemble_paths", "
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 # Independent single-head models at the induction checkpoint's d_model (`make_ensemble` re-makes them).
-ENSEMBLE_CONFIG = train.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
+ENSEMBLE_CONFIG = checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
 ENSEMBLE_SEEDS = (0, 1, 2)
 # The jointly trained h = 2 induction model of notebook 08 (seed 0, its shipped checkpoint) and two more
 # seeds of the same config (``make_joint_models`` re-makes them): section 2's verdict is read over all three.
@@ -53,19 +54,20 @@ def make_ensemble(folder=None) -> list[Path]:
     paths = []
     for seed, path in zip(ENSEMBLE_SEEDS, ensemble_paths()):
         config = ENSEMBLE_CONFIG._replace(seed=seed)
-        params, _ = train.train(config)
-        paths.append(train.save_checkpoint(folder / path.name, params, config))
+        params, _ = training.train(config)
+        paths.append(checkpoints.save_checkpoint(folder / path.name, params, config))
     return paths
 
 
 def load_ensemble() -> list[tuple]:
     """-> [(Config, Model)] of the shipped single-head members."""
-    return [train.load_checkpoint(p)[:2] for p in ensemble_paths()]
+    return [checkpoints.load_checkpoint(p)[:2] for p in ensemble_paths()]
 
 
 def joint_paths() -> list[Path]:
     """-> the checkpoints of the jointly trained h = 2 models, one per seed of JOINT_SEEDS (seed 0: 08's)."""
-    return [train.checkpoint_path("induction") if s == 0 else DATA_DIR / f"joint_seed{s}.npz" for s in JOINT_SEEDS]
+    return [checkpoints.checkpoint_path("induction") if s == 0 else DATA_DIR / f"joint_seed{s}.npz"
+            for s in JOINT_SEEDS]
 
 
 def make_joint_models(folder=None) -> list[Path]:
@@ -73,15 +75,15 @@ def make_joint_models(folder=None) -> list[Path]:
     folder = DATA_DIR if folder is None else Path(folder)
     paths = []
     for seed, path in zip(JOINT_SEEDS[1:], joint_paths()[1:]):
-        config = train.CHECKPOINT_CONFIGS["induction"]._replace(seed=seed)
-        params, _ = train.train(config)
-        paths.append(train.save_checkpoint(folder / path.name, params, config))
+        config = checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(seed=seed)
+        params, _ = training.train(config)
+        paths.append(checkpoints.save_checkpoint(folder / path.name, params, config))
     return paths
 
 
 def load_joint_models() -> list[tuple]:
     """-> [(Config, Model)] of the jointly trained h = 2 induction models, one per seed of JOINT_SEEDS."""
-    return [train.load_checkpoint(p)[:2] for p in joint_paths()]
+    return [checkpoints.load_checkpoint(p)[:2] for p in joint_paths()]
 
 
 class SeedVerdict(NamedTuple):
@@ -116,13 +118,13 @@ def ensemble_verdict(joint, members, seed: int = 0, n: int = 256) -> SeedVerdict
 def ablated_metrics(params, config, heads, seed: int = 0, n: int = 256) -> train.Metrics:
     """Model, heads [(layer, head)] -> Metrics on ``n`` fresh sequences (``seed``) with those heads silenced.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("previous_token"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("previous_token"))
     >>> ablated_metrics(params, config, []).accuracy > 0.99
     True
     """
     for layer, head in heads:
         params = train.ablate_head(params, config, layer, head)
-    return train.evaluate(params, config, np.random.default_rng(seed), n)
+    return training.evaluate(params, config, np.random.default_rng(seed), n)
 
 
 def keep_only(config, keep: dict) -> list:
@@ -149,7 +151,7 @@ def residual_stream(params, config, batch) -> tuple[list, list]:
     forward pass and its backward pass (``model.forward``, ``model.backward``)."""
     traces = []
     train.forward(params, batch.tokens, config, traces=traces)
-    return traces, train.backward(params, batch, config)[2]
+    return traces, training.backward(params, batch, config)[2]
 
 
 def head_contributions(tr, W_o) -> np.ndarray:

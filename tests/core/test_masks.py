@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import mha_course as mc
 from _mha_checks import random_allowed, require_torch
 from mha_course.masks import MASK_CONVENTIONS, document_mask, fully_masked_rows, leak_probe, mask_as, prefix_lm_mask
-from test_properties import PROFILE
+
+from .test_properties import PROFILE
 
 SEEDS = st.integers(0, 2**32 - 1)
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import assert_close, random_allowed, torch_sdpa
-from mha_course import efficient, fast
+from mha_course import efficient, fast, runtime
 
 TOL64 = 1e-10
 
@@ -176,7 +176,7 @@ def test_tiled_runs_big_inputs_on_a_pool_with_blas_on_one_thread(monkeypatch):
 
     from threadpoolctl import threadpool_limits
     inside = []
-    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
     real_rows = efficient._tiled_rows
     monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: inside.append(
         (threading.current_thread().name, _blas_threads())) or real_rows(*a))
@@ -475,7 +475,7 @@ def test_linear_attention_runs_heads_on_the_pool(monkeypatch, causal):
     import threading
     names = []
     real = efficient._linear_one
-    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
     monkeypatch.setattr(efficient, "_linear_one", lambda *a: names.append(threading.current_thread().name) or real(*a))
     rng = np.random.default_rng(21)
     Q, K, V = _qkv(rng, (2, 3), 700, 700, d_k=64, d_v=4)  # more than one tile of work: the pool
@@ -495,7 +495,7 @@ def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, t
     import json
     import runpy
     from pathlib import Path
-    bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "bench_efficient.py"))
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "bench_efficient.py"))
     rng = np.random.default_rng(14)
     Q, K, V = (rng.standard_normal((1, 2, 64, 8), dtype=np.float32) for _ in range(3))
     assert_close(bench["in_place_naive"](Q, K, V), _exact(Q, K, V), np.float32, "in-place naive")

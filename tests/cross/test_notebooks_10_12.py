@@ -10,11 +10,11 @@ import pytest
 
 import mha_course as mc
 from mha_course import efficient
+from mha_course.lessons import checkpoints, quiz
 from mha_course.lessons import complexity as cx
 from mha_course.lessons import model as train
-from mha_course.lessons import quiz
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = {n: ROOT / "notebooks" / f for n, f in (
     (10, "10_efficient_attention.ipynb"), (11, "11_misconceptions_and_interview.ipynb"),
     (12, "12_from_numpy_to_pytorch.ipynb"))}
@@ -143,7 +143,7 @@ def test_the_seed_claim_of_a_sparse_and_linear_mainstream_is_answered_with_sourc
 
 def test_what_the_toy_models_lose_with_linear_attention():
     """Notebook 10 §7: the previous-token model stays perfect with softmax and falls with linear attention."""
-    config, params = train.load_checkpoint(train.checkpoint_path("previous_token"))[:2]
+    config, params = checkpoints.load_checkpoint(checkpoints.checkpoint_path("previous_token"))[:2]
     batch = train.make_batch(config, np.random.default_rng(0), 256)
 
     def accuracy(core):
@@ -183,7 +183,7 @@ def test_a_two_dimensional_query_singles_out_any_key_on_a_circle():
 def test_gradient_x_input_has_the_opposite_sign_for_three_of_four_heads():
     """the notebook says 3 of the 4 heads; recomputed here."""
     from mha_course.lessons import misconceptions as mi
-    config, params = train.load_checkpoint(train.checkpoint_path("induction"))[:2]
+    config, params = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))[:2]
     attr = mi.head_attribution(params, config)
     assert int((np.sign(attr["grad_x_input"]) != np.sign(attr["ablation"])).sum()) == 3
     text = prose(11)
@@ -211,7 +211,7 @@ def test_section_4_agrees_with_its_timing_table():
 
 
 def test_the_quiz_answers_of_items_5_and_6_agree_with_the_shipped_runs():
-    e = train.load_experiments()
+    e = checkpoints.load_experiments()
     by_id = {q.id: q for q in quiz.load_questions()}
     one_layer = float(e["one_layer_accuracy"])
     assert f"{one_layer:.2f}" in by_id["induction-layers"].explanation and "near chance" not in by_id[

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import mha_course as mc
 from _mha_checks import require_torch
 from mha_course.positions import ROPE_LAYOUTS, apply_rope, dynamic_rope_scaling, rope_angles, rope_score_grid
-from test_properties import PROFILE
+
+from .test_properties import PROFILE
 
 LAYOUTS = st.sampled_from(ROPE_LAYOUTS)
 EVEN_D_K = st.sampled_from([2, 4, 6, 8, 16])

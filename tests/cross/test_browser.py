@@ -12,7 +12,7 @@ What a learner does, checked the way a learner would see it:
 Screenshots go to test-artifacts/ (gitignored). The tests skip with the reason when chromium
 or playwright is missing, unless MHA_COURSE_REQUIRE_BROWSER=1 (CI), which makes that a failure.
 
-    python -m pytest tests/test_browser.py -m browser -p no:nbval
+    python -m pytest tests/cross/test_browser.py -m browser -p no:nbval
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import pytest
 
 from jupyterlab_harness import CHROMIUM, JupyterLab, Voila, launch_chromium
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 OVERVIEW = ROOT / "notebooks" / "00_overview.ipynb"
 APP = ROOT / "notebooks" / "explorer_app.ipynb"

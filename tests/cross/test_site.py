@@ -13,7 +13,7 @@ The book needs the `site` extra (sphinx, myst-nb, sphinx-book-theme) and the npm
 MHA_COURSE_REQUIRE_SITE=1 (CI's site step); without chromium/playwright the browser test skips
 unless MHA_COURSE_REQUIRE_BROWSER=1 or MHA_COURSE_REQUIRE_SITE=1.
 
-    make site && python -m pytest tests/test_site.py -p no:nbval -q
+    make site && python -m pytest tests/cross/test_site.py -p no:nbval -q
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ import pytest
 
 from jupyterlab_harness import CHROMIUM, launch_chromium
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 NPM_DIR = Path(os.environ.get("MHA_COURSE_BOOK_NPM", ROOT / "build" / "book-npm"))
 REQUIRE_SITE = os.environ.get("MHA_COURSE_REQUIRE_SITE") == "1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_toml(path: Path) -> dict:
@@ -167,4 +167,4 @@ def test_ci_requires_torch_and_runs_the_test_command():
     pinned = [req for extra in extras.split(",") for req in optional.get(extra, [])]
     assert "torch==2.13.0" in pinned, f"CI installs extras {extras} = {pinned}: torch==2.13.0 missing"
     assert any("MHA_COURSE_THREADS=2" in line and "pytest notebooks" in line for line in script)
-    assert any("tests/test_busy_machine.py" in line and "--busy" in line for line in script)
+    assert any("tests/cross/test_busy_machine.py" in line and "--busy" in line for line in script)

@@ -15,7 +15,7 @@ import pytest
 
 import mha_course
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 CORE = ["00_overview", "01_qkv", "02_scaled_dot_product", "03_multi_head_split",
         "04_concat_output", "05_complexity"]

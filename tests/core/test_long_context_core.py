@@ -27,6 +27,7 @@ import mha_course as mc
 from _mha_checks import require_torch
 from mha_course.efficient import merge_attention_partials, split_kv_partials
 from mha_course.lessons import model as train
+from mha_course.lessons import training
 
 PROFILE = settings(derandomize=True, database=None, deadline=None, max_examples=40,
                    suppress_health_check=[HealthCheck.too_slow])
@@ -95,20 +96,20 @@ def test_model_gradients_with_new_positions_match_finite_differences(change):
     config = train.Config(task="induction", vocab=6, seq_len=6, d_model=4, h=2, n_layers=2, batch=3, **change)
     params = train.init_model(config, np.random.default_rng(1))
     batch = train.make_batch(config, np.random.default_rng(2))
-    _, grads = train.loss_and_grads(params, batch, config)
+    _, grads = training.loss_and_grads(params, batch, config)
     eps = 1e-6
     for name in ("W_q", "W_k"):
         p, g = getattr(params.layers[0], name), getattr(grads.layers[0], name)
         for i in np.ndindex(p.shape):
             old = p[i]
             p[i] = old + eps
-            up = train.loss_and_grads(params, batch, config)[0].loss
+            up = training.loss_and_grads(params, batch, config)[0].loss
             p[i] = old - eps
-            down = train.loss_and_grads(params, batch, config)[0].loss
+            down = training.loss_and_grads(params, batch, config)[0].loss
             p[i] = old
             assert abs((up - down) / (2 * eps) - g[i]) <= 1e-6
     # forward and loss_and_grads share one forward pass: the same loss
-    assert abs(train.metrics(params, batch, config).loss - train.loss_and_grads(params, batch, config)[0].loss) < 1e-12
+    assert abs(training.metrics(params, batch, config).loss - training.loss_and_grads(params, batch, config)[0].loss) < 1e-12
 
 
 def test_alibi_model_has_no_position_table():

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import SAME_MATHS_TOL, assert_close, random_allowed
-from mha_course import fast
+from mha_course import fast, runtime
 from mha_course.attention import scaled_dot_product_attention
-from test_properties import DTYPES, PROFILE
+
+from .test_properties import DTYPES, PROFILE
 
 BATCHES = st.sampled_from([(), (1,), (2,), (2, 3), (1, 2)])
 
@@ -164,7 +165,7 @@ def test_many_blocks_run_on_a_pool_with_blas_on_one_thread(monkeypatch):
     from threadpoolctl import threadpool_limits
     inside = []
     real_block = fast._attend_block
-    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
     monkeypatch.setattr(fast, "_attend_block", lambda *a: inside.append(
         (threading.current_thread().name, _blas_threads())) or real_block(*a))
     monkeypatch.setattr(fast, "_SMALL_BYTES", 0)
@@ -202,83 +203,8 @@ def test_multi_head_attention_takes_the_fast_path_and_trace_the_textbook(monkeyp
     assert_same_attention((out, weights), (t.output, t.weights), np.float32)
 
 
-def test_run_jobs_inside_a_worker_runs_serially(monkeypatch):
-    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
-    seen = []
-    fast.run_jobs(lambda job: fast.run_jobs(lambda j: seen.append((j, threading.current_thread().name)), [job, job]),
-                  [1, 2, 3])
-    assert sorted(j for j, _ in seen) == [1, 1, 2, 2, 3, 3]
-    assert all(name.startswith("mha_course") for _, name in seen)  # the inner calls ran in the workers
-    with pytest.raises(ZeroDivisionError):
-        fast.run_jobs(lambda job: 1 / job, [1, 0])  # a worker's exception reaches the caller
-    assert fast._STATE["users"] == 0  # the BLAS limit was released
-
-
-def test_blas_on_one_thread_nests_and_restores():
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=2, user_api="blas"):
-        with fast.blas_on_one_thread():
-            assert _blas_threads() == 1
-            with fast.blas_on_one_thread():
-                fast.run_jobs(lambda j: None, [1, 2])
-                assert _blas_threads() == 1
-            assert _blas_threads() == 1  # the outer block still holds it
-        assert _blas_threads() == 2
-
-
-def test_the_pool_is_kept_and_remade_after_a_fork(monkeypatch):
-    import os
-    monkeypatch.setattr(fast, "cpu_count", lambda: 2)
-    fast.run_jobs(lambda j: None, [1, 2])
-    pool = fast._STATE["pool"]
-    fast.run_jobs(lambda j: None, [1, 2])
-    assert fast._STATE["pool"] is pool  # one pool for the process: no thread start per call
-    if not hasattr(os, "fork"):
-        return
-    pid = os.fork()
-    if pid == 0:  # the child has none of the parent's threads: a stale pool would hang here
-        try:
-            fast.run_jobs(lambda j: None, [1, 2])
-            os._exit(0 if fast._STATE["pool"] is not pool else 1)
-        finally:
-            os._exit(2)
-    assert os.waitpid(pid, 0)[1] == 0
-
-
 def test_fast_attention_checks_its_arguments():
     with pytest.raises(ValueError, match="share their last dim d_k"):
         fast.fast_attention(np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 4)))
     with pytest.raises(ValueError, match="must be boolean"):
         fast.fast_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), mask=np.ones((2, 2)))
-
-
-_FAULTS = """
-import resource, sys
-import numpy as np
-if sys.argv[1] == "package":
-    import mha_course  # noqa: F401  (its import sets the allocator, fast.keep_freed_memory)
-def one_call():  # what a call of attention does to memory: a few arrays of MiBs, made, touched, freed
-    arrays = [np.ones(1 << 19, np.float32) for _ in range(4)]  # four 2 MiB arrays
-    del arrays
-for _ in range(3):
-    one_call()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(20):
-    one_call()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-@pytest.mark.skipif(not fast.keep_freed_memory(), reason="the allocator setting is for glibc on Linux")
-def test_importing_the_package_keeps_freed_memory_for_reuse():
-    """After ``import mha_course`` arrays freed by one call are reused by the next one, page for page:
-    no page faults in 20 calls. Without the package, glibc hands the memory back and every call
-    faults its pages in again (about 2,000 a call), so this fails if the setting is not applied."""
-    import subprocess
-    import sys
-    faults = {}
-    for who in ("numpy", "package"):
-        done = subprocess.run([sys.executable, "-c", _FAULTS, who], capture_output=True, text=True, check=True)
-        faults[who] = int(done.stdout.split()[-1])
-    assert faults["package"] < 200, faults  # page faults are counted, not timed: the same on a busy machine
-    assert faults["numpy"] > 20 * 1000, faults  # the default this setting exists to change
