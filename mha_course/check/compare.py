@@ -204,9 +204,13 @@ def same(a, b) -> bool:
         return isinstance(a, (tuple, list)) and len(a) == len(b) and all(map(same, a, b))
     if isinstance(a, (tuple, Opaque)) or isinstance(a, float) != isinstance(b, float):
         return False
-    if isinstance(a, list) and isinstance(b, np.ndarray) and any(isinstance(x, np.ndarray) for x in a):
+    if _list_of_arrays(a) != _list_of_arrays(b):
         return False  # an unstacked list of arrays is its own mistake, whatever its stacking equals
     return close(a, b)
+
+
+def _list_of_arrays(v) -> bool:
+    return isinstance(v, list) and any(isinstance(x, np.ndarray) for x in v)
 
 
 def identical(a, b) -> bool:
