@@ -30,7 +30,7 @@ from . import model as train
 __all__ = ["SEEDS", "SCHEMES", "FIXES", "TUNED", "STREAMS", "FINE_TUNE", "RESULTS_PATH", "base_config",
            "base_models", "fine_tune", "fine_tunes", "fix_models", "evaluate_fixes", "evaluate_models",
            "stream_settings", "evaluate_streams", "run_seed", "results", "load_results",
-           "Summary", "summary", "separated", "format_summary"]
+           "Summary", "summary", "separated", "format_summary", "format_values"]
 
 SEEDS = (0, 1, 2)
 SCHEMES = lc.SCHEMES
@@ -249,3 +249,16 @@ def format_summary(table: np.ndarray, names, lengths=lc.LENGTHS, train_len: int 
     rows = [f"{name:<34}" + "".join(f"{str(summary(table[:, i, k, column])):>22}" for k in range(len(lengths)))
             for i, name in enumerate(names)]
     return "\n".join([head, *rows])
+
+
+def format_values(values: np.ndarray, names, header: str) -> str:
+    """(S, M) one number per seed and model -> text: each model's mean (min-max) over seeds, under ``header``.
+
+    >>> print(format_values(np.array([[0.5, 1.0], [0.7, 1.0]]), ["a", "b"], "accuracy"))
+    accuracy, mean (min-max)
+    a                                      0.600 (0.500-0.700)
+    b                                      1.000 (1.000-1.000)
+    """
+    values = np.asarray(values)
+    return "\n".join([f"{header}, mean (min-max)"] + [f"{name:<34}{str(summary(values[:, i])):>25}"
+                                                       for i, name in enumerate(names)])
