@@ -568,11 +568,13 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> n_splits partial outputs (..., T, d_v)
     and their log-sum-exps (..., T, 1), one per chunk of the keys.
 
-    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (sizes differ by at most one;
-    chunks may be empty when n_splits > S). Its output is the softmax-weighted mean of its
-    values alone, and lse = log sum exp(scores of the chunk); a chunk the mask blocks entirely
-    (or an empty one) gives lse = -inf and a zero output. Each chunk is independent: on a GPU,
-    one block of threads each.
+    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (contiguous, sizes differ by at
+    most one; ``1 <= n_splits <= S``, so no chunk is empty). As in Flash-Decoding, each chunk's
+    scores are computed inside the chunk, from its own keys: at most (..., T, S / n_splits) scores
+    live at once (never the whole T x S matrix), plus the n_splits outputs. Its output is the
+    softmax-weighted mean of its values alone, and lse = log sum exp(scores of the chunk); a chunk
+    the mask blocks entirely gives lse = -inf and a zero output. Each chunk is independent: on a
+    GPU, one block of threads each.
 
     >>> rng = np.random.default_rng(0)
     >>> outs, lses = split_kv_partials(rng.normal(size=(1, 4)), rng.normal(size=(5, 4)), np.eye(5), 2)
@@ -582,19 +584,28 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     n_splits = _validate.positive_int(n_splits, "n_splits")
     S = K.shape[-2]
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    if n_splits > S:
+        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
+                         f"give 1 <= n_splits <= {S}")
     if mask is not None:
-        scores = np.where(mask, scores, -np.inf)  # True = may attend
+        mask = np.broadcast_to(mask, (*Q.shape[:-1], S))  # (..., T, S), a view: its chunks are slices
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(S), n_splits)])  # (n_splits + 1,)
     outs, lses = [], []
-    for idx in np.array_split(np.arange(S), n_splits):  # n_splits chunks of the S keys
-        s, v = scores[..., idx], V[..., idx, :]  # (..., T, c), (..., c, d_v)
-        m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # (..., T, 1); -inf: nothing allowed
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # chunk c: keys lo .. hi - 1
+        k, v = K[..., lo:hi, :], V[..., lo:hi, :]  # (..., c, d_k), (..., c, d_v): views
+        s = Q @ np.swapaxes(k, -1, -2)  # (..., T, d_k) x (..., d_k, c) -> (..., T, c), the chunk's scores
+        s /= math.sqrt(Q.shape[-1])  # in place, as every step below: one (..., T, c) array per chunk
+        if mask is not None:
+            s[~mask[..., lo:hi]] = -np.inf  # True = may attend
+        m = s.max(axis=-1, keepdims=True)  # (..., T, 1); -inf: nothing allowed
         shift = np.where(np.isfinite(m), m, 0.0)
-        p = np.exp(s - shift)  # (..., T, c)
+        s -= shift
+        p = np.exp(s, out=s)  # (..., T, c)
         total = p.sum(axis=-1, keepdims=True)  # (..., T, 1)
         outs.append((p @ v) / np.where(total > 0, total, 1.0))  # (..., T, c) x (..., c, d_v) -> (..., T, d_v)
         with np.errstate(divide="ignore"):
             lses.append(np.where(total > 0, shift + np.log(total), -np.inf))  # (..., T, 1)
+        del s, p  # freed before the next chunk's scores are made
     return outs, lses
 
 
@@ -649,7 +660,8 @@ def split_kv_attention(Q, K, V, n_splits: int, mask=None) -> np.ndarray:
     FlashDecoding's split-KV attention (Dao et al. 2023): the keys are cut into n_splits chunks
     (``split_kv_partials``: a partial output and its log-sum-exp per chunk, computed in
     parallel), then merged exactly (``merge_attention_partials``). The result equals
-    ``scaled_dot_product_attention``'s output for any n_splits, whether or not it divides S.
+    ``scaled_dot_product_attention``'s output for any 1 <= n_splits <= S, whether or not it divides S
+    (more splits than keys is a ValueError: a chunk needs a key).
     It helps when B · h is small and S long: one query per head leaves the other cores idle
     unless the keys are split too.
 

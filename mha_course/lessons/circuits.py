@@ -330,7 +330,7 @@ def ov_spectrum(params, config, layer: int, head: int) -> np.ndarray:
     """-> (V,): the singular values of the OV circuit W_E OV^h W_U (V, V), largest first. At most d_k are
     nonzero (OV^h has rank <= d_k); a head that copies many tokens spreads its size over many of them.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> ov_spectrum(params, config, 1, 1).shape
     (16,)
     """
@@ -592,7 +592,7 @@ def attribution_patching(params, config, pair: PatchPair) -> np.ndarray:
     Exact where the model is linear in the head's output (a last-layer head); an approximation
     through later layers' softmax (a layer-1 head read by layer 2).
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> attribution_patching(params, config, make_pair(config, np.random.default_rng(0), 8)).shape
     (2, 2)
     """
@@ -786,14 +786,14 @@ def trajectory_arrays(progress: bool = False) -> dict:
 
 def save_trajectories(path=None, progress: bool = False) -> Path:
     """``trajectory_arrays`` written to ``path`` (default: the shipped file), atomically."""
-    return train.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
+    return checkpoints.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
 
 
 def load_trajectories(path=None) -> dict:
     """-> {name: Trajectory} as ``save_trajectories`` wrote them (default: the shipped file)."""
     path = Path(trajectory_path() if path is None else path)
     fix = "make them with `mha-course train phase_change`"
-    z = train.read_npz(path, "trajectory file", fix)
+    z = checkpoints.read_npz(path, "trajectory file", fix)
     out = {}
     for name in PHASE_CHANGE_CONFIGS:
         missing = [f"{name}.{f}" for f in Trajectory._fields if f"{name}.{f}" not in z]
@@ -884,13 +884,13 @@ def seed_results(seeds=SEEDS, progress: bool = False) -> dict:
 
 def seed_results_path() -> Path:
     """-> the shipped results over seeds (``mha_course/checkpoints/circuit_seeds.npz``)."""
-    return train.CHECKPOINT_DIR / "circuit_seeds.npz"
+    return checkpoints.CHECKPOINT_DIR / "circuit_seeds.npz"
 
 
 def load_seed_results(path=None) -> dict:
     """-> {quantity: (n_seeds,)} as ``seed_results`` made them (default: the shipped file)."""
     path = Path(seed_results_path() if path is None else path)
-    z = train.read_npz(path, "results file", "make it with `mha-course train circuit_seeds`")
+    z = checkpoints.read_npz(path, "results file", "make it with `mha-course train circuit_seeds`")
     if "seeds" not in z or "baseline" not in z:
         raise ValueError(f"{path} holds no 'seeds' or 'baseline': it is not a results file of seed_results; "
                          "make it with `mha-course train circuit_seeds`")
