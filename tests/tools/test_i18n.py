@@ -14,7 +14,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from babel.messages.catalog import Catalog
 
 from mha_course.tools import i18n, student
 
@@ -108,7 +107,7 @@ def test_student_copies_in_chinese_have_english_code_and_mark_the_language(tmp_p
     src = ROOT / "notebooks" / "01_qkv.ipynb"
     base = tmp_path / "course"
     (base / "notebooks").mkdir(parents=True)
-    table = _fake_catalogue(base, src.stem, nbformat.read(src, as_version=4))
+    _fake_catalogue(base, src.stem, nbformat.read(src, as_version=4))
     monkeypatch.setattr(i18n, "root", lambda: base)
     out = tmp_path / "learner"
     student.write_student_copies([src], out, log=lambda *a: None, lang="zh_CN")
