@@ -22,6 +22,8 @@ translation: code cells, cell ids, tags and outputs are the English ones, unchan
 
     python -m mha_course.tools.i18n update            # re-extract, merge, mark changed messages fuzzy
     python -m mha_course.tools.i18n status            # messages, translated, fuzzy, per catalogue
+    python -m mha_course.tools.i18n export 01_qkv     # what is left to translate, as JSON
+    python -m mha_course.tools.i18n import 01_qkv zh.json   # {English: 中文} into the catalogue
 """
 from __future__ import annotations
 
@@ -110,6 +112,13 @@ def messages(source: str) -> list[str]:
 def assemble(paragraphs: list[list[Block]]) -> str:
     """The inverse of ``blocks``: rows and items joined by newlines, paragraphs by blank lines."""
     return "\n\n".join("\n".join(b.text for b in p) for p in paragraphs)
+
+
+def heading_anchor(english: str) -> str:
+    """For a heading, an HTML anchor with the English heading's id, so that links into it still land."""
+    if not re.match(r"^#{1,6}\s", english) or "\n" in english:
+        return ""
+    return f' <a id="{english.lstrip("#").strip().replace(" ", "-")}"></a>'
 
 
 def protected_parts(text: str) -> list[str]:
@@ -220,7 +229,7 @@ def translate_markdown(source: str, table: dict) -> str:
         for i, b in enumerate(p):
             new = table.get(b.text) if b.translate else None
             if new and protected_parts(new) == protected_parts(b.text):
-                p[i] = Block(new, True)
+                p[i] = Block(new + heading_anchor(b.text), True)
     tail = source[len(source.rstrip()):]
     return assemble(paragraphs) + tail
 
@@ -295,12 +304,62 @@ def _status_line(s: Status) -> str:
             f"{s.fuzzy} fuzzy, {s.untranslated} untranslated, {s.broken} broken")
 
 
+def untranslated(stem: str, lang: str = "zh_CN", base=None) -> list[str]:
+    """The English of every message of ``stem``'s catalogue that is untranslated, fuzzy or broken."""
+    cat = read_catalogue(catalogue_path(stem, lang, base))
+    done = translations(cat)
+    return [m.id for m in cat if m.id and (m.id not in done or protected_parts(done[m.id]) != protected_parts(m.id))]
+
+
+def add_translations(stem: str, table: dict, lang: str = "zh_CN", base=None) -> tuple[int, list[str]]:
+    """{English: translation} -> into ``stem``'s catalogue (the fuzzy flag of each cleared: reviewed).
+
+    Returns (how many were set, the English of those refused because the translation drops or
+    changes a protected part, or because the English is not a message of the catalogue).
+    """
+    if not isinstance(table, dict):
+        raise TypeError(f"table must be a dict {{English: translation}}, got {type(table).__name__}")
+    path = catalogue_path(stem, lang, base)
+    cat = read_catalogue(path)
+    done, refused = 0, []
+    for english, text in table.items():
+        message = cat.get(english) if isinstance(english, str) else None
+        if message is None or not isinstance(text, str) or protected_parts(text) != protected_parts(english):
+            refused.append(english)
+            continue
+        message.string = text
+        message.flags.discard("fuzzy")
+        done += 1
+    write_catalogue(path, cat)
+    return done, refused
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mha_course.tools.i18n",
                                      description="The course's gettext catalogues (locales/<lang>/LC_MESSAGES).")
-    parser.add_argument("command", choices=("update", "status"))
+    parser.add_argument("command", choices=("update", "status", "export", "import"),
+                        help="export STEM: the untranslated messages as JSON; import STEM FILE: a JSON "
+                             "{English: translation} into the catalogue")
+    parser.add_argument("stem", nargs="?", help="a catalogue (a notebook's stem, or glossary)")
+    parser.add_argument("file", nargs="?", help="the JSON file to import")
     parser.add_argument("--lang", default="zh_CN", choices=LANGS)
     args = parser.parse_args(argv)
+    if args.command in ("export", "import") and not args.stem:
+        parser.error(f"{args.command} needs a catalogue name, e.g. 01_qkv")
+    if args.command == "export":
+        import json
+        print(json.dumps(untranslated(args.stem, args.lang), ensure_ascii=False, indent=1))
+        return 0
+    if args.command == "import":
+        import json
+        if not args.file:
+            parser.error("import needs the JSON file: python -m mha_course.tools.i18n import 01_qkv zh.json")
+        n, refused = add_translations(args.stem, json.loads(Path(args.file).read_text(encoding="utf-8")), args.lang)
+        print(f"{args.stem}: {n} translations set, {len(refused)} refused (code, math, links or tags changed, "
+              "or not a message of the catalogue)")
+        for english in refused:
+            print(f"  refused: {english[:100]!r}")
+        return 0 if not refused else 1
     if args.command == "update":
         statuses = update(args.lang)
     else:

@@ -100,7 +100,7 @@ def test_a_translated_notebook_keeps_every_code_cell_id_tag_and_output(tmp_path)
         if a.cell_type == "code":
             assert (a.source, a.get("outputs")) == (b.source, b.get("outputs"))
         else:
-            assert i18n.messages(b.source) == [table[m] for m in i18n.messages(a.source)]
+            assert i18n.messages(b.source) == [table[m] + i18n.heading_anchor(m) for m in i18n.messages(a.source)]
 
 
 def test_student_copies_in_chinese_have_english_code_and_mark_the_language(tmp_path, monkeypatch):
@@ -142,3 +142,10 @@ def test_every_catalogue_is_in_step_with_the_english():
         if missing:
             stale[stem] = missing[:2]
     assert not stale, f"catalogues behind the English (run make i18n): {json.dumps(stale, ensure_ascii=False)[:600]}"
+
+
+def test_a_translated_heading_keeps_the_english_anchor_so_links_still_land():
+    english = "## 3. What goes wrong without projections: Q = K = V = X"
+    zh = i18n.translate_markdown(english, {english: "## 3. 没有投影会怎样：Q = K = V = X"})
+    assert zh == '## 3. 没有投影会怎样：Q = K = V = X <a id="3.-What-goes-wrong-without-projections:-Q-=-K-=-V-=-X"></a>'
+    assert i18n.heading_anchor("Not a heading") == ""
