@@ -1,7 +1,7 @@
 """The self-quiz of notebook 11: load the questions, compute their numbers, grade answers (numpy only).
 
 The questions live in ONE data file, ``mha_course/data/quiz.json``, read by the notebook, the
-widget (``mha_course.quiz_widget``) and the tests. A choice is either a string or a reference
+widget (``mha_course.widgets.quiz``) and the tests. A choice is either a string or a reference
 to a package computation, so no number or shape in the file is typed by hand:
 
     {"compute": "param_count", "args": {"d_model": 512}}              -> "1,048,576"
@@ -34,8 +34,7 @@ from .. import _validate, efficient, gqa, heads, positions
 from ..attention import causal_mask, scaled_dot_product_attention, softmax
 from ..mha import count_params, init_params, multi_head_attention, trace
 from ..positions import apply_rope
-from . import complexity, misconceptions
-from . import model as train
+from . import checkpoints, complexity, misconceptions
 
 __all__ = ["QUIZ_PATH", "MAX_CHOICES", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
            "format_value", "choice_index", "grade", "score", "render_text", "verify"]
@@ -100,14 +99,14 @@ def _rope_depends_on_offset(d_k: int = 8) -> bool:
 
 def _narrow_heads_lose() -> bool:
     """The shipped h sweep (08): heads of d_k <= 4 end less accurate than one head of d_k = 32."""
-    e = train.load_experiments()
+    e = checkpoints.load_experiments()
     acc, d_k = e["h_sweep_accuracy"].mean(0), 32 // e["h_sweep_hs"]
     return bool(acc[d_k <= 4].max() < acc[0] - 0.2)
 
 
 def _one_head_breaks_the_model() -> bool:
     """Silencing one head of the trained induction model costs more than half its accuracy."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     full = misconceptions.ablated_metrics(params, config, []).accuracy
     worst = min(misconceptions.ablated_metrics(params, config, [(layer, j)]).accuracy
                 for layer in range(config.n_layers) for j in range(config.h))
@@ -116,7 +115,7 @@ def _one_head_breaks_the_model() -> bool:
 
 def _sharp_head_matters_little() -> bool:
     """Some head looks sharper than another yet costs less to ablate (trained induction model)."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     a = misconceptions.head_attribution(params, config)
     w, cost = a["max_weight"].ravel(), a["ablation"].ravel()
     return bool(np.any((w[:, None] > w[None, :]) & (cost[:, None] < cost[None, :])))
