@@ -41,7 +41,7 @@ import numpy as np
 from .. import _validate
 from ..attention import causal_mask
 from ..mha import trace
-from . import misconceptions
+from . import checkpoints, misconceptions, training
 from . import model as train
 
 __all__ = ["trajectory_arrays", "previous_token_score", "duplicate_token_score", "prefix_matching_score", "head_scores",
@@ -265,7 +265,7 @@ def ov_matrix(params, config, layer: int, head: int) -> np.ndarray:
 def qk_circuit(params, config, layer: int, head: int) -> np.ndarray:
     """-> (V, V): W_E QK^h W_E^T, the score of query token i for key token j (token part only).
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> qk_circuit(params, config, 1, 0).shape
     (16, 16)
     """
@@ -330,7 +330,7 @@ def ov_spectrum(params, config, layer: int, head: int) -> np.ndarray:
     """-> (V,): the singular values of the OV circuit W_E OV^h W_U (V, V), largest first. At most d_k are
     nonzero (OV^h has rank <= d_k); a head that copies many tokens spreads its size over many of them.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> ov_spectrum(params, config, 1, 1).shape
     (16,)
     """
@@ -353,7 +353,7 @@ def _layer_out(params, layer: int, contributions: np.ndarray) -> np.ndarray:
 def run_with_cache(params, tokens, config) -> tuple[np.ndarray, list]:
     """tokens (B, T) -> logits (B, T, V), [contributions (B, h, T, D)] * L: what each head adds to the stream.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> tokens = train.make_batch(config, np.random.default_rng(0), 2).tokens
     >>> logits, heads = run_with_cache(params, tokens, config)
     >>> bool(np.allclose(logits, train.forward(params, tokens, config)[0])), heads[1].shape
@@ -414,7 +414,7 @@ def make_pair(config, rng: np.random.Generator, n: int = 64, corrupt: str = "key
     query finds no key); ``"value"``: the token after it, A[repeat - 1] (what gets copied), is replaced.
     The new token comes from outside A, so the corrupted model has no right answer to find.
 
-    >>> pair = make_pair(train.CHECKPOINT_CONFIGS["induction"], np.random.default_rng(0), 2)
+    >>> pair = make_pair(checkpoints.CHECKPOINT_CONFIGS["induction"], np.random.default_rng(0), 2)
     >>> pair.clean.shape, pair.position, pair.changed
     ((2, 24), 22, 14)
     """
@@ -524,7 +524,7 @@ def patching_effect(params, config, pair: PatchPair, heads, positions=None) -> f
     clean run into the corrupted one: (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt); 0 = no
     effect, 1 = fully restored.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> pair = make_pair(config, np.random.default_rng(0), 16)
     >>> all_heads = [(layer, head) for layer in range(2) for head in range(2)]
     >>> round(patching_effect(params, config, pair, all_heads), 6), round(patching_effect(params, config, pair, []), 6)
@@ -597,7 +597,7 @@ def attribution_patching(params, config, pair: PatchPair) -> np.ndarray:
     Exact where the model is linear in the head's output (a last-layer head); an approximation
     through later layers' softmax (a layer-1 head read by layer 2).
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> attribution_patching(params, config, make_pair(config, np.random.default_rng(0), 8)).shape
     (2, 2)
     """
@@ -629,7 +629,7 @@ ABLATIONS = ("zero", "mean", "resample")
 
 
 def ablate_heads(params, config, tokens, heads, kind: str = "zero", reference=None) -> Callable:
-    """-> a ``patch`` hook for train.forward / train.metrics that ablates heads [(layer, head)]:
+    """-> a ``patch`` hook for train.forward / training.metrics that ablates heads [(layer, head)]:
     ``"zero"`` writes nothing; ``"mean"`` writes the head's mean output per position over the
     ``reference`` batch (B', T); ``"resample"`` writes its output on ``reference`` (B, T), another
     batch of the same shape (a different sequence for each row). ``tokens`` only fixes the shape.
@@ -667,8 +667,8 @@ def ablation_losses(params, config, batch, reference, heads_sets) -> dict:
     """-> {kind: (len(heads_sets),)}: the loss increase on ``batch`` when each set of heads is ablated
     that way (``reference`` tokens for mean and resample), against the intact model's loss."""
     _check_no_norm(config)
-    base = train.metrics(params, batch, config).loss
-    return {kind: np.array([train.metrics(params, batch, config,
+    base = training.metrics(params, batch, config).loss
+    return {kind: np.array([training.metrics(params, batch, config,
                                           patch=ablate_heads(params, config, batch.tokens, heads, kind, reference)
                                           ).loss - base for heads in heads_sets])
             for kind in ABLATIONS}
@@ -730,8 +730,8 @@ class Trajectory(NamedTuple):
 
 
 # The runs of notebook 14 §2: notebook 08's two-layer induction model, and the same with one layer.
-PHASE_CHANGE_CONFIGS = {"two_layer": train.CHECKPOINT_CONFIGS["induction"],
-                        "one_layer": train.CHECKPOINT_CONFIGS["induction"]._replace(n_layers=1)}
+PHASE_CHANGE_CONFIGS = {"two_layer": checkpoints.CHECKPOINT_CONFIGS["induction"],
+                        "one_layer": checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(n_layers=1)}
 PHASE_CHANGE_EVERY = 5
 
 
@@ -739,15 +739,15 @@ def _observe(params, config, probe) -> tuple:
     logits, weights = train.forward(params, probe.tokens, config)
     scores = head_scores(weights, probe.tokens)
     comp = (composition_scores(params, config)["K"] if config.n_layers > 1 else np.zeros((0, 0)))
-    return (train.metrics(params, probe, config).loss, np.stack([scores[n] for n in SCORE_NAMES]), comp,
+    return (training.metrics(params, probe, config).loss, np.stack([scores[n] for n in SCORE_NAMES]), comp,
             np.stack(weights)[:, 0].astype(np.float32))
 
 
 def train_trajectory(config, every: int = PHASE_CHANGE_EVERY, progress: bool = False,
                      callback: Optional[Callable] = None, n_probe: int = 64) -> Trajectory:
-    """config -> Trajectory: ``train.train(config)`` (the same run, the same numbers), observed at
+    """config -> Trajectory: ``training.train(config)`` (the same run, the same numbers), observed at
     step 0 and every ``every`` steps on a probe batch of ``n_probe`` sequences (seed config.seed + 3).
-    ``callback(step, metrics, params)`` is passed on to train.train (a live loss plot)."""
+    ``callback(step, metrics, params)`` is passed on to training.train (a live loss plot)."""
     _check_no_norm(config)
     probe = train.make_batch(config, np.random.default_rng(config.seed + 3), n_probe)
     seen = [(0, _observe(train.init_model(config), config, probe))]
@@ -756,7 +756,7 @@ def train_trajectory(config, every: int = PHASE_CHANGE_EVERY, progress: bool = F
         if (step + 1) % every == 0:
             seen.append((step + 1, _observe(params, config, probe)))
         return bool(callback(step, metrics, params)) if callback is not None else False
-    _, history = train.train(config, callback=watch, progress=progress)
+    _, history = training.train(config, callback=watch, progress=progress)
     parts = list(zip(*[obs for _, obs in seen]))
     return Trajectory(config, np.array([s for s, _ in seen]), history.losses, np.array(parts[0]),
                       np.stack(parts[1]), np.stack(parts[2]), np.stack(parts[3]), probe.tokens[0])
@@ -773,7 +773,7 @@ def formation_step(trajectory: Trajectory, threshold: float = 0.5) -> Optional[i
 
 def trajectory_path() -> Path:
     """-> the shipped trajectories (``mha_course/checkpoints/phase_change.npz``)."""
-    return train.CHECKPOINT_DIR / "phase_change.npz"
+    return checkpoints.CHECKPOINT_DIR / "phase_change.npz"
 
 
 def trajectory_arrays(progress: bool = False) -> dict:
@@ -791,14 +791,14 @@ def trajectory_arrays(progress: bool = False) -> dict:
 
 def save_trajectories(path=None, progress: bool = False) -> Path:
     """``trajectory_arrays`` written to ``path`` (default: the shipped file), atomically."""
-    return train.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
+    return checkpoints.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
 
 
 def load_trajectories(path=None) -> dict:
     """-> {name: Trajectory} as ``save_trajectories`` wrote them (default: the shipped file)."""
     path = Path(trajectory_path() if path is None else path)
     fix = "make them with `mha-course train phase_change`"
-    z = train.read_npz(path, "trajectory file", fix)
+    z = checkpoints.read_npz(path, "trajectory file", fix)
     out = {}
     for name in PHASE_CHANGE_CONFIGS:
         missing = [f"{name}.{f}" for f in Trajectory._fields if f"{name}.{f}" not in z]
@@ -890,13 +890,13 @@ def seed_results(seeds=SEEDS, progress: bool = False) -> dict:
 
 def seed_results_path() -> Path:
     """-> the shipped results over seeds (``mha_course/checkpoints/circuit_seeds.npz``)."""
-    return train.CHECKPOINT_DIR / "circuit_seeds.npz"
+    return checkpoints.CHECKPOINT_DIR / "circuit_seeds.npz"
 
 
 def load_seed_results(path=None) -> dict:
     """-> {quantity: (n_seeds,)} as ``seed_results`` made them (default: the shipped file)."""
     path = Path(seed_results_path() if path is None else path)
-    z = train.read_npz(path, "results file", "make it with `mha-course train circuit_seeds`")
+    z = checkpoints.read_npz(path, "results file", "make it with `mha-course train circuit_seeds`")
     if "seeds" not in z or "baseline" not in z:
         raise ValueError(f"{path} holds no 'seeds' or 'baseline': it is not a results file of seed_results; "
                          "make it with `mha-course train circuit_seeds`")

@@ -34,8 +34,7 @@ from .. import _validate, efficient, gqa, heads, positions
 from ..attention import causal_mask, scaled_dot_product_attention, softmax
 from ..mha import count_params, init_params, multi_head_attention, trace
 from ..positions import apply_rope
-from . import circuits, complexity, long_context, misconceptions
-from . import model as train
+from . import checkpoints, circuits, complexity, long_context, misconceptions
 
 __all__ = ["QUIZ_PATH", "MAX_CHOICES", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
            "format_value", "choice_index", "grade", "score", "render_text", "verify"]
@@ -100,14 +99,14 @@ def _rope_depends_on_offset(d_k: int = 8) -> bool:
 
 def _narrow_heads_lose() -> bool:
     """The shipped h sweep (08): heads of d_k <= 4 end less accurate than one head of d_k = 32."""
-    e = train.load_experiments()
+    e = checkpoints.load_experiments()
     acc, d_k = e["h_sweep_accuracy"].mean(0), 32 // e["h_sweep_hs"]
     return bool(acc[d_k <= 4].max() < acc[0] - 0.2)
 
 
 def _one_head_breaks_the_model() -> bool:
     """Silencing one head of the trained induction model costs more than half its accuracy."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     full = misconceptions.ablated_metrics(params, config, []).accuracy
     worst = min(misconceptions.ablated_metrics(params, config, [(layer, j)]).accuracy
                 for layer in range(config.n_layers) for j in range(config.h))
@@ -116,7 +115,7 @@ def _one_head_breaks_the_model() -> bool:
 
 def _sharp_head_matters_little() -> bool:
     """Some head looks sharper than another yet costs less to ablate (trained induction model)."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     a = misconceptions.head_attribution(params, config)
     w, cost = a["max_weight"].ravel(), a["ablation"].ravel()
     return bool(np.any((w[:, None] > w[None, :]) & (cost[:, None] < cost[None, :])))
@@ -157,7 +156,7 @@ def _merged_output(totals, outs) -> str:
 
 def _denoising_finds_the_previous_token_head() -> bool:
     """Key corruption: patching the previous-token head (clean into corrupted) restores > 0.9; value corruption < 0.1."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     key = circuits.head_patching(params, config, circuits.make_pair(config, np.random.default_rng(1401), 128))
     value = circuits.head_patching(params, config, circuits.make_pair(config, np.random.default_rng(1401), 128,
                                                                       corrupt="value"))
@@ -180,7 +179,7 @@ def _backup_head_hides() -> bool:
 
 def _attribution_exact_in_the_last_layer() -> bool:
     """Attribution patching equals activation patching for the last layer's heads, and misses for L1 H1."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     pair = circuits.make_pair(config, np.random.default_rng(1401), 128)
     attr, act = circuits.attribution_patching(params, config, pair), circuits.head_patching(params, config, pair)
     return bool(np.allclose(attr[-1], act[-1], atol=1e-6) and act[0, 1] - attr[0, 1] > 0.1)

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import mha_course as mc
+from mha_course.lessons import checkpoints
 from mha_course.lessons import circuits as ci
 from mha_course.lessons import model as train
 
-CONFIG, PARAMS, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+CONFIG, PARAMS, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
 ALL_HEADS = [(layer, head) for layer in range(2) for head in range(2)]
 
 

@@ -8,12 +8,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from mha_course.lessons import checkpoints
 from mha_course.lessons import circuits as ci  # noqa: E402
 from mha_course.lessons import model as train  # noqa: E402
 from mha_course.views import circuits as vc  # noqa: E402
 from mha_course.views import model as pt  # noqa: E402
 
-CONFIG, PARAMS, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+CONFIG, PARAMS, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
 RUNS = ci.load_trajectories()
 
 
