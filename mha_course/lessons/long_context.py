@@ -252,20 +252,26 @@ def stream_batch(config, episodes: int, rng: np.random.Generator, n: int = 64):
 
 
 def stream_position_losses(params, config, batch, window: Optional[int] = None, sinks: int = 0,
-                           chunk: Optional[int] = None) -> tuple:
+                           chunk: Optional[int] = None, positions: str = "absolute") -> tuple:
     """Model, Batch -> (position losses (T,), Metrics): full attention (``window`` None), or decoding
-    through one ``RollingKVCache(window, sinks)`` per layer, ``chunk`` tokens per call (default: window).
+    through one ``RollingKVCache(window, sinks, positions=positions)`` per layer, ``chunk`` tokens per
+    call (default: window; one token with ``positions="cache"``, StreamingLLM's, RoPE models only).
 
     Each call attends over what the caches hold, exactly as token-by-token decoding would
     (tests/core/test_long_context_core.py checks that against the masked full attention).
     """
+    if positions == "cache" and config.positions != "rope":
+        raise ValueError(f"positions='cache' moves RoPE rotations inside the cache; this model has "
+                         f"positions={config.positions!r}: use positions='absolute'")
     if window is None:
         logits, _ = train.forward(params, batch.tokens, config)
     else:
         B, T = batch.tokens.shape
         h_kv, d_k = config.h_kv or config.h, config.d_model // config.h
-        caches = [RollingKVCache(B, h_kv, d_k, window, sinks) for _ in params.layers]
-        step = chunk or window
+        rope_base = config.rope_base if positions == "cache" else None
+        caches = [RollingKVCache(B, h_kv, d_k, window, sinks, positions=positions, rope_base=rope_base)
+                  for _ in params.layers]
+        step = 1 if positions == "cache" else chunk or window
         logits = np.concatenate([decode.forward_cached(params, batch.tokens[:, t:t + step], config, caches)
                                  for t in range(0, T, step)], axis=1)  # (B, T, V)
     metrics, per_position = _scored_losses(logits, batch)

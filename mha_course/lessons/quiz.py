@@ -1,7 +1,7 @@
 """The self-quiz of notebook 11: load the questions, compute their numbers, grade answers (numpy only).
 
 The questions live in ONE data file, ``mha_course/data/quiz.json``, read by the notebook, the
-widget (``mha_course.quiz_widget``) and the tests. A choice is either a string or a reference
+widget (``mha_course.widgets.quiz``) and the tests. A choice is either a string or a reference
 to a package computation, so no number or shape in the file is typed by hand:
 
     {"compute": "param_count", "args": {"d_model": 512}}              -> "1,048,576"

@@ -2,6 +2,8 @@
 
 Shapes: ``T`` positions, ``d_k`` head size (even), ``...`` batch axes.
 """
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import require_torch
-from mha_course.positions import ROPE_LAYOUTS, apply_rope, rope_angles, rope_score_grid
+from mha_course.positions import ROPE_LAYOUTS, apply_rope, dynamic_rope_scaling, rope_angles, rope_score_grid
 
 from .test_properties import PROFILE
 
@@ -239,3 +241,129 @@ def test_the_docstrings_name_whose_llama_uses_which_layout():
     """The halves layout is Hugging Face's Llama (rotate_half); Meta's own code is interleaved."""
     doc = mc.apply_rope.__doc__
     assert "Hugging Face's Llama" in doc and "Meta's Llama code" in doc
+
+
+# ----------------------------------------------------------------------------- YaRN both ways (13)
+def hf_compute_yarn_inv_freq(dim, base, factor, max_position_embeddings, beta_fast=32, beta_slow=1):
+    """Hugging Face transformers' ``_compute_yarn_parameters`` (src/transformers/modeling_rope_utils.py),
+    transcribed line by line with torch as theirs (float32 ramp, ``min(high, dim - 1)``)."""
+    torch = pytest.importorskip("torch")
+
+    def find_correction_dim(num_rotations, dim, base, max_position_embeddings):
+        return (dim * math.log(max_position_embeddings / (num_rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    def find_correction_range(low_rot, high_rot, dim, base, max_position_embeddings):
+        low = math.floor(find_correction_dim(low_rot, dim, base, max_position_embeddings))
+        high = math.ceil(find_correction_dim(high_rot, dim, base, max_position_embeddings))
+        return max(low, 0), min(high, dim - 1)
+
+    def linear_ramp_factor(min, max, dim):
+        if min == max:
+            max += 0.001
+        linear_func = (torch.arange(dim, dtype=torch.float32) - min) / (max - min)
+        return torch.clamp(linear_func, 0, 1)
+
+    pos_freqs = base ** (torch.arange(0, dim, 2).double() / dim)
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
+    low, high = find_correction_range(beta_fast, beta_slow, dim, base, max_position_embeddings)
+    inv_freq_extrapolation_factor = 1 - linear_ramp_factor(low, high, dim // 2).double()
+    inv_freq = (inv_freq_interpolation * (1 - inv_freq_extrapolation_factor)
+                + inv_freq_extrapolation * inv_freq_extrapolation_factor)
+    return inv_freq.numpy()
+
+
+@pytest.mark.parametrize("d_k,base,s,L", [(8, 10000.0, 4.0, 16), (16, 10000.0, 4.0, 35000), (128, 10000.0, 8.0, 4096),
+                                          (64, 500000.0, 16.0, 8192), (8, 10000.0, 2.0, 64), (32, 10000.0, 4.0, 3)])
+def test_yarn_reference_ramp_equals_hugging_faces_compute_yarn_parameters(d_k, base, s, L):
+    ours = mc.rope_inv_freq(d_k, base, {"type": "yarn", "factor": s, "original_max_position": L})
+    assert np.allclose(ours, hf_compute_yarn_inv_freq(d_k, base, s, L), rtol=1e-6, atol=0)  # their ramp: float32
+
+
+def test_yarn_high_is_clamped_to_dim_minus_one_not_to_the_last_pair():
+    # d_k = 16, L = 35000: ceil(dim(beta_slow)) = 9 > d_k/2 - 1 = 7; clamping to 7 would steepen the ramp
+    d_k, L = 16, 35000
+    ramp_high = math.ceil(d_k * math.log(L / (2 * math.pi)) / (2 * math.log(10000.0)))
+    assert d_k // 2 - 1 < ramp_high <= d_k - 1
+    yarn = mc.rope_inv_freq(d_k, scaling={"type": "yarn", "factor": 4.0, "original_max_position": L})
+    plain = mc.rope_inv_freq(d_k)
+    low = max(math.floor(d_k * math.log(L / (32 * 2 * math.pi)) / (2 * math.log(10000.0))), 0)
+    ramp = np.clip((np.arange(d_k // 2) - low) / (ramp_high - low), 0, 1)
+    assert np.allclose(yarn, plain * (1 - ramp) + plain / 4.0 * ramp, rtol=1e-12)
+    assert yarn[-1] > plain[-1] / 4.0  # the last pair is not yet fully interpolated
+
+
+@given(d_k=st.sampled_from([4, 8, 16, 64, 128]), s=st.floats(1.0, 64.0), L=st.integers(2, 100_000),
+       fast=st.floats(2.0, 64.0), slow=st.floats(0.1, 1.9))
+@PROFILE
+def test_yarn_paper_ramp_is_gamma_of_the_turns(d_k, s, L, fast, slow):
+    """Peng et al. 2023 §3.2: h(theta) = (1 - gamma(r)) theta / s + gamma(r) theta, r = L / lambda."""
+    scaling = {"type": "yarn", "factor": s, "original_max_position": L, "beta_fast": fast, "beta_slow": slow,
+               "ramp": "paper"}
+    theta = mc.rope_inv_freq(d_k)
+    r = L / (2 * math.pi / theta)  # turns over L: L over the wavelength
+    gamma = np.where(r < slow, 0.0, np.where(r > fast, 1.0, (r - slow) / (fast - slow)))
+    assert np.allclose(mc.rope_inv_freq(d_k, scaling=scaling), (1 - gamma) * theta / s + gamma * theta, rtol=1e-12)
+
+
+def test_on_the_toy_the_two_ramps_differ_in_pair_zero_only():
+    """L = 16, d_k = 8: dim(beta_fast) = -1.1 (no pair turns 32 times). The code keeps pair 0 (floor, then
+    clamped to 0), the paper interpolates it by 1 - gamma = 95% (r = 2.55 turns)."""
+    yarn = {"type": "yarn", "factor": 4.0, "original_max_position": 16}
+    dim_fast = 8 * math.log(16 / (32 * 2 * math.pi)) / (2 * math.log(10000.0))
+    assert -1.2 < dim_fast < -1.0
+    reference, paper = mc.rope_inv_freq(8, scaling=yarn), mc.rope_inv_freq(8, scaling={**yarn, "ramp": "paper"})
+    gamma = (16 / (2 * math.pi) - 1) / 31
+    assert reference[0] == 1.0 and paper[0] == pytest.approx((1 - gamma) / 4 + gamma)
+    assert round(gamma, 2) == 0.05
+    assert np.allclose(reference[1:], paper[1:])  # pairs 1-3 turn less than once: both interpolate them fully
+
+
+def test_dynamic_scaling_sets_the_factor_from_the_length():
+    ntk = {"type": "ntk", "original_max_position": 16}
+    yarn = {"type": "yarn", "factor": 4.0, "original_max_position": 16, "ramp": "paper"}
+    assert dynamic_rope_scaling(ntk, 16) is None and dynamic_rope_scaling(yarn, 8) is None
+    assert dynamic_rope_scaling(ntk, 64) == {"type": "ntk", "factor": 4.0}
+    assert dynamic_rope_scaling(yarn, 32) == {**yarn, "factor": 2.0}
+    with pytest.raises(ValueError, match="linear"):
+        dynamic_rope_scaling({"type": "linear", "factor": 2.0, "original_max_position": 16}, 32)
+    with pytest.raises(ValueError, match="original_max_position"):
+        dynamic_rope_scaling({"type": "ntk"}, 32)
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"type": "yarn", "factor": 2.0, "original_max_position": math.inf}, "finite"),
+    ({"type": "yarn", "factor": 2.0, "original_max_position": 16, "beta_fast": math.inf}, "finite"),
+    ({"type": "yarn", "factor": 2.0, "original_max_position": 16, "beta_fst": 16.0}, "unknown key.*beta_fst"),
+    ({"type": "linear", "factor": 2.0, "original_max_position": 16}, "unknown key"),
+    ({"type": "yarn", "factor": 2.0, "original_max_position": 16, "ramp": "papers"}, "ramp"),
+    ({"type": "ntk", "factor": math.nan}, "factor"),
+])
+def test_scaling_dicts_are_checked_whole(bad, match):
+    with pytest.raises(ValueError, match=match):
+        mc.rope_inv_freq(8, scaling=bad)
+
+
+@pytest.mark.parametrize("base", [1.0, 0.5, 0.0, -3.0, math.inf])
+def test_a_base_of_one_or_less_is_refused(base):
+    with pytest.raises(ValueError, match="base"):
+        mc.rope_inv_freq(8, base)
+
+
+def test_ntk_with_a_huge_factor_stays_finite():
+    inv = mc.rope_inv_freq(8, scaling={"type": "ntk", "factor": 1e300})
+    assert inv.shape == (4,) and np.all(np.isfinite(inv)) and inv[0] == 1.0 and np.all(np.diff(inv) <= 0)
+
+
+@pytest.mark.parametrize("positions", [np.array([2.0 ** 63, 0.0]), np.array([2 ** 64 - 1, 0], dtype=np.uint64),
+                                       [True, 1], np.array([-(2 ** 60), 0])])
+def test_positions_out_of_exact_range_or_bools_are_refused(positions):
+    with pytest.raises(ValueError, match="positions"):
+        apply_rope(np.ones((2, 4)), positions)
+
+
+def test_apply_rope_gives_float16_back_for_float16():
+    x = np.random.default_rng(0).normal(size=(3, 8)).astype(np.float16)
+    out = apply_rope(x, np.arange(3))
+    assert out.dtype == np.float16
+    assert np.allclose(out, apply_rope(x.astype(np.float32), np.arange(3)), atol=2e-3)

@@ -125,3 +125,22 @@ def test_checkers_pass_right_answers(capsys):
     assert check.score_std(lambda d_k: (np.sqrt(d_k), 1.0))
     assert check.work_growth(lambda T, d: (16 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d))
     assert not check.work_growth(lambda T, d: 3.0)  # a constant cannot fit every case
+
+
+# ----------------------------------------------------------------------------- section 2 over seeds
+def test_the_ensemble_verdict_holds_for_every_shipped_seed():
+    """11 §2: every jointly trained model, without its most needed head, is below every ensemble member alone."""
+    from mha_course.lessons import misconceptions as mi
+    joint, members = mi.load_joint_models(), mi.load_ensemble()
+    assert len(joint) == len(mi.JOINT_SEEDS) >= 3 and len(members) == len(mi.ENSEMBLE_SEEDS) >= 3
+    assert [c.seed for c, _ in joint] == list(mi.JOINT_SEEDS)
+    assert len({c.seed for c, _ in members}) == len(members)
+    v = mi.ensemble_verdict(joint, members)
+    assert v.worst_ablation.max() < 0.5 < 0.9 < v.member.min()
+    assert v.intact.min() > 0.9 and v.ensemble >= v.member.min()
+
+
+def test_the_ensemble_verdict_refuses_empty_lists():
+    from mha_course.lessons import misconceptions as mi
+    with pytest.raises(ValueError, match="at least one"):
+        mi.ensemble_verdict([], mi.load_ensemble())

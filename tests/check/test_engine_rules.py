@@ -119,7 +119,7 @@ def _last_entry_changed(a):
 
 
 def _first_value(exercise):
-    return exercise.reference(*engine._as_cases(exercise.cases())[0].args)
+    return exercise.reference(*exercise.prepared()[0][0].args)
 
 
 def _output_name(exercise):
