@@ -17,8 +17,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import tempfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._files import atomic_write
 from ..mha import MHAParams
 from .model import POSITIONS, Config, Metrics, Model, check_config, init_model
 from .training import History, evaluate, train
@@ -125,7 +124,7 @@ def run_experiments(seeds=(0, 1)) -> dict:
 def save_experiments(path) -> Path:
     """Run ``run_experiments`` and write the arrays to ``path`` (``mha-course train experiments`` writes
     ./checkpoints/experiments.npz; the shipped file is ``CHECKPOINT_DIR / "experiments.npz"``)."""
-    return _write_npz(path, run_experiments())
+    return atomic_write(path, npz_bytes(run_experiments()))
 
 
 def load_experiments(path=None) -> dict:
@@ -152,30 +151,6 @@ def npz_bytes(arrays: dict) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
-
-
-def _write_npz(path, arrays: dict) -> Path:
-    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace.
-
-    The library's writer (notebooks, ``misconceptions.make_ensemble``); the command line writes
-    with ``mha_course.tools.files.atomic_write``, which this folder may not import (layers).
-    """
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))  # write through the link
-    mode = (os.stat(path).st_mode & 0o777) if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.pid{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(npz_bytes(arrays))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes it private; a checkpoint is ordinary data
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
 
 
 def checkpoint_path(task: str) -> Path:
@@ -210,8 +185,9 @@ def checkpoint_bytes(params: Model, config: Config, history: Optional[History] =
 
 
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
-    """Write config, params (and history) to ``path`` (.npz), atomically: a temp file, then os.replace."""
-    return _write_npz(path, checkpoint_arrays(params, config, history))
+    """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
+    a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
+    return atomic_write(path, checkpoint_bytes(params, config, history))
 
 
 MAX_NPZ_BYTES = 1 << 30  # what one .npz may hold once unpacked (the shipped ones hold < 2 MB)
