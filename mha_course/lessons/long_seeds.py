@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..positions import dynamic_rope_scaling
+from . import checkpoints, training
 from . import long_context as lc
 from . import model as train
 from .seeds import Summary, format_values, separated, summary
@@ -34,17 +35,17 @@ __all__ = ["SEEDS", "SCHEMES", "FIXES", "TUNED", "STREAMS", "FINE_TUNE", "RESULT
 
 SEEDS = (0, 1, 2)
 SCHEMES = lc.SCHEMES
-RESULTS_PATH = train.CHECKPOINT_DIR / "long_seeds.npz"
-YARN = train.LONG_SCALINGS["yarn"]
+RESULTS_PATH = checkpoints.CHECKPOINT_DIR / "long_seeds.npz"
+YARN = checkpoints.LONG_SCALINGS["yarn"]
 # RoPE's fixes without retraining (factor 4), and the dynamic ones (factor max(1, T/16) at length T)
-FIXES = {"rope": None, "rope + linear": train.LONG_SCALINGS["linear"], "rope + ntk": train.LONG_SCALINGS["ntk"],
+FIXES = {"rope": None, "rope + linear": checkpoints.LONG_SCALINGS["linear"], "rope + ntk": checkpoints.LONG_SCALINGS["ntk"],
          "rope + yarn": YARN, "rope + yarn (paper ramp)": {**YARN, "ramp": "paper"},
          "rope + dynamic ntk": {"type": "ntk", "original_max_position": lc.TRAIN_LEN},
          "rope + dynamic yarn": YARN}
 DYNAMIC = ("rope + dynamic ntk", "rope + dynamic yarn")
 # the fine-tunes: from each seed's RoPE model, at 4x the length, the same stopping rule for all
-TUNED = {"rope, tuned": None, "rope + linear, tuned": train.LONG_SCALINGS["linear"],
-         "rope + ntk, tuned": train.LONG_SCALINGS["ntk"], "rope + yarn, tuned": YARN,
+TUNED = {"rope, tuned": None, "rope + linear, tuned": checkpoints.LONG_SCALINGS["linear"],
+         "rope + ntk, tuned": checkpoints.LONG_SCALINGS["ntk"], "rope + yarn, tuned": YARN,
          "rope + yarn (paper ramp), tuned": {**YARN, "ramp": "paper"}}
 FINE_TUNE = dict(seq_len=4 * lc.TRAIN_LEN, lr=3e-3, target_loss=0.5, window=50, max_steps=1500)
 # the streams of section 4: (window, sinks, positions) per setting; None: full attention
@@ -61,7 +62,7 @@ def base_config(scheme: str, seed: int):
         raise ValueError(f"scheme={scheme!r}; choose one of {SCHEMES}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a whole number >= 0, for example 1")
-    return train.LONG_CONTEXT._replace(positions=scheme, seed=int(seed))
+    return checkpoints.LONG_CONTEXT._replace(positions=scheme, seed=int(seed))
 
 
 def base_models(seed: int, folder=None, progress: bool = False) -> dict:
@@ -74,12 +75,12 @@ def base_models(seed: int, folder=None, progress: bool = False) -> dict:
             continue
         path = None if folder is None else Path(folder) / f"seed{seed}_{scheme}.npz"
         if path is not None and path.exists():
-            out[scheme] = train.load_checkpoint(path)[:2]
+            out[scheme] = checkpoints.load_checkpoint(path)[:2]
             continue
         config = base_config(scheme, seed)
-        params, history = train.train(config, progress=progress)
+        params, history = training.train(config, progress=progress)
         if path is not None:
-            train.save_checkpoint(path, params, config, history)
+            checkpoints.save_checkpoint(path, params, config, history)
         out[scheme] = (config, params)
     return out
 
@@ -98,7 +99,7 @@ def fine_tune(config, params, scaling, seed: int, progress: bool = False) -> tup
     def stop(step, metrics, _params):
         losses.append(metrics.loss)
         return len(losses) >= rule["window"] and np.mean(losses[-rule["window"]:]) <= rule["target_loss"]
-    tuned, history = train.train(cfg, callback=stop, progress=progress, params=params)
+    tuned, history = training.train(cfg, callback=stop, progress=progress, params=params)
     return tuned, len(history.losses), float(np.mean(history.losses[-rule["window"]:]))
 
 
@@ -110,14 +111,14 @@ def fine_tunes(seed: int, rope, folder=None, progress: bool = False) -> dict:
     for i, (name, scaling) in enumerate(TUNED.items()):
         path = None if folder is None else Path(folder) / f"seed{seed}_tuned{i}.npz"
         if path is not None and path.exists():
-            cfg, tuned, history = train.load_checkpoint(path)
+            cfg, tuned, history = checkpoints.load_checkpoint(path)
             steps, final = len(history.losses), float(np.mean(history.losses[-FINE_TUNE["window"]:]))
         else:
             tuned, steps, final = fine_tune(config, params, scaling, seed, progress)
             cfg = config._replace(rope_scaling=scaling)
             if path is not None:
-                train.save_checkpoint(path, tuned, cfg._replace(seq_len=FINE_TUNE["seq_len"]),
-                                      train.History(np.full(steps, final), np.zeros(0, int),
+                checkpoints.save_checkpoint(path, tuned, cfg._replace(seq_len=FINE_TUNE["seq_len"]),
+                                      training.History(np.full(steps, final), np.zeros(0, int),
                                                     np.zeros((0, cfg.n_layers, cfg.h, 0, 0))))
         out[name] = (cfg._replace(seq_len=lc.TRAIN_LEN), tuned, steps, final)
     return out
@@ -198,7 +199,7 @@ def results(seeds=SEEDS, folder=None, progress: bool = False) -> dict:
 def load_results(path=None) -> dict:
     """-> the arrays of ``results`` (default: the shipped ``RESULTS_PATH``); a ValueError names a bad file."""
     path = Path(RESULTS_PATH if path is None else path)
-    arrays = train.read_npz(path, "results file", "make it again with `mha-course train long_seeds`")
+    arrays = checkpoints.read_npz(path, "results file", "make it again with `mha-course train long_seeds`")
     missing = {"seeds", "stretched", "shifted", "fixes_stretched", "tuned_stretched", "streams"} - set(arrays)
     if missing:
         raise ValueError(f"{path}: not a long_seeds results file (no {sorted(missing)}); make it again with "
