@@ -19,6 +19,7 @@ import numpy as np
 from . import _validate
 from .attention import check_attention_inputs
 from .fast import exp_needs_no_shift, fast_attention
+from .masks import causal_mask
 from .runtime import run_jobs
 
 __all__ = [
@@ -298,8 +299,7 @@ def sliding_window_mask(T: int, window: int) -> np.ndarray:
            [0, 1, 1, 0],
            [0, 0, 1, 1]])
     """
-    d = _offsets(T)
-    return (d >= 0) & (d < _validate.positive_int(window, "window"))
+    return causal_mask(T, window=window)  # (T, T): the one builder (masks.py)
 
 
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
@@ -516,7 +516,7 @@ def _causal_linear(fQ, fK, V) -> np.ndarray:
     kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
     z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
     num, den = np.empty((*batch, T, d_v), dtype), np.empty((*batch, T, 1), dtype)
-    within = np.tril(np.ones((_CHUNK, _CHUNK), dtype=bool))
+    within = causal_mask(_CHUNK)
     for c in range(0, T, _CHUNK):
         q, k, v = fQ[..., c:c + _CHUNK, :], fK[..., c:c + _CHUNK, :], V[..., c:c + _CHUNK, :]
         n = q.shape[-2]
@@ -542,7 +542,7 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     fQ, fK = _features(Q, K)
     A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
     if _flag(causal, "causal"):
-        A = np.where(np.tril(np.ones((_self_attention_len(Q, K, "causal linear attention"),) * 2, bool)), A, 0)
+        A = np.where(causal_mask(_self_attention_len(Q, K, "causal linear attention")), A, 0)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         return _ratio(A @ V, A.sum(axis=-1, keepdims=True), Q.dtype)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
 
