@@ -30,6 +30,7 @@ import numpy as np
 from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
+from .masks import causal_mask
 from .mha import MHAParams, check_rope, init_params, linear, rope_heads
 from .positions import apply_rope
 
@@ -242,10 +243,7 @@ def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     array([[1, 1, 1, 1, 0],
            [1, 1, 1, 1, 1]])
     """
-    T = _validate.positive_int(T, "T")
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
-    return np.arange(offset + T)[None, :] <= offset + np.arange(T)[:, None]  # (T, offset + T)
+    return causal_mask(T, offset)  # (T, offset + T): the one builder (masks.py)
 
 
 class RollingKVCache:
