@@ -31,7 +31,7 @@ from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
 from .masks import causal_mask
-from .mha import MHAParams, init_params, linear, rope_heads
+from .mha import MHAParams, check_rope, init_params, linear, rope_heads
 from .positions import apply_rope
 
 __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv_heads", "KVCache",
@@ -122,6 +122,9 @@ def gqa_from_mha(params: MHAParams, h: int, h_kv: int) -> GQAParams:
 
 
 # ----------------------------------------------------------------------------- the cache
+FIT_FIX = "make the cache with dtype=np.float32 (or np.float64), which holds it"
+
+
 class _Cache:
     """Preallocated per-token buffers (batch, heads, max_len, width) and a fill ``length``."""
 
@@ -163,6 +166,7 @@ class _Cache:
         if self.length + T > self.max_len:
             raise ValueError(f"the cache holds {self.length} of max_len={self.max_len} tokens and "
                              f"cannot take {T} more; make it with max_len >= {self.length + T}")
+        arrays = [_validate.cast(a, self.dtype, n, FIT_FIX) for a, n in zip(arrays, names)]  # before any write
         for buf, arr in zip(self._buffers, arrays):
             buf[:, :, self.length:self.length + T] = arr
         self.length += T
@@ -230,7 +234,10 @@ def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     """T new queries after ``offset`` cached tokens -> (T, offset + T) bool, True = may attend.
 
     Query t sits at absolute position offset + t and may attend keys 0 .. offset + t.
-    ``offset = 0`` is ``causal_mask(T)``; a decode step (T = 1) may attend everything.
+    ``offset = 0`` is ``causal_mask(T)``; a decode step (T = 1) may attend everything. This is the
+    package's one causal convention when T != S (bottom-right aligned, S = offset + T; also
+    ``tiled_attention(causal=True)`` and ``linear_attention(causal=True)``); PyTorch's
+    ``is_causal=True`` aligns top-left (query t sees keys 0..t) instead.
 
     >>> cached_causal_mask(2, 3).astype(int)
     array([[1, 1, 1, 1, 0],
@@ -358,6 +365,7 @@ class RollingKVCache:
         if K.ndim != 4 or K.shape != want or V.shape != want or want[2] == 0:
             raise ValueError(f"cannot append K {K.shape}, V {V.shape} to a rolling cache of (batch, h_kv, d_k) = "
                              f"{self.shape}; expected two arrays (batch, h_kv, T >= 1, d_k) of one shape")
+        K, V = _validate.cast(K, self.dtype, "K", FIT_FIX), _validate.cast(V, self.dtype, "V", FIT_FIX)
         T = K.shape[2]
         gap = self._gap(self.length + T - 1)  # the last query's; with "cache", every query's must agree
         if T > 1 and self._gap(self.length) != gap:
@@ -392,26 +400,40 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- attention
-def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
-    if not isinstance(cache, KVCache) and hasattr(cache, "next_mask") and context is None:
-        # a RollingKVCache, or any cache with its interface (shape, length, next_mask, append)
-        if tuple(getattr(cache, "shape", ())) != (B, h_kv, d_k):
-            raise ValueError(f"the rolling cache holds (batch, h_kv, d_k) = {cache.shape} but this call needs "
-                             f"({B}, {h_kv}, {d_k}); make a RollingKVCache({B}, {h_kv}, {d_k}, window)")
-        return
-    if not isinstance(cache, KVCache):
-        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; "
-                         "make one with KVCache(batch, h_kv, d_k, max_len)")
+CACHE_TYPES = "a KVCache, a RollingKVCache or a PagedKVCache's sequence(i)"
+
+
+def check_cache_type(cache, context) -> None:
+    """Refuse what is not a cache and a cache with ``context=`` (ValueError), before anything runs."""
+    missing = [a for a in ("shape", "length", "next_mask", "append") if not hasattr(cache, a)]
+    if missing:
+        raise ValueError(f"cache must be {CACHE_TYPES}, got {type(cache).__name__} (it has no "
+                        f"{', '.join(missing)}); make one with KVCache(batch, h_kv, d_k, max_len)")
     if context is not None:
-        raise ValueError("a KVCache holds the keys of the tokens being generated (self-attention); "
-                         "with context= (cross-attention) the keys do not grow: compute them once, no cache")
-    want = (B, h_kv, cache.max_len, d_k)
-    if cache.shape != want:
-        raise ValueError(f"the cache has shape {cache.shape} but this call needs (batch={B}, "
-                         f"h_kv={h_kv}, max_len, d_k={d_k}); make a KVCache({B}, {h_kv}, {d_k}, max_len)")
+        raise ValueError(f"cache= ({type(cache).__name__}) holds the keys of the tokens being generated "
+                         "(self-attention); with context= (cross-attention) the keys do not grow: compute them "
+                         "once and pass no cache")
 
 
-def _grouped_attend(Qh, Kh, Vh, mask) -> tuple[np.ndarray, np.ndarray]:
+def _check_cache(cache, B: int, h_kv: int, d_k: int) -> None:
+    """The cache's (batch, h_kv, d_k) against this call's, with a fix for each kind of cache."""
+    name = type(cache).__name__
+    if isinstance(cache, KVCache):
+        want = (B, h_kv, cache.max_len, d_k)
+        if cache.shape != want:
+            raise ValueError(f"the cache has shape {cache.shape} but this call needs (batch={B}, "
+                             f"h_kv={h_kv}, max_len, d_k={d_k}); make a {name}({B}, {h_kv}, {d_k}, max_len)")
+        return
+    shape = tuple(cache.shape)
+    if shape != (B, h_kv, d_k):
+        fixes = {"RollingKVCache": f"make the rolling cache as RollingKVCache({B}, {h_kv}, {d_k}, window)",
+                 "PagedSequence": "a PagedKVCache sequence holds one row (batch 1): decode each row with its own "
+                                  f"pool.sequence(i), from a PagedKVCache(n_blocks, block_size, h_kv={h_kv}, d_k={d_k})"}
+        raise ValueError(f"cache ({name}) holds (batch, h_kv, d_k) = {shape} but this call needs "
+                         f"({B}, {h_kv}, {d_k}); {fixes.get(name, 'make the cache for these sizes')}")
+
+
+def _grouped_attend(Qh, Kh, Vh, mask, bias=None) -> tuple[np.ndarray, np.ndarray]:
     """Qh (B, h, T, d_k), Kh, Vh (B, h_kv, S, d_k) -> out (B, h, T, d_k), weights (B, h, T, S).
 
     Query head i reads key/value head i // g. The g query heads of a group are stacked on a new
@@ -421,15 +443,18 @@ def _grouped_attend(Qh, Kh, Vh, mask) -> tuple[np.ndarray, np.ndarray]:
     h_kv, S = Kh.shape[1], Kh.shape[2]
     Qg = Qh.reshape(B, h_kv, h // h_kv, T, d_k)             # (B, h_kv, g, T, d_k)
     Kg, Vg = Kh[:, :, None], Vh[:, :, None]                 # (B, h_kv, 1, S, d_k)
-    if mask is not None:
-        m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # (B|1, h|1, T|1, S|1)
-        mask = m[:, :, None] if m.shape[1] == 1 else m.reshape(m.shape[0], h_kv, h // h_kv, *m.shape[2:])
-    out, weights = attend(Qg, Kg, Vg, mask)                 # (B, h_kv, g, T, d_k), (..., T, S)
+    def grouped(a):  # (..., h|1, T|1, S|1) -> (B|1, h_kv|1, g|1, T|1, S|1): query head i in group i // g
+        m = a.reshape((1,) * (4 - a.ndim) + a.shape)
+        return m[:, :, None] if m.shape[1] == 1 else m.reshape(m.shape[0], h_kv, h // h_kv, *m.shape[2:])
+
+    mask = None if mask is None else grouped(mask)
+    bias = None if bias is None else grouped(bias)
+    out, weights = attend(Qg, Kg, Vg, mask, bias=bias)      # (B, h_kv, g, T, d_k), (..., T, S)
     return out.reshape(B, h, T, d_k), weights.reshape(B, h, T, S)
 
 
 def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, context=None,
-                            cache: Optional[KVCache] = None, rope_base=None):
+                            cache: Optional[KVCache] = None, rope_base=None, *, rope_scaling=None, bias=None):
     """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
 
     Multi-head attention in which the h query heads share h_kv key/value heads (query head i
@@ -443,6 +468,8 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     that causal mask). The same call does the prefill (T prompt tokens) and each decode step (T = 1).
     A ``RollingKVCache`` works the same way over the tokens it holds (S = the sinks and window it
     held before the call + T), under its window-and-sinks mask (``RollingKVCache.next_mask``).
+    ``rope_scaling`` and ``bias`` as in ``multi_head_attention`` (``bias`` broadcastable to the
+    (B, h, T, S) scores, S counting the cached keys).
 
     >>> rng = np.random.default_rng(0)
     >>> p = init_gqa_params(8, h=4, h_kv=2, rng=rng)
@@ -454,22 +481,24 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
         raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
                          "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
     B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
-    if cache is not None and not (isinstance(cache, KVCache) or hasattr(cache, "next_mask") and hasattr(cache, "append")):
-        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; make one with "
-                         "KVCache(batch, h_kv, d_k, max_len) (or RollingKVCache(batch, h_kv, d_k, window))")
+    if cache is not None:
+        check_cache_type(cache, context)
     start = 0 if cache is None else cache.length
     allowed = None if cache is None or T is None else cache.next_mask(T)  # (T, S): causal, or window and sinks
     x, ctx, p, h, h_kv, mask = _validate.attention_call(
         x, params, h, h_kv, mask, context, GQAParams, rope_base, S=None if allowed is None else allowed.shape[1])
+    check_rope(rope_base, rope_scaling, x.shape[2] // h)
     if cache is not None:
-        _check_cache(cache, B, h_kv, x.shape[2] // h, context)
+        _check_cache(cache, B, h_kv, x.shape[2] // h)
         mask = allowed if mask is None else mask & allowed
-    Qh = rope_heads(split_heads(linear(x, p.W_q, p.b_q), h), rope_base, start)         # (B, h, T, d_k)
-    Kh = rope_heads(split_heads(linear(ctx, p.W_k, p.b_k), h_kv), rope_base, start)    # (B, h_kv, T|S, d_k)
+    S = ctx.shape[1] if allowed is None else allowed.shape[1]
+    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], S), x.dtype)
+    Qh = rope_heads(split_heads(linear(x, p.W_q, p.b_q), h), rope_base, start, rope_scaling)       # (B, h, T, d_k)
+    Kh = rope_heads(split_heads(linear(ctx, p.W_k, p.b_k), h_kv), rope_base, start, rope_scaling)  # (B, h_kv, T|S, d_k)
     Vh = split_heads(linear(ctx, p.W_v, p.b_v), h_kv)                                   # (B, h_kv, T|S, d_k)
     if cache is not None:
         Kh, Vh = (a.astype(x.dtype, copy=False) for a in cache.append(Kh, Vh))  # (B, h_kv, S, d_k)
-    heads_out, weights = _grouped_attend(Qh, Kh, Vh, mask)  # (B, h, T, d_k), (B, h, T, S)
+    heads_out, weights = _grouped_attend(Qh, Kh, Vh, mask, bias)  # (B, h, T, d_k), (B, h, T, S)
     return linear(combine_heads(heads_out), p.W_o, p.b_o), weights  # (B, T, D)
 
 

@@ -79,14 +79,26 @@ def _compare_array(got, want, nm, strict=False) -> list:
     if got is None:
         return [f"{NOT_DIAGNOSED}{nm}: it returned None: is a `return` missing?"]
     if isinstance(got, Opaque):
+        if got.name.startswith("numpy array of dtype object"):
+            kind = np.asarray(want).dtype
+            return [f"{NOT_DIAGNOSED}{nm}: an array of dtype object (Python objects, not numbers). "
+                    f"Fix: build it with dtype={kind} (or add .astype({kind}))"]
         return [f"{NOT_DIAGNOSED}{nm}: expected an array of numbers, got a value of type {got.name}."]
+    w = np.asarray(want)
     try:
         g = np.asarray(got)
     except Exception:
+        g = None
+    if g is None or g.shape != w.shape or g.dtype == object:
+        parts = _unstacked(got, w, nm)
+        if parts:
+            return parts
+    if g is None:
         return [f"{NOT_DIAGNOSED}{nm}: expected an array, got a value of type {type(got).__name__}."]
-    w = np.asarray(want)
     if g.dtype == object and w.dtype != object:
         return [f"{NOT_DIAGNOSED}{nm}: expected an array of numbers, got a value of type {type(got).__name__}."]
+    if g.dtype.kind == "c" and w.dtype.kind != "c":
+        return _complex(g, w, nm)
     if g.shape != w.shape:
         return [f"{nm}: expected shape {w.shape}, got {g.shape}"]
     if not close(g, w):
@@ -94,12 +106,43 @@ def _compare_array(got, want, nm, strict=False) -> list:
     return _kind_problem(g, w, nm, strict)
 
 
+def _unstacked(got, w, nm) -> list:
+    """A list (or tuple) of arrays where one array is expected: named, with the stacking that fixes it."""
+    if not isinstance(got, (list, tuple)) or not got or w.ndim == 0 or not all(
+            isinstance(p, np.ndarray) and p.ndim >= 1 for p in got):
+        return []
+    shapes = {p.shape for p in got}
+    said = (f"{NOT_DIAGNOSED}{nm}: a {type(got).__name__} of {len(got)} arrays"
+            + (f" of shape {next(iter(shapes))}" if len(shapes) == 1 else "") + f" where one array of shape "
+            f"{w.shape} is expected (an unstacked list, e.g. one per head)")
+    for how, join in (("np.stack", np.stack), ("np.concatenate", np.concatenate)):
+        for axis in range(-w.ndim, 0):
+            try:
+                if close(join(got, axis=axis), w):
+                    return [f"{said}. Fix: {how}(parts, axis={axis + w.ndim})"]
+            except Exception:
+                continue
+    return [f"{said}. Fix: combine them into one array (np.stack or np.concatenate)"]
+
+
+def _complex(g, w, nm) -> list:
+    """A complex result where real numbers are expected (a +0j, an eigenvalue's type)."""
+    right = g.shape == w.shape and close(g.real, w) and bool(np.all(np.abs(g.imag) <= ATOL))
+    return [f"{NOT_DIAGNOSED}{nm}: {'the values are right but ' if right else ''}complex ({g.dtype}) where real "
+            "numbers are expected (np.linalg.eigvals and np.fft give complex values). Fix: take the real part "
+            "(.real) of a result you know is real"]
+
+
 def _kind_problem(g, w, nm, strict=False) -> list:
-    """Right values of the wrong kind: a float mask; a float count when the type is the point
-    (``strict``; otherwise 4.0 for 4 is right when it is exactly the whole number)."""
+    """Right values of the wrong kind: a float mask; float indices; a float count when the type is
+    the point (``strict``, or the signature says ``-> int``; otherwise 4.0 for 4 is right when it
+    is exactly the whole number)."""
     if w.dtype == np.bool_ and g.dtype != np.bool_:
         return [f"{NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; masks are boolean. "
                 "Fix: build it with dtype=bool or add .astype(bool)"]
+    if w.ndim >= 1 and w.dtype.kind in "iu" and g.dtype.kind not in "iu":
+        return [f"{NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; indices are whole "
+                "numbers (int). Fix: use // (floor division), or add .astype(int)"]
     whole = g.dtype.kind in "iu" or (g.dtype.kind == "f" and bool(np.all(g == w)))
     if w.ndim == 0 and w.dtype.kind in "iu" and (g.dtype.kind not in "iu" if strict else not whole):
         return [f"{NOT_DIAGNOSED}{nm}: the value is right but it is a {type(g.item()).__name__} "
@@ -161,7 +204,13 @@ def same(a, b) -> bool:
         return isinstance(a, (tuple, list)) and len(a) == len(b) and all(map(same, a, b))
     if isinstance(a, (tuple, Opaque)) or isinstance(a, float) != isinstance(b, float):
         return False
+    if _list_of_arrays(a) != _list_of_arrays(b):
+        return False  # an unstacked list of arrays is its own mistake, whatever its stacking equals
     return close(a, b)
+
+
+def _list_of_arrays(v) -> bool:
+    return isinstance(v, list) and any(isinstance(x, np.ndarray) for x in v)
 
 
 def identical(a, b) -> bool:

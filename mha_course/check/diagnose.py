@@ -8,7 +8,8 @@ the exercise's sizes: sqrt(d_k), 1/h, ...).
 from __future__ import annotations
 
 from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, where_and_how
-from .sandbox import arg_names, np, protect, quiet_numpy
+from .derive import also_fitting, candidates, case_sizes, derive
+from .sandbox import np, protect, quiet_numpy
 
 
 def fitting(spec, runs) -> list:
@@ -18,26 +19,48 @@ def fitting(spec, runs) -> list:
     return [m for m in spec.mistakes if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
 
 
-
 def explain(spec, runs, run) -> tuple:
     """(the problem lines of the failing run, then the diagnosis; the names of the mistakes it names)."""
     fits = fitting(spec, runs)
     lines = [ln.removeprefix(NOT_DIAGNOSED) for ln in run.problem]
     if fits:
-        return lines + [looks_like(fits)], [m.name for m in fits]
+        with quiet_numpy():
+            also = [d.text for d in also_fitting(spec, runs)]
+        return lines + [looks_like(fits, also)], [m.name for m in fits]
     if run.got.lines or run.problem[0].startswith(NOT_DIAGNOSED):  # an error, a time-out, a stub
         return lines, []
     with quiet_numpy():  # NaN comparisons in the learner's result warn nothing
+        found = derive(spec, runs)
+        if found:
+            return lines + [derived_line(found)], [d.text for d in found]
         return lines + localise(spec, runs, run), []
 
 
-def looks_like(fits) -> str:
-    """"Looks like: <mistake>. Fix: <fix>", naming every mistake that gives these numbers."""
-    causes = [(m.name, m.fix) for m in fits] + [(m.also, m.fix) for m in fits if getattr(m, "also", "")]
+def looks_like(fits, also=()) -> str:
+    """"Looks like: <mistake>. Fix: <fix>", naming every mistake (catalogued or derived) that gives
+    these numbers: never asserting one of several."""
+    causes = list(dict.fromkeys((getattr(m, "name", None) or m.text, m.fix) for m in fits))[:3]
+    also = [m.also for m in fits if getattr(m, "also", "")] + list(also)
     if len(causes) == 1:
-        return f"Looks like: {causes[0][0]}. Fix: {causes[0][1]}"
+        said = f"Looks like: {causes[0][0]}. Fix: {causes[0][1]}"
+        return said + (f". Or: {also[0]}, which gives the same numbers" if also else "")
+    if len({fix for _, fix in causes}) == 1:
+        return (f"Looks like one of these, which give the same numbers here: {'; or '.join(n for n, _ in causes)}. "
+                f"Fix: {causes[0][1]}")
     return ("Looks like one of these, which give the same numbers here: "
             + "; or ".join(f"{name} (fix: {fix})" for name, fix in causes))
+
+
+def derived_line(found) -> str:
+    """"Found: <what gives these numbers>. Fix: <fix>" for mistakes derived from the exercise (every
+    one that gives these numbers, when several do)."""
+    causes = list(dict.fromkeys((d.text, d.fix) for d in found))[:3]
+    if len(causes) == 1:
+        return f"Found: {causes[0][0]}. Fix: {causes[0][1]}"
+    fixes = {fix for _, fix in causes}
+    said = "; or ".join(t if len(fixes) == 1 else f"{t} (fix: {f})" for t, f in causes)
+    return f"Found {len(causes)} changes that give these same numbers: {said}" + (
+        f". Fix: {causes[0][1]}" if len(fixes) == 1 else "")
 
 
 def localise(spec, runs, run) -> list:
@@ -82,37 +105,6 @@ class Factor:
         best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
         here = ratios[0][0]
         return f"{best} ({here:.4g} in this case)" if best not in ("2", "1/2", "-2", "-1/2") else best
-
-
-def case_sizes(spec, args) -> dict:
-    """{symbol: size} of one case: the exercise's own (``sizes``), else its whole-number arguments by
-    name and the last axis of each array argument."""
-    if spec.sizes is not None:
-        try:
-            return {str(k): float(v) for k, v in dict(spec.sizes(*args)).items()}
-        except Exception:
-            return {}
-    out = {}
-    for name, v in zip(arg_names(spec.reference, args), args):
-        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v > 1:
-            out[name] = float(v)
-        elif isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[-1] > 1:
-            out[f"{name}.shape[-1]"] = float(v.shape[-1])
-    return out
-
-
-def candidates(sizes) -> dict:
-    """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), their negatives, 2 and 1/2."""
-    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5}
-    for k, v in sizes.items():
-        if v > 0:
-            for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
-                                (f"{k}**2", v * v)):
-                out.setdefault(name, value)
-                out.setdefault(f"-{name}", -value)
-    return out
-
-
 
 
 protect(globals())

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 import sys
 import types
 from dataclasses import dataclass, field
@@ -184,13 +185,20 @@ class Exercise:
         return self._memo["cases"]
 
     def outcome(self, i, mistake) -> Outcome:
-        """What ``mistake`` (any function of the reference's arguments) gives on case i (memoised)."""
+        """What ``mistake`` (a Mistake, a mutant: anything with ``fn``) gives on case i (memoised)."""
         key = (i, id(mistake))
         if key not in self._memo:
             args = self.expected()[i][0].args
             with pristine_numpy():
-                self._memo[key] = (_quiet(mistake.fn if isinstance(mistake, Mistake) else mistake, args), mistake)
+                self._memo[key] = (_quiet(getattr(mistake, "fn", mistake), args), mistake)
         return self._memo[key][0]
+
+    def memoised(self, key: str, build):
+        """``build()`` the first time ``key`` is asked for, the kept value afterwards (the diagnosis
+        keeps the reference's mutants here)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     def forget(self) -> None:
         """Drop the memoised cases, values and outcomes (they are built again on the next check)."""
@@ -255,11 +263,23 @@ def _run_all(spec, fn):
         got = _call_learner(fn, spec.reference, case.args, printed, spec)
         restore()  # what the learner's call replaced in the checker is put back before comparing
         problem = list(got.lines) if got.lines or got.error else compare(
-            got.value, want, spec.outputs, spec.strict_types)
+            got.value, want, spec.outputs, spec.strict_types or _states_int(spec.reference))
         runs.append(Run(case, want, got, problem))
         if is_unfinished(got) or (got.lines and got.error is None) or isinstance(got.error, KeyboardInterrupt):
             break
     return runs, printed
+
+
+def _states_int(reference) -> bool:
+    """The reference's signature says ``-> int`` (its annotation, or its docstring's shape line)."""
+    import inspect
+    try:
+        if inspect.signature(reference).return_annotation in (int, "int"):
+            return True
+    except (TypeError, ValueError):
+        return False
+    line = (inspect.getdoc(reference) or "").split("\n")[0]
+    return bool(re.search(r"->\s*int\b", line))
 
 
 def _quiet(f, args) -> Outcome:

@@ -25,8 +25,9 @@ category that produces the code wins, in the order of :data:`CATEGORIES`' use wh
 code top-down). The order is deterministic: the same function gives the same list.
 
 ``depth=1`` also mutates the helpers the function calls by name (plain Python functions of
-``mha_course`` outside ``_validate`` and ``check``), each reached through a copy of the caller's
-globals, so the reference is unchanged; ``depth=0`` mutates the function alone.
+``mha_course`` outside ``_validate`` and ``check``, not argument checks named ``check_*`` or
+``_check_*``, not those in ``exclude``), each reached through a copy of the caller's globals, so
+the reference is unchanged; ``depth=0`` mutates the function alone.
 
 Run ``python -m mha_course.check.mutants --report`` for the per-exercise table of the course.
 """
@@ -72,13 +73,15 @@ class Mutation(NamedTuple):
     """What one mutant changed.
 
     ``category`` is a key of :data:`CATEGORIES`; ``function`` the name of the mutated function
-    (the reference, or ``caller>helper`` for a helper it calls); ``line`` the line in its file,
+    (the reference, or ``caller>helper`` for a helper it calls); ``filename`` and ``line`` where the
+    changed code is,
     ``offset`` the same counted from the function's first line;
     ``before``/``after`` the code of the changed node (``np.`` for an added numpy call);
     ``params`` a tuple of (name, value) pairs (``(("axis", -1), ("to", -2))``).
     """
     category: str
     function: str
+    filename: str
     line: int
     offset: int
     before: str
@@ -606,7 +609,7 @@ def _apply(slot, new, parents):
     return undo, before, after
 
 
-def _mutated(fn, depth, label, seen):
+def _mutated(fn, depth, label, seen, exclude=()):
     node = _node_of(fn)
     first_line = node.lineno
     sites = _Sites(node, fn.__globals__).walk()
@@ -623,13 +626,16 @@ def _mutated(fn, depth, label, seen):
                 continue
             seen.add(code)
             line = getattr(slot[0], "lineno", first_line)
-            mutation = Mutation(category, label, line, line - first_line, before, after, params)
+            mutation = Mutation(category, label, fn.__code__.co_filename, line, line - first_line, before, after,
+                                params)
             out.append(Mutant(_function(code, fn), mutation))
         finally:
             undo()
     if depth > 0:
         for name, helper in _helpers(node, fn):
-            for m in _mutated(helper, depth - 1, f"{label}>{name}", set()):
+            if any(helper is e for e in exclude) or name.lstrip("_").startswith("check_"):
+                continue
+            for m in _mutated(helper, depth - 1, f"{label}>{name}", set(), exclude):
                 out.append(Mutant(_rebound(fn, name, m.fn), m.mutation))
     return out
 
@@ -649,13 +655,15 @@ def _helpers(node, fn):
     return sorted(found.items())
 
 
-def mutants(fn, depth: int = 0, categories=None) -> list:
+def mutants(fn, depth: int = 0, categories=None, exclude=()) -> list:
     """The mutants of ``fn``: a list of :class:`Mutant` (``fn``: a function with ``fn``'s
     signature, globals, defaults and closure; ``mutation``: a :class:`Mutation`).
 
     ``fn``: a Python function or lambda whose source file is readable (a reference solution).
     ``depth``: 0 mutates ``fn`` alone; 1 also the package helpers it calls by name (see the module
     docstring). ``categories``: keep only these keys of :data:`CATEGORIES` (None: all).
+    ``exclude``: functions whose code is not mutated as helpers (e.g. the references of other
+    exercises, checked by their own checkers).
     Deterministic; about 0.3 ms per mutant.
     """
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 0:
@@ -666,5 +674,5 @@ def mutants(fn, depth: int = 0, categories=None) -> list:
             raise ValueError(f"unknown categories {unknown}; the categories are {sorted(CATEGORIES)}")
     if not isinstance(fn, types.FunctionType):
         raise TypeError(f"mutants needs a Python function (def or lambda), got {type(fn).__name__}")
-    found = _mutated(fn, depth, fn.__name__, set())
+    found = _mutated(fn, depth, fn.__name__, set(), tuple(exclude))
     return [m for m in found if categories is None or m.mutation.category in categories]

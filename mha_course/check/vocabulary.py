@@ -21,7 +21,7 @@ __all__ = ["SENTENCES", "sentence", "fix"]
 SENTENCES = {
     # what the output shows (a transformation of the expected output)
     "scale": ("every value of {output} is {factor} times the expected one",
-              "look for a factor {factor} too many, or one missing"),
+              "look for a factor {size} too many, or one missing"),
     "negated": ("{output} has the opposite sign", "look for a minus sign too many or missing (a - b for b - a)"),
     "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
     "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
@@ -30,6 +30,10 @@ SENTENCES = {
     "flipped": ("{output} is in reverse order along its {axis} axis", "a reversal ([::-1], np.flip) too many or "
                 "too few"),
     "shifted": ("{output} is shifted by one along its {axis} axis", "an off-by-one in a position or an index"),
+    "reversed-input": ("the expected result for {arg} with its {axis} axis reversed",
+                       "check the order along the {axis} axis (a [::-1] or a reversed() too many or too few)"),
+    "swapped-inputs": ("{a} and {b} swapped (each used where the other belongs)",
+                       "check which input each step reads: {a} where the formula has {a}, {b} where it has {b}"),
     "unstacked": ("a list of {n} arrays where one array is expected", "stack them into one array: np.stack(parts, "
                   "axis=...) (one per head: axis=1) or np.concatenate"),
     # what the code does (a mutant of the reference)
@@ -65,11 +69,25 @@ SENTENCES = {
 _ALIASES = {"transpose": "transpose-call"}  # a mutant category whose name an output-level class already uses
 
 
-def _filled(template, slots) -> str:
+# the sentence of a class whose slots are not known (a long piece of code, a permutation's swap)
+_PLAIN = {
+    "operator": "an arithmetic operator swapped (+ for -, * for /, or the reverse)",
+    "comparison": "a comparison off at the boundary (< for <=, or the reverse)",
+    "constant": "a number changed",
+    "axis": "an operation over another axis",
+    "swapped-arguments": "two arguments (or operands) swapped",
+    "reduction": "another reduction (sum, mean, max or min)",
+    "rounding": "another rounding (floor, ceil or round)",
+    "dropped-call": "a step of the formula left out",
+    "keepdims": "keepdims switched in a reduction",
+}
+
+
+def _filled(template, slots, plain="") -> str:
     try:
-        return template.format(**slots)
+        return template.format(**{k: v for k, v in slots.items() if v not in ("", None)})
     except (KeyError, IndexError, ValueError):
-        return template
+        return plain or template
 
 
 def sentence(key: str, **slots) -> str:
@@ -79,7 +97,7 @@ def sentence(key: str, **slots) -> str:
     """
     if key not in SENTENCES:
         raise ValueError(f"unknown mistake class {key!r}; known: {', '.join(SENTENCES)}")
-    return _filled(SENTENCES[key][0], slots)
+    return _filled(SENTENCES[key][0], slots, _PLAIN.get(key, ""))
 
 
 def fix(key: str, **slots) -> str:
@@ -90,7 +108,7 @@ def fix(key: str, **slots) -> str:
     """
     if key not in SENTENCES:
         raise ValueError(f"unknown mistake class {key!r}; known: {', '.join(SENTENCES)}")
-    return _filled(SENTENCES[key][1], slots)
+    return _filled(SENTENCES[key][1], slots, "compare each step with the formula in the notebook")
 
 
 def mutant_class(category: str) -> str:
@@ -99,4 +117,5 @@ def mutant_class(category: str) -> str:
     return key if key in SENTENCES and key not in _OUTPUT_CLASSES else ""
 
 
-_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "transpose", "axis-order", "flipped", "shifted", "unstacked"})
+_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "transpose", "axis-order", "flipped", "shifted", "unstacked", "reversed-input",
+                             "swapped-inputs"})

@@ -32,7 +32,8 @@ from .training import History, evaluate, train
 __all__ = ["CHECKPOINT_DIR", "CHECKPOINT_CONFIGS", "CHECKPOINT_PARENTS", "LONG_CONTEXT", "LONG_SCALINGS",
            "LONG_FINE_TUNE", "train_checkpoint", "make_checkpoint", "save_checkpoint", "load_checkpoint",
            "checkpoint_path", "checkpoint_arrays", "checkpoint_bytes", "npz_bytes", "read_npz", "MAX_NPZ_BYTES",
-           "SWEEP_HS", "SWEEP_STEPS", "SCALE_CONFIG", "run_experiments", "save_experiments", "load_experiments"]
+           "SWEEP_HS", "SWEEP_STEPS", "SCALE_CONFIG", "run_experiments", "save_experiments", "load_experiments",
+           "write_npz"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 # The configs of the shipped checkpoints (`mha-course train TASK` re-makes them).
@@ -98,33 +99,40 @@ def _final(config: Config, seed: int = 0) -> tuple[np.ndarray, Metrics]:
     return history.losses, evaluate(params, config, np.random.default_rng(1000 + seed), 512)
 
 
-def run_experiments(seeds=(0, 1)) -> dict:
-    """-> name -> array: the h sweep, one layer vs two, dropout, and the 1/sqrt(d_k) scale.
+def run_experiments(seeds=(0, 1, 2)) -> dict:
+    """-> name -> array: the h sweep, one layer vs two, dropout, and the 1/sqrt(d_k) scale, over ``seeds``.
 
     h_sweep_losses (len(seeds), len(SWEEP_HS), SWEEP_STEPS) and h_sweep_final (seeds, hs) on
-    induction at d_model=32; one_layer_accuracy; dropout_{0,10}_losses; scale_{on,off}_losses.
+    induction at d_model=32; one_layer_accuracy; dropout_{0,10}_losses; scale_{on,off}_losses
+    (seed 0's run, as notebook 08 draws them); and the same runs for every seed, ``<name>_seeds``
+    with a first axis of len(seeds) (dropout 0 is the two-layer model of one_layer's comparison).
     """
-    base, out = CHECKPOINT_CONFIGS["induction"], {}
+    base, out = CHECKPOINT_CONFIGS["induction"], {"seeds": np.array(seeds)}
     runs = [[_final(base._replace(h=h, steps=SWEEP_STEPS), s) for h in SWEEP_HS] for s in seeds]
     out["h_sweep_hs"] = np.array(SWEEP_HS)
     out["h_sweep_losses"] = np.array([[r[0] for r in row] for row in runs])
     out["h_sweep_final"] = np.array([[r[1].loss for r in row] for row in runs])
     out["h_sweep_accuracy"] = np.array([[r[1].accuracy for r in row] for row in runs])
-    losses, metrics = _final(base._replace(n_layers=1))
-    out["one_layer_losses"], out["one_layer_accuracy"] = losses, np.array(metrics.accuracy)
-    for p in (0.0, 0.1):
-        losses, metrics = _final(base._replace(dropout=p))
-        out[f"dropout_{int(p * 100)}_losses"], out[f"dropout_{int(p * 100)}_accuracy"] = losses, np.array(
-            metrics.accuracy)
+    configs = {"one_layer": base._replace(n_layers=1), "dropout_0": base._replace(dropout=0.0),
+               "dropout_10": base._replace(dropout=0.1)}
+    for name, config in configs.items():
+        per_seed = [_final(config, s) for s in seeds]
+        out[f"{name}_losses_seeds"] = np.array([losses for losses, _ in per_seed])
+        out[f"{name}_accuracy_seeds"] = np.array([m.accuracy for _, m in per_seed])
+        out[f"{name}_accuracy"] = np.array(per_seed[0][1].accuracy)
+        if name != "one_layer":
+            out[f"{name}_losses"] = per_seed[0][0]
+    out["one_layer_losses"] = out["one_layer_losses_seeds"][0]
     for name, scale in (("on", True), ("off", False)):
-        out[f"scale_{name}_losses"] = _final(SCALE_CONFIG._replace(scale=scale))[0]
+        out[f"scale_{name}_losses_seeds"] = np.array([_final(SCALE_CONFIG._replace(scale=scale), s)[0] for s in seeds])
+        out[f"scale_{name}_losses"] = out[f"scale_{name}_losses_seeds"][0]
     return out
 
 
 def save_experiments(path) -> Path:
     """Run ``run_experiments`` and write the arrays to ``path`` (``mha-course train experiments`` writes
     ./checkpoints/experiments.npz; the shipped file is ``CHECKPOINT_DIR / "experiments.npz"``)."""
-    return atomic_write(path, npz_bytes(run_experiments()))
+    return write_npz(path, run_experiments())
 
 
 def load_experiments(path=None) -> dict:
@@ -151,6 +159,12 @@ def npz_bytes(arrays: dict) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
+
+
+def write_npz(path, arrays: dict) -> Path:
+    """Write ``arrays`` to ``path`` as an .npz, atomically, with the package's one writer
+    (``mha_course._files.atomic_write``: a temp file in the same folder, then os.replace)."""
+    return atomic_write(path, npz_bytes(arrays))
 
 
 def checkpoint_path(task: str) -> Path:
@@ -185,9 +199,9 @@ def checkpoint_bytes(params: Model, config: Config, history: Optional[History] =
 
 
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
-    """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
-    a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
-    return atomic_write(path, checkpoint_bytes(params, config, history))
+    """Write config, params (and history) to ``path`` (.npz), atomically (``write_npz``: a temp file,
+    then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
+    return write_npz(path, checkpoint_arrays(params, config, history))
 
 
 MAX_NPZ_BYTES = 1 << 30  # what one .npz may hold once unpacked (the shipped ones hold < 2 MB)

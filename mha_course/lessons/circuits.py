@@ -49,7 +49,7 @@ __all__ = ["trajectory_arrays", "previous_token_score", "duplicate_token_score",
            "positional_qk_circuit", "ov_circuit", "composition_scores", "composition_baseline",
            "composition_baseline_scores", "ov_spectrum", "repeated_tokens", "repeat_induction_score",
            "attribution_patching", "SEEDS", "seed_results", "load_seed_results",
-           "seed_results_path", "seed_summary", "compare_over_seeds",
+           "seed_results_path", "formed", "seed_summary", "compare_over_seeds",
            "run_with_cache", "LogitAttribution", "direct_logit_attribution", "PatchPair", "make_pair",
            "logit_difference", "patch_heads", "patching_effect", "head_patching", "position_patching",
            "path_patching", "ABLATIONS", "ablate_heads", "ablation_losses", "attention_rollout",
@@ -481,8 +481,13 @@ def _check_same_tokens(target, source) -> None:
 def patch_heads(params, config, target, source, heads, positions=None) -> np.ndarray:
     """-> logits (B, T, V) of the run on ``target`` tokens in which the heads [(layer, head)] write, at
     ``positions`` (None: all), what they wrote in the run on ``source`` tokens. Later layers see
-    the change (they are recomputed); patch from clean into corrupted to find what restores.
+    the change (they are recomputed). Clean into corrupted (denoising) finds what is sufficient to
+    restore the answer; corrupted into clean (noising) finds what is necessary (Heimersheim & Nanda 2024).
+    ``target`` and ``source`` are (B, T) of one shape; a head or position that does not exist is a ValueError.
     """
+    _check_same_tokens(target, source)
+    _check_heads(config, heads)
+    _positions_mask(np.shape(target)[1], positions)
     return _patched(params, config, target, run_with_cache(params, source, config)[1], heads, positions)
 
 
@@ -786,7 +791,7 @@ def trajectory_arrays(progress: bool = False) -> dict:
 
 def save_trajectories(path=None, progress: bool = False) -> Path:
     """``trajectory_arrays`` written to ``path`` (default: the shipped file), atomically."""
-    return train.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
+    return checkpoints.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
 
 
 def load_trajectories(path=None) -> dict:
@@ -838,7 +843,8 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
     abl = ablation_losses(params, config, probe, reference, [[r] for r in roles] + [[ind, backup]])
     prev_best = two.scores[:, SCORE_NAMES.index("previous_token"), 0].max(-1)  # (n,): the best layer-0 head
     top = [w.max(-1).mean(axis=(0, 2)) for w in train.forward(params, probe.tokens, config)[1]]  # [(h,)] * L
-    row = {"formation_step": formation_step(two), "final_loss": two.probe_loss[-1],
+    row = {"formation_step": formation_step(two),  # None (NaN) when no layer-1 head reaches 0.5 in the run
+           "final_loss": two.probe_loss[-1],
            "previous_token_step": two.steps[np.argmax(prev_best >= 0.5)] if (prev_best >= 0.5).any() else np.nan,
            "top_weight_prev": top[0][prev[1]], "top_weight_ind": top[1][ind[1]],
            "one_layer_loss": one.probe_loss[-1],
@@ -859,7 +865,7 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
     for kind in ABLATIONS:
         for name, v in zip((*names, "both"), abl[kind]):
             row[f"{kind}_{name}"] = v
-    return {k: float(v) for k, v in row.items()}
+    return {k: np.nan if v is None else float(v) for k, v in row.items()}  # None: the head never formed
 
 
 def seed_results(seeds=SEEDS, progress: bool = False) -> dict:
@@ -897,25 +903,32 @@ def load_seed_results(path=None) -> dict:
     return z
 
 
-def seed_summary(values) -> str:
-    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), 3 decimals.
+def formed(results: dict) -> np.ndarray:
+    """results of ``seed_results`` -> (n_seeds,) bool: the seeds whose induction head formed within the run."""
+    return np.isfinite(np.asarray(results["formation_step"], dtype=float))
 
-    >>> seed_summary([1.0, 2.0, 3.0])
-    '2.000 ± 1.000'
+
+def seed_summary(values, decimals: int = 3) -> str:
+    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), to ``decimals`` places.
+
+    >>> seed_summary([1.0, 2.0, 3.0]), seed_summary([375, 540, 505, 385], decimals=0)
+    ('2.000 ± 1.000', '451 ± 84')
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 2 or not np.isfinite(v).all():
         raise ValueError(f"values has shape {v.shape}; give one finite value per seed, at least 2 seeds")
-    return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= 12:
+        raise ValueError(f"decimals={decimals!r} must be a whole number from 0 to 12")
+    return f"{v.mean():.{decimals}f} ± {v.std(ddof=1):.{decimals}f}"
 
 
 def compare_over_seeds(a, b) -> str:
     """a, b (n,): one value per seed, paired -> "a > b", "a < b" or "within the noise".
 
-    A difference counts when it has the same sign in every seed and its mean is more than twice the
-    standard deviation of the per-seed differences; otherwise it is within the noise.
+    A difference counts when it has the same sign in every seed and its mean is larger than its
+    spread (the standard deviation of the per-seed differences); otherwise it is within the noise.
 
-    >>> compare_over_seeds([2.0, 2.1, 1.9], [1.0, 1.0, 1.1]), compare_over_seeds([1.0, 2.0, 0.5], [1.1, 1.0, 1.0])
+    >>> compare_over_seeds([2.0, 2.1, 1.9], [1.0, 1.0, 1.1]), compare_over_seeds([1.0, 2.0, 1.5], [1.1, 1.0, 1.0])
     ('a > b', 'within the noise')
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -923,6 +936,6 @@ def compare_over_seeds(a, b) -> str:
         raise ValueError(f"a has shape {a.shape} and b {b.shape}; give one finite value per seed for each "
                          "(the same seeds, at least 2)")
     d = a - b
-    if abs(d.mean()) > 2 * d.std(ddof=1) and (np.all(d > 0) or np.all(d < 0)):
+    if abs(d.mean()) > d.std(ddof=1) and (np.all(d > 0) or np.all(d < 0)):
         return "a > b" if d.mean() > 0 else "a < b"
     return "within the noise"

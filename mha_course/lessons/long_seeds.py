@@ -18,20 +18,20 @@ Taught in 13_long_context.ipynb.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
-from .. import _validate
 from ..positions import dynamic_rope_scaling
 from . import checkpoints, training
 from . import long_context as lc
 from . import model as train
+from .seeds import Summary, format_values, separated, summary
 
 __all__ = ["SEEDS", "SCHEMES", "FIXES", "TUNED", "STREAMS", "FINE_TUNE", "RESULTS_PATH", "base_config",
-           "base_models", "fine_tune", "fine_tunes", "fix_models", "evaluate_fixes", "evaluate_models",
+           "base_models", "fine_tune", "fine_tunes", "fix_models", "at_length_scaling", "DYNAMIC",
+           "evaluate_fixes", "evaluate_models",
            "stream_settings", "evaluate_streams", "run_seed", "results", "load_results",
-           "Summary", "summary", "separated", "format_summary"]
+           "Summary", "summary", "separated", "format_summary", "format_values"]
 
 SEEDS = (0, 1, 2)
 SCHEMES = lc.SCHEMES
@@ -132,7 +132,7 @@ def fix_models(rope) -> dict:
             for name, sc in FIXES.items()}
 
 
-def _at(config, name: str, T: int):
+def at_length_scaling(config, name: str, T: int):
     """The config a FIXES model reads T tokens with: a dynamic scaling resolved for T."""
     if name not in DYNAMIC:
         return config
@@ -145,7 +145,7 @@ def evaluate_models(models: dict, kind: str, n: int = 256, lengths=lc.LENGTHS) -
     out = np.zeros((len(models), len(lengths), 2))
     for i, (name, (config, params)) in enumerate(models.items()):
         for k, T in enumerate(lengths):
-            m, _ = lc.evaluate_at(params, _at(config, name, T), T, kind, seed=T, n=n)
+            m, _ = lc.evaluate_at(params, at_length_scaling(config, name, T), T, kind, seed=T, n=n)
             out[i, k] = m.accuracy, m.loss
     return out
 
@@ -205,39 +205,6 @@ def load_results(path=None) -> dict:
         raise ValueError(f"{path}: not a long_seeds results file (no {sorted(missing)}); make it again with "
                          "`mha-course train long_seeds`")
     return arrays
-
-
-class Summary(NamedTuple):
-    """One table entry over seeds: mean, min and max."""
-    mean: float
-    low: float
-    high: float
-
-    def __str__(self) -> str:
-        return f"{self.mean:.3f} ({self.low:.3f}-{self.high:.3f})"
-
-
-def summary(values) -> Summary:
-    """values (S,) over seeds -> Summary(mean, min, max).
-
-    >>> str(summary([0.7, 0.8, 0.75]))
-    '0.750 (0.700-0.800)'
-    """
-    v = _validate.float_array(values, "values").ravel()
-    if v.size == 0:
-        raise ValueError("values is empty; give one number per seed")
-    return Summary(float(v.mean()), float(v.min()), float(v.max()))
-
-
-def separated(a, b) -> bool:
-    """values of two rows over seeds (S,) each -> True when their ranges do not overlap: every seed
-    of one lies above every seed of the other. Otherwise the difference is within the noise.
-
-    >>> separated([0.9, 0.95], [0.5, 0.6]), separated([0.70, 0.79], [0.69, 0.75])
-    (True, False)
-    """
-    a, b = summary(a), summary(b)
-    return a.low > b.high or b.low > a.high
 
 
 def format_summary(table: np.ndarray, names, lengths=lc.LENGTHS, train_len: int = lc.TRAIN_LEN,

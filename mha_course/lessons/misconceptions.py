@@ -66,7 +66,8 @@ def load_ensemble() -> list[tuple]:
 
 def joint_paths() -> list[Path]:
     """-> the checkpoints of the jointly trained h = 2 models, one per seed of JOINT_SEEDS (seed 0: 08's)."""
-    return [checkpoints.checkpoint_path("induction") if s == 0 else DATA_DIR / f"joint_seed{s}.npz" for s in JOINT_SEEDS]
+    return [checkpoints.checkpoint_path("induction") if s == 0 else DATA_DIR / f"joint_seed{s}.npz"
+            for s in JOINT_SEEDS]
 
 
 def make_joint_models(folder=None) -> list[Path]:

@@ -148,7 +148,9 @@ def test_tiled_causal_equals_the_masked_textbook_and_skips_tiles_above_the_diago
     rng = np.random.default_rng(T * S)
     Q, K, V = _qkv(rng, (2,), T, S)
     Q *= 1000  # scores beyond float64 exp's range: the running-max path, so every computed tile is counted
-    causal = np.tril(np.ones((T, S), bool))  # query t sees keys 0..t
+    causal = np.tril(np.ones((T, S), bool), k=S - T)  # bottom-right: query t sees keys 0..S - T + t
+    if T <= S:
+        assert np.array_equal(causal, mc.cached_causal_mask(T, S - T))  # the decode step's mask
     out = mc.tiled_attention(Q, K, V, block_size=block, causal=True)
     assert_close(out, _exact(Q, K, V, causal), np.float64, "tiled causal", tol=TOL64 * 100)
     # each key block is computed only for the rows that see one of its keys: the diagonal tiles at most
@@ -484,9 +486,24 @@ def test_linear_attention_runs_heads_on_the_pool(monkeypatch, causal):
     assert_close(out, mc.linear_attention_quadratic(Q, K, V, causal), np.float64, "linear on the pool", tol=TOL64)
 
 
-def test_causal_linear_attention_needs_self_attention():
-    with pytest.raises(ValueError, match="T=2 queries and S=3 keys"):
-        mc.linear_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), causal=True)
+@pytest.mark.parametrize("T,S", [(2, 3), (1, 70), (5, 3), (130, 129)])
+def test_causal_linear_attention_with_T_not_S_is_bottom_right_as_everywhere(T, S):
+    """Query t sees keys 0..S - T + t (cached_causal_mask, tiled_attention(causal=True)); a query that sees
+    no key (T > S) gives zeros, as in scaled_dot_product_attention."""
+    rng = np.random.default_rng(T * S)
+    Q, K, V = _qkv(rng, (2,), T, S)
+    allowed = np.tril(np.ones((T, S), bool), k=S - T)
+    out = mc.linear_attention(Q, K, V, causal=True)
+    assert_close(out, mc.linear_attention_quadratic(Q, K, V, causal=True), np.float64, "chunked", tol=TOL64)
+    fq, fk = mc.elu_feature_map(Q), mc.elu_feature_map(K)
+    A = np.where(allowed, fq @ np.swapaxes(fk, -1, -2), 0)  # the definition, unscaled
+    seen = allowed.any(-1)
+    want = np.where(seen[:, None], A @ V / np.where(seen[:, None], A.sum(-1, keepdims=True), 1), 0)
+    assert_close(out, want, np.float64, "definition", tol=TOL64 * 100)
+    if T <= S:
+        assert_close(mc.tiled_attention(Q, K, V, causal=True, block_size=4),
+                     mc.scaled_dot_product_attention(Q, K, V, mc.cached_causal_mask(T, S - T))[0],
+                     np.float64, "tiled decode", tol=TOL64 * 100)
 
 
 # ----------------------------------------------------------------------------- the benchmark script

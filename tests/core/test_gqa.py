@@ -241,9 +241,9 @@ def _mask_not_offset(T, offset):
     return np.tril(np.ones((T, offset + T), dtype=bool))
 
 
-def _rope_at_zero(heads, base, start=0):
+def _rope_at_zero(heads, base, start=0, scaling=None):
     """BUG: every call rotates its tokens from position 0, whatever is already cached."""
-    return heads if base is None else mc.apply_rope(heads, np.arange(heads.shape[-2]), base=base)
+    return heads if base is None else mc.apply_rope(heads, np.arange(heads.shape[-2]), base=base, scaling=scaling)
 
 
 @pytest.mark.parametrize("bug, target, wrong, rope", [
@@ -303,9 +303,9 @@ def test_keys_are_broadcast_not_repeated(monkeypatch):
     seen = []
     real = gqa.attend
 
-    def spy(Q, K, V, mask=None, scores=None):
+    def spy(Q, K, V, mask=None, scores=None, bias=None):
         seen.append((Q.shape, K.shape, V.shape))
-        return real(Q, K, V, mask, scores)
+        return real(Q, K, V, mask, scores, bias)
 
     monkeypatch.setattr(gqa, "attend", spy)
     x, p = _problem(np.random.default_rng(0), 2, 5, 8, 4, 2)
@@ -399,7 +399,7 @@ BAD = [
      "^" + E("the cache holds 0 of max_len=2 tokens and cannot take 3 more; make it with max_len >= 3") + "$"),
     (gqa.grouped_query_attention, dict(x=X8, params=P42, h=4, h_kv=2, cache=gqa.KVCache(2, 1, 2, 9)),
      E("the cache has shape (2, 1, 9, 2) but this call needs (batch=2, h_kv=2, max_len, d_k=2)")),
-    (gqa.grouped_query_attention, dict(x=X8, params=P42, h=4, h_kv=2, cache={}), E("cache must be a KVCache, got dict")),
+    (gqa.grouped_query_attention, dict(x=X8, params=P42, h=4, h_kv=2, cache={}), E("cache must be a KVCache, a RollingKVCache or a PagedKVCache's sequence(i), got dict")),
     (gqa.grouped_query_attention, dict(x=X8, params=P42, h=4, h_kv=2, context=X8, cache=gqa.KVCache(2, 2, 2, 9)),
      E("with context= (cross-attention) the keys do not grow")),
     (gqa.grouped_query_attention, dict(x=np.zeros((2, 3, 6)), params=gqa.init_gqa_params(6, 2, 1, rng=_r),
