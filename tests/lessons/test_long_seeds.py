@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mha_course.lessons import checkpoints
 from mha_course.lessons import long_context as lc
 from mha_course.lessons import long_seeds as ls
 from mha_course.lessons import model as train
@@ -47,7 +48,7 @@ def test_format_summary_prints_mean_and_range_per_length():
 
 def test_load_results_refuses_other_files(tmp_path):
     other = tmp_path / "x.npz"
-    other.write_bytes(train.npz_bytes({"a": np.zeros(2)}))
+    other.write_bytes(checkpoints.npz_bytes({"a": np.zeros(2)}))
     with pytest.raises(ValueError, match="long_seeds"):
         ls.load_results(other)
     with pytest.raises(ValueError, match="long_seeds"):
@@ -55,7 +56,7 @@ def test_load_results_refuses_other_files(tmp_path):
 
 
 def test_base_config_is_long_context_with_the_seed():
-    assert ls.base_config("alibi", 2) == train.LONG_CONTEXT._replace(positions="alibi", seed=2)
+    assert ls.base_config("alibi", 2) == checkpoints.LONG_CONTEXT._replace(positions="alibi", seed=2)
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="seed"):
             ls.base_config("rope", bad)
@@ -64,7 +65,7 @@ def test_base_config_is_long_context_with_the_seed():
 
 
 def test_fine_tune_stops_at_the_loss_criterion(monkeypatch):
-    config = train.LONG_CONTEXT._replace(positions="rope", steps=1)
+    config = checkpoints.LONG_CONTEXT._replace(positions="rope", steps=1)
     params = train.init_model(config)
     monkeypatch.setitem(ls.FINE_TUNE, "seq_len", 16)
     monkeypatch.setitem(ls.FINE_TUNE, "max_steps", 6)
