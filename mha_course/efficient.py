@@ -553,10 +553,13 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     fQ, fK = _features(Q, K)
     A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
     T, S = Q.shape[-2], K.shape[-2]
-    seen = slice(max(0, T - S), T)  # bottom-right: the queries that see some key
-    if _flag(causal, "causal"):
-        n = min(T, S)  # the last n queries see some key: query t sees keys s <= S - T + t
-        A[..., seen, :] = np.where(causal_mask(n, S - n), A[..., seen, :], 0)
+    causal = _flag(causal, "causal")
+    seen = slice(max(0, T - S) if causal else 0, T)  # causal, bottom-right: only the last min(T, S) queries see keys
+    if causal:
+        n = T - seen.start                                      # the queries that see a key: the last min(T, S)
+        allowed = np.zeros((T, S), bool)
+        allowed[seen] = causal_mask(n, offset=S - n)            # query t sees keys s <= S - T + t (bottom-right)
+        A = np.where(allowed, A, 0)
     out = np.zeros(np.broadcast_shapes(A.shape[:-1], V.shape[:-2] + (T,)) + (V.shape[-1],), Q.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         a = A[..., seen, :]

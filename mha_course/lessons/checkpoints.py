@@ -162,8 +162,7 @@ def npz_bytes(arrays: dict) -> bytes:
 
 
 def write_npz(path, arrays: dict) -> Path:
-    """Write ``arrays`` to ``path`` as an .npz, atomically, with the package's one writer
-    (``mha_course._files.atomic_write``: a temp file in the same folder, then os.replace)."""
+    """Write {name: array} to ``path`` as one compressed .npz, atomically (``mha_course._files.atomic_write``)."""
     return atomic_write(path, npz_bytes(arrays))
 
 
@@ -199,9 +198,9 @@ def checkpoint_bytes(params: Model, config: Config, history: Optional[History] =
 
 
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
-    """Write config, params (and history) to ``path`` (.npz), atomically (``write_npz``: a temp file,
-    then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
-    return write_npz(path, checkpoint_arrays(params, config, history))
+    """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
+    a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
+    return atomic_write(path, checkpoint_bytes(params, config, history))
 
 
 MAX_NPZ_BYTES = 1 << 30  # what one .npz may hold once unpacked (the shipped ones hold < 2 MB)
