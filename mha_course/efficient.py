@@ -18,7 +18,9 @@ import numpy as np
 
 from . import _validate
 from .attention import check_attention_inputs
-from .fast import exp_needs_no_shift, fast_attention, run_jobs
+from .fast import exp_needs_no_shift, fast_attention
+from .masks import causal_mask
+from .runtime import run_jobs
 
 __all__ = [
     "fast_attention",  # the core's fast sibling (fast.py), still importable from here
@@ -300,8 +302,7 @@ def sliding_window_mask(T: int, window: int) -> np.ndarray:
            [0, 1, 1, 0],
            [0, 0, 1, 1]])
     """
-    d = _offsets(T)
-    return (d >= 0) & (d < _validate.positive_int(window, "window"))
+    return causal_mask(T, window=window)  # (T, T): the one builder (masks.py)
 
 
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
@@ -526,7 +527,7 @@ def _causal_linear(fQ, fK, V, kv=None, z=None) -> np.ndarray:
         kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
         z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
     num, den = np.empty((*batch, T, d_v), dtype), np.empty((*batch, T, 1), dtype)
-    within = np.tril(np.ones((_CHUNK, _CHUNK), dtype=bool))
+    within = causal_mask(_CHUNK)
     for c in range(0, T, _CHUNK):
         q, k, v = fQ[..., c:c + _CHUNK, :], fK[..., c:c + _CHUNK, :], V[..., c:c + _CHUNK, :]
         n = q.shape[-2]
@@ -552,9 +553,13 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     fQ, fK = _features(Q, K)
     A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
     T, S = Q.shape[-2], K.shape[-2]
-    seen = slice(max(0, T - S), T)  # bottom-right: the queries that see some key
-    if _flag(causal, "causal"):
-        A = np.where(np.tril(np.ones((T, S), bool), k=S - T), A, 0)  # query t sees keys s <= S - T + t
+    causal = _flag(causal, "causal")
+    seen = slice(max(0, T - S) if causal else 0, T)  # causal, bottom-right: only the last min(T, S) queries see keys
+    if causal:
+        n = T - seen.start                                      # the queries that see a key: the last min(T, S)
+        allowed = np.zeros((T, S), bool)
+        allowed[seen] = causal_mask(n, offset=S - n)            # query t sees keys s <= S - T + t (bottom-right)
+        A = np.where(allowed, A, 0)
     out = np.zeros(np.broadcast_shapes(A.shape[:-1], V.shape[:-2] + (T,)) + (V.shape[-1],), Q.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         a = A[..., seen, :]
@@ -567,11 +572,13 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> n_splits partial outputs (..., T, d_v)
     and their log-sum-exps (..., T, 1), one per chunk of the keys.
 
-    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (sizes differ by at most one;
-    chunks may be empty when n_splits > S). Its output is the softmax-weighted mean of its
-    values alone, and lse = log sum exp(scores of the chunk); a chunk the mask blocks entirely
-    (or an empty one) gives lse = -inf and a zero output. Each chunk is independent: on a GPU,
-    one block of threads each.
+    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (contiguous, sizes differ by at
+    most one; ``1 <= n_splits <= S``, so no chunk is empty). As in Flash-Decoding, each chunk's
+    scores are computed inside the chunk, from its own keys: at most (..., T, S / n_splits) scores
+    live at once (never the whole T x S matrix), plus the n_splits outputs. Its output is the
+    softmax-weighted mean of its values alone, and lse = log sum exp(scores of the chunk); a chunk
+    the mask blocks entirely gives lse = -inf and a zero output. Each chunk is independent: on a
+    GPU, one block of threads each.
 
     >>> rng = np.random.default_rng(0)
     >>> outs, lses = split_kv_partials(rng.normal(size=(1, 4)), rng.normal(size=(5, 4)), np.eye(5), 2)
@@ -581,19 +588,28 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     n_splits = _validate.positive_int(n_splits, "n_splits")
     S = K.shape[-2]
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    if n_splits > S:
+        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
+                         f"give 1 <= n_splits <= {S}")
     if mask is not None:
-        scores = np.where(mask, scores, -np.inf)  # True = may attend
+        mask = np.broadcast_to(mask, (*Q.shape[:-1], S))  # (..., T, S), a view: its chunks are slices
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(S), n_splits)])  # (n_splits + 1,)
     outs, lses = [], []
-    for idx in np.array_split(np.arange(S), n_splits):  # n_splits chunks of the S keys
-        s, v = scores[..., idx], V[..., idx, :]  # (..., T, c), (..., c, d_v)
-        m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # (..., T, 1); -inf: nothing allowed
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # chunk c: keys lo .. hi - 1
+        k, v = K[..., lo:hi, :], V[..., lo:hi, :]  # (..., c, d_k), (..., c, d_v): views
+        s = Q @ np.swapaxes(k, -1, -2)  # (..., T, d_k) x (..., d_k, c) -> (..., T, c), the chunk's scores
+        s /= math.sqrt(Q.shape[-1])  # in place, as every step below: one (..., T, c) array per chunk
+        if mask is not None:
+            s[~mask[..., lo:hi]] = -np.inf  # True = may attend
+        m = s.max(axis=-1, keepdims=True)  # (..., T, 1); -inf: nothing allowed
         shift = np.where(np.isfinite(m), m, 0.0)
-        p = np.exp(s - shift)  # (..., T, c)
+        s -= shift
+        p = np.exp(s, out=s)  # (..., T, c)
         total = p.sum(axis=-1, keepdims=True)  # (..., T, 1)
         outs.append((p @ v) / np.where(total > 0, total, 1.0))  # (..., T, c) x (..., c, d_v) -> (..., T, d_v)
         with np.errstate(divide="ignore"):
             lses.append(np.where(total > 0, shift + np.log(total), -np.inf))  # (..., T, 1)
+        del s, p  # freed before the next chunk's scores are made
     return outs, lses
 
 
@@ -648,7 +664,8 @@ def split_kv_attention(Q, K, V, n_splits: int, mask=None) -> np.ndarray:
     FlashDecoding's split-KV attention (Dao et al. 2023): the keys are cut into n_splits chunks
     (``split_kv_partials``: a partial output and its log-sum-exp per chunk, computed in
     parallel), then merged exactly (``merge_attention_partials``). The result equals
-    ``scaled_dot_product_attention``'s output for any n_splits, whether or not it divides S.
+    ``scaled_dot_product_attention``'s output for any 1 <= n_splits <= S, whether or not it divides S
+    (more splits than keys is a ValueError: a chunk needs a key).
     It helps when B · h is small and S long: one query per head leaves the other cores idle
     unless the keys are split too.
 

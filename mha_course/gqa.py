@@ -30,7 +30,9 @@ import numpy as np
 from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
+from .masks import causal_mask
 from .mha import MHAParams, check_rope, init_params, linear, rope_heads
+from .positions import apply_rope
 
 __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv_heads", "KVCache",
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
@@ -225,6 +227,9 @@ class KVCache(_Cache):
         return cached_causal_mask(T, self.length)
 
 
+ROLLING_POSITIONS = ("absolute", "cache")  # where RollingKVCache's sinks sit (StreamingLLM: "cache")
+
+
 def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     """T new queries after ``offset`` cached tokens -> (T, offset + T) bool, True = may attend.
 
@@ -238,10 +243,7 @@ def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     array([[1, 1, 1, 1, 0],
            [1, 1, 1, 1, 1]])
     """
-    T = _validate.positive_int(T, "T")
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
-    return np.arange(offset + T)[None, :] <= offset + np.arange(T)[:, None]  # (T, offset + T)
+    return causal_mask(T, offset)  # (T, offset + T): the one builder (masks.py)
 
 
 class RollingKVCache:
@@ -254,20 +256,44 @@ class RollingKVCache:
     the new keys are rotated at their absolute positions (with ``rope_base``) and appended, the
     queries attend under ``next_mask`` (key s within the window t - window < s <= t, or s < sinks),
     then everything older than the window, except the sinks, is dropped. ``sinks = 0`` is
-    Mistral's rolling buffer (Jiang et al. 2023); ``sinks > 0`` keeps StreamingLLM's attention
-    sinks (Xiao et al. 2023).
+    Mistral's rolling buffer (Jiang et al. 2023).
+
+    Where a kept sink sits is ``positions``:
+
+    - ``"absolute"`` (default): every key keeps its absolute position, so a sink drifts ever farther
+      from the query (distance t - s), to distances a model trained on short sequences never saw;
+    - ``"cache"``: StreamingLLM's (Xiao et al. 2023 §3.2): positions are assigned inside the cache,
+      the sinks first, then the window, so the query sees sink s at distance sinks + window - 1 - s
+      at most, never farther. The window keys keep their distances (t - s either way); the sinks'
+      keys are turned on by the gap, which needs the ``rope_base`` the attention rotates with. Once
+      the window has slid, this cache takes one token per call (each query has its own gap).
 
     >>> cache = RollingKVCache(batch=1, h_kv=1, d_k=2, window=3, sinks=1)
     >>> _ = cache.append(np.ones((1, 1, 6, 2)), np.ones((1, 1, 6, 2)))
     >>> cache.length, cache.positions.tolist(), cache.nbytes
     (6, [0, 3, 4, 5], 128)
+    >>> cache = RollingKVCache(1, 1, 2, window=3, sinks=1, positions="cache", rope_base=10000.0)
+    >>> for t in range(6):
+    ...     _ = cache.append(np.ones((1, 1, 1, 2)), np.ones((1, 1, 1, 2)))
+    >>> cache.cache_positions(5).tolist()  # sink 0 at 0, window 3, 4, 5 at 1, 2, 3: the query is at 3
+    [0, 1, 2, 3]
     """
 
-    def __init__(self, batch: int, h_kv: int, d_k: int, window: int, sinks: int = 0, dtype=np.float64):
+    def __init__(self, batch: int, h_kv: int, d_k: int, window: int, sinks: int = 0, dtype=np.float64,
+                 positions: str = "absolute", rope_base=None):
         dims = tuple(_validate.positive_int(v, n) for v, n in ((batch, "batch"), (h_kv, "h_kv"), (d_k, "d_k")))
         self.window = _validate.positive_int(window, "window")
         if isinstance(sinks, bool) or not isinstance(sinks, (int, np.integer)) or sinks < 0:
             raise ValueError(f"sinks={sinks!r} must be a whole number >= 0 (0: no attention sinks kept)")
+        if positions not in ROLLING_POSITIONS:
+            raise ValueError(f"positions={positions!r}; choose 'absolute' (every key at its absolute position) or "
+                             "'cache' (StreamingLLM: positions assigned inside the cache)")
+        if positions == "cache" and rope_base is None:
+            raise ValueError("positions='cache' moves the sinks' RoPE rotation: give the rope_base the attention "
+                             "rotates with, for example rope_base=10000.0")
+        if positions == "cache":
+            apply_rope(np.zeros((1, dims[2])), [0], base=rope_base)  # a ValueError for a bad base or odd d_k
+        self.position_mode, self.rope_base = positions, rope_base
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
@@ -297,6 +323,18 @@ class RollingKVCache:
     @property
     def values(self) -> np.ndarray:
         return _read_only(self._values)
+
+    def cache_positions(self, t: int) -> np.ndarray:
+        """(n,) the positions of the held keys as a query at absolute position t sees them: absolute, or
+        with ``positions="cache"`` numbered inside the cache: the sinks 0 .. sinks - 1, then the window,
+        everything after the sinks moved down by the gap max(0, t - (sinks + window - 1)), the query
+        to t - gap. The distances query - key are what RoPE sees.
+        """
+        return self._positions - np.where(self._positions < self.sinks, 0, self._gap(t))
+
+    def _gap(self, t: int) -> int:
+        """How far the sinks move up for a query at t (0 with absolute positions)."""
+        return max(0, int(t) - (self.sinks + self.window - 1)) if self.position_mode == "cache" else 0
 
     def next_mask(self, T: int) -> np.ndarray:
         """T new queries -> (T, n + T) bool over the n held and T new keys: causal, and s within
@@ -329,12 +367,21 @@ class RollingKVCache:
                              f"{self.shape}; expected two arrays (batch, h_kv, T >= 1, d_k) of one shape")
         K, V = _validate.cast(K, self.dtype, "K", FIT_FIX), _validate.cast(V, self.dtype, "V", FIT_FIX)
         T = K.shape[2]
+        gap = self._gap(self.length + T - 1)  # the last query's; with "cache", every query's must agree
+        if T > 1 and self._gap(self.length) != gap:
+            raise ValueError(f"positions='cache': the {T} new queries at {self.length}..{self.length + T - 1} see the "
+                             f"sinks at different distances once the window ({self.window}) is full; append one "
+                             "token per call")
         K_all = np.concatenate([self._keys, K.astype(self.dtype)], axis=2)  # (B, h_kv, n + T, d_k)
         V_all = np.concatenate([self._values, V.astype(self.dtype)], axis=2)
         pos = np.concatenate([self._positions, self.length + np.arange(T)])  # (n + T,)
         self.length += T
         keep = (pos < self.sinks) | (pos >= self.length - self.window)  # the sinks and the last window
         self._keys, self._values, self._positions = K_all[:, :, keep], V_all[:, :, keep], pos[keep]
+        if gap and self.sinks:  # StreamingLLM: the sinks' keys (rotated at s) turned on to s + gap, as the query
+            sink = pos < self.sinks
+            K_all = K_all.copy()
+            K_all[:, :, sink] = apply_rope(K_all[:, :, sink], np.full(int(sink.sum()), gap), base=self.rope_base)
         return _read_only(K_all), _read_only(V_all)
 
     def reset(self) -> None:
@@ -488,7 +535,7 @@ def init_mla_params(d_model: int, h: int, d_latent: int, *, rng: np.random.Gener
 def mla_to_mha(params: MLAParams) -> MHAParams:
     """MLAParams -> the MHAParams it expands into: W_k = W_dkv W_uk, W_v = W_dkv W_uv (D, D).
 
-    Their multi_head_attention equals mla_attention (tests/test_gqa.py), at h·d_k / d_c times
+    Their multi_head_attention equals mla_attention (tests/core/test_gqa.py), at h·d_k / d_c times
     the cached numbers per token.
 
     >>> p = init_mla_params(8, 2, 3, rng=np.random.default_rng(0))

@@ -32,8 +32,9 @@ import numpy as np
 
 from .. import _validate
 from ..efficient import check_attention_inputs, merge_attention_partials, split_kv_partials
-from ..fast import run_jobs
 from ..gqa import KVCache, RollingKVCache, cached_causal_mask, dequantize_kv, quantize_kv
+from ..runtime import run_jobs
+from . import checkpoints
 from . import gqa as decode
 from . import model as train
 
@@ -45,14 +46,14 @@ __all__ = ["SCHEMES", "TRAIN_LEN", "LENGTHS", "load_scheme", "length_models", "a
            "weight_by_distance"]
 
 SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
-TRAIN_LEN = train.LONG_CONTEXT.seq_len  # 16
+TRAIN_LEN = checkpoints.LONG_CONTEXT.seq_len  # 16
 LENGTHS = (TRAIN_LEN, 2 * TRAIN_LEN, 4 * TRAIN_LEN)
 
 
 # ----------------------------------------------------------------------------- the trained models
 def load_scheme(name: str) -> tuple:
     """name ("rope", "rope_yarn_tuned", ...) -> (Config, Model) of the shipped ``long_<name>`` checkpoint."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path(f"long_{name}"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path(f"long_{name}"))
     return config, params
 
 
@@ -73,7 +74,7 @@ def at_length(params, config, T: int, rng: Optional[np.random.Generator] = None)
     ``rng``, default seeded by T): rows a model allocated but never trained hold just that,
     because no gradient reaches a position no training sequence had. Other schemes need nothing.
 
-    >>> cfg, m = at_length(train.init_model(train.LONG_CONTEXT), train.LONG_CONTEXT, 64)
+    >>> cfg, m = at_length(train.init_model(checkpoints.LONG_CONTEXT), checkpoints.LONG_CONTEXT, 64)
     >>> cfg.seq_len, m.pos.shape
     (64, (64, 32))
     """
@@ -89,7 +90,7 @@ def at_length(params, config, T: int, rng: Optional[np.random.Generator] = None)
 def stretched_batch(config, T: int, rng: np.random.Generator, n: int = 256):
     """The induction task at T tokens: [noise][A][A], |A| from T/4 to T/2 (train.make_batch at seq_len T).
 
-    >>> stretched_batch(train.LONG_CONTEXT, 64, np.random.default_rng(0), 2).tokens.shape
+    >>> stretched_batch(checkpoints.LONG_CONTEXT, 64, np.random.default_rng(0), 2).tokens.shape
     (2, 64)
     """
     return train.make_batch(config._replace(seq_len=_validate.positive_int(T, "T")), rng, n)
@@ -100,7 +101,7 @@ def shifted_batch(config, T: int, rng: np.random.Generator, n: int = 256):
 
     The same copies and distances as in training, at positions seq_len .. T - 1 that training never had.
 
-    >>> b = shifted_batch(train.LONG_CONTEXT, 48, np.random.default_rng(0), 2)
+    >>> b = shifted_batch(checkpoints.LONG_CONTEXT, 48, np.random.default_rng(0), 2)
     >>> b.tokens.shape, bool(b.scored[:, :32].any())
     ((2, 48), False)
     """
@@ -191,9 +192,9 @@ def format_table(table: dict, lengths=LENGTHS, train_len: int = TRAIN_LEN) -> st
 
 def rope_variants(config, params) -> dict:
     """The trained RoPE model -> {name: (Config, Model)}: unchanged, and with each scaling of
-    train.LONG_SCALINGS (factor 4), the same weights (no retraining)."""
+    checkpoints.LONG_SCALINGS (factor 4), the same weights (no retraining)."""
     out = {"rope": (config, params)}
-    for name, scaling in train.LONG_SCALINGS.items():
+    for name, scaling in checkpoints.LONG_SCALINGS.items():
         out[f"rope + {name}"] = (config._replace(rope_scaling=scaling), params)
     return out
 
@@ -205,7 +206,7 @@ def tuned_variants() -> dict:
     the other models (the fine-tune itself ran at 64 tokens).
     """
     out = {}
-    for name in ("rope", *train.LONG_SCALINGS):
+    for name in ("rope", *checkpoints.LONG_SCALINGS):
         tag = "rope_tuned" if name == "rope" else f"rope_{name}_tuned"
         config, params = load_scheme(tag)
         out["rope, tuned" if name == "rope" else f"rope + {name}, tuned"] = (config._replace(seq_len=TRAIN_LEN), params)
@@ -250,7 +251,7 @@ def stream_batch(config, episodes: int, rng: np.random.Generator, n: int = 64):
 
     A stream longer than training, in which every part is the task the model knows.
 
-    >>> stream_batch(train.LONG_CONTEXT, 8, np.random.default_rng(0), 3).tokens.shape
+    >>> stream_batch(checkpoints.LONG_CONTEXT, 8, np.random.default_rng(0), 3).tokens.shape
     (3, 128)
     """
     parts = [train.make_batch(config, rng, n) for _ in range(_validate.positive_int(episodes, "episodes"))]
@@ -258,13 +259,17 @@ def stream_batch(config, episodes: int, rng: np.random.Generator, n: int = 64):
 
 
 def stream_position_losses(params, config, batch, window: Optional[int] = None, sinks: int = 0,
-                           chunk: Optional[int] = None) -> tuple:
+                           chunk: Optional[int] = None, positions: str = "absolute") -> tuple:
     """Model, Batch -> (position losses (T,), Metrics): full attention (``window`` None), or decoding
-    through one ``RollingKVCache(window, sinks)`` per layer, ``chunk`` tokens per call (default: window).
+    through one ``RollingKVCache(window, sinks, positions=positions)`` per layer, ``chunk`` tokens per
+    call (default: window; one token with ``positions="cache"``, StreamingLLM's, RoPE models only).
 
     Each call attends over what the caches hold, exactly as token-by-token decoding would
-    (tests/test_long_context_core.py checks that against the masked full attention).
+    (tests/core/test_long_context_core.py checks that against the masked full attention).
     """
+    if positions == "cache" and config.positions != "rope":
+        raise ValueError(f"positions='cache' moves RoPE rotations inside the cache; this model has "
+                         f"positions={config.positions!r}: use positions='absolute'")
     if window is None:
         if chunk is not None or sinks:
             raise ValueError(f"chunk={chunk!r} and sinks={sinks!r} apply to a rolling cache: give window= too "
@@ -273,8 +278,10 @@ def stream_position_losses(params, config, batch, window: Optional[int] = None, 
     else:
         B, T = batch.tokens.shape
         h_kv, d_k = config.h_kv or config.h, config.d_model // config.h
-        caches = [RollingKVCache(B, h_kv, d_k, window, sinks) for _ in params.layers]
-        step = window if chunk is None else _validate.positive_int(chunk, "chunk")
+        rope_base = config.rope_base if positions == "cache" else None
+        caches = [RollingKVCache(B, h_kv, d_k, window, sinks, positions=positions, rope_base=rope_base)
+                  for _ in params.layers]
+        step = 1 if positions == "cache" else window if chunk is None else _validate.positive_int(chunk, "chunk")
         logits = np.concatenate([decode.forward_cached(params, batch.tokens[:, t:t + step], config, caches)
                                  for t in range(0, T, step)], axis=1)  # (B, T, V)
     metrics, per_position = _scored_losses(logits, batch)

@@ -25,7 +25,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import files, threads
+from .. import runtime
+from . import files
 
 __all__ = ["KERNELSPEC", "NotebookRunError", "NotebookChangedError", "read_notebook", "write_back", "beside", "run_client", "execute_notebook",
            "positive_int", "non_negative_int", "add_execute_command"]
@@ -319,7 +320,7 @@ def execute_notebook(path, timeout: int = 600, retries: int = 0) -> None:
 
     _check_limits(timeout, retries)
     path = Path(path)
-    os.environ.update(threads.thread_env())
+    os.environ.update(runtime.thread_env())
     os.environ.pop("MPLBACKEND", None)
     for attempt in range(retries + 1):
         try:
@@ -414,7 +415,7 @@ def _raise_on_signal(signum, frame):
 
 def _cmd_execute(args) -> int:
     try:
-        threads.thread_env()
+        runtime.thread_env()
     except ValueError as err:
         print(f"mha-course execute: {err}", file=sys.stderr)
         return 2
