@@ -53,6 +53,8 @@ from pathlib import Path
 
 from jupyterhub.authenticators.shared import SharedPasswordAuthenticator
 
+from mha_course import runtime  # the course is installed in the hub's venv
+
 c = get_config()  # noqa: F821  (JupyterHub's config loader provides it)
 
 ENV = os.environ
@@ -264,7 +266,7 @@ c.Spawner.cmd = [
 ]
 c.Spawner.env_keep = ["LANG", "LC_ALL", "TZ", "JUPYTERHUB_SINGLEUSER_APP"]  # not the hub's PYTHONPATH
 c.Spawner.environment = {
-    "OMP_NUM_THREADS": THREADS, "OPENBLAS_NUM_THREADS": THREADS, "MKL_NUM_THREADS": THREADS,
+    **runtime.thread_env(THREADS),  # every BLAS thread variable, as mha_course.runtime names them
     "MHA_COURSE_THREADS": THREADS, "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
     "MHA_HUB_ID": HUB_ID,  # every process of the learner inherits it: how this hub finds what it started
 }

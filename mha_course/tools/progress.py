@@ -270,14 +270,14 @@ def as_html(table: list, refresh_s: int | None = 10, title: str = "The class's p
 
 
 def _cmd_progress(args) -> int:
-    from .student import default_notebooks
+    from .student import course_notebooks
 
     try:
         folders = course_folders(args.dirs)
     except (ProgressError, files.PathError) as err:
         print(f"mha-course progress: {err}", file=sys.stderr)
         return 2
-    table = rows(gather(folders), course_exercises(args.notebooks or default_notebooks()))
+    table = rows(gather(folders), course_exercises(args.notebooks or course_notebooks()))
     print(as_json(table) if args.json else as_csv(table) if args.csv else as_text(table), end="" if args.csv else "\n")
     return 0
 

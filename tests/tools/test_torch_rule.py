@@ -32,3 +32,37 @@ def test_a_notebook_needs_torch_only_when_a_code_cell_imports_it(tmp_path):
     assert not torch_rule.notebook_needs_torch(notebook([code("# import torch later"), {"cell_type": "markdown",
                                                                                        "source": "import torch"}]))
     assert not torch_rule.notebook_needs_torch(notebook([code("import torchvision_like_name_is_not_torch = 1")]))
+    assert torch_rule.notebook_needs_torch(notebook([code("%matplotlib inline\nimport torch.nn.functional as F")]))
+    assert torch_rule.notebook_needs_torch(notebook([code("def f():\n    import torch\n    return torch")]))
+
+
+def test_a_guarded_import_does_not_need_torch_and_its_cells_are_found(tmp_path):
+    guarded = "%matplotlib inline\ntry:\n    import torch  # optional\nexcept ImportError:\n    torch = None"
+    cells = [{"cell_type": "code", "source": guarded},
+             {"cell_type": "markdown", "source": "torch is optional"},
+             {"cell_type": "code", "source": "x = 1  # no torch here"},
+             {"cell_type": "code", "source": ["if torch is None:\n", f"    print({torch_rule.SKIPPED_LINE!r})"]}]
+    path = tmp_path / "guarded.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    assert not torch_rule.notebook_needs_torch(path)
+    assert torch_rule.guarded_torch_cells(path) == [2]  # among the code cells; the import cell is not one
+
+
+@pytest.mark.parametrize("handler", ["except ValueError:", "finally:"])
+def test_an_import_in_a_try_that_does_not_catch_import_errors_is_unguarded(handler):
+    body = "    torch = None" if handler.startswith("except") else "    pass"
+    assert torch_rule.unguarded_torch_imports(f"try:\n    import torch\n{handler}\n{body}") == [2]
+
+
+def test_every_guarded_cell_of_the_course_prints_the_skipped_line_without_torch():
+    """What notebooks/conftest.py compares without torch is what the cell's guard prints."""
+    from pathlib import Path
+    found = 0
+    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
+        cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        for i in torch_rule.guarded_torch_cells(path):
+            src = "".join(cells[i]["source"])
+            found += 1
+            guard = f'if torch is None:\n    print("{torch_rule.SKIPPED_LINE}")\nelse:\n'
+            assert guard in src, f"{path.name}, code cell {i}: a cell that reads torch opens with {guard!r}"
+    assert found >= 3  # notebook 06's three PyTorch comparisons
