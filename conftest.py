@@ -5,7 +5,7 @@
   makes the last bits of results reproducible, which the committed outputs rely on; CI also
   runs the notebooks at 2 threads (``MHA_COURSE_THREADS=2``), as learners' machines have many
   cores and the compared outputs must not depend on it.
-- Tests marked ``busy`` (tests/test_busy_machine.py: the timing notebooks next to a busy machine)
+- Tests marked ``busy`` (tests/cross/test_busy_machine.py: the timing notebooks next to a busy machine)
   are slow and skip unless pytest gets ``--busy``; CI's full run passes it, ``make test`` does not.
 - nbval's sanitize file is given by absolute path, so `cd notebooks && pytest` works too.
 - Kernels started by the tests get a profile of their own (``IPYTHONDIR`` in a temporary folder)
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent
 
 
 def _load_threads():
-    """mha_course/tools/threads.py, loaded by path: importing the package would start numpy (and its BLAS)."""
-    spec = importlib.util.spec_from_file_location("_mha_course_threads", ROOT / "mha_course" / "tools" / "threads.py")
+    """mha_course/runtime.py, loaded by path: importing the package would start numpy (and its BLAS)."""
+    spec = importlib.util.spec_from_file_location("_mha_course_runtime", ROOT / "mha_course" / "runtime.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

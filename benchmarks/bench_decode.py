@@ -33,9 +33,10 @@ import time
 
 import numpy as np
 
+from mha_course import runtime
 from mha_course.gqa import kv_cache_bytes_per_token
+from mha_course.lessons import checkpoints, training
 from mha_course.lessons import gqa as decode
-from mha_course.lessons import model as train
 from mha_course.lessons.complexity import format_bytes
 
 POSITIONS = [256, 1024, 2048]
@@ -74,9 +75,9 @@ def quality(base, h: int) -> str:
     for h_kv in sorted({h, max(1, h // 2), 1}, reverse=True):
         config = base._replace(h=h, h_kv=h_kv)
         start = time.perf_counter()
-        params, _ = train.train(config)
+        params, _ = training.train(config)
         seconds = time.perf_counter() - start
-        m = train.evaluate(params, config, np.random.default_rng(12345), n=1024)
+        m = training.evaluate(params, config, np.random.default_rng(12345), n=1024)
         name = "MHA" if h_kv == h else "MQA" if h_kv == 1 else "GQA"
         per_token = kv_cache_bytes_per_token(config.n_layers, h_kv, config.d_model // h, 2)
         lines.append(f"| {name} | {h} | {h_kv} | {m.accuracy:.1%} | {m.loss:.3f} | {per_token} | {seconds:.0f} |")
@@ -85,7 +86,7 @@ def quality(base, h: int) -> str:
 
 
 def header(config, repeats: int) -> str:
-    threads = {v: os.environ.get(v, "unset") for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    threads = {v: os.environ.get(v, "unset") for v in runtime.THREAD_VARS}
     return (f"model: {config.n_layers} layers, d_model {config.d_model}, h {config.h}, "
             f"h_kv {config.h_kv or config.h}, vocab {config.vocab}, float64, random weights; "
             f"median of {repeats} alternating repeats; numpy {np.__version__}, "
@@ -93,7 +94,7 @@ def header(config, repeats: int) -> str:
             f"load average {os.getloadavg()[0]:.1f}")
 
 
-BASE = train.CHECKPOINT_CONFIGS["induction"]
+BASE = checkpoints.CHECKPOINT_CONFIGS["induction"]
 
 
 def parse(argv):

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402  (benchmarks/harness.py: loads mha_course/runtime.py by path, before numpy)
+
+for _var in harness.THREAD_VARS:
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402

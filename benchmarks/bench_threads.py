@@ -48,17 +48,17 @@ def workload(name: str):
         x = rng.standard_normal((1, 1024, 512), dtype=np.float32)
         return lambda: mc.multi_head_attention(x, params, 8)
     if name == "train step":
-        from mha_course.lessons import model
-        config = model.CHECKPOINT_CONFIGS["induction"]
+        from mha_course.lessons import checkpoints, model, training
+        config = checkpoints.CHECKPOINT_CONFIGS["induction"]
         state = {"params": model.init_model(config, np.random.default_rng(config.seed))}
-        state["adam"] = model.adam_init(state["params"])
+        state["adam"] = training.adam_init(state["params"])
         batches = [model.make_batch(config, rng) for _ in range(8)]
 
         def step():
             batch = batches[step.i % len(batches)]
             step.i += 1
-            _, grads = model.loss_and_grads(state["params"], batch, config)
-            state["params"], state["adam"] = model.adam_step(state["params"], grads, state["adam"], config.lr)
+            _, grads = training.loss_and_grads(state["params"], batch, config)
+            state["params"], state["adam"] = training.adam_step(state["params"], grads, state["adam"], config.lr)
         step.i = 0
         return step
     T = {"tiled": 4096, "tiled causal": 4096, "sliding": 8192, "linear": 8192}[name]

@@ -29,9 +29,11 @@ import time
 
 import numpy as np
 
+from mha_course import runtime
+from mha_course.lessons import checkpoints, training
 from mha_course.lessons import model as tr
 
-CONFIG = tr.CHECKPOINT_CONFIGS["induction"]
+CONFIG = checkpoints.CHECKPOINT_CONFIGS["induction"]
 TARGET = 0.95
 
 
@@ -43,12 +45,12 @@ def _batches(n: int):
 def numpy_side(steps: int) -> dict:
     """Steps/s of our numpy step (loss_and_grads + adam_step), and its first losses."""
     params = tr.init_model(CONFIG, np.random.default_rng(CONFIG.seed))
-    state, losses, batches = tr.adam_init(params), [], _batches(steps + 5)
+    state, losses, batches = training.adam_init(params), [], _batches(steps + 5)
     for i, batch in enumerate(batches):
         if i == 5:
             start = time.perf_counter()  # 5 untimed warm-up steps
-        metrics, grads = tr.loss_and_grads(params, batch, CONFIG)
-        params, state = tr.adam_step(params, grads, state, CONFIG.lr)
+        metrics, grads = training.loss_and_grads(params, batch, CONFIG)
+        params, state = training.adam_step(params, grads, state, CONFIG.lr)
         losses.append(metrics.loss)
     return {"steps_per_s": steps / (time.perf_counter() - start), "losses": losses[:5]}
 
@@ -109,13 +111,12 @@ def time_to_target() -> dict:
                 return True
         return False
     start = time.perf_counter()
-    tr.train(CONFIG._replace(steps=5000), callback=check)
+    training.train(CONFIG._replace(steps=5000), callback=check)
     return {"seconds": time.perf_counter() - start, **reached}
 
 
 def _in_process(side: str, threads: int, steps: int) -> dict:
-    env = {**os.environ, **{v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                       "MKL_NUM_THREADS")}}
+    env = {**os.environ, **runtime.thread_env(threads)}
     cmd = [sys.executable, __file__, "--side", side, "--threads", str(threads), "--steps", str(steps)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode:

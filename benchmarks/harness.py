@@ -13,6 +13,7 @@ header of each result says which were set and which kernel ran).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -24,7 +25,20 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _load_runtime():
+    """mha_course/runtime.py, loaded by path: importing the package would start numpy (and its BLAS)
+    before a benchmark has set its thread variables."""
+    path = Path(__file__).resolve().parents[1] / "mha_course" / "runtime.py"
+    spec = importlib.util.spec_from_file_location("_mha_course_runtime", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+runtime = _load_runtime()
+THREAD_VARS = runtime.THREAD_VARS  # the BLAS thread variables, named once in mha_course/runtime.py
 SETTINGS = {
     "default": {},  # no thread variable: what a learner's kernel gets
     "blas1": {v: "1" for v in THREAD_VARS},
@@ -36,7 +50,7 @@ SETTING_NAMES = {"default": "no thread variable set", "blas1": "BLAS pinned to 1
 
 def setting_env(setting: str) -> dict:
     """The environment of a fresh process under ``setting``: every thread variable removed, then set."""
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS and k != "MHA_COURSE_THREADS"}
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS and k != runtime.THREADS_VAR}
     env.update(SETTINGS[setting])
     return env
 

@@ -4,7 +4,7 @@
     python benchmarks/readme_tables.py bench_mha  # one of them
 
 Each block is the command that measured it, the thread setting and the load average, then the
-table; tests/test_efficient_readme.py holds the README's speed section equal to what this prints.
+table; tests/cross/test_efficient_readme.py holds the README's speed section equal to what this prints.
 The results files are written by bench_mha.py, bench_threads.py and bench_efficient.py.
 """
 from __future__ import annotations

@@ -18,8 +18,8 @@ Mask convention everywhere: boolean, **True = may attend**.
 | 05_complexity | mha | lessons.complexity, views.attention, check.complexity |
 | 06_masks_and_cross_attention | masks, attention | views.positions, check.masks |
 | 07_positions_and_rope | positions | views.positions, check.positions |
-| 08_heads_that_learn | backward | lessons.model, views.model, check.backward |
-| 09_kv_cache_and_gqa | gqa | lessons.gqa, lessons.model, widgets.gqa, check.gqa |
+| 08_heads_that_learn | backward | lessons.model, lessons.training, lessons.checkpoints, views.model, check.backward |
+| 09_kv_cache_and_gqa | gqa | lessons.gqa, lessons.model, views.gqa, widgets.gqa, check.gqa |
 | 10_efficient_attention | efficient, fast | lessons.model, views.efficient, check.efficient |
 | 11_misconceptions_and_interview | mha | lessons.misconceptions, lessons.quiz, widgets.quiz, check.misconceptions |
 | 12_from_numpy_to_pytorch | mha, masks | lessons.bridge, views.bridge, check.bridge |

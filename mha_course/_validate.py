@@ -102,6 +102,49 @@ def finite_array(x, name: str) -> np.ndarray:
     return finite(float_array(x, name), name)
 
 
+def cast(arr: np.ndarray, dtype, name: str, fix: str) -> np.ndarray:
+    """A finite float ``arr`` cast to the float ``dtype``, refused (naming ``fix``) when an entry does not
+    fit: a float16 cache would store 1e5 as inf, and attention over an inf key gives NaN.
+
+    >>> cast(np.array([1e5]), np.float16, "K", "make the cache with dtype=np.float32")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: K holds 1e+05, more than float16 can hold (its largest is 6.55e+04): ...
+    """
+    dtype = np.dtype(dtype)
+    if arr.dtype == dtype:
+        return arr
+    with np.errstate(over="ignore"):
+        out = arr.astype(dtype)
+    if dtype.kind == "f" and out.size and not np.isfinite(out).all():
+        big = float(np.abs(arr).max())
+        raise ValueError(f"{name} holds {big:.3g}, more than {dtype} can hold (its largest is "
+                         f"{float(np.finfo(dtype).max):.3g}): it would become inf; {fix}")
+    return out
+
+
+def token_ids(tokens, vocab: int, name: str = "tokens") -> np.ndarray:
+    """``tokens`` as an int64 array of ids in 0 .. vocab - 1; floats, bools and ids out of range refused
+    (numpy would read -1 as the last token, and 2.5 cannot index a table).
+
+    >>> token_ids([[3, 0]], vocab=4).dtype
+    dtype('int64')
+    """
+    try:
+        arr = np.asarray(tokens)
+    except ValueError:
+        raise ValueError(f"{name} is not a rectangular array (ragged nested lists?); give every row the same "
+                         "length") from None
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must be whole-number token ids in 0..{vocab - 1}, got dtype {arr.dtype}; "
+                         f"pass an int array, e.g. np.asarray({name}, dtype=int) if they are whole numbers")
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise ValueError(f"{name} holds the id {bad}, outside 0..{vocab - 1} (vocab={vocab}); numpy would read "
+                         f"a negative id from the end: give ids below {vocab}")
+    return arr.astype(np.int64, copy=False)
+
+
 def axis(value, shape: tuple, name: str = "axis") -> int:
     """Check that ``value`` is an integer axis of an array of ``shape``; return it as an int.
 
@@ -263,14 +306,14 @@ def projection_params(params, D: int, width: int, dtype, what: str, make: str):
             if p.shape != want:
                 raise ValueError(f"params.{name} has shape {p.shape}, expected {want} for {what}; "
                                  f"make params with {make}")
-            p = p.astype(dtype, copy=False)
+            p = cast(p, dtype, f"params.{name}", f"give x as float64, or params of at most {np.finfo(dtype).max:.3g}")
         checked.append(p)
     return type(params)(*checked)
 
 
 def context_array(context, x: np.ndarray) -> np.ndarray:
     """context (B, S, d_model) of cross-attention, checked against x (B, T, d_model), in x's dtype."""
-    ctx = finite_array(context, "context").astype(x.dtype, copy=False)
+    ctx = cast(finite_array(context, "context"), x.dtype, "context", f"give x and context the same dtype ({x.dtype})")
     ndim(ctx, "context", 3, "(B, S, d_model)")
     nonempty(ctx, "context", "(B, S, d_model)")
     if ctx.shape[0] != x.shape[0] or ctx.shape[2] != x.shape[2]:

@@ -18,7 +18,9 @@ import numpy as np
 
 from . import _validate
 from .attention import check_attention_inputs
-from .fast import exp_needs_no_shift, fast_attention, run_jobs
+from .fast import exp_needs_no_shift, fast_attention
+from .masks import causal_mask
+from .runtime import run_jobs
 
 __all__ = [
     "fast_attention",  # the core's fast sibling (fast.py), still importable from here
@@ -128,8 +130,11 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     row's running max, sum and accumulator from one key block to the next (the update of
     ``online_softmax_update``, done in place). No T x S array is ever made: memory grows as
     T, not T^2. ``mask`` as in ``scaled_dot_product_attention``; key blocks it blocks
-    entirely are skipped. ``causal=True``: query t sees keys 0..t (``causal_mask``, without
-    making it); the tiles above the diagonal are never computed. Query blocks run on a thread
+    entirely are skipped. ``causal=True``: query t sees keys 0 .. S - T + t, aligned bottom-right
+    as everywhere in the package (``cached_causal_mask(T, S - T)``, the decode step; with T = S,
+    ``causal_mask``), without making the mask; the tiles above that diagonal are never computed.
+    PyTorch's ``is_causal=True`` aligns top-left instead (query t sees keys 0..t), which differs
+    when T != S; ``torch.nn.attention.bias.causal_lower_right`` is this one. Query blocks run on a thread
     pool, one thread per core, with BLAS on one thread inside it (``fast.run_jobs``).
 
     Why no weights: a tile's weights are final only once the last key block has been seen
@@ -159,7 +164,7 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
 
     def run(job):
         b, r = job
-        band = (r.start, T + S) if causal else None  # query t sees keys s <= t: a band of unbounded width
+        band = (r.start + S - T, T + S) if causal else None  # query t sees keys s <= S - T + t: bottom-right
         out[b][r] = _tiled_rows(Qs[b][r], K[b], V1[b], block_size, None if allowed is None else allowed[b][r],
                                 band, shift)
 
@@ -297,8 +302,7 @@ def sliding_window_mask(T: int, window: int) -> np.ndarray:
            [0, 1, 1, 0],
            [0, 0, 1, 1]])
     """
-    d = _offsets(T)
-    return (d >= 0) & (d < _validate.positive_int(window, "window"))
+    return causal_mask(T, window=window)  # (T, T): the one builder (masks.py)
 
 
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
@@ -472,8 +476,9 @@ def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     Attention with the kernel phi(q) . phi(k) (phi = ``elu_feature_map``) in place of
     exp(q . k / sqrt(d_k)): out_t = phi(q_t) (phi(K)^T V) / (phi(q_t) phi(K)^T 1). Multiplying
     phi(K)^T V first, a (d_k, d_v) matrix, reassociates the quadratic (phi(Q) phi(K)^T) V and
-    never forms the T x S matrix. ``causal``: query t sums keys s <= t only, through prefix
-    sums of phi(k_s) v_s^T carried from chunk to chunk (needs T == S). Equal to
+    never forms the T x S matrix. ``causal``: query t sums keys s <= S - T + t only (bottom-right
+    aligned, as everywhere in the package: with T = S, keys s <= t), through prefix sums of
+    phi(k_s) v_s^T carried from chunk to chunk; a query that sees no key gives zeros. Equal to
     ``linear_attention_quadratic``; not equal to softmax attention (a different kernel).
     Batch items (heads) run on the pool of ``fast.run_jobs``. phi(q_t) and phi(K) are divided by their largest entry first (which changes nothing) so that
     far-off inputs neither underflow nor overflow; what still cannot be represented raises ValueError.
@@ -484,8 +489,7 @@ def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
     True
     """
     Q, K, V, _ = check_attention_inputs(Q, K, V)
-    if _flag(causal, "causal"):
-        _self_attention_len(Q, K, "linear_attention(causal=True)")
+    causal = _flag(causal, "causal")
     batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
     K, V = np.broadcast_to(K, (*batch, S, d_k)), np.broadcast_to(V, (*batch, S, d_v))  # views
     out = np.empty((*batch, T, d_v), dtype=Q.dtype)
@@ -502,20 +506,28 @@ def _linear_one(q, k, v, causal: bool) -> np.ndarray:
     fq, fk = _features(q, k)  # (T, d_k), (S, d_k)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         if causal:
-            return _causal_linear(fq, fk, v)
+            T, S = len(q), len(k)
+            out = np.zeros((T, v.shape[-1]), q.dtype)
+            if T > S:  # bottom-right: the first T - S queries see no key
+                out[T - S:] = _causal_linear(fq[T - S:], fk, v)
+                return out
+            kv0, z0 = fk[:S - T].T @ v[:S - T], fk[:S - T].sum(axis=0)[:, None]  # the keys every query sees
+            return _causal_linear(fq, fk[S - T:], v[S - T:], kv0, z0)
         kv = fk.T @ v  # (d_k, S) x (S, d_v) -> (d_k, d_v)
         z = fk.sum(axis=0)[:, None]  # (d_k, 1): the normaliser's sum of phi(k)
         return _ratio(fq @ kv, fq @ z, q.dtype)  # (T, d_v) / (T, 1)
 
 
-def _causal_linear(fQ, fK, V) -> np.ndarray:
-    """phi(Q), phi(K) (..., T, d_k), V (..., T, d_v) -> causal linear attention, chunk by chunk."""
+def _causal_linear(fQ, fK, V, kv=None, z=None) -> np.ndarray:
+    """phi(Q), phi(K) (..., T, d_k), V (..., T, d_v) -> causal linear attention, chunk by chunk;
+    ``kv`` (d_k, d_v), ``z`` (d_k, 1): the sums of keys every query sees before these (None: none)."""
     batch, (T, d_k), d_v = fQ.shape[:-2], fK.shape[-2:], V.shape[-1]
     dtype = fQ.dtype
-    kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
-    z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
+    if kv is None:
+        kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
+        z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
     num, den = np.empty((*batch, T, d_v), dtype), np.empty((*batch, T, 1), dtype)
-    within = np.tril(np.ones((_CHUNK, _CHUNK), dtype=bool))
+    within = causal_mask(_CHUNK)
     for c in range(0, T, _CHUNK):
         q, k, v = fQ[..., c:c + _CHUNK, :], fK[..., c:c + _CHUNK, :], V[..., c:c + _CHUNK, :]
         n = q.shape[-2]
@@ -530,7 +542,7 @@ def _causal_linear(fQ, fK, V) -> np.ndarray:
 def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v): linear attention the slow way.
 
-    A = phi(Q) phi(K)^T, a (..., T, S) matrix (lower-triangular if ``causal``), then
+    A = phi(Q) phi(K)^T, a (..., T, S) matrix (if ``causal``: zero where s > S - T + t), then
     out = A V / A 1: the same numbers as ``linear_attention`` in O(T S) time and memory,
     the form it is tested against.
 
@@ -540,10 +552,19 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     Q, K, V, _ = check_attention_inputs(Q, K, V)
     fQ, fK = _features(Q, K)
     A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
-    if _flag(causal, "causal"):
-        A = np.where(np.tril(np.ones((_self_attention_len(Q, K, "causal linear attention"),) * 2, bool)), A, 0)
+    T, S = Q.shape[-2], K.shape[-2]
+    causal = _flag(causal, "causal")
+    seen = slice(max(0, T - S) if causal else 0, T)  # causal, bottom-right: only the last min(T, S) queries see keys
+    if causal:
+        n = T - seen.start                                      # the queries that see a key: the last min(T, S)
+        allowed = np.zeros((T, S), bool)
+        allowed[seen] = causal_mask(n, offset=S - n)            # query t sees keys s <= S - T + t (bottom-right)
+        A = np.where(allowed, A, 0)
+    out = np.zeros(np.broadcast_shapes(A.shape[:-1], V.shape[:-2] + (T,)) + (V.shape[-1],), Q.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
-        return _ratio(A @ V, A.sum(axis=-1, keepdims=True), Q.dtype)  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
+        a = A[..., seen, :]
+        out[..., seen, :] = _ratio(a @ V, a.sum(axis=-1, keepdims=True), Q.dtype)  # (..., T, S) x (..., S, d_v)
+    return out
 
 
 # ---- Split-KV decoding (FlashDecoding, Dao et al. 2023). Taught in 13_long_context.ipynb. ----
@@ -551,11 +572,13 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> n_splits partial outputs (..., T, d_v)
     and their log-sum-exps (..., T, 1), one per chunk of the keys.
 
-    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (sizes differ by at most one;
-    chunks may be empty when n_splits > S). Its output is the softmax-weighted mean of its
-    values alone, and lse = log sum exp(scores of the chunk); a chunk the mask blocks entirely
-    (or an empty one) gives lse = -inf and a zero output. Each chunk is independent: on a GPU,
-    one block of threads each.
+    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (contiguous, sizes differ by at
+    most one; ``1 <= n_splits <= S``, so no chunk is empty). As in Flash-Decoding, each chunk's
+    scores are computed inside the chunk, from its own keys: at most (..., T, S / n_splits) scores
+    live at once (never the whole T x S matrix), plus the n_splits outputs. Its output is the
+    softmax-weighted mean of its values alone, and lse = log sum exp(scores of the chunk); a chunk
+    the mask blocks entirely gives lse = -inf and a zero output. Each chunk is independent: on a
+    GPU, one block of threads each.
 
     >>> rng = np.random.default_rng(0)
     >>> outs, lses = split_kv_partials(rng.normal(size=(1, 4)), rng.normal(size=(5, 4)), np.eye(5), 2)
@@ -565,19 +588,53 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     n_splits = _validate.positive_int(n_splits, "n_splits")
     S = K.shape[-2]
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T, d_k) x (..., d_k, S) -> (..., T, S)
+    if n_splits > S:
+        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
+                         f"give 1 <= n_splits <= {S}")
     if mask is not None:
-        scores = np.where(mask, scores, -np.inf)  # True = may attend
+        mask = np.broadcast_to(mask, (*Q.shape[:-1], S))  # (..., T, S), a view: its chunks are slices
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(S), n_splits)])  # (n_splits + 1,)
     outs, lses = [], []
-    for idx in np.array_split(np.arange(S), n_splits):  # n_splits chunks of the S keys
-        s, v = scores[..., idx], V[..., idx, :]  # (..., T, c), (..., c, d_v)
-        m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # (..., T, 1); -inf: nothing allowed
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # chunk c: keys lo .. hi - 1
+        k, v = K[..., lo:hi, :], V[..., lo:hi, :]  # (..., c, d_k), (..., c, d_v): views
+        s = Q @ np.swapaxes(k, -1, -2)  # (..., T, d_k) x (..., d_k, c) -> (..., T, c), the chunk's scores
+        s /= math.sqrt(Q.shape[-1])  # in place, as every step below: one (..., T, c) array per chunk
+        if mask is not None:
+            s[~mask[..., lo:hi]] = -np.inf  # True = may attend
+        m = s.max(axis=-1, keepdims=True)  # (..., T, 1); -inf: nothing allowed
         shift = np.where(np.isfinite(m), m, 0.0)
-        p = np.exp(s - shift)  # (..., T, c)
+        s -= shift
+        p = np.exp(s, out=s)  # (..., T, c)
         total = p.sum(axis=-1, keepdims=True)  # (..., T, 1)
         outs.append((p @ v) / np.where(total > 0, total, 1.0))  # (..., T, c) x (..., c, d_v) -> (..., T, d_v)
         with np.errstate(divide="ignore"):
             lses.append(np.where(total > 0, shift + np.log(total), -np.inf))  # (..., T, 1)
+        del s, p  # freed before the next chunk's scores are made
+    return outs, lses
+
+
+def _partials(outs, lses) -> tuple[list, list]:
+    """The checks of merge_attention_partials: as many lses as outputs (at least one), every output
+    (..., T, d_v) finite and of one shape, every lse (..., T, 1) finite or -inf (a chunk with no key)."""
+    for value, name in ((outs, "outs"), (lses, "lses")):
+        if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} must be a list (one entry per chunk), got {type(value).__name__}; "
+                            "pass the two lists split_kv_partials returns")
+    if not outs or len(outs) != len(lses):
+        raise ValueError(f"outs has {len(outs)} partial outputs and lses {len(lses)} log-sum-exps; give one lse per "
+                         "output, at least one of each (as split_kv_partials returns them)")
+    outs = [_validate.finite_array(o, f"outs[{i}]") for i, o in enumerate(outs)]
+    lses = [_validate.float_array(l, f"lses[{i}]") for i, l in enumerate(lses)]
+    for i, (o, l) in enumerate(zip(outs, lses)):
+        if o.ndim < 2 or o.shape != outs[0].shape:
+            raise ValueError(f"outs[{i}] has shape {o.shape}; every partial output is (..., T, d_v) of one shape "
+                             f"({outs[0].shape})")
+        if l.shape != o.shape[:-1] + (1,):
+            raise ValueError(f"lses[{i}] has shape {l.shape} but outs[{i}] {o.shape}; an lse is (..., T, 1): "
+                             f"{o.shape[:-1] + (1,)}, one per query row (keepdims=True)")
+        if np.isnan(l).any() or (l == np.inf).any():
+            raise ValueError(f"lses[{i}] holds NaN or +inf; a log-sum-exp is finite, or -inf for a chunk whose keys "
+                             "are all masked")
     return outs, lses
 
 
@@ -591,12 +648,13 @@ def merge_attention_partials(outs, lses) -> np.ndarray:
     >>> merge_attention_partials([np.array([[1.0]]), np.array([[3.0]])], [np.zeros((1, 1))] * 2)
     array([[2.]])
     """
-    lse_all = np.stack([np.asarray(l, dtype=float) for l in lses])  # (n, ..., T, 1)
+    outs, lses = _partials(outs, lses)
+    lse_all = np.stack(lses)  # (n, ..., T, 1)
     m = lse_all.max(axis=0)  # (..., T, 1)
     shift = np.where(np.isfinite(m), m, 0.0)
     w = np.exp(lse_all - shift)  # (n, ..., T, 1): exp(lse_c - max)
     total = w.sum(axis=0)  # (..., T, 1)
-    merged = sum(w_c * np.asarray(o) for w_c, o in zip(w, outs))  # (..., T, d_v)
+    merged = sum(w_c * o for w_c, o in zip(w, outs))  # (..., T, d_v)
     return (merged / np.where(total > 0, total, 1.0)).astype(np.result_type(*outs), copy=False)
 
 
@@ -606,7 +664,8 @@ def split_kv_attention(Q, K, V, n_splits: int, mask=None) -> np.ndarray:
     FlashDecoding's split-KV attention (Dao et al. 2023): the keys are cut into n_splits chunks
     (``split_kv_partials``: a partial output and its log-sum-exp per chunk, computed in
     parallel), then merged exactly (``merge_attention_partials``). The result equals
-    ``scaled_dot_product_attention``'s output for any n_splits, whether or not it divides S.
+    ``scaled_dot_product_attention``'s output for any 1 <= n_splits <= S, whether or not it divides S
+    (more splits than keys is a ValueError: a chunk needs a key).
     It helps when B · h is small and S long: one query per head leaves the other cores idle
     unless the keys are split too.
 

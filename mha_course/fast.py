@@ -7,30 +7,27 @@ the same weights and output (tested equal to rounding, and tested to be the path
   rows (see ``_blocks``), so each block of scores stays in cache between the matmul that writes
   it, the softmax and the matmul that reads it, and the blocks run on a pool of one thread per
   core with BLAS on one thread (``run_jobs``), so numpy's one-threaded ``exp`` runs on every core
-  too and no two thread pools compete;
+  too and no two thread pools compete (the pool is ``mha_course.runtime``'s);
 - the softmax works in place, and its row sums come from the second matmul, over ``[V | 1]``;
 - the row max is subtracted only when a bound proves that exp(s) [V | 1] could leave the
   float range (see ``exp_needs_no_shift``);
-- freed arrays are reused rather than asked of the system again (``keep_freed_memory``).
+- freed arrays are reused rather than asked of the system again: the first call of ``attend`` sets
+  ``runtime.keep_freed_memory`` (not the import; $MHA_COURSE_KEEP_FREED_MEMORY=0 keeps glibc's defaults).
 
 ``multi_head_attention``, ``grouped_query_attention`` and ``mla_attention`` run on ``attend``
 (``fast_attention`` without its argument checks: they check their inputs once, at the top).
 """
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import math
-import os
-import platform
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import threadpoolctl
 
 from .attention import check_attention_inputs
+from .runtime import blas_on_one_thread, cpu_count, keep_freed_memory, run_jobs
 
+# run_jobs, cpu_count, blas_on_one_thread and keep_freed_memory live in mha_course.runtime (the
+# process's threads and allocator); they stay importable from here for the code written before.
 __all__ = ["fast_attention", "attend", "exp_needs_no_shift", "run_jobs", "cpu_count", "blas_on_one_thread",
            "keep_freed_memory"]
 
@@ -87,6 +84,7 @@ def attend(Q, K, V, mask=None, scores=None, bias=None):
     array that receives the masked scores Q K^T / sqrt(d_k) (-inf where blocked). ``bias``
     (broadcastable to (..., T, S), e.g. ALiBi's distance penalty) is added to the scores before the mask.
     """
+    keep_freed_memory()  # the fast path asks for the allocator it was measured with (runtime; off: =0)
     batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     (T, d_k), (S, d_v) = Q.shape[-2:], V.shape[-2:]
     # scaled once, as a contiguous copy (BLAS is slow on the strided per-head views of split_heads);
@@ -193,131 +191,3 @@ def _attend_block(q, kt, v1, w, out, blocked, scores, shift: bool, bias=None) ->
     np.reciprocal(total, out=total)
     w *= total
     np.multiply(acc[..., :-1], total, out=out)
-
-
-# ---- Threads: every parallel region of the package chooses its threads once, here. ----
-
-def cpu_count() -> int:
-    """The number of cores this process may run on (its CPU affinity), at least 1.
-
-    >>> cpu_count() >= 1
-    True
-    """
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows: no affinity call
-        return os.cpu_count() or 1
-
-
-_WORKER = threading.local()  # .inside is True in a worker of run_jobs: a nested run_jobs runs serially
-_STATE = {"lock": threading.Lock(), "users": 0, "limiter": None, "controller": None, "pool": None, "size": 0}
-
-
-def _reset_after_fork() -> None:
-    """A forked child has none of its parent's threads: forget the pool and the BLAS limit."""
-    _STATE.update(lock=threading.Lock(), users=0, limiter=None, pool=None, size=0)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """The package's one pool of ``workers`` threads, made on first use and kept: idle, its
-    threads wait on a queue (no spinning), and a call costs no thread start."""
-    with _STATE["lock"]:
-        if _STATE["pool"] is None or _STATE["size"] != workers:
-            _STATE["pool"], _STATE["size"] = ThreadPoolExecutor(workers, thread_name_prefix="mha_course"), workers
-        return _STATE["pool"]
-
-
-@contextlib.contextmanager
-def blas_on_one_thread():
-    """A ``with`` block in which BLAS runs on one thread (threadpoolctl), restored when the last
-    concurrent user leaves (two threads running attention at once share one limit).
-
-    For code whose matmuls are small (the tiny model's training step: a threaded BLAS spends
-    more time keeping its threads in step than multiplying, the more so on a busy machine).
-
-    >>> with blas_on_one_thread():
-    ...     y = np.ones((3, 3)) @ np.ones((3, 3))
-    """
-    with _STATE["lock"]:
-        if _STATE["users"] == 0:
-            if _STATE["controller"] is None:
-                _STATE["controller"] = threadpoolctl.ThreadpoolController()  # numpy's BLAS is loaded by now
-            _STATE["limiter"] = _STATE["controller"].limit(limits=1, user_api="blas")
-        _STATE["users"] += 1
-    try:
-        yield
-    finally:
-        with _STATE["lock"]:
-            _STATE["users"] -= 1
-            if _STATE["users"] == 0:
-                _STATE["limiter"].restore_original_limits()
-
-
-def run_jobs(run, jobs: list, parallel: bool = True) -> None:
-    """Call ``run(job)`` for every job: on the pool of one thread per core when ``parallel``.
-
-    The threads are chosen once, here, whatever the thread variables say: while the jobs run,
-    BLAS runs on one thread and the pool spreads the jobs (numpy's one-threaded ``exp``
-    included) over the cores. So no pool is ever stacked on a threaded BLAS, and a busy machine
-    costs little: a threaded BLAS keeps its threads in step on every call (they spin and wait,
-    and queue behind other processes; measured 1.6 to 5x slower at load 13 on 2 cores), the
-    pool's threads meet once per call. One job, ``parallel=False`` or a call from inside a
-    worker runs serially, where it is. A job's exception is raised here.
-
-    >>> out = []
-    >>> run_jobs(out.append, [1, 2, 3], parallel=False); out
-    [1, 2, 3]
-    """
-    workers = min(cpu_count(), len(jobs)) if parallel else 1
-    if workers < 2 or getattr(_WORKER, "inside", False):
-        for job in jobs:
-            run(job)
-        return
-
-    def work(job):
-        _WORKER.inside = True
-        run(job)
-
-    with blas_on_one_thread():
-        list(_pool(cpu_count()).map(work, jobs))  # list(): re-raises a worker's exception here
-
-
-# ---- Memory: arrays the size attention makes are reused, not handed back to the system. ----
-
-# glibc's mallopt parameters (malloc.h) and the values the package sets.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MMAP_BYTES = 4 << 20  # arrays up to this size come from the heap (larger ones are mapped, with huge pages)
-_TRIM_BYTES = 64 << 20  # freed heap memory kept for the next call, at most
-_MEMORY = {"kept": None}
-
-
-def keep_freed_memory() -> bool:
-    """Let glibc reuse the memory of freed arrays (up to 4 MiB each, 64 MiB in all) instead of
-    returning it to the system; True when the setting holds in this process.
-
-    Each call of attention allocates its projections, its weights and a few temporaries, and frees
-    them when the caller drops them. With glibc's defaults, the freed memory at the top of the heap
-    goes back to the system whenever it exceeds twice the largest recent array, and comes back on
-    the next call one page fault and one zeroed page at a time: at T = 256 (h = 8, float32, 2 cores)
-    that was about half of ``multi_head_attention``'s time (benchmarks/bench_mha.py, before and after).
-    PyTorch's CPU performance tuning guide suggests jemalloc or TCMalloc for the same reason: they
-    reuse freed memory. Arrays above 4 MiB stay mapped one by one, as numpy asks for huge pages
-    for them. Runs once, when ``mha_course`` is imported; elsewhere than glibc on Linux it does nothing.
-
-    >>> isinstance(keep_freed_memory(), bool)
-    True
-    """
-    if _MEMORY["kept"] is None:
-        _MEMORY["kept"] = False
-        if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-            libc = ctypes.CDLL(None)  # the C library this process already runs on (no search, no subprocess)
-            _MEMORY["kept"] = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)) and \
-                bool(libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES))
-    return _MEMORY["kept"]
-
-
-keep_freed_memory()

@@ -30,7 +30,9 @@ import numpy as np
 from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
-from .mha import MHAParams, init_params, linear, rope_heads
+from .masks import causal_mask
+from .mha import MHAParams, check_rope, init_params, linear, rope_heads
+from .positions import apply_rope
 
 __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv_heads", "KVCache",
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
@@ -120,6 +122,9 @@ def gqa_from_mha(params: MHAParams, h: int, h_kv: int) -> GQAParams:
 
 
 # ----------------------------------------------------------------------------- the cache
+FIT_FIX = "make the cache with dtype=np.float32 (or np.float64), which holds it"
+
+
 class _Cache:
     """Preallocated per-token buffers (batch, heads, max_len, width) and a fill ``length``."""
 
@@ -161,6 +166,7 @@ class _Cache:
         if self.length + T > self.max_len:
             raise ValueError(f"the cache holds {self.length} of max_len={self.max_len} tokens and "
                              f"cannot take {T} more; make it with max_len >= {self.length + T}")
+        arrays = [_validate.cast(a, self.dtype, n, FIT_FIX) for a, n in zip(arrays, names)]  # before any write
         for buf, arr in zip(self._buffers, arrays):
             buf[:, :, self.length:self.length + T] = arr
         self.length += T
@@ -221,20 +227,23 @@ class KVCache(_Cache):
         return cached_causal_mask(T, self.length)
 
 
+ROLLING_POSITIONS = ("absolute", "cache")  # where RollingKVCache's sinks sit (StreamingLLM: "cache")
+
+
 def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     """T new queries after ``offset`` cached tokens -> (T, offset + T) bool, True = may attend.
 
     Query t sits at absolute position offset + t and may attend keys 0 .. offset + t.
-    ``offset = 0`` is ``causal_mask(T)``; a decode step (T = 1) may attend everything.
+    ``offset = 0`` is ``causal_mask(T)``; a decode step (T = 1) may attend everything. This is the
+    package's one causal convention when T != S (bottom-right aligned, S = offset + T; also
+    ``tiled_attention(causal=True)`` and ``linear_attention(causal=True)``); PyTorch's
+    ``is_causal=True`` aligns top-left (query t sees keys 0..t) instead.
 
     >>> cached_causal_mask(2, 3).astype(int)
     array([[1, 1, 1, 1, 0],
            [1, 1, 1, 1, 1]])
     """
-    T = _validate.positive_int(T, "T")
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
-    return np.arange(offset + T)[None, :] <= offset + np.arange(T)[:, None]  # (T, offset + T)
+    return causal_mask(T, offset)  # (T, offset + T): the one builder (masks.py)
 
 
 class RollingKVCache:
@@ -247,20 +256,44 @@ class RollingKVCache:
     the new keys are rotated at their absolute positions (with ``rope_base``) and appended, the
     queries attend under ``next_mask`` (key s within the window t - window < s <= t, or s < sinks),
     then everything older than the window, except the sinks, is dropped. ``sinks = 0`` is
-    Mistral's rolling buffer (Jiang et al. 2023); ``sinks > 0`` keeps StreamingLLM's attention
-    sinks (Xiao et al. 2023).
+    Mistral's rolling buffer (Jiang et al. 2023).
+
+    Where a kept sink sits is ``positions``:
+
+    - ``"absolute"`` (default): every key keeps its absolute position, so a sink drifts ever farther
+      from the query (distance t - s), to distances a model trained on short sequences never saw;
+    - ``"cache"``: StreamingLLM's (Xiao et al. 2023 §3.2): positions are assigned inside the cache,
+      the sinks first, then the window, so the query sees sink s at distance sinks + window - 1 - s
+      at most, never farther. The window keys keep their distances (t - s either way); the sinks'
+      keys are turned on by the gap, which needs the ``rope_base`` the attention rotates with. Once
+      the window has slid, this cache takes one token per call (each query has its own gap).
 
     >>> cache = RollingKVCache(batch=1, h_kv=1, d_k=2, window=3, sinks=1)
     >>> _ = cache.append(np.ones((1, 1, 6, 2)), np.ones((1, 1, 6, 2)))
     >>> cache.length, cache.positions.tolist(), cache.nbytes
     (6, [0, 3, 4, 5], 128)
+    >>> cache = RollingKVCache(1, 1, 2, window=3, sinks=1, positions="cache", rope_base=10000.0)
+    >>> for t in range(6):
+    ...     _ = cache.append(np.ones((1, 1, 1, 2)), np.ones((1, 1, 1, 2)))
+    >>> cache.cache_positions(5).tolist()  # sink 0 at 0, window 3, 4, 5 at 1, 2, 3: the query is at 3
+    [0, 1, 2, 3]
     """
 
-    def __init__(self, batch: int, h_kv: int, d_k: int, window: int, sinks: int = 0, dtype=np.float64):
+    def __init__(self, batch: int, h_kv: int, d_k: int, window: int, sinks: int = 0, dtype=np.float64,
+                 positions: str = "absolute", rope_base=None):
         dims = tuple(_validate.positive_int(v, n) for v, n in ((batch, "batch"), (h_kv, "h_kv"), (d_k, "d_k")))
         self.window = _validate.positive_int(window, "window")
         if isinstance(sinks, bool) or not isinstance(sinks, (int, np.integer)) or sinks < 0:
             raise ValueError(f"sinks={sinks!r} must be a whole number >= 0 (0: no attention sinks kept)")
+        if positions not in ROLLING_POSITIONS:
+            raise ValueError(f"positions={positions!r}; choose 'absolute' (every key at its absolute position) or "
+                             "'cache' (StreamingLLM: positions assigned inside the cache)")
+        if positions == "cache" and rope_base is None:
+            raise ValueError("positions='cache' moves the sinks' RoPE rotation: give the rope_base the attention "
+                             "rotates with, for example rope_base=10000.0")
+        if positions == "cache":
+            apply_rope(np.zeros((1, dims[2])), [0], base=rope_base)  # a ValueError for a bad base or odd d_k
+        self.position_mode, self.rope_base = positions, rope_base
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
@@ -291,6 +324,18 @@ class RollingKVCache:
     def values(self) -> np.ndarray:
         return _read_only(self._values)
 
+    def cache_positions(self, t: int) -> np.ndarray:
+        """(n,) the positions of the held keys as a query at absolute position t sees them: absolute, or
+        with ``positions="cache"`` numbered inside the cache: the sinks 0 .. sinks - 1, then the window,
+        everything after the sinks moved down by the gap max(0, t - (sinks + window - 1)), the query
+        to t - gap. The distances query - key are what RoPE sees.
+        """
+        return self._positions - np.where(self._positions < self.sinks, 0, self._gap(t))
+
+    def _gap(self, t: int) -> int:
+        """How far the sinks move up for a query at t (0 with absolute positions)."""
+        return max(0, int(t) - (self.sinks + self.window - 1)) if self.position_mode == "cache" else 0
+
     def next_mask(self, T: int) -> np.ndarray:
         """T new queries -> (T, n + T) bool over the n held and T new keys: causal, and s within
         the window (t - window < s) or a sink (s < sinks), with t, s absolute positions.
@@ -320,13 +365,23 @@ class RollingKVCache:
         if K.ndim != 4 or K.shape != want or V.shape != want or want[2] == 0:
             raise ValueError(f"cannot append K {K.shape}, V {V.shape} to a rolling cache of (batch, h_kv, d_k) = "
                              f"{self.shape}; expected two arrays (batch, h_kv, T >= 1, d_k) of one shape")
+        K, V = _validate.cast(K, self.dtype, "K", FIT_FIX), _validate.cast(V, self.dtype, "V", FIT_FIX)
         T = K.shape[2]
+        gap = self._gap(self.length + T - 1)  # the last query's; with "cache", every query's must agree
+        if T > 1 and self._gap(self.length) != gap:
+            raise ValueError(f"positions='cache': the {T} new queries at {self.length}..{self.length + T - 1} see the "
+                             f"sinks at different distances once the window ({self.window}) is full; append one "
+                             "token per call")
         K_all = np.concatenate([self._keys, K.astype(self.dtype)], axis=2)  # (B, h_kv, n + T, d_k)
         V_all = np.concatenate([self._values, V.astype(self.dtype)], axis=2)
         pos = np.concatenate([self._positions, self.length + np.arange(T)])  # (n + T,)
         self.length += T
         keep = (pos < self.sinks) | (pos >= self.length - self.window)  # the sinks and the last window
         self._keys, self._values, self._positions = K_all[:, :, keep], V_all[:, :, keep], pos[keep]
+        if gap and self.sinks:  # StreamingLLM: the sinks' keys (rotated at s) turned on to s + gap, as the query
+            sink = pos < self.sinks
+            K_all = K_all.copy()
+            K_all[:, :, sink] = apply_rope(K_all[:, :, sink], np.full(int(sink.sum()), gap), base=self.rope_base)
         return _read_only(K_all), _read_only(V_all)
 
     def reset(self) -> None:
@@ -345,26 +400,40 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- attention
-def _check_cache(cache, B: int, h_kv: int, d_k: int, context) -> None:
-    if not isinstance(cache, KVCache) and hasattr(cache, "next_mask") and context is None:
-        # a RollingKVCache, or any cache with its interface (shape, length, next_mask, append)
-        if tuple(getattr(cache, "shape", ())) != (B, h_kv, d_k):
-            raise ValueError(f"the rolling cache holds (batch, h_kv, d_k) = {cache.shape} but this call needs "
-                             f"({B}, {h_kv}, {d_k}); make a RollingKVCache({B}, {h_kv}, {d_k}, window)")
-        return
-    if not isinstance(cache, KVCache):
-        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; "
-                         "make one with KVCache(batch, h_kv, d_k, max_len)")
+CACHE_TYPES = "a KVCache, a RollingKVCache or a PagedKVCache's sequence(i)"
+
+
+def check_cache_type(cache, context) -> None:
+    """Refuse what is not a cache and a cache with ``context=`` (ValueError), before anything runs."""
+    missing = [a for a in ("shape", "length", "next_mask", "append") if not hasattr(cache, a)]
+    if missing:
+        raise ValueError(f"cache must be {CACHE_TYPES}, got {type(cache).__name__} (it has no "
+                        f"{', '.join(missing)}); make one with KVCache(batch, h_kv, d_k, max_len)")
     if context is not None:
-        raise ValueError("a KVCache holds the keys of the tokens being generated (self-attention); "
-                         "with context= (cross-attention) the keys do not grow: compute them once, no cache")
-    want = (B, h_kv, cache.max_len, d_k)
-    if cache.shape != want:
-        raise ValueError(f"the cache has shape {cache.shape} but this call needs (batch={B}, "
-                         f"h_kv={h_kv}, max_len, d_k={d_k}); make a KVCache({B}, {h_kv}, {d_k}, max_len)")
+        raise ValueError(f"cache= ({type(cache).__name__}) holds the keys of the tokens being generated "
+                         "(self-attention); with context= (cross-attention) the keys do not grow: compute them "
+                         "once and pass no cache")
 
 
-def _grouped_attend(Qh, Kh, Vh, mask) -> tuple[np.ndarray, np.ndarray]:
+def _check_cache(cache, B: int, h_kv: int, d_k: int) -> None:
+    """The cache's (batch, h_kv, d_k) against this call's, with a fix for each kind of cache."""
+    name = type(cache).__name__
+    if isinstance(cache, KVCache):
+        want = (B, h_kv, cache.max_len, d_k)
+        if cache.shape != want:
+            raise ValueError(f"the cache has shape {cache.shape} but this call needs (batch={B}, "
+                             f"h_kv={h_kv}, max_len, d_k={d_k}); make a {name}({B}, {h_kv}, {d_k}, max_len)")
+        return
+    shape = tuple(cache.shape)
+    if shape != (B, h_kv, d_k):
+        fixes = {"RollingKVCache": f"make the rolling cache as RollingKVCache({B}, {h_kv}, {d_k}, window)",
+                 "PagedSequence": "a PagedKVCache sequence holds one row (batch 1): decode each row with its own "
+                                  f"pool.sequence(i), from a PagedKVCache(n_blocks, block_size, h_kv={h_kv}, d_k={d_k})"}
+        raise ValueError(f"cache ({name}) holds (batch, h_kv, d_k) = {shape} but this call needs "
+                         f"({B}, {h_kv}, {d_k}); {fixes.get(name, 'make the cache for these sizes')}")
+
+
+def _grouped_attend(Qh, Kh, Vh, mask, bias=None) -> tuple[np.ndarray, np.ndarray]:
     """Qh (B, h, T, d_k), Kh, Vh (B, h_kv, S, d_k) -> out (B, h, T, d_k), weights (B, h, T, S).
 
     Query head i reads key/value head i // g. The g query heads of a group are stacked on a new
@@ -374,15 +443,18 @@ def _grouped_attend(Qh, Kh, Vh, mask) -> tuple[np.ndarray, np.ndarray]:
     h_kv, S = Kh.shape[1], Kh.shape[2]
     Qg = Qh.reshape(B, h_kv, h // h_kv, T, d_k)             # (B, h_kv, g, T, d_k)
     Kg, Vg = Kh[:, :, None], Vh[:, :, None]                 # (B, h_kv, 1, S, d_k)
-    if mask is not None:
-        m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)  # (B|1, h|1, T|1, S|1)
-        mask = m[:, :, None] if m.shape[1] == 1 else m.reshape(m.shape[0], h_kv, h // h_kv, *m.shape[2:])
-    out, weights = attend(Qg, Kg, Vg, mask)                 # (B, h_kv, g, T, d_k), (..., T, S)
+    def grouped(a):  # (..., h|1, T|1, S|1) -> (B|1, h_kv|1, g|1, T|1, S|1): query head i in group i // g
+        m = a.reshape((1,) * (4 - a.ndim) + a.shape)
+        return m[:, :, None] if m.shape[1] == 1 else m.reshape(m.shape[0], h_kv, h // h_kv, *m.shape[2:])
+
+    mask = None if mask is None else grouped(mask)
+    bias = None if bias is None else grouped(bias)
+    out, weights = attend(Qg, Kg, Vg, mask, bias=bias)      # (B, h_kv, g, T, d_k), (..., T, S)
     return out.reshape(B, h, T, d_k), weights.reshape(B, h, T, S)
 
 
 def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, context=None,
-                            cache: Optional[KVCache] = None, rope_base=None):
+                            cache: Optional[KVCache] = None, rope_base=None, *, rope_scaling=None, bias=None):
     """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
 
     Multi-head attention in which the h query heads share h_kv key/value heads (query head i
@@ -396,6 +468,8 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     that causal mask). The same call does the prefill (T prompt tokens) and each decode step (T = 1).
     A ``RollingKVCache`` works the same way over the tokens it holds (S = the sinks and window it
     held before the call + T), under its window-and-sinks mask (``RollingKVCache.next_mask``).
+    ``rope_scaling`` and ``bias`` as in ``multi_head_attention`` (``bias`` broadcastable to the
+    (B, h, T, S) scores, S counting the cached keys).
 
     >>> rng = np.random.default_rng(0)
     >>> p = init_gqa_params(8, h=4, h_kv=2, rng=rng)
@@ -407,22 +481,24 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
         raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
                          "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
     B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
-    if cache is not None and not (isinstance(cache, KVCache) or hasattr(cache, "next_mask") and hasattr(cache, "append")):
-        raise ValueError(f"cache must be a KVCache, got {type(cache).__name__}; make one with "
-                         "KVCache(batch, h_kv, d_k, max_len) (or RollingKVCache(batch, h_kv, d_k, window))")
+    if cache is not None:
+        check_cache_type(cache, context)
     start = 0 if cache is None else cache.length
     allowed = None if cache is None or T is None else cache.next_mask(T)  # (T, S): causal, or window and sinks
     x, ctx, p, h, h_kv, mask = _validate.attention_call(
         x, params, h, h_kv, mask, context, GQAParams, rope_base, S=None if allowed is None else allowed.shape[1])
+    check_rope(rope_base, rope_scaling, x.shape[2] // h)
     if cache is not None:
-        _check_cache(cache, B, h_kv, x.shape[2] // h, context)
+        _check_cache(cache, B, h_kv, x.shape[2] // h)
         mask = allowed if mask is None else mask & allowed
-    Qh = rope_heads(split_heads(linear(x, p.W_q, p.b_q), h), rope_base, start)         # (B, h, T, d_k)
-    Kh = rope_heads(split_heads(linear(ctx, p.W_k, p.b_k), h_kv), rope_base, start)    # (B, h_kv, T|S, d_k)
+    S = ctx.shape[1] if allowed is None else allowed.shape[1]
+    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], S), x.dtype)
+    Qh = rope_heads(split_heads(linear(x, p.W_q, p.b_q), h), rope_base, start, rope_scaling)       # (B, h, T, d_k)
+    Kh = rope_heads(split_heads(linear(ctx, p.W_k, p.b_k), h_kv), rope_base, start, rope_scaling)  # (B, h_kv, T|S, d_k)
     Vh = split_heads(linear(ctx, p.W_v, p.b_v), h_kv)                                   # (B, h_kv, T|S, d_k)
     if cache is not None:
         Kh, Vh = (a.astype(x.dtype, copy=False) for a in cache.append(Kh, Vh))  # (B, h_kv, S, d_k)
-    heads_out, weights = _grouped_attend(Qh, Kh, Vh, mask)  # (B, h, T, d_k), (B, h, T, S)
+    heads_out, weights = _grouped_attend(Qh, Kh, Vh, mask, bias)  # (B, h, T, d_k), (B, h, T, S)
     return linear(combine_heads(heads_out), p.W_o, p.b_o), weights  # (B, T, D)
 
 
@@ -459,7 +535,7 @@ def init_mla_params(d_model: int, h: int, d_latent: int, *, rng: np.random.Gener
 def mla_to_mha(params: MLAParams) -> MHAParams:
     """MLAParams -> the MHAParams it expands into: W_k = W_dkv W_uk, W_v = W_dkv W_uv (D, D).
 
-    Their multi_head_attention equals mla_attention (tests/test_gqa.py), at h·d_k / d_c times
+    Their multi_head_attention equals mla_attention (tests/core/test_gqa.py), at h·d_k / d_c times
     the cached numbers per token.
 
     >>> p = init_mla_params(8, 2, 3, rng=np.random.default_rng(0))

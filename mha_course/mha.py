@@ -18,7 +18,7 @@ from . import _validate
 from .attention import attention_scores, scaled_dot_product_attention
 from .fast import attend
 from .heads import combine_heads, split_heads
-from .positions import apply_rope
+from .positions import apply_rope, rope_inv_freq
 
 __all__ = ["MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
            "Trace", "Stage", "STAGES", "linear", "rope_heads"]
@@ -189,6 +189,15 @@ def rope_heads(heads: np.ndarray, base, start: int = 0, scaling=None) -> np.ndar
     return apply_rope(heads, np.arange(start, start + heads.shape[-2]), base=base, scaling=scaling)
 
 
+def check_rope(rope_base, rope_scaling, d_k: int) -> None:
+    """Refuse a ``rope_scaling`` without ``rope_base`` (it would be ignored), and check both once."""
+    if rope_scaling is not None and rope_base is None:
+        raise ValueError(f"rope_scaling={rope_scaling!r} needs rope_base: the scaling stretches RoPE's rotations, "
+                         "and without rope_base there are none; pass rope_base=10000.0 too, or drop rope_scaling")
+    if rope_base is not None:
+        rope_inv_freq(d_k, rope_base, rope_scaling)  # a ValueError naming a bad base or scaling
+
+
 def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None, rope_scaling=None, bias=None):
     """The one multi-head attention computation, on checked inputs; ``stages`` (a dict or None)
     receives every intermediate by name, for ``trace`` and the backward pass."""
@@ -233,6 +242,7 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     """
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
+    check_rope(rope_base, rope_scaling, x.shape[2] // h)
     bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
     return _forward(x, params, h, mask, context, rope_base, None, rope_scaling, bias)
 
@@ -251,6 +261,7 @@ def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None,
     """
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
+    check_rope(rope_base, rope_scaling, x.shape[2] // h)
     bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
     kept = {}
     _forward(x, params, h, mask, context, rope_base, kept, rope_scaling, bias)

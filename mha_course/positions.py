@@ -23,7 +23,8 @@ import numpy as np
 from . import _validate
 
 __all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "rope_score_grid", "patchify", "ROPE_LAYOUTS",
-           "rope_inv_freq", "rope_attention_factor", "alibi_slopes", "alibi_bias", "ROPE_SCALINGS"]
+           "rope_inv_freq", "rope_attention_factor", "dynamic_rope_scaling", "alibi_slopes", "alibi_bias",
+           "ROPE_SCALINGS", "YARN_RAMPS", "MAX_POSITION"]
 
 # Which features form a rotated pair: (2i, 2i+1) as in the RoFormer paper and Meta's own Llama
 # code (complex numbers), or (i, i + d_k/2) as in GPT-NeoX and Hugging Face's Llama ("rotate_half",
@@ -69,7 +70,7 @@ def rope_angles(positions, d_k: int, base: float = 10000.0, scaling=None) -> np.
 
 
 def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved", scaling=None) -> np.ndarray:
-    """x (..., T, d_k), positions (T,) ints -> x rotated (..., T, d_k), same dtype.
+    """x (..., T, d_k), positions (T,) ints -> x rotated (..., T, d_k), same dtype (float16 rotated in float32).
 
     Feature pair i of position t is rotated by the angle ``positions[t] * base^(-2i/d_k)``
     (see ``rope_angles``). ``layout="interleaved"`` pairs features (2i, 2i+1), as in the
@@ -87,6 +88,7 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved",
     >>> bool(np.allclose(np.linalg.norm(r, axis=-1), 2.0))
     True
     """
+    dtype = np.asarray(x).dtype  # float16 is rotated in float32 and given back as float16
     x = _validate.float_array(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x must be at least 2-D (..., T, d_k), got shape {x.shape}; "
@@ -102,7 +104,7 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved",
     out_a, out_b = _pair_views(out, layout)
     out_a[...] = a * cos - b * sin  # a 2-D rotation of (a, b) by the angle
     out_b[...] = a * sin + b * cos
-    return out
+    return out.astype(np.float16) if dtype == np.float16 else out
 
 
 def rope_score_grid(q, k, T: int, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
@@ -168,17 +170,28 @@ def _even_d_k(d_k) -> int:
 
 def _base(base) -> float:
     if isinstance(base, (bool, np.bool_)) or not isinstance(base, numbers.Real) or not np.isfinite(base) \
-            or base <= 0:
-        raise ValueError(f"base={base!r} must be a positive finite number; the usual value is 10000.0")
+            or base <= 1:
+        raise ValueError(f"base={base!r} must be a finite number > 1 (base^(-2j/d_k) must fall with j, and "
+                         "base = 1 turns every pair alike); the usual value is 10000.0")
     return float(base)
 
 
+MAX_POSITION = 2 ** 53  # beyond it float64 angles (and whole-number floats) are no longer exact
+
+
 def _positions(positions) -> np.ndarray:
-    """positions as a 1-D int64 array; whole-number floats are accepted, anything else raises."""
+    """positions as a 1-D int64 array; whole-number floats are accepted, anything else raises
+    (bools, even inside a list of ints, and magnitudes of MAX_POSITION or more)."""
     arr = np.asarray(positions)
+    has_bool = arr.dtype == np.bool_ or (not isinstance(positions, np.ndarray) and arr.ndim == 1 and any(
+        isinstance(v, (bool, np.bool_)) for v in np.asarray(positions, dtype=object)))
     whole = np.issubdtype(arr.dtype, np.integer) or (
         arr.dtype.kind == "f" and bool(np.all(np.isfinite(arr))) and bool(np.all(arr == np.round(arr))))
-    if arr.ndim != 1 or arr.size == 0 or not whole or arr.dtype == np.bool_:
+    if whole and arr.size and arr.dtype != np.bool_ and (
+            arr.max() >= MAX_POSITION or (arr.dtype.kind != "u" and arr.min() <= -MAX_POSITION)):
+        raise ValueError(f"positions must lie within +-2**53 (exact in float64), got a range "
+                         f"{arr.min()!r} .. {arr.max()!r}; use np.arange(T), or np.arange(T) + offset")
+    if arr.ndim != 1 or arr.size == 0 or not whole or has_bool:
         raise ValueError(f"positions must be a non-empty 1-D array of whole numbers, one per token "
                          f"(T,); got {arr.tolist()!r} with shape {arr.shape}; "
                          "use np.arange(T), or np.arange(T) + offset")
@@ -188,8 +201,11 @@ def _positions(positions) -> np.ndarray:
 # ---- Past the training length (taught in 13_long_context.ipynb) ----
 
 # The scalings rope_inv_freq knows: position interpolation (Chen et al. 2023), NTK-aware
-# scaling (bloc97, 2023) and YaRN (Peng et al. 2023).
+# scaling (bloc97, 2023) and YaRN (Peng et al. 2023); YaRN's two ramps.
 ROPE_SCALINGS = ("linear", "ntk", "yarn")
+YARN_RAMPS = ("reference", "paper")
+_SCALING_KEYS = {"linear": ("type", "factor"), "ntk": ("type", "factor"),
+                 "yarn": ("type", "factor", "original_max_position", "beta_fast", "beta_slow", "ramp")}
 
 
 def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
@@ -203,10 +219,20 @@ def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
     - ``{"type": "ntk", "factor": s}``: NTK-aware scaling, the base becomes base · s^(d_k/(d_k-2)),
       so the lowest frequency is divided by s and the highest is kept;
     - ``{"type": "yarn", "factor": s, "original_max_position": L, "beta_fast": 32.0,
-      "beta_slow": 1.0}``: YaRN (Peng et al. 2023). Pair j turns L / (2 pi base^(2j/d_k)) times
-      over L positions; the pairs that turn more than beta_fast times keep their frequency, those
-      that turn fewer than beta_slow times are interpolated (divided by s), with a linear ramp in
-      j between (the dimensions rounded down and up, as in the paper's code).
+      "beta_slow": 1.0, "ramp": "reference"}``: YaRN (Peng et al. 2023, "NTK-by-parts"). Pair j
+      turns r_j = L / (2 pi base^(2j/d_k)) times over L positions; pairs that turn more than
+      beta_fast times keep their frequency, those that turn fewer than beta_slow times are
+      interpolated (divided by s), and a ramp mixes the two in between. ``ramp="paper"`` is the
+      paper's (§3.2): gamma(r) = (r - beta_slow) / (beta_fast - beta_slow), clipped to [0, 1],
+      linear in the turns r. ``ramp="reference"`` (the default) is the authors' code and Hugging
+      Face's ``_compute_yarn_parameters``: the pair indices where r = beta_fast and r = beta_slow,
+      rounded down and up and clamped to [0, d_k - 1], with a ramp linear in the pair index j between.
+      On a large model (L in the thousands) the two keep and interpolate the same pairs at the
+      ends and differ only between (linear in r against linear in j, i.e. in log r); at L = 16
+      the index of beta_fast is negative (no pair turns 32 times), its floor is clamped to 0, and
+      pair 0 (2.5 turns) is kept by the code where the paper's gamma = 0.05 interpolates it 95%.
+
+    Dynamic scaling (§3.3) is ``dynamic_rope_scaling(scaling, seq_len)``: s set from the length read.
 
     >>> rope_inv_freq(4, base=100.0).tolist()
     [1.0, 0.1]
@@ -214,6 +240,11 @@ def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
     [0.5, 0.05]
     >>> rope_inv_freq(4, base=100.0, scaling={"type": "ntk", "factor": 4}).round(4).tolist()
     [1.0, 0.025]
+    >>> yarn = {"type": "yarn", "factor": 4, "original_max_position": 16}
+    >>> rope_inv_freq(8, scaling=yarn).round(5).tolist()  # pair 0 kept: floor(dim(32)) = floor(-1.1) -> 0
+    [1.0, 0.025, 0.0025, 0.00025]
+    >>> rope_inv_freq(8, scaling={**yarn, "ramp": "paper"}).round(5).tolist()  # pair 0 turns 2.5 times: 95% divided
+    [0.28741, 0.025, 0.0025, 0.00025]
     """
     d_k = _even_d_k(d_k)
     base = _base(base)
@@ -224,17 +255,45 @@ def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
         return plain
     if kind == "linear":
         return plain / s
-    if kind == "ntk":
-        return (base * s ** (d_k / (d_k - 2))) ** (-2.0 * j / d_k) if d_k > 2 else plain / s
-    L = scaling["original_max_position"]
+    if kind == "ntk":  # (base · s^(d_k/(d_k-2)))^(-2j/d_k), in logs: no overflow for a huge s
+        return np.exp(-2.0 * j / d_k * (math.log(base) + d_k / (d_k - 2) * math.log(s))) if d_k > 2 else plain / s
+    L = float(scaling["original_max_position"])
     fast, slow = float(scaling.get("beta_fast", 32.0)), float(scaling.get("beta_slow", 1.0))
+    if scaling.get("ramp", "reference") == "paper":
+        turns = L * plain / (2 * math.pi)  # (d_k/2,): r_j, the turns of pair j over L positions
+        keep = np.clip((turns - slow) / (fast - slow), 0.0, 1.0)  # gamma(r): 1 keep .. 0 interpolate
+        return plain * keep + plain / s * (1 - keep)
 
     def dim(turns):  # the (fractional) pair index that turns ``turns`` times over L positions
         return d_k * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
     low = max(math.floor(dim(fast)), 0)
-    high = min(math.ceil(dim(slow)), d_k // 2 - 1)
-    ramp = np.clip((j - low) / max(high - low, 1e-3), 0.0, 1.0)  # (d_k/2,): 0 keep .. 1 interpolate
+    high = min(math.ceil(dim(slow)), d_k - 1)  # the paper's code and Hugging Face clamp to dim - 1
+    if low == high:
+        high += 0.001  # as theirs: no division by zero
+    ramp = np.clip((j - low) / (high - low), 0.0, 1.0)  # (d_k/2,): 0 keep .. 1 interpolate
     return plain * (1 - ramp) + plain / s * ramp
+
+
+def dynamic_rope_scaling(scaling, seq_len: int):
+    """scaling (an NTK or YaRN dict, with ``original_max_position`` L), seq_len -> the static scaling
+    for a sequence of seq_len tokens: factor max(1, seq_len / L) (Peng et al. 2023 §3.3, "Dynamic NTK"
+    / dynamic YaRN). Up to L tokens nothing is scaled (None): the model reads what it was trained on.
+
+    A model that decodes token by token recomputes the factor as the sequence grows; a forward
+    pass over seq_len tokens uses the factor of its length.
+
+    >>> dynamic_rope_scaling({"type": "yarn", "factor": 4.0, "original_max_position": 16}, 16) is None
+    True
+    >>> dynamic_rope_scaling({"type": "ntk", "factor": 4.0, "original_max_position": 16}, 40)
+    {'type': 'ntk', 'factor': 2.5}
+    """
+    kind, _ = _scaling(scaling, dynamic=True)
+    seq_len = _validate.positive_int(seq_len, "seq_len")
+    L = float(scaling["original_max_position"])
+    if seq_len <= L:
+        return None
+    static = {k: v for k, v in scaling.items() if k in _SCALING_KEYS[kind]}
+    return {**static, "factor": seq_len / L}
 
 
 def rope_attention_factor(scaling) -> float:
@@ -251,29 +310,47 @@ def rope_attention_factor(scaling) -> float:
     return 0.1 * math.log(s) + 1.0 if kind == "yarn" and s > 1 else 1.0
 
 
-def _scaling(scaling) -> tuple:
-    """(type or None, factor) of a checked scaling dict; a ValueError names a valid one."""
-    if scaling is None:
+def _real(v) -> bool:
+    return not isinstance(v, (bool, np.bool_)) and isinstance(v, numbers.Real) and bool(np.isfinite(v))
+
+
+def _scaling(scaling, dynamic: bool = False) -> tuple:
+    """(type or None, factor) of a checked scaling dict; a ValueError names a valid one.
+
+    ``dynamic``: the dict of ``dynamic_rope_scaling`` (NTK or YaRN, ``original_max_position`` required)."""
+    if scaling is None and not dynamic:
         return None, 1.0
     example = ('{"type": "linear", "factor": 2.0} or {"type": "yarn", "factor": 2.0, '
                '"original_max_position": 16}')
     if not isinstance(scaling, dict) or scaling.get("type") not in ROPE_SCALINGS:
         raise ValueError(f"scaling={scaling!r} must be None or a dict with type in {ROPE_SCALINGS}, "
                          f"for example {example}")
-    s = scaling.get("factor")
-    if isinstance(s, bool) or not isinstance(s, numbers.Real) or not np.isfinite(s) or s <= 0:
-        raise ValueError(f"scaling factor={s!r} must be a positive number (the length ratio new / trained); "
-                         f"for example {example}")
-    if scaling["type"] == "yarn":
+    kind = scaling["type"]
+    if dynamic and kind == "linear":
+        raise ValueError("dynamic scaling is NTK's or YaRN's (Peng et al. 2023 §3.3); got type 'linear': "
+                         "use {'type': 'ntk', 'original_max_position': L} or a 'yarn' dict")
+    allowed = _SCALING_KEYS[kind] + (("original_max_position",) if dynamic else ())
+    unknown = sorted(str(k) for k in scaling if k not in allowed)
+    if unknown:
+        raise ValueError(f"scaling has unknown key(s) {unknown} for type {kind!r}; valid keys: {list(allowed)}")
+    s = scaling.get("factor", 1.0 if dynamic else None)
+    if not _real(s) or s <= 0:
+        raise ValueError(f"scaling factor={s!r} must be a positive finite number (the length ratio new / "
+                         f"trained); for example {example}")
+    if kind == "yarn" or dynamic:
         L = scaling.get("original_max_position")
-        if isinstance(L, bool) or not isinstance(L, numbers.Real) or not L > 0:
-            raise ValueError(f"yarn needs original_max_position (the training length L) > 0, got {L!r}; "
-                             f"for example {example}")
+        if not _real(L) or not L > 0:
+            raise ValueError(f"{kind} needs original_max_position (the training length L) > 0 and finite, "
+                             f"got {L!r}; for example {example}")
+    if kind == "yarn":
         fast, slow = scaling.get("beta_fast", 32.0), scaling.get("beta_slow", 1.0)
-        if not (isinstance(fast, numbers.Real) and isinstance(slow, numbers.Real) and fast > slow > 0):
-            raise ValueError(f"yarn needs beta_fast > beta_slow > 0, got beta_fast={fast!r}, beta_slow={slow!r}; "
-                             "the paper's values are 32 and 1")
-    return scaling["type"], float(s)
+        if not (_real(fast) and _real(slow) and fast > slow > 0):
+            raise ValueError(f"yarn needs finite beta_fast > beta_slow > 0, got beta_fast={fast!r}, "
+                             f"beta_slow={slow!r}; the paper's values are 32 and 1")
+        if scaling.get("ramp", "reference") not in YARN_RAMPS:
+            raise ValueError(f"yarn ramp={scaling.get('ramp')!r} is not one of {YARN_RAMPS} ('reference': the "
+                             "authors' and Hugging Face's code, 'paper': gamma(r) of Peng et al. §3.2)")
+    return kind, float(s)
 
 
 def alibi_slopes(h: int) -> np.ndarray:
@@ -281,7 +358,8 @@ def alibi_slopes(h: int) -> np.ndarray:
 
     For h a power of two the geometric sequence 2^(-8/h), 2^(-16/h), ..., 2^(-8); otherwise the
     paper's rule: the slopes of the nearest lower power of two n, then every other slope of 2n,
-    the first h - n of them (in that order, as in the paper's code).
+    the first h - n of them (in that order). That rule is the authors' code (``get_slopes`` in
+    github.com/ofirpress/attention_with_linear_biases), which §3 of the paper only sketches.
 
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]

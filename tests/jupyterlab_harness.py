@@ -9,7 +9,7 @@ Each server:
   shows comes from this run;
 - is stopped by its process id (its own process group) when the ``with`` block ends.
 
-Used by tests/test_browser.py; also handy by hand:
+Used by tests/cross/test_browser.py; also handy by hand:
 
     with JupyterLab(Path("notebooks/explorer_app.ipynb")) as lab:
         print(lab.notebook_url)

@@ -165,16 +165,23 @@ def crossover_le(d_model):
     return T
 
 
+def test_a_list_for_a_tuple_is_right(capsys):
+    """Issue 22: a list for a tuple is a right answer (the exercise is not about the type)."""
+    ok, out = run(capsys, "flops", lambda T, d: list(flops(T, d)))
+    assert ok, out
+
+
 @pytest.mark.parametrize("name, fn", [
-    ("flops", lambda T, d: list(flops(T, d))),
     ("crossover_seq_len", lambda d: float(crossover(d))),
     ("max_seq_len", lambda n, B, h, b=4: float(math.isqrt(n // (B * h * b)))),
+    ("max_seq_len", lambda n, B, h, b=4: math.floor(math.sqrt(n / (B * h * b))) * 1.0),
     ("bug_source_position", lambda i, t, T, h: float((i * T + t) // h)),
+    ("score_bytes", lambda B, h, T, bytes_per_number=4: B * h * T * T * bytes_per_number / 1),
 ])
-def test_a_count_in_a_natural_type_is_right(capsys, name, fn):
-    """Issue 22: a list for a tuple, 4.0 for 4 are right answers (the exercise is not about the type)."""
+def test_a_float_where_the_signature_says_int_is_refused(capsys, name, fn):
+    """Issue 31 (5.4's accepted answer): ``-> int`` is enforced, 4.0 for 4 included, with a message that says so."""
     ok, out = run(capsys, name, fn)
-    assert ok, out
+    assert not ok and "expected a whole number (int)" in out, out
 
 
 @pytest.mark.parametrize("name, fn, message", [

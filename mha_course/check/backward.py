@@ -19,8 +19,8 @@ from ..backward import matmul_backward as _matmul_backward
 from ..backward import scale_backward as _scale_backward
 from ..backward import softmax_backward as _softmax_backward
 from ..backward import split_heads_backward as _split_heads_backward
-from ..lessons.model import AdamState
-from ..lessons.model import adam_step as _adam_step
+from ..lessons.training import AdamState
+from ..lessons.training import adam_step as _adam_step
 from .engine import Case, Exercise, Mistake
 from .masks import call_timed, check_with_closer_look
 

@@ -1,9 +1,10 @@
 """Checkers for notebook 14: ``prefix_matching_score``, ``composition_score``, ``patched_heads``,
 ``copying_score``.
 
-Every case has other sizes (B, h, T, D) and other numbers, so no constant fits. The prefix-matching
-cases give every sequence the same number of repeated tokens, so averaging per sequence first or
-over all queries at once are both right.
+Every case has other sizes (B, h, T, D) and other numbers, so no constant fits. In the
+prefix-matching cases the sequences have different numbers of repeated queries (so the mean over
+all of them differs from the mean of per-sequence means) and tokens that occur three times or
+more (so counting only the first, or only the last, earlier occurrence differs from counting all).
 """
 from __future__ import annotations
 
@@ -28,17 +29,19 @@ def _causal_weights(rng, B, h, T) -> np.ndarray:
     return w / w.sum(-1, keepdims=True)
 
 
-def _repeating_tokens(rng, B, n, m, vocab) -> np.ndarray:
-    """(B, n + m): n distinct tokens, then the first m of them again (m repeated queries per row)."""
-    first = np.argsort(rng.random((B, vocab)), axis=1)[:, :n]  # (B, n) distinct
-    return np.concatenate([first, first[:, :m]], axis=1)
+def _repeating_tokens(rng, B, T, vocab) -> np.ndarray:
+    """(B, T) tokens from a small vocabulary: row b draws from the first vocab - b tokens, so the rows
+    repeat a different number of times and some token occurs three times or more."""
+    rows = [rng.integers(0, max(2, vocab - b), size=T) for b in range(B)]
+    rows[0][[0, T // 2, T - 1]] = rows[0][0]  # one token three times in the first row
+    return np.stack(rows)
 
 
 def _prefix_cases():
     rng = np.random.default_rng(1414)
-    sizes = ((2, 2, 5, 3, 8), (3, 1, 6, 4, 10), (1, 3, 4, 4, 6), (4, 2, 7, 2, 12))  # B, h, n, m, vocab
-    return [Case((_causal_weights(rng, B, h, n + m), _repeating_tokens(rng, B, n, m, V)),
-                 f"B={B}, h={h}, T={n + m}: {m} tokens repeat") for B, h, n, m, V in sizes]
+    sizes = ((2, 2, 8, 4), (3, 1, 10, 6), (1, 3, 7, 3), (4, 2, 9, 5), (2, 5, 12, 7))  # B, h, T, vocab
+    return [Case((_causal_weights(rng, B, h, T), _repeating_tokens(rng, B, T, V)),
+                 f"B={B}, h={h}, T={T}: tokens from {V} values, some three times or more") for B, h, T, V in sizes]
 
 
 def _earlier(tokens):
@@ -58,6 +61,25 @@ def _shifted(weights, tokens, shift: int, all_queries: bool = False):
     if all_queries:
         return on.mean(axis=(0, 2))
     return on.transpose(1, 0, 2)[:, e.any(-1)].mean(-1)
+
+
+def _one_occurrence(weights, tokens, last: bool):
+    """Only the first (or the last) earlier occurrence of each query's token counts."""
+    e = _earlier(tokens)  # (B, T, S)
+    pick = np.where(e.any(-1), (e.shape[-1] - 1 - np.argmax(e[..., ::-1], -1)) if last else np.argmax(e, -1), -1)
+    one = np.zeros_like(e)
+    b, t = np.nonzero(pick >= 0)
+    one[b, t, pick[b, t]] = True
+    target = np.zeros_like(e)
+    target[..., 1:] = one[..., :-1]
+    on = (weights * target[:, None]).sum(-1)  # (B, h, T)
+    return on.transpose(1, 0, 2)[:, e.any(-1)].mean(-1)
+
+
+def _mean_of_sequence_means(weights, tokens):
+    """The mean over each sequence's repeated queries, then the mean over the sequences."""
+    return np.mean([_prefix(weights[b:b + 1], tokens[b:b + 1]) for b in range(len(tokens))
+                    if _earlier(tokens[b:b + 1]).any()], axis=0)
 
 
 def _all_later(weights, tokens):
@@ -81,6 +103,15 @@ PREFIX_MATCHING_SCORE = Exercise("prefix_matching_score", _prefix, _prefix_cases
             "on_target[:, has_repeat].mean()", lambda w, t: _shifted(w, t, 1, all_queries=True)),
     Mistake("summed over every key after the earlier occurrence, not just the one right after it",
             _PREFIX_FIX, _all_later),
+    Mistake("only the FIRST earlier occurrence of the token counts", "count every earlier occurrence s "
+            "(a token can occur three times): target = earlier shifted by one, for all s", lambda w, t:
+            _one_occurrence(w, t, last=False)),
+    Mistake("only the LAST earlier occurrence of the token counts", "count every earlier occurrence s "
+            "(a token can occur three times): target = earlier shifted by one, for all s", lambda w, t:
+            _one_occurrence(w, t, last=True)),
+    Mistake("the mean of per-sequence means: a sequence with few repeated queries weighs as much as one with "
+            "many", "one mean over every repeated query of the batch: on_target[:, has].mean(-1) with has of "
+            "shape (B, T)", _mean_of_sequence_means),
 ), axes={"result": ("head",)})
 
 
@@ -89,7 +120,7 @@ def prefix_matching_score(fn) -> bool:
 
     >>> from mha_course.lessons import circuits
     >>> prefix_matching_score(circuits.prefix_matching_score)
-    ✔ prefix_matching_score: all 4 cases match
+    ✔ prefix_matching_score: all 5 cases match
     True
     """
     return PREFIX_MATCHING_SCORE.check(fn)

@@ -41,6 +41,7 @@ from .logic import (
                     head_spans,
                     head_strip,
                     heads_side_by_side,
+                    hidden_heads_note,
                     ledger_rows,
                     sentence_tokens,
                     shape_summary,
@@ -52,5 +53,5 @@ from .logic import (
 __all__ = ["Explorer", "MODE_LIST", "MODES", "find_mode", "Mode", "View", "Scene", "FIGSIZE", "DPI",
            "DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "StageInfo", "sentence_tokens", "explorer_trace",
            "block_output", "shape_summary", "stage_info", "ledger_rows", "heads_side_by_side",
-           "head_spans", "head_strip", "tick_positions", "sweep_seq_lens", "guide_lines",
+           "head_spans", "head_strip", "hidden_heads_note", "tick_positions", "sweep_seq_lens", "guide_lines",
            "format_seconds"]

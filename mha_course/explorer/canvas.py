@@ -148,12 +148,19 @@ class Heads:
                        for i in range(MAX_HEADS_SHOWN if head_titles else 0)]
         self.title = fig.text(x, top + 0.032, "", ha="left", va="bottom", fontsize=8.5,
                               fontweight="bold", color=INK)
+        self.dividers = []
 
     def show(self, a, weights: bool = False, gap: int = 1, max_heads: int = MAX_HEADS_SHOWN) -> None:
-        """a (h, T, n): draw up to ``max_heads`` heads, titled and striped in head colours."""
+        """a (h, T, n): draw up to ``max_heads`` heads, titled and striped in head colours, with
+        a dark line in each gap between two heads (a white gap alone vanishes in a pale map)."""
         k, n = min(a.shape[0], max_heads), a.shape[2]
         self.matrix.show(heads_side_by_side(a, max_heads, gap), weights)
         width = k * n + (k - 1) * gap
+        spans = head_spans(k, n, gap)
+        for line in self.dividers:
+            line.remove()
+        self.dividers = [self.matrix.ax.axvline(stop - 0.5 + gap / 2, color=INK, lw=1.0)
+                         for _, stop in spans[:-1]] if gap else []
         if self.strip is not None:
             self.strip_image.set_data(head_strip(k, n, gap))
             self.strip_image.set_extent((-0.5, width - 0.5, 0.5, -0.5))
@@ -162,7 +169,7 @@ class Heads:
         for i, text in enumerate(self.titles):
             text.set_visible(i < k and per_head_px >= 14)
             if i < k:
-                start, stop = head_spans(k, n, gap)[i]
+                start, stop = spans[i]
                 text.set_x(self.x + self.w * (start + stop) / 2 / width)
                 text.set_text(f"head {i}" if per_head_px >= 45 else f"{i}")
 
@@ -173,9 +180,9 @@ class Heads:
         return [self.matrix.ax, *strip, *self.titles, self.title, *keys]
 
     def key_labels(self, tokens, k: int) -> None:
-        """Every key token under every head if they fit in the label pool, else under head 0
-        only; none when a column is narrower than a label (a thinned row of tokens would read
-        as another sentence)."""
+        """Every key token under every head when the label pool has room for them all, else
+        under head 0 only; none when a column is narrower than a label (a thinned row of tokens
+        would read as another sentence)."""
         n, room = len(tokens), len(self.matrix.keys.texts)
         column_px = self.px / (k * n + k - 1)
         if column_px < 8 or n > room:
@@ -213,6 +220,8 @@ class DiagramDrawing:
                                   ha="center", va="bottom", fontsize=fs, color=INK)
         self.scores_text = ax.text(att.cx, att.bottom + 2.8, "", ha="center", va="bottom",
                                    fontsize=7, color=SOFT, visible=not compact)
+        self.hidden_text = ax.text(att.cx, att.top - (8.6 if not compact else 7.2), "", ha="center",
+                                   va="bottom", fontsize=7 if not compact else 6, color=INK)
         self.x_text = ax.text(diagram.BOXES["X"].cx, diagram.MID - 2.8, "", ha="center",
                               va="center", fontsize=7 if not compact else 6, color=INK)
 
@@ -258,12 +267,13 @@ class DiagramDrawing:
         for i, card in enumerate(self.cards):
             card.set_visible(i < k)
             card.set_bounds(att.left + 2.0, start + (k - 1 - i) * pitch, att.w - 4.0, pitch * 0.7)
+        self.hidden_text.set_text(f"{MAX_HEADS_SHOWN} of {h} heads drawn" if h > k else "")
 
     def per_head_artists(self) -> list:
         """The artists whose look depends on h (the rest depends on d_model and seq_len only)."""
         per_head = [self.arrow_labels[n] for n in ("Q_heads", "K_heads", "V_heads", "head_outputs")
                     if n in self.arrow_labels]
-        return [*per_head, self.heads_text, self.scores_text, *self.cards]
+        return [*per_head, self.heads_text, self.scores_text, self.hidden_text, *self.cards]
 
     def highlight(self, stage: str | None) -> None:
         """Light the box and arrows of ``stage`` (None: nothing lit)."""

@@ -6,7 +6,7 @@ from matplotlib.figure import Figure
 from ..mha import Trace
 from ..views.diagram import shape_text
 from .canvas import INK, SOFT, Heads, Matrix, Mode, Scene, View
-from .logic import MAX_HEADS_SHOWN
+from .logic import MAX_HEADS_SHOWN, hidden_heads_note
 
 __all__ = ["DataView", "DataMode"]
 
@@ -18,11 +18,10 @@ class DataView(View):
         super().__init__(fig, blit)
         self.top = {name: Matrix(fig.add_axes((0.06 + 0.235 * i, 0.70, 0.215, 0.20)),
                                   rows=(i == 0)) for i, name in enumerate(("X", "Q", "K", "V"))}
-        # Head titles once per row (the heads line up left to right in both panels).
-        self.scores = Heads(fig, (0.06, 0.385, 0.43, 0.2), with_strip=False, keys=16,
-                             head_titles=False)
+        # Both per-head panels carry head titles, dividers between heads and the key tokens.
+        self.scores = Heads(fig, (0.06, 0.385, 0.43, 0.2), with_strip=False, keys=64)
         self.weights = Heads(fig, (0.555, 0.385, 0.405, 0.2), with_strip=False, rows=False,
-                              keys=16)
+                              keys=64)
         self._colour_bars(fig)
         self.outputs = Heads(fig, (0.06, 0.04, 0.43, 0.16))
         self.concat = Heads(fig, (0.555, 0.04, 0.405, 0.16), rows=False, head_titles=False)
@@ -62,7 +61,8 @@ class DataView(View):
 
     def _heads(self, t: Trace, tokens) -> None:
         h, d_k, shown = t.h, t.d_k, min(t.h, MAX_HEADS_SHOWN)
-        more = f"  (first {shown} of {h} heads)" if h > shown else ""
+        note = hidden_heads_note(h)
+        more = f"  ({note})" if note else ""
         self.scores.show(t["scores"][0])
         self.weights.show(t["weights"][0], weights=True)
         self.scores.matrix.row_labels(tokens)
@@ -72,7 +72,7 @@ class DataView(View):
         self.outputs.show(t["head_outputs"][0])
         self.concat.show(t["head_outputs"][0], gap=0, max_heads=h)  # all d_model columns
         self.titles["scores"].set_text(f"scores QKᵀ/√d_k {shape_text(t.shapes['scores'])}{more}")
-        self.titles["weights"].set_text(f"weights = softmax(scores) {shape_text(t.shapes['weights'])}")
+        self.titles["weights"].set_text(f"weights = softmax(scores) {shape_text(t.shapes['weights'])}{more}")
         self.titles["outputs"].set_text(f"head outputs {shape_text(t.shapes['head_outputs'])}, "
                                         f"d_k = {d_k} columns each{more}")
         self.titles["concat"].set_text(f"concat {shape_text(t.shapes['concat'])}: the same columns, "

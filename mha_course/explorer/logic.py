@@ -22,7 +22,7 @@ from ..views.attention import head_color
 from ..views.diagram import shape_text
 from ..views.stages import STAGE_TABLE
 
-__all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "GAP_COLOR", "StageInfo", "sentence_tokens",
+__all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "GAP_COLOR", "StageInfo", "sentence_tokens", "hidden_heads_note",
            "explorer_trace", "block_output", "shape_summary", "stage_info", "ledger_rows",
            "heads_side_by_side", "head_spans", "head_strip", "tick_positions", "sweep_seq_lens",
            "guide_lines", "format_seconds"]
@@ -132,6 +132,21 @@ def ledger_rows(d_model: int, h: int, seq_len: int) -> list[tuple[str, str, str]
         ("crossover", f"T = {complexity.crossover_seq_len(d_model)}",
          "attention = projections"),
     ]
+
+
+def hidden_heads_note(h: int) -> str:
+    """h heads -> the note every mode shows when it draws only MAX_HEADS_SHOWN of them, else "".
+
+    >>> hidden_heads_note(12)
+    'heads 0-7 of 12 drawn, 4 not shown'
+    >>> hidden_heads_note(4)
+    ''
+    """
+    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1:
+        raise ValueError(f"h={h!r} must be a positive int (the number of heads)")
+    if h <= MAX_HEADS_SHOWN:
+        return ""
+    return f"heads 0-{MAX_HEADS_SHOWN - 1} of {h} drawn, {h - MAX_HEADS_SHOWN} not shown"
 
 
 def head_spans(k: int, n: int, gap: int = 1) -> list[tuple[int, int]]:

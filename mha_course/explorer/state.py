@@ -17,7 +17,7 @@ from ..views import diagram
 from ..views.diagram import shape_text
 from ..views.stages import STAGE_TABLE
 from .canvas import INK, SOFT, DiagramDrawing, Heads, Mode, Scene, View
-from .logic import MAX_HEADS_SHOWN, stage_info
+from .logic import MAX_HEADS_SHOWN, hidden_heads_note, stage_info
 
 __all__ = ["StateView", "StateMode", "step"]
 
@@ -50,8 +50,8 @@ class StateView(View):
                              f"{STAGES[info.name]} = {shape_text(info.shape)}")
         self.story.set_text(textwrap.fill(info.story, 62))
         self.formula.set_text(info.formula)
-        shown = min(t.h, MAX_HEADS_SHOWN)
-        more = (f", first {shown} of {t.h} heads" if len(info.shape) == 4 and t.h > shown else "")
+        note = hidden_heads_note(t.h)
+        more = f", {note}" if len(info.shape) == 4 and note else ""
         self.tensor_title.set_text(f"{info.name} {shape_text(info.shape)}  (batch 0{more})")
         self._tensor(t[info.name][0], info.name, scene.tokens, t.h)
 

@@ -17,9 +17,42 @@ import numpy as np
 
 from ..mha import MHAParams
 
-__all__ = ["torch_state_dict", "params_from_torch_state", "mean_peak_weight", "STATE_KEYS"]
+__all__ = ["torch_state_dict", "params_from_torch_state", "mean_peak_weight", "STATE_KEYS",
+           "FAST_PATH_CONDITIONS", "fast_path_rules"]
 
 STATE_KEYS = ("in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias")
+
+# When nn.MultiheadAttention takes its inference fast path (torch._native_multi_head_attention):
+# every condition must hold (torch 2.13, torch/nn/modules/activation.py, MultiheadAttention.forward).
+# Each pair is (the condition, in the course's words; the reason torch's code records when it fails).
+# The one statement of these rules: notebooks 02, 06, 12 and the glossary print or quote it, and a
+# test reads torch's source for every reason. `need_weights` is not among them.
+FAST_PATH_CONDITIONS = (
+    ("evaluation mode: module.eval()", "training is enabled"),
+    ("no autograd: under torch.no_grad(), or no input or weight requires grad",
+     "grad is enabled and at least one of query or the"),
+    ("self-attention: the same tensor passed as query, key and value",
+     "non-self attention was used"),
+    ("batched input, (B, T, D), with batch_first=True", "batch_first was not True"),
+    ("an even number of heads", "self.num_heads is not even"),
+    ("biases present (bias=True, the default), no add_bias_kv, no add_zero_attn",
+     "add_zero_attn was enabled"),
+    ("kdim = vdim = embed_dim", "_qkv_same_embed_dim was not True"),
+    ("no floating-point mask", "floating-point masks are not supported for fast path."),
+    ("no autocast", "autocast is enabled"),
+)
+
+
+def fast_path_rules() -> str:
+    """-> the fast-path conditions of ``nn.MultiheadAttention`` as one numbered text block.
+
+    >>> print(fast_path_rules().splitlines()[0])
+    nn.MultiheadAttention's fast path (torch 2.13) runs only when all of these hold:
+    """
+    lines = ["nn.MultiheadAttention's fast path (torch 2.13) runs only when all of these hold:"]
+    lines += [f"  {i}. {condition}" for i, (condition, _) in enumerate(FAST_PATH_CONDITIONS, 1)]
+    lines.append("  (need_weights=True does not prevent it)")
+    return "\n".join(lines)
 
 
 def torch_state_dict(params: MHAParams) -> dict:

@@ -38,14 +38,18 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
+from .. import _validate
 from ..attention import causal_mask
 from ..mha import trace
-from . import misconceptions
+from . import checkpoints, misconceptions, training
 from . import model as train
 
 __all__ = ["trajectory_arrays", "previous_token_score", "duplicate_token_score", "prefix_matching_score", "head_scores",
            "SCORE_NAMES", "copying_score", "composition_score", "qk_matrix", "ov_matrix", "qk_circuit",
            "positional_qk_circuit", "ov_circuit", "composition_scores", "composition_baseline",
+           "composition_baseline_scores", "ov_spectrum", "repeated_tokens", "repeat_induction_score",
+           "attribution_patching", "SEEDS", "seed_results", "load_seed_results",
+           "seed_results_path", "formed", "seed_summary", "compare_over_seeds",
            "run_with_cache", "LogitAttribution", "direct_logit_attribution", "PatchPair", "make_pair",
            "logit_difference", "patch_heads", "patching_effect", "head_patching", "position_patching",
            "path_patching", "ABLATIONS", "ablate_heads", "ablation_losses", "attention_rollout",
@@ -82,7 +86,7 @@ def _tokens(tokens, w: np.ndarray) -> np.ndarray:
 def _earlier(tok: np.ndarray) -> np.ndarray:
     """tokens (B, T) -> (B, T, S) bool: key s < t holds the query t's token."""
     T = tok.shape[1]
-    before = np.tril(np.ones((T, T), dtype=bool), k=-1)  # (T, S): s < t
+    before = causal_mask(T) & ~np.eye(T, dtype=bool)  # (T, S): s < t (causal, not itself)
     return (tok[:, :, None] == tok[:, None, :]) & before  # (B, T, S)
 
 
@@ -152,6 +156,39 @@ def head_scores(weights_by_layer, tokens) -> dict:
             "prefix_matching": np.stack([prefix_matching_score(w, tokens) for w in weights_by_layer])}
 
 
+def repeated_tokens(vocab: int, half: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """-> tokens (n, 2 * half): ``half`` uniformly random tokens, then the same ``half`` again: the
+    standard induction probe (Olsson et al. 2022; TransformerLens's and ARENA's repeated random tokens).
+
+    >>> t = repeated_tokens(16, 4, 2, np.random.default_rng(0))
+    >>> t.shape, bool((t[:, :4] == t[:, 4:]).all())
+    ((2, 8), True)
+    """
+    vocab, half, n = (_validate.positive_int(v, k) for v, k in ((vocab, "vocab"), (half, "half"), (n, "n")))
+    if half < 2:
+        raise ValueError(f"half={half}: the repeated block needs at least 2 tokens")
+    block = rng.integers(0, vocab, size=(n, half))  # (n, half)
+    return np.concatenate([block, block], axis=1)  # (n, 2 * half)
+
+
+def repeat_induction_score(weights, half: int) -> np.ndarray:
+    """weights (B, h, 2 half, 2 half) or (h, ...) on ``repeated_tokens`` -> (h,): the induction score, the
+    mean over the second copy's queries t (and the batch) of weights[t, t - half + 1], the key just
+    after the query's earlier occurrence: the diagonal stripe half - 1 below the main one.
+
+    >>> w = np.zeros((1, 6, 6)); w[0, np.arange(6), np.maximum(np.arange(6) - 2, 0)] = 1   # half = 3
+    >>> repeat_induction_score(w, 3)
+    array([1.])
+    """
+    w = _weights(weights)
+    half = _validate.positive_int(half, "half")
+    if w.shape[-1] != 2 * half or half < 2:
+        raise ValueError(f"weights have T = {w.shape[-1]} but half={half}: give the weights on repeated_tokens "
+                         f"(T = 2 * half, half >= 2)")
+    t = np.arange(half, 2 * half)  # the second copy's queries
+    return w[..., t, t - half + 1].mean(axis=(0, 2))  # (B, h, half) -> (h,)
+
+
 # ----------------------------------------------------------------------------- matrix scores
 def _matrix(W, name: str) -> np.ndarray:
     a = np.asarray(W, dtype=float)
@@ -171,10 +208,15 @@ def copying_score(W) -> float:
     if a.shape[0] != a.shape[1]:
         raise ValueError(f"W has shape {a.shape}; the copying score needs a square matrix, e.g. the "
                          "OV circuit W_E W_V W_O W_U (V, V)")
-    lam = np.linalg.eigvals(a)  # (n,) complex in general; they come in conjugate pairs
-    total = np.abs(lam).sum()
-    if total == 0:
+    scale = np.abs(a).max() if a.size else 0.0
+    if scale == 0:
         raise ValueError("W is zero (every eigenvalue is 0), so sum(λ) / sum(|λ|) is undefined")
+    lam = np.linalg.eigvals(a / scale)  # (n,) complex in general; scaled so that no size under- or overflows
+    total = np.abs(lam).sum()
+    if total <= 1e-9 * a.shape[0]:  # eigvals of a nilpotent matrix are 0 up to rounding
+        raise ValueError(f"every eigenvalue of W (shape {a.shape}) is 0 although W is not zero (W is nilpotent, "
+                         "e.g. [[0, 1], [0, 0]]), so sum(λ) / sum(|λ|) is undefined; the copying score "
+                         "needs a matrix with some nonzero eigenvalue")
     return float(lam.sum().real / total)
 
 
@@ -189,10 +231,11 @@ def composition_score(W_A, W_B) -> float:
     a, b = _matrix(W_A, "W_A"), _matrix(W_B, "W_B")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"W_A {a.shape} @ W_B {b.shape} does not fit: W_A's columns must equal W_B's rows")
-    norms = np.linalg.norm(a) * np.linalg.norm(b)
-    if norms == 0:
-        raise ValueError("W_A or W_B is zero, so the composition score is undefined")
-    return float(np.linalg.norm(a @ b) / norms)
+    sa, sb = np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0)
+    if sa == 0 or sb == 0:
+        raise ValueError(f"W_{'A' if sa == 0 else 'B'} is zero, so the composition score is undefined")
+    a, b = a / sa, b / sb  # the score does not change with scale; this keeps every norm finite and nonzero
+    return float(np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 # ----------------------------------------------------------------------------- circuits of a model
@@ -222,7 +265,7 @@ def ov_matrix(params, config, layer: int, head: int) -> np.ndarray:
 def qk_circuit(params, config, layer: int, head: int) -> np.ndarray:
     """-> (V, V): W_E QK^h W_E^T, the score of query token i for key token j (token part only).
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> qk_circuit(params, config, 1, 0).shape
     (16, 16)
     """
@@ -256,16 +299,42 @@ def composition_scores(params, config, source: int = 0, reader: int = 1) -> dict
             for kind, mats in readers.items()}
 
 
+def composition_baseline_scores(d_model: int, d_k: int, rng: np.random.Generator, n: int = 200) -> np.ndarray:
+    """-> (n,): the composition scores of ``n`` pairs of random rank-d_k (D, D) matrices (Gaussian
+    factors): what "no composition" looks like at this size, and how much it varies. The mean falls
+    with the width, about like 1/sqrt(D) at fixed D / d_k.
+
+    >>> s = composition_baseline_scores(32, 16, np.random.default_rng(0), 50)
+    >>> s.shape, bool(0 < s.min() and s.max() < 1)
+    ((50,), True)
+    """
+    d_model, d_k, n = (_validate.positive_int(v, name) for v, name in ((d_model, "d_model"), (d_k, "d_k"), (n, "n")))
+    if d_k > d_model:
+        raise ValueError(f"d_k={d_k} > d_model={d_model}: a head's rank is at most d_model (d_k = d_model // h)")
+
+    def low_rank():
+        return rng.normal(size=(d_model, d_k)) @ rng.normal(size=(d_k, d_model))  # (D, d_k) x (d_k, D)
+    return np.array([composition_score(low_rank(), low_rank()) for _ in range(n)])
+
+
 def composition_baseline(d_model: int, d_k: int, rng: np.random.Generator, n: int = 200) -> float:
-    """-> the mean composition score of two random rank-d_k (D, D) matrices (Gaussian factors):
-    what "no composition" looks like at this size.
+    """-> the mean of ``composition_baseline_scores``: the random baseline of a composition score.
 
     >>> 0 < composition_baseline(32, 16, np.random.default_rng(0)) < 1
     True
     """
-    def low_rank():
-        return rng.normal(size=(d_model, d_k)) @ rng.normal(size=(d_k, d_model))
-    return float(np.mean([composition_score(low_rank(), low_rank()) for _ in range(n)]))
+    return float(composition_baseline_scores(d_model, d_k, rng, n).mean())
+
+
+def ov_spectrum(params, config, layer: int, head: int) -> np.ndarray:
+    """-> (V,): the singular values of the OV circuit W_E OV^h W_U (V, V), largest first. At most d_k are
+    nonzero (OV^h has rank <= d_k); a head that copies many tokens spreads its size over many of them.
+
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
+    >>> ov_spectrum(params, config, 1, 1).shape
+    (16,)
+    """
+    return np.linalg.svd(ov_circuit(params, config, layer, head), compute_uv=False)
 
 
 # ----------------------------------------------------------------------------- running with hooks
@@ -284,7 +353,7 @@ def _layer_out(params, layer: int, contributions: np.ndarray) -> np.ndarray:
 def run_with_cache(params, tokens, config) -> tuple[np.ndarray, list]:
     """tokens (B, T) -> logits (B, T, V), [contributions (B, h, T, D)] * L: what each head adds to the stream.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> tokens = train.make_batch(config, np.random.default_rng(0), 2).tokens
     >>> logits, heads = run_with_cache(params, tokens, config)
     >>> bool(np.allclose(logits, train.forward(params, tokens, config)[0])), heads[1].shape
@@ -345,7 +414,7 @@ def make_pair(config, rng: np.random.Generator, n: int = 64, corrupt: str = "key
     query finds no key); ``"value"``: the token after it, A[repeat - 1] (what gets copied), is replaced.
     The new token comes from outside A, so the corrupted model has no right answer to find.
 
-    >>> pair = make_pair(train.CHECKPOINT_CONFIGS["induction"], np.random.default_rng(0), 2)
+    >>> pair = make_pair(checkpoints.CHECKPOINT_CONFIGS["induction"], np.random.default_rng(0), 2)
     >>> pair.clean.shape, pair.position, pair.changed
     ((2, 24), 22, 14)
     """
@@ -373,22 +442,58 @@ def logit_difference(logits, pair: PatchPair) -> float:
 
 
 def _positions_mask(T: int, positions) -> np.ndarray:
+    """positions None (all) or a list of ints in 0..T-1 -> (T,) bool; a ValueError names a position out of range."""
     keep = np.zeros(T, dtype=bool)
-    keep[np.arange(T) if positions is None else np.asarray(positions, dtype=int)] = True
+    if positions is None:
+        keep[:] = True
+        return keep
+    pos = np.asarray(positions)
+    if pos.ndim != 1 or (pos.size and pos.dtype.kind not in "iu"):
+        raise ValueError(f"positions={positions!r}: give a list of whole positions in 0..{T - 1} (or None: all)")
+    bad = [int(p) for p in pos if not 0 <= p < T]
+    if bad:
+        raise ValueError(f"positions {bad} are outside 0..{T - 1} (T = {T}); negative positions are not "
+                         "counted from the end here, give t itself")
+    keep[pos.astype(int)] = True
     return keep  # (T,)
+
+
+def _check_heads(config, heads, name: str = "heads") -> set:
+    """[(layer, head)] -> the set of pairs, each checked to exist in the model (a ValueError names any other)."""
+    try:
+        pairs = [(a, b) for a, b in heads]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={heads!r}: give a list of (layer, head) pairs, e.g. [(0, 1)]") from None
+    bad = [p for p in pairs if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in p)
+           or not (0 <= p[0] < config.n_layers and 0 <= p[1] < config.h)]
+    if bad:
+        raise ValueError(f"{name} {bad} do not exist: layers 0..{config.n_layers - 1}, heads 0..{config.h - 1} "
+                         "(whole numbers, counted from 0)")
+    return {(int(a), int(b)) for a, b in pairs}
+
+
+def _check_same_tokens(target, source) -> None:
+    t, s = np.shape(target), np.shape(source)
+    if len(t) != 2 or t != s:
+        raise ValueError(f"target has shape {t} and source {s}: patching needs two batches of the same (B, T)")
 
 
 def patch_heads(params, config, target, source, heads, positions=None) -> np.ndarray:
     """-> logits (B, T, V) of the run on ``target`` tokens in which the heads [(layer, head)] write, at
     ``positions`` (None: all), what they wrote in the run on ``source`` tokens. Later layers see
-    the change (they are recomputed); patch from clean into corrupted to find what restores.
+    the change (they are recomputed). Clean into corrupted (denoising) finds what is sufficient to
+    restore the answer; corrupted into clean (noising) finds what is necessary (Heimersheim & Nanda 2024).
+    ``target`` and ``source`` are (B, T) of one shape; a head or position that does not exist is a ValueError.
     """
+    _check_same_tokens(target, source)
+    _check_heads(config, heads)
+    _positions_mask(np.shape(target)[1], positions)
     return _patched(params, config, target, run_with_cache(params, source, config)[1], heads, positions)
 
 
 def _patched(params, config, target, cache, heads, positions) -> np.ndarray:
     """patch_heads with the source run's contributions ``cache`` already computed."""
-    chosen = {(int(a), int(b)) for a, b in heads}
+    chosen = _check_heads(config, heads)
     keep = _positions_mask(np.shape(target)[1], positions)
 
     def hook(layer, tr):
@@ -398,6 +503,13 @@ def _patched(params, config, target, cache, heads, positions) -> np.ndarray:
                 c[:, head, keep] = cache[layer][:, head, keep]
         return _layer_out(params, layer, c)
     return train.forward(params, target, config, patch=hook)[0]
+
+
+def _restorable(clean: float, bad: float) -> None:
+    if not abs(clean - bad) > 1e-9 * max(1.0, abs(clean)):
+        raise ValueError(f"the clean and corrupted runs have the same logit difference ({clean:.6g} and {bad:.6g}), "
+                         "so there is nothing to restore and the share is undefined; corrupt the input "
+                         "(make_pair changes one token)")
 
 
 def _ends(params, config, pair: PatchPair) -> tuple:
@@ -412,7 +524,7 @@ def patching_effect(params, config, pair: PatchPair, heads, positions=None) -> f
     clean run into the corrupted one: (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt); 0 = no
     effect, 1 = fully restored.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     >>> pair = make_pair(config, np.random.default_rng(0), 16)
     >>> all_heads = [(layer, head) for layer in range(2) for head in range(2)]
     >>> round(patching_effect(params, config, pair, all_heads), 6), round(patching_effect(params, config, pair, []), 6)
@@ -423,6 +535,7 @@ def patching_effect(params, config, pair: PatchPair, heads, positions=None) -> f
 
 
 def _share(params, config, pair, heads, positions, clean, bad, cache) -> float:
+    _restorable(clean, bad)
     patched = logit_difference(_patched(params, config, pair.corrupt, cache, heads, positions), pair)
     return (patched - bad) / (clean - bad)
 
@@ -449,6 +562,8 @@ def path_patching(params, config, pair: PatchPair, sender, receiver, via: str = 
     """
     if via not in ("q", "kv", "qkv"):
         raise ValueError(f"via={via!r}; choose 'q' (the receiver's queries), 'kv' (its keys and values) or 'qkv'")
+    _check_heads(config, [sender], "sender")
+    _check_heads(config, [receiver], "receiver")
     (s_layer, s_head), (r_layer, r_head) = sender, receiver
     if not s_layer < r_layer == config.n_layers - 1:
         raise ValueError(f"sender layer {s_layer}, receiver layer {r_layer}: the sender must come first and "
@@ -469,8 +584,44 @@ def path_patching(params, config, pair: PatchPair, sender, receiver, via: str = 
             c[:, r_head] = misconceptions.head_contributions(mixed, params.layers[layer].W_o)[:, r_head]
         return _layer_out(params, layer, c)
     clean, bad, _ = _ends(params, config, pair)
+    _restorable(clean, bad)
     patched = logit_difference(train.forward(params, pair.corrupt, config, patch=hook)[0], pair)
     return (patched - bad) / (clean - bad)
+
+
+def attribution_patching(params, config, pair: PatchPair) -> np.ndarray:
+    """-> (L, h): the first-order estimate of ``head_patching`` from ONE forward and ONE backward pass
+    of the corrupted run (attribution patching; Nanda 2023, Syed et al. 2023): each head's share is
+    g . (c_clean - c_corrupt) / (LD_clean - LD_corrupt), with g the gradient of the logit difference
+    with respect to the head's output c (B, T, D), summed over the batch, positions and D.
+    Exact where the model is linear in the head's output (a last-layer head); an approximation
+    through later layers' softmax (a layer-1 head read by layer 2).
+
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
+    >>> attribution_patching(params, config, make_pair(config, np.random.default_rng(0), 8)).shape
+    (2, 2)
+    """
+    _check_no_norm(config)
+    _, clean_cache = run_with_cache(params, pair.clean, config)
+    _, bad_cache = run_with_cache(params, pair.corrupt, config)
+    tape = []
+    logits, _ = train.forward(params, pair.corrupt, config, tape=tape)
+    tape.pop()  # the last residual stream
+    B = pair.corrupt.shape[0]
+    rows = np.arange(B)
+    g_logits = np.zeros_like(logits)  # (B, T, V): d LD / d logits
+    np.add.at(g_logits, (rows, pair.position, pair.answer), 1 / B)
+    np.add.at(g_logits, (rows, pair.position, pair.distractor), -1 / B)
+    g_x = g_logits @ params.unembed.T  # (B, T, V) x (V, D) -> (B, T, D): d LD / d the last residual stream
+    grads = [None] * config.n_layers
+    for layer in reversed(range(config.n_layers)):
+        grads[layer] = g_x  # d LD / d (this layer's output), which each head's output adds to
+        g_x = g_x + tape[layer][1](g_x)[0]
+    clean = logit_difference(train.forward(params, pair.clean, config)[0], pair)
+    bad = logit_difference(logits, pair)
+    _restorable(clean, bad)
+    return np.stack([np.einsum("bhtd,btd->h", clean_cache[layer] - bad_cache[layer], grads[layer])
+                     for layer in range(config.n_layers)]) / (clean - bad)  # (L, h)
 
 
 # ----------------------------------------------------------------------------- ablations
@@ -478,7 +629,7 @@ ABLATIONS = ("zero", "mean", "resample")
 
 
 def ablate_heads(params, config, tokens, heads, kind: str = "zero", reference=None) -> Callable:
-    """-> a ``patch`` hook for train.forward / train.metrics that ablates heads [(layer, head)]:
+    """-> a ``patch`` hook for train.forward / training.metrics that ablates heads [(layer, head)]:
     ``"zero"`` writes nothing; ``"mean"`` writes the head's mean output per position over the
     ``reference`` batch (B', T); ``"resample"`` writes its output on ``reference`` (B, T), another
     batch of the same shape (a different sequence for each row). ``tokens`` only fixes the shape.
@@ -486,15 +637,17 @@ def ablate_heads(params, config, tokens, heads, kind: str = "zero", reference=No
     if kind not in ABLATIONS:
         raise ValueError(f"kind={kind!r}; choose one of {ABLATIONS}")
     tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError(f"tokens has shape {tokens.shape}; give the batch's tokens (B, T)")
+    chosen = _check_heads(config, heads)
     if kind != "zero":
         if reference is None:
             raise ValueError(f"kind={kind!r} needs reference tokens (B, T): a batch drawn apart from the tokens")
         reference = np.asarray(reference)
-        if reference.shape[1] != tokens.shape[1] or (kind == "resample" and reference.shape != tokens.shape):
+        if reference.ndim != 2 or reference.shape[1] != tokens.shape[1] or (kind == "resample" and reference.shape != tokens.shape):
             raise ValueError(f"reference has shape {reference.shape}, tokens {tokens.shape}: mean needs the same T, "
                              "resample the same (B, T)")
         _, cache = run_with_cache(params, reference, config)
-    chosen = {(int(a), int(b)) for a, b in heads}
 
     def hook(layer, tr):
         c = misconceptions.head_contributions(tr, params.layers[layer].W_o)  # (B, h, T, D)
@@ -514,8 +667,8 @@ def ablation_losses(params, config, batch, reference, heads_sets) -> dict:
     """-> {kind: (len(heads_sets),)}: the loss increase on ``batch`` when each set of heads is ablated
     that way (``reference`` tokens for mean and resample), against the intact model's loss."""
     _check_no_norm(config)
-    base = train.metrics(params, batch, config).loss
-    return {kind: np.array([train.metrics(params, batch, config,
+    base = training.metrics(params, batch, config).loss
+    return {kind: np.array([training.metrics(params, batch, config,
                                           patch=ablate_heads(params, config, batch.tokens, heads, kind, reference)
                                           ).loss - base for heads in heads_sets])
             for kind in ABLATIONS}
@@ -532,9 +685,15 @@ def attention_rollout(weights_by_layer) -> np.ndarray:
     array([[0.75, 0.25],
            [0.25, 0.75]])
     """
+    layers = [np.asarray(w, dtype=float) for w in weights_by_layer]
+    if not layers:
+        raise ValueError("weights_by_layer is empty; give one layer's weights (B, h, T, T) or more")
+    for n, w in enumerate(layers):
+        if w.ndim != 4 or w.shape[-1] != w.shape[-2] or w.shape != layers[0].shape:
+            raise ValueError(f"layer {n}'s weights have shape {w.shape}; rollout needs every layer's self-attention "
+                             f"weights (B, h, T, T) of one shape (layer 0: {layers[0].shape})")
     out = None
-    for w in weights_by_layer:
-        w = np.asarray(w, dtype=float)
+    for w in layers:
         a = 0.5 * w.mean(1) + 0.5 * np.eye(w.shape[-1])  # (B, T, T): heads averaged, the residual added
         out = a if out is None else a @ out  # (B, T, T) x (B, T, T): the later layer reads the earlier
     return out
@@ -571,8 +730,8 @@ class Trajectory(NamedTuple):
 
 
 # The runs of notebook 14 §2: notebook 08's two-layer induction model, and the same with one layer.
-PHASE_CHANGE_CONFIGS = {"two_layer": train.CHECKPOINT_CONFIGS["induction"],
-                        "one_layer": train.CHECKPOINT_CONFIGS["induction"]._replace(n_layers=1)}
+PHASE_CHANGE_CONFIGS = {"two_layer": checkpoints.CHECKPOINT_CONFIGS["induction"],
+                        "one_layer": checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(n_layers=1)}
 PHASE_CHANGE_EVERY = 5
 
 
@@ -580,15 +739,15 @@ def _observe(params, config, probe) -> tuple:
     logits, weights = train.forward(params, probe.tokens, config)
     scores = head_scores(weights, probe.tokens)
     comp = (composition_scores(params, config)["K"] if config.n_layers > 1 else np.zeros((0, 0)))
-    return (train.metrics(params, probe, config).loss, np.stack([scores[n] for n in SCORE_NAMES]), comp,
+    return (training.metrics(params, probe, config).loss, np.stack([scores[n] for n in SCORE_NAMES]), comp,
             np.stack(weights)[:, 0].astype(np.float32))
 
 
 def train_trajectory(config, every: int = PHASE_CHANGE_EVERY, progress: bool = False,
                      callback: Optional[Callable] = None, n_probe: int = 64) -> Trajectory:
-    """config -> Trajectory: ``train.train(config)`` (the same run, the same numbers), observed at
+    """config -> Trajectory: ``training.train(config)`` (the same run, the same numbers), observed at
     step 0 and every ``every`` steps on a probe batch of ``n_probe`` sequences (seed config.seed + 3).
-    ``callback(step, metrics, params)`` is passed on to train.train (a live loss plot)."""
+    ``callback(step, metrics, params)`` is passed on to training.train (a live loss plot)."""
     _check_no_norm(config)
     probe = train.make_batch(config, np.random.default_rng(config.seed + 3), n_probe)
     seen = [(0, _observe(train.init_model(config), config, probe))]
@@ -597,7 +756,7 @@ def train_trajectory(config, every: int = PHASE_CHANGE_EVERY, progress: bool = F
         if (step + 1) % every == 0:
             seen.append((step + 1, _observe(params, config, probe)))
         return bool(callback(step, metrics, params)) if callback is not None else False
-    _, history = train.train(config, callback=watch, progress=progress)
+    _, history = training.train(config, callback=watch, progress=progress)
     parts = list(zip(*[obs for _, obs in seen]))
     return Trajectory(config, np.array([s for s, _ in seen]), history.losses, np.array(parts[0]),
                       np.stack(parts[1]), np.stack(parts[2]), np.stack(parts[3]), probe.tokens[0])
@@ -614,7 +773,7 @@ def formation_step(trajectory: Trajectory, threshold: float = 0.5) -> Optional[i
 
 def trajectory_path() -> Path:
     """-> the shipped trajectories (``mha_course/checkpoints/phase_change.npz``)."""
-    return train.CHECKPOINT_DIR / "phase_change.npz"
+    return checkpoints.CHECKPOINT_DIR / "phase_change.npz"
 
 
 def trajectory_arrays(progress: bool = False) -> dict:
@@ -632,17 +791,151 @@ def trajectory_arrays(progress: bool = False) -> dict:
 
 def save_trajectories(path=None, progress: bool = False) -> Path:
     """``trajectory_arrays`` written to ``path`` (default: the shipped file), atomically."""
-    return train.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
+    return checkpoints.write_npz(trajectory_path() if path is None else path, trajectory_arrays(progress))
 
 
 def load_trajectories(path=None) -> dict:
     """-> {name: Trajectory} as ``save_trajectories`` wrote them (default: the shipped file)."""
     path = Path(trajectory_path() if path is None else path)
-    if not path.exists():
-        raise ValueError(f"no trajectories at {path}; make them with `mha-course train phase_change`")
+    fix = "make them with `mha-course train phase_change`"
+    z = checkpoints.read_npz(path, "trajectory file", fix)
     out = {}
-    with np.load(path, allow_pickle=False) as z:
-        for name in PHASE_CHANGE_CONFIGS:
+    for name in PHASE_CHANGE_CONFIGS:
+        missing = [f"{name}.{f}" for f in Trajectory._fields if f"{name}.{f}" not in z]
+        if missing:
+            raise ValueError(f"{path} holds no {', '.join(missing[:3])}: it is not a trajectory file (a checkpoint?); "
+                             f"{fix}")
+        try:
             config = train.Config(**json.loads(str(z[f"{name}.config"])))
-            out[name] = Trajectory(config, *(z[f"{name}.{f}"] for f in Trajectory._fields[1:]))
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: {name}.config is not a model configuration; {fix}") from None
+        out[name] = Trajectory(config, *(z[f"{name}.{f}"] for f in Trajectory._fields[1:]))
     return out
+
+
+# ----------------------------------------------------------------------------- over seeds
+SEEDS = (0, 1, 2, 3, 4)  # seed 0 is the shipped checkpoint's run
+
+
+def _roles(params, config, probe) -> tuple:
+    """-> (previous-token head, the other layer-0 head, induction head, the other layer-1 head) as (layer, head)."""
+    scores = head_scores(train.forward(params, probe.tokens, config)[1], probe.tokens)
+    prev = int(np.argmax(scores["previous_token"][0]))
+    ind = int(np.argmax(scores["prefix_matching"][1]))
+    return (0, prev), (0, 1 - prev), (1, ind), (1, 1 - ind)
+
+
+def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 1400) -> dict:
+    """One trained seed -> {quantity: float}, its heads named by role (they differ between seeds)."""
+    probe = train.make_batch(config, np.random.default_rng(rng_seed), 256)
+    pair = make_pair(config, np.random.default_rng(rng_seed + 1), 128, corrupt="key")
+    pair_v = make_pair(config, np.random.default_rng(rng_seed + 1), 128, corrupt="value")
+    reference = train.make_batch(config, np.random.default_rng(rng_seed + 2), 256).tokens
+    prev, other, ind, backup = roles = _roles(params, config, probe)
+    names = ("prev", "other", "ind", "backup")
+    scores = head_scores(train.forward(params, probe.tokens, config)[1], probe.tokens)
+    comp = composition_scores(params, config)
+    dla = direct_logit_attribution(params, config, probe)
+    key, value = head_patching(params, config, pair), head_patching(params, config, pair_v)
+    attr = attribution_patching(params, config, pair)
+    rep = repeated_tokens(config.vocab, config.seq_len // 2, 256, np.random.default_rng(rng_seed + 4))
+    rep_w = train.forward(params, rep, config)[1]
+    abl = ablation_losses(params, config, probe, reference, [[r] for r in roles] + [[ind, backup]])
+    prev_best = two.scores[:, SCORE_NAMES.index("previous_token"), 0].max(-1)  # (n,): the best layer-0 head
+    top = [w.max(-1).mean(axis=(0, 2)) for w in train.forward(params, probe.tokens, config)[1]]  # [(h,)] * L
+    row = {"formation_step": formation_step(two),  # None (NaN) when no layer-1 head reaches 0.5 in the run
+           "final_loss": two.probe_loss[-1],
+           "previous_token_step": two.steps[np.argmax(prev_best >= 0.5)] if (prev_best >= 0.5).any() else np.nan,
+           "top_weight_prev": top[0][prev[1]], "top_weight_ind": top[1][ind[1]],
+           "one_layer_loss": one.probe_loss[-1],
+           "one_layer_prefix": one.scores[:, SCORE_NAMES.index("prefix_matching"), -1].max(),
+           "previous_token_prev": scores["previous_token"][prev], "prefix_ind": scores["prefix_matching"][ind],
+           "prefix_backup": scores["prefix_matching"][backup],
+           "repeat_ind": repeat_induction_score(rep_w[1], config.seq_len // 2)[ind[1]]}
+    for kind in "QKV":
+        row[f"{kind.lower()}_comp_ind"] = comp[kind][prev[1], ind[1]]
+        row[f"{kind.lower()}_comp_backup"] = comp[kind][prev[1], backup[1]]
+    row["copying_ind"] = copying_score(ov_circuit(params, config, *ind))
+    row["copying_prev"] = copying_score(ov_circuit(params, config, *prev))
+    row["dla_ind"], row["dla_prev"] = dla.heads[ind], dla.heads[prev]
+    for name, r in zip(names, roles):
+        row[f"patch_{name}"], row[f"patch_value_{name}"], row[f"attribution_{name}"] = key[r], value[r], attr[r]
+    row["path_q"] = path_patching(params, config, pair, prev, ind, "q")
+    row["path_kv"] = path_patching(params, config, pair, prev, ind, "kv")
+    for kind in ABLATIONS:
+        for name, v in zip((*names, "both"), abl[kind]):
+            row[f"{kind}_{name}"] = v
+    return {k: np.nan if v is None else float(v) for k, v in row.items()}  # None: the head never formed
+
+
+def seed_results(seeds=SEEDS, progress: bool = False) -> dict:
+    """-> {quantity: (len(seeds),)} plus "seeds" and the random composition baseline ("baseline" (200,)):
+    notebook 08's induction model and its one-layer twin trained with each seed (``train_trajectory``),
+    then every experiment of notebook 14 run on it with its heads named by role (prev, other, ind, backup).
+    What ``mha-course train circuit_seeds`` runs (about 20 s of CPU per seed)."""
+    rows = []
+    for seed in seeds:
+        configs = {name: c._replace(seed=int(seed)) for name, c in PHASE_CHANGE_CONFIGS.items()}
+        final = {}
+        two = train_trajectory(configs["two_layer"], progress=progress,
+                               callback=lambda step, m, p: final.update(params=p) or False)
+        one = train_trajectory(configs["one_layer"], progress=progress)
+        rows.append(_seed_row(final["params"], configs["two_layer"], two, one))
+    config = PHASE_CHANGE_CONFIGS["two_layer"]
+    out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    out["seeds"] = np.array(seeds, dtype=np.int64)
+    out["baseline"] = composition_baseline_scores(config.d_model, config.d_model // config.h, np.random.default_rng(0))
+    return out
+
+
+def seed_results_path() -> Path:
+    """-> the shipped results over seeds (``mha_course/checkpoints/circuit_seeds.npz``)."""
+    return checkpoints.CHECKPOINT_DIR / "circuit_seeds.npz"
+
+
+def load_seed_results(path=None) -> dict:
+    """-> {quantity: (n_seeds,)} as ``seed_results`` made them (default: the shipped file)."""
+    path = Path(seed_results_path() if path is None else path)
+    z = checkpoints.read_npz(path, "results file", "make it with `mha-course train circuit_seeds`")
+    if "seeds" not in z or "baseline" not in z:
+        raise ValueError(f"{path} holds no 'seeds' or 'baseline': it is not a results file of seed_results; "
+                         "make it with `mha-course train circuit_seeds`")
+    return z
+
+
+def formed(results: dict) -> np.ndarray:
+    """results of ``seed_results`` -> (n_seeds,) bool: the seeds whose induction head formed within the run."""
+    return np.isfinite(np.asarray(results["formation_step"], dtype=float))
+
+
+def seed_summary(values, decimals: int = 3) -> str:
+    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), to ``decimals`` places.
+
+    >>> seed_summary([1.0, 2.0, 3.0]), seed_summary([375, 540, 505, 385], decimals=0)
+    ('2.000 ± 1.000', '451 ± 84')
+    """
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size < 2 or not np.isfinite(v).all():
+        raise ValueError(f"values has shape {v.shape}; give one finite value per seed, at least 2 seeds")
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= 12:
+        raise ValueError(f"decimals={decimals!r} must be a whole number from 0 to 12")
+    return f"{v.mean():.{decimals}f} ± {v.std(ddof=1):.{decimals}f}"
+
+
+def compare_over_seeds(a, b) -> str:
+    """a, b (n,): one value per seed, paired -> "a > b", "a < b" or "within the noise".
+
+    A difference counts when it has the same sign in every seed and its mean is larger than its
+    spread (the standard deviation of the per-seed differences); otherwise it is within the noise.
+
+    >>> compare_over_seeds([2.0, 2.1, 1.9], [1.0, 1.0, 1.1]), compare_over_seeds([1.0, 2.0, 1.5], [1.1, 1.0, 1.0])
+    ('a > b', 'within the noise')
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2 or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError(f"a has shape {a.shape} and b {b.shape}; give one finite value per seed for each "
+                         "(the same seeds, at least 2)")
+    d = a - b
+    if abs(d.mean()) > d.std(ddof=1) and (np.all(d > 0) or np.all(d < 0)):
+        return "a > b" if d.mean() > 0 else "a < b"
+    return "within the noise"

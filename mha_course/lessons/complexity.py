@@ -21,6 +21,7 @@ from .. import _validate
 from ..mha import init_params, multi_head_attention
 
 __all__ = ["Ledger", "ledger", "projection_flops", "attention_flops", "crossover_seq_len",
+           "ffn_flops", "layer_crossover_seq_len", "causal_attention_flops", "decode_intensity",
            "score_memory_bytes", "param_count", "format_count", "format_bytes",
            "time_sweep", "loglog_slope"]
 
@@ -48,6 +49,71 @@ def attention_flops(T: int, d_model: int, S: int | None = None) -> int:
 def crossover_seq_len(d_model: int) -> int:
     """The seq_len where attention FLOPs equal projection FLOPs in self-attention: 2·d_model."""
     return 2 * d_model
+
+
+def ffn_flops(T: int, d_model: int, expansion: int = 4) -> int:
+    """FLOPs of the feed-forward sub-layer beside attention: (T, D)(D, e·D), then (T, e·D)(e·D, D).
+
+    2·T·D·(e·D) per product, two products: 4·e·T·D², i.e. 16·T·D² for the usual e = 4.
+
+    >>> ffn_flops(10, 4)
+    2560
+    """
+    T = _validate.positive_int(T, "T")
+    d_model = _validate.positive_int(d_model, "d_model")
+    expansion = _validate.positive_int(expansion, "expansion")
+    return 4 * expansion * T * d_model * d_model
+
+
+def layer_crossover_seq_len(d_model: int, expansion: int = 4) -> int:
+    """The seq_len where attention's 4·T²·D equals the rest of a Transformer layer's FLOPs.
+
+    The rest is the projections' 8·T·D² plus the FFN's 4·e·T·D², so the two are equal at
+    T = (2 + e)·D: 6·d_model for e = 4 (against 2·d_model for the attention block alone).
+
+    >>> layer_crossover_seq_len(512)
+    3072
+    >>> T = layer_crossover_seq_len(64)
+    >>> attention_flops(T, 64) == projection_flops(T, 64) + ffn_flops(T, 64)
+    True
+    """
+    d_model = _validate.positive_int(d_model, "d_model")
+    expansion = _validate.positive_int(expansion, "expansion")
+    return (2 + expansion) * d_model
+
+
+def causal_attention_flops(T: int, d_model: int) -> int:
+    """FLOPs of Q Kᵀ and weights · V when only the T·(T+1)/2 allowed scores are computed.
+
+    A causal kernel that skips the masked blocks does 4·D·T(T+1)/2 = 2·D·T·(T+1): a share of
+    (T+1)/(2T) of ``attention_flops(T, D)``, about half for long sequences.
+
+    >>> causal_attention_flops(4, 2), attention_flops(4, 2)
+    (80, 128)
+    """
+    T = _validate.positive_int(T, "T")
+    d_model = _validate.positive_int(d_model, "d_model")
+    return 2 * d_model * T * (T + 1)
+
+
+def decode_intensity(T: int, d_model: int, bytes_per_number: int = 2) -> float:
+    """FLOPs per byte read when one new token is decoded against a cache of T earlier ones.
+
+    One attention block, one token: the projections do 8·D² FLOPs and read the 4·D² weights;
+    attention does 4·T·D FLOPs and reads the 2·T·D cached keys and values. So the ratio is
+    (8·D² + 4·T·D) / ((4·D² + 2·T·D)·bytes) = 2 / bytes_per_number, whatever T and D are:
+    1 FLOP per byte in 16-bit numbers. Far too little to keep a GPU's arithmetic busy, so
+    decoding is limited by memory bandwidth (notebook 09's KV cache).
+
+    >>> decode_intensity(1024, 512), decode_intensity(8, 4096, bytes_per_number=4)
+    (1.0, 0.5)
+    """
+    T = _validate.positive_int(T, "T")
+    d_model = _validate.positive_int(d_model, "d_model")
+    bytes_per_number = _validate.positive_int(bytes_per_number, "bytes_per_number")
+    flops = 8 * d_model * d_model + 4 * T * d_model
+    read = (4 * d_model * d_model + 2 * T * d_model) * bytes_per_number
+    return flops / read
 
 
 def score_memory_bytes(B: int, h: int, T: int, S: int | None = None, dtype=np.float32) -> int:

@@ -6,13 +6,13 @@ Without a cache, every step runs ``train.forward`` over the whole sequence so fa
 last position's logits: step t costs a forward pass over t tokens. With a cache, the prompt is
 run once (the **prefill**) and each **decode step** runs one token through every layer, reading
 the keys and values of the earlier tokens from that layer's ``KVCache``. Both pick the same
-tokens (greedy: the most likely next token), which tests/test_decode.py checks.
+tokens (greedy: the most likely next token), which tests/lessons/test_gqa.py checks.
 
 The caches are the only state: ``new_caches`` makes them, ``forward_cached`` fills them in place.
 
+    from mha_course.lessons import checkpoints
     from mha_course.lessons import gqa as decode
-    from mha_course.lessons import model as train
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     tokens = decode.generate(params, config, prompt, 8, use_cache=True, progress=True)
 
 Taught in 09_kv_cache_and_gqa.ipynb.

@@ -31,9 +31,10 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import _validate
-from ..efficient import merge_attention_partials, split_kv_partials
-from ..fast import run_jobs
+from ..efficient import check_attention_inputs, merge_attention_partials, split_kv_partials
 from ..gqa import KVCache, RollingKVCache, cached_causal_mask, dequantize_kv, quantize_kv
+from ..runtime import run_jobs
+from . import checkpoints
 from . import gqa as decode
 from . import model as train
 
@@ -45,14 +46,14 @@ __all__ = ["SCHEMES", "TRAIN_LEN", "LENGTHS", "load_scheme", "length_models", "a
            "weight_by_distance"]
 
 SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
-TRAIN_LEN = train.LONG_CONTEXT.seq_len  # 16
+TRAIN_LEN = checkpoints.LONG_CONTEXT.seq_len  # 16
 LENGTHS = (TRAIN_LEN, 2 * TRAIN_LEN, 4 * TRAIN_LEN)
 
 
 # ----------------------------------------------------------------------------- the trained models
 def load_scheme(name: str) -> tuple:
     """name ("rope", "rope_yarn_tuned", ...) -> (Config, Model) of the shipped ``long_<name>`` checkpoint."""
-    config, params, _ = train.load_checkpoint(train.checkpoint_path(f"long_{name}"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path(f"long_{name}"))
     return config, params
 
 
@@ -73,7 +74,7 @@ def at_length(params, config, T: int, rng: Optional[np.random.Generator] = None)
     ``rng``, default seeded by T): rows a model allocated but never trained hold just that,
     because no gradient reaches a position no training sequence had. Other schemes need nothing.
 
-    >>> cfg, m = at_length(train.init_model(train.LONG_CONTEXT), train.LONG_CONTEXT, 64)
+    >>> cfg, m = at_length(train.init_model(checkpoints.LONG_CONTEXT), checkpoints.LONG_CONTEXT, 64)
     >>> cfg.seq_len, m.pos.shape
     (64, (64, 32))
     """
@@ -89,7 +90,7 @@ def at_length(params, config, T: int, rng: Optional[np.random.Generator] = None)
 def stretched_batch(config, T: int, rng: np.random.Generator, n: int = 256):
     """The induction task at T tokens: [noise][A][A], |A| from T/4 to T/2 (train.make_batch at seq_len T).
 
-    >>> stretched_batch(train.LONG_CONTEXT, 64, np.random.default_rng(0), 2).tokens.shape
+    >>> stretched_batch(checkpoints.LONG_CONTEXT, 64, np.random.default_rng(0), 2).tokens.shape
     (2, 64)
     """
     return train.make_batch(config._replace(seq_len=_validate.positive_int(T, "T")), rng, n)
@@ -100,7 +101,7 @@ def shifted_batch(config, T: int, rng: np.random.Generator, n: int = 256):
 
     The same copies and distances as in training, at positions seq_len .. T - 1 that training never had.
 
-    >>> b = shifted_batch(train.LONG_CONTEXT, 48, np.random.default_rng(0), 2)
+    >>> b = shifted_batch(checkpoints.LONG_CONTEXT, 48, np.random.default_rng(0), 2)
     >>> b.tokens.shape, bool(b.scored[:, :32].any())
     ((2, 48), False)
     """
@@ -119,9 +120,16 @@ def token_losses(logits, targets) -> np.ndarray:
     >>> token_losses(np.zeros((1, 1, 4)), np.array([[2]])).round(4)  # uniform over 4: ln 4
     array([[1.3863]])
     """
-    z = np.asarray(logits) - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
+    logits = _validate.finite_array(logits, "logits")
+    if logits.ndim < 1 or logits.shape[-1] == 0:
+        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1 (one score per token)")
+    targets = _validate.token_ids(targets, logits.shape[-1], "targets")
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets has shape {targets.shape} but logits {logits.shape}; targets must be "
+                         f"{logits.shape[:-1]}: one target per position")
+    z = logits - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
     lse = np.log(np.exp(z).sum(-1))  # (B, T)
-    return lse - np.take_along_axis(z, np.asarray(targets)[..., None], -1)[..., 0]
+    return lse - np.take_along_axis(z, targets[..., None], -1)[..., 0]
 
 
 def position_losses(params, config, batch) -> np.ndarray:
@@ -184,9 +192,9 @@ def format_table(table: dict, lengths=LENGTHS, train_len: int = TRAIN_LEN) -> st
 
 def rope_variants(config, params) -> dict:
     """The trained RoPE model -> {name: (Config, Model)}: unchanged, and with each scaling of
-    train.LONG_SCALINGS (factor 4), the same weights (no retraining)."""
+    checkpoints.LONG_SCALINGS (factor 4), the same weights (no retraining)."""
     out = {"rope": (config, params)}
-    for name, scaling in train.LONG_SCALINGS.items():
+    for name, scaling in checkpoints.LONG_SCALINGS.items():
         out[f"rope + {name}"] = (config._replace(rope_scaling=scaling), params)
     return out
 
@@ -198,7 +206,7 @@ def tuned_variants() -> dict:
     the other models (the fine-tune itself ran at 64 tokens).
     """
     out = {}
-    for name in ("rope", *train.LONG_SCALINGS):
+    for name in ("rope", *checkpoints.LONG_SCALINGS):
         tag = "rope_tuned" if name == "rope" else f"rope_{name}_tuned"
         config, params = load_scheme(tag)
         out["rope, tuned" if name == "rope" else f"rope + {name}, tuned"] = (config._replace(seq_len=TRAIN_LEN), params)
@@ -243,7 +251,7 @@ def stream_batch(config, episodes: int, rng: np.random.Generator, n: int = 64):
 
     A stream longer than training, in which every part is the task the model knows.
 
-    >>> stream_batch(train.LONG_CONTEXT, 8, np.random.default_rng(0), 3).tokens.shape
+    >>> stream_batch(checkpoints.LONG_CONTEXT, 8, np.random.default_rng(0), 3).tokens.shape
     (3, 128)
     """
     parts = [train.make_batch(config, rng, n) for _ in range(_validate.positive_int(episodes, "episodes"))]
@@ -251,20 +259,29 @@ def stream_batch(config, episodes: int, rng: np.random.Generator, n: int = 64):
 
 
 def stream_position_losses(params, config, batch, window: Optional[int] = None, sinks: int = 0,
-                           chunk: Optional[int] = None) -> tuple:
+                           chunk: Optional[int] = None, positions: str = "absolute") -> tuple:
     """Model, Batch -> (position losses (T,), Metrics): full attention (``window`` None), or decoding
-    through one ``RollingKVCache(window, sinks)`` per layer, ``chunk`` tokens per call (default: window).
+    through one ``RollingKVCache(window, sinks, positions=positions)`` per layer, ``chunk`` tokens per
+    call (default: window; one token with ``positions="cache"``, StreamingLLM's, RoPE models only).
 
     Each call attends over what the caches hold, exactly as token-by-token decoding would
-    (tests/test_long_context_core.py checks that against the masked full attention).
+    (tests/core/test_long_context_core.py checks that against the masked full attention).
     """
+    if positions == "cache" and config.positions != "rope":
+        raise ValueError(f"positions='cache' moves RoPE rotations inside the cache; this model has "
+                         f"positions={config.positions!r}: use positions='absolute'")
     if window is None:
+        if chunk is not None or sinks:
+            raise ValueError(f"chunk={chunk!r} and sinks={sinks!r} apply to a rolling cache: give window= too "
+                             "(window=None is full attention, in one call)")
         logits, _ = train.forward(params, batch.tokens, config)
     else:
         B, T = batch.tokens.shape
         h_kv, d_k = config.h_kv or config.h, config.d_model // config.h
-        caches = [RollingKVCache(B, h_kv, d_k, window, sinks) for _ in params.layers]
-        step = chunk or window
+        rope_base = config.rope_base if positions == "cache" else None
+        caches = [RollingKVCache(B, h_kv, d_k, window, sinks, positions=positions, rope_base=rope_base)
+                  for _ in params.layers]
+        step = 1 if positions == "cache" else window if chunk is None else _validate.positive_int(chunk, "chunk")
         logits = np.concatenate([decode.forward_cached(params, batch.tokens[:, t:t + step], config, caches)
                                  for t in range(0, T, step)], axis=1)  # (B, T, V)
     metrics, per_position = _scored_losses(logits, batch)
@@ -291,6 +308,12 @@ class PagedKVCache:
         n_blocks, self.block_size, self.h_kv, self.d_k = (
             _validate.positive_int(v, n) for v, n in
             ((n_blocks, "n_blocks"), (block_size, "block_size"), (h_kv, "h_kv"), (d_k, "d_k")))
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            dtype = None
+        if dtype is None or dtype.kind != "f":
+            raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
         self.keys = np.zeros((n_blocks, self.h_kv, self.block_size, self.d_k), dtype)  # the pool
         self.values = np.zeros_like(self.keys)
         self.free = list(range(n_blocks))
@@ -299,21 +322,50 @@ class PagedKVCache:
 
     def sequence(self, seq) -> "PagedSequence":
         """The cache of sequence ``seq`` (created empty on first use)."""
+        try:
+            hash(seq)
+        except TypeError:
+            raise TypeError(f"seq={seq!r} must be a hashable id, such as the request's number") from None
         self.tables.setdefault(seq, [])
         self.lengths.setdefault(seq, 0)
         return PagedSequence(self, seq)
 
+    def held(self, seq) -> tuple:
+        """(block table, length) of sequence ``seq``; a ValueError if the pool does not hold it."""
+        if seq not in self.tables:
+            known = ", ".join(repr(k) for k in self.tables) or "none"
+            raise ValueError(f"the pool holds no sequence {seq!r} (it holds: {known}); it was released or never "
+                             f"made: call pool.sequence({seq!r}) for a new, empty one")
+        return self.tables[seq], self.lengths[seq]
+
+    def _checked(self, a, name: str) -> np.ndarray:
+        """K or V: real, finite, (1, h_kv, T >= 1, d_k), values that fit the pool's dtype."""
+        a = _validate.finite_array(a, name)
+        want = f"(1, h_kv={self.h_kv}, T >= 1, d_k={self.d_k})"
+        if a.ndim != 4 or a.shape[0] != 1 or a.shape[1] != self.h_kv or a.shape[3] != self.d_k or a.shape[2] < 1:
+            fix = ("a PagedKVCache sequence holds one row: append each row to its own pool.sequence(i)"
+                   if a.ndim == 4 and a.shape[0] > 1 else "make the pool with the sizes of your keys")
+            raise ValueError(f"{name} has shape {a.shape}; a sequence of this pool takes {want}: {fix}")
+        return _validate.cast(a, self.keys.dtype, name, "make the PagedKVCache with dtype=np.float32 (or np.float64)")
+
     def append(self, seq, K, V) -> tuple:
-        """K, V (1, h_kv, T, d_k) of sequence ``seq`` -> all its keys and values (1, h_kv, length, d_k)."""
+        """K, V (1, h_kv, T, d_k) of sequence ``seq`` -> all its keys and values (1, h_kv, length, d_k).
+
+        Everything is checked before anything changes: a refused append leaves the pool as it was.
+        """
+        table, n = self.held(seq)
+        K, V = self._checked(K, "K"), self._checked(V, "V")
+        if K.shape != V.shape:
+            raise ValueError(f"K has shape {K.shape} but V has shape {V.shape}; give one value per key")
         T = K.shape[2]
-        table, n = self.tables[seq], self.lengths[seq]
-        for i in range(T):  # token by token: a new block only when the last one is full
+        need = -(-(n + T) // self.block_size) - len(table)  # new blocks for the T tokens
+        if need > len(self.free):
+            raise ValueError(f"sequence {seq!r} needs {need} more blocks of {self.block_size} for {T} tokens, but "
+                             f"only {len(self.free)} of the pool's {self.keys.shape[0]} are free (the rest are all in use); make a bigger "
+                             "PagedKVCache or release finished sequences")
+        table.extend(self.free.pop(0) for _ in range(need))  # a new block only when the last one is full
+        for i in range(T):
             pos = n + i
-            if pos % self.block_size == 0:
-                if not self.free:
-                    raise ValueError(f"the pool's {self.keys.shape[0]} blocks are all in use; make a bigger "
-                                     "PagedKVCache or release finished sequences")
-                table.append(self.free.pop(0))
             block, slot = table[pos // self.block_size], pos % self.block_size
             self.keys[block, :, slot], self.values[block, :, slot] = K[0, :, i], V[0, :, i]
         self.lengths[seq] = n + T
@@ -321,15 +373,16 @@ class PagedKVCache:
 
     def gather(self, seq) -> tuple:
         """Sequence ``seq``'s keys and values in order, read through its block table: (1, h_kv, length, d_k)."""
-        table, n = self.tables[seq], self.lengths[seq]
+        table, n = self.held(seq)
         K = self.keys[table].transpose(1, 0, 2, 3).reshape(self.h_kv, -1, self.d_k)[:, :n]  # (h_kv, n, d_k)
         V = self.values[table].transpose(1, 0, 2, 3).reshape(self.h_kv, -1, self.d_k)[:, :n]
         return K[None], V[None]
 
     def release(self, seq) -> None:
         """Give sequence ``seq``'s blocks back to the free list."""
-        self.free.extend(self.tables.pop(seq))
-        self.lengths.pop(seq)
+        table, _ = self.held(seq)
+        self.free.extend(table)
+        del self.tables[seq], self.lengths[seq]
 
     @property
     def used_slots(self) -> int:
@@ -346,19 +399,22 @@ class PagedSequence:
     """One sequence of a PagedKVCache, with KVCache's interface for grouped_query_attention."""
 
     def __init__(self, pool: PagedKVCache, seq):
+        if not isinstance(pool, PagedKVCache):
+            raise TypeError(f"pool must be a PagedKVCache, got {type(pool).__name__}; use pool.sequence(i)")
+        pool.held(seq)
         self.pool, self.seq = pool, seq
         self.shape = (1, pool.h_kv, pool.d_k)
 
     @property
     def length(self) -> int:
-        return self.pool.lengths[self.seq]
+        return self.pool.held(self.seq)[1]
 
     def next_mask(self, T: int) -> np.ndarray:
         """T new queries -> (T, length + T) bool, causal (as KVCache.next_mask)."""
         return cached_causal_mask(T, self.length)
 
     def append(self, K, V) -> tuple:
-        return self.pool.append(self.seq, np.asarray(K), np.asarray(V))
+        return self.pool.append(self.seq, K, V)
 
 
 class ServeResult(NamedTuple):
@@ -377,6 +433,20 @@ def serve(params, config, prompts, n_new: int, *, max_len: int, block_size: Opti
     requests. Both run decode.forward_cached, so the tokens and logits are the same.
     """
     n_new = _validate.positive_int(n_new, "n_new")
+    max_len = _validate.positive_int(max_len, "max_len")
+    if block_size is not None:
+        block_size = _validate.positive_int(block_size, "block_size")
+    if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__") or len(prompts) == 0:
+        raise ValueError(f"prompts must be a non-empty list of prompts (1-D token ids), got {type(prompts).__name__}"
+                         f"{'' if not hasattr(prompts, '__len__') else ' of length ' + str(len(prompts))}; "
+                         "give at least one, e.g. [np.array([1, 2, 3])]")
+    prompts = [_validate.token_ids(p, config.vocab, f"prompts[{i}]") for i, p in enumerate(prompts)]
+    for i, p in enumerate(prompts):
+        if p.ndim != 1 or p.size == 0:
+            raise ValueError(f"prompts[{i}] has shape {p.shape}; each prompt is 1-D with at least one token")
+        if p.size + n_new > max_len:
+            raise ValueError(f"prompts[{i}] has {p.size} tokens and n_new={n_new}: {p.size + n_new} > "
+                             f"max_len={max_len}; give max_len >= {p.size + n_new}")
     h_kv, d_k = config.h_kv or config.h, config.d_model // config.h
     if block_size is None:
         caches = [[KVCache(1, h_kv, d_k, max_len) for _ in params.layers] for _ in prompts]
@@ -407,17 +477,23 @@ def _greedy(params, config, prompt, n_new: int, caches) -> tuple:
 
 
 # ----------------------------------------------------------------------------- split-KV, timed
-def split_kv_threaded(Q, K, V, n_splits: int, workers: int) -> np.ndarray:
-    """``split_kv_attention`` with its chunks computed in parallel (``workers`` > 1: the package's one
-    pool of a thread per core, BLAS on one thread inside it, ``fast.run_jobs``), then merged: the same
-    numbers, for timing."""
-    chunks = np.array_split(np.arange(K.shape[-2]), _validate.positive_int(n_splits, "n_splits"))
+def split_kv_threaded(Q, K, V, n_splits: int, workers: int, mask=None) -> np.ndarray:
+    """``split_kv_attention`` (the same inputs, the same numbers) with its chunks computed in parallel
+    (``workers`` > 1: the package's one pool of a thread per core, BLAS on one thread inside it,
+    ``fast.run_jobs``), then merged; for timing. n_splits > S runs S chunks of one key."""
+    Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
+    n_splits, workers = _validate.positive_int(n_splits, "n_splits"), _validate.positive_int(workers, "workers")
+    S = K.shape[-2]
+    if mask is not None:
+        mask = np.broadcast_to(mask, mask.shape[:-1] + (S,))  # (..., T|1, S): sliced per chunk
+    chunks = [c for c in np.array_split(np.arange(S), n_splits) if c.size]
     parts = [None] * len(chunks)
 
     def part(i):
-        parts[i] = split_kv_partials(Q, K[..., chunks[i], :], V[..., chunks[i], :], 1)
+        c = chunks[i]
+        parts[i] = split_kv_partials(Q, K[..., c, :], V[..., c, :], 1, None if mask is None else mask[..., c])
 
-    run_jobs(part, list(range(len(chunks))), parallel=_validate.positive_int(workers, "workers") > 1)
+    run_jobs(part, list(range(len(chunks))), parallel=workers > 1)
     return merge_attention_partials([o[0] for o, _ in parts], [lse[0] for _, lse in parts])
 
 
@@ -460,7 +536,11 @@ def quantized_kv_bytes_per_token(layers: int, h_kv: int, d_k: int, bits: int, sc
     >>> [quantized_kv_bytes_per_token(32, 8, 128, b) for b in (16, 8, 4)]  # a 7B-class GQA model
     [131072.0, 66560.0, 33792.0]
     """
-    layers, h_kv, d_k = (_validate.positive_int(v, n) for v, n in ((layers, "layers"), (h_kv, "h_kv"), (d_k, "d_k")))
+    layers, h_kv, d_k, scale_bytes = (_validate.positive_int(v, n) for v, n in (
+        (layers, "layers"), (h_kv, "h_kv"), (d_k, "d_k"), (scale_bytes, "scale_bytes")))
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 16:
+        raise ValueError(f"bits={bits!r} must be a whole number from 2 to 16 (16: float16; 8 and 4 the usual "
+                         "quantised caches)")
     if bits == 16:
         return float(2 * layers * h_kv * d_k * 2)
     return float(2 * layers * h_kv * (d_k * bits / 8 + scale_bytes))
@@ -472,5 +552,8 @@ def uniform_share(T: int) -> float:
     >>> round(uniform_share(3), 4)  # queries 1 and 2 see 2 and 3 keys: (1/2 + 1/3) / 2
     0.4167
     """
-    return float(np.mean(1.0 / (np.arange(1, _validate.positive_int(T, "T")) + 1)))
+    T = _validate.positive_int(T, "T")
+    if T < 2:
+        raise ValueError(f"T={T}: the share is over queries 1 .. T-1, and T=1 has none; give T >= 2")
+    return float(np.mean(1.0 / (np.arange(1, T) + 1)))
 

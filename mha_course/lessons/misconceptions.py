@@ -19,22 +19,28 @@ Taught in 11_misconceptions_and_interview.ipynb.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from ..attention import causal_mask, softmax
 from ..mha import init_params, multi_head_attention
+from . import checkpoints, training
 from . import model as train
 
 __all__ = ["DATA_DIR", "residual_stream", "ENSEMBLE_CONFIG", "ensemble_paths", "make_ensemble", "load_ensemble",
-           "ablated_metrics", "keep_only", "ensemble_metrics", "head_contributions", "head_attribution",
+           "ablated_metrics", "keep_only", "ensemble_metrics", "JOINT_SEEDS", "joint_paths", "make_joint_models",
+           "load_joint_models", "SeedVerdict", "ensemble_verdict", "head_contributions", "head_attribution",
            "key_attribution",
            "rank_correlation", "rnn_scan", "sequential_steps"]
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 # Independent single-head models at the induction checkpoint's d_model (`make_ensemble` re-makes them).
-ENSEMBLE_CONFIG = train.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
-ENSEMBLE_SEEDS = (0, 1)
+ENSEMBLE_CONFIG = checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(h=1)
+ENSEMBLE_SEEDS = (0, 1, 2)
+# The jointly trained h = 2 induction model of notebook 08 (seed 0, its shipped checkpoint) and two more
+# seeds of the same config (``make_joint_models`` re-makes them): section 2's verdict is read over all three.
+JOINT_SEEDS = (0, 1, 2)
 
 
 def ensemble_paths() -> list[Path]:
@@ -48,26 +54,77 @@ def make_ensemble(folder=None) -> list[Path]:
     paths = []
     for seed, path in zip(ENSEMBLE_SEEDS, ensemble_paths()):
         config = ENSEMBLE_CONFIG._replace(seed=seed)
-        params, _ = train.train(config)
-        paths.append(train.save_checkpoint(folder / path.name, params, config))
+        params, _ = training.train(config)
+        paths.append(checkpoints.save_checkpoint(folder / path.name, params, config))
     return paths
 
 
 def load_ensemble() -> list[tuple]:
     """-> [(Config, Model)] of the shipped single-head members."""
-    return [train.load_checkpoint(p)[:2] for p in ensemble_paths()]
+    return [checkpoints.load_checkpoint(p)[:2] for p in ensemble_paths()]
+
+
+def joint_paths() -> list[Path]:
+    """-> the checkpoints of the jointly trained h = 2 models, one per seed of JOINT_SEEDS (seed 0: 08's)."""
+    return [checkpoints.checkpoint_path("induction") if s == 0 else DATA_DIR / f"joint_seed{s}.npz"
+            for s in JOINT_SEEDS]
+
+
+def make_joint_models(folder=None) -> list[Path]:
+    """Train the induction config once per seed of JOINT_SEEDS but 0 (slow: minutes); save the checkpoints."""
+    folder = DATA_DIR if folder is None else Path(folder)
+    paths = []
+    for seed, path in zip(JOINT_SEEDS[1:], joint_paths()[1:]):
+        config = checkpoints.CHECKPOINT_CONFIGS["induction"]._replace(seed=seed)
+        params, _ = training.train(config)
+        paths.append(checkpoints.save_checkpoint(folder / path.name, params, config))
+    return paths
+
+
+def load_joint_models() -> list[tuple]:
+    """-> [(Config, Model)] of the jointly trained h = 2 induction models, one per seed of JOINT_SEEDS."""
+    return [checkpoints.load_checkpoint(p)[:2] for p in joint_paths()]
+
+
+class SeedVerdict(NamedTuple):
+    """Section 2's numbers over seeds: worst_ablation (S,) the accuracy of each joint model without its most
+    needed head; intact (S,) its accuracy with every head; member (M,) each ensemble member alone; ensemble
+    the members' averaged accuracy."""
+    worst_ablation: np.ndarray
+    intact: np.ndarray
+    member: np.ndarray
+    ensemble: float
+
+
+def ensemble_verdict(joint, members, seed: int = 0, n: int = 256) -> SeedVerdict:
+    """[(Config, Model)] joint models, [(Config, Model)] members -> SeedVerdict (the same ``n`` sequences for all).
+
+    The claim of section 2 holds when every joint model falls below every member once one head is silenced:
+    ``verdict.worst_ablation.max() < verdict.member.min()``.
+    """
+    if not joint or not members:
+        raise ValueError(f"need at least one joint model and one member, got {len(joint)} and {len(members)}")
+    worst, intact = [], []
+    for config, params in joint:
+        accs = [ablated_metrics(params, config, [(layer, head)], seed, n).accuracy
+                for layer in range(config.n_layers) for head in range(config.h)]
+        worst.append(min(accs))
+        intact.append(ablated_metrics(params, config, [], seed, n).accuracy)
+    alone = [ablated_metrics(p, c, [], seed, n).accuracy for c, p in members]
+    return SeedVerdict(np.array(worst), np.array(intact), np.array(alone),
+                       ensemble_metrics(members, seed, n).accuracy)
 
 
 def ablated_metrics(params, config, heads, seed: int = 0, n: int = 256) -> train.Metrics:
     """Model, heads [(layer, head)] -> Metrics on ``n`` fresh sequences (``seed``) with those heads silenced.
 
-    >>> config, params, _ = train.load_checkpoint(train.checkpoint_path("previous_token"))
+    >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("previous_token"))
     >>> ablated_metrics(params, config, []).accuracy > 0.99
     True
     """
     for layer, head in heads:
         params = train.ablate_head(params, config, layer, head)
-    return train.evaluate(params, config, np.random.default_rng(seed), n)
+    return training.evaluate(params, config, np.random.default_rng(seed), n)
 
 
 def keep_only(config, keep: dict) -> list:
@@ -94,7 +151,7 @@ def residual_stream(params, config, batch) -> tuple[list, list]:
     forward pass and its backward pass (``model.forward``, ``model.backward``)."""
     traces = []
     train.forward(params, batch.tokens, config, traces=traces)
-    return traces, train.backward(params, batch, config)[2]
+    return traces, training.backward(params, batch, config)[2]
 
 
 def head_contributions(tr, W_o) -> np.ndarray:

@@ -12,7 +12,11 @@ scores get sharper.
 
 Shapes: ``n`` examples, ``T`` positions, ``D = d_model``.
 
-Taught in 03_multi_head_split.ipynb.
+The per-head maps at the end (``head_qk_maps``, ``head_ov_maps``, ``head_writes``) read any
+MHAParams: each head's score form W_Q^(i) W_K^(i)ᵀ and its write W_V^(i) W_O^(i), both
+(D, D) of rank at most d_k (notebooks 03 and 04).
+
+Taught in 03_multi_head_split.ipynb and 04_concat_output.ipynb.
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from .. import _validate
 from ..mha import MHAParams, multi_head_attention
 
 __all__ = ["gather_inputs", "gather_target", "gather_output_projection", "two_head_params", "one_head_params",
-           "fit_output_projection", "relative_error", "blend_error", "head_errors"]
+           "fit_output_projection", "relative_error", "blend_error", "head_errors",
+           "head_qk_maps", "head_ov_maps", "head_writes"]
 
 
 def _sizes(d_model: int, T: int, content: int, a: int, b: int) -> None:
@@ -190,3 +195,83 @@ def head_errors(x: np.ndarray, y: np.ndarray, a: int, b: int, *, content: int = 
     two = two_head_params(d_model, x.shape[1], a, b, content=content, sharpness=sharpness)
     return {1: relative_error(multi_head_attention(x, one, h=1)[0], y),
             2: relative_error(multi_head_attention(x, two, h=2)[0], y)}
+
+
+# ----------------------------------------------------------------------------- per-head maps
+def _head_params(params, h) -> tuple[int, int]:
+    """params, h -> (d_model, d_k), after checking that params is an MHAParams and h divides d_model."""
+    if not isinstance(params, MHAParams):
+        raise ValueError(f"params must be an MHAParams, got {type(params).__name__}; "
+                         "make one with mc.init_params(d_model, rng=rng)")
+    D = params.W_q.shape[0]
+    h = _validate.heads(D, h)
+    return D, D // h
+
+
+def head_qk_maps(params: MHAParams, h: int) -> np.ndarray:
+    """params, h -> M (h, D, D): M[i] = W_Q^(i) W_K^(i)ᵀ, so head i's raw score is x_t M[i] x_sᵀ.
+
+    W_Q^(i) and W_K^(i) are the (D, d_k) column slices of head i, so each M[i] has rank at most
+    d_k = D / h (Bhojanapalli et al. 2020 call this the low-rank bottleneck of narrow heads).
+    The scaled score of the forward pass is x_t M[i] x_sᵀ / √d_k (without biases).
+
+    >>> from mha_course import init_params
+    >>> p = init_params(8, rng=np.random.default_rng(0))
+    >>> M = head_qk_maps(p, 4)
+    >>> M.shape, [int(np.linalg.matrix_rank(m)) for m in M]
+    ((4, 8, 8), [2, 2, 2, 2])
+    """
+    D, d_k = _head_params(params, h)
+    W_q = params.W_q.reshape(D, h, d_k).transpose(1, 0, 2)  # (D, D) -> (h, D, d_k)
+    W_k = params.W_k.reshape(D, h, d_k).transpose(1, 0, 2)  # (D, D) -> (h, D, d_k)
+    return W_q @ W_k.transpose(0, 2, 1)                      # (h, D, d_k) x (h, d_k, D) -> (h, D, D)
+
+
+def head_ov_maps(params: MHAParams, h: int) -> np.ndarray:
+    """params, h -> OV (h, D, D): OV[i] = W_V^(i) W_O^(i), what head i writes per unit of attention.
+
+    W_V^(i) is head i's (D, d_k) column slice of W_V and W_O^(i) its (d_k, D) row strip of
+    W_O, so each OV[i] has rank at most d_k. Without biases the block's output is exactly
+    ``sum_i weights_i @ X @ OV[i]``: each head writes its own low-rank map of what it reads
+    into the residual stream, and the writes add (Elhage et al. 2021).
+
+    >>> from mha_course import init_params
+    >>> p = init_params(8, rng=np.random.default_rng(0))
+    >>> OV = head_ov_maps(p, 2)
+    >>> OV.shape, bool(np.allclose(OV.sum(axis=0), p.W_v @ p.W_o))
+    ((2, 8, 8), True)
+    """
+    D, d_k = _head_params(params, h)
+    W_v = params.W_v.reshape(D, h, d_k).transpose(1, 0, 2)  # (D, D) -> (h, D, d_k)
+    W_o = params.W_o.reshape(h, d_k, D)                     # (D, D) -> (h, d_k, D): row strips
+    return W_v @ W_o                                         # (h, D, d_k) x (h, d_k, D) -> (h, D, D)
+
+
+def head_writes(x, params: MHAParams, h: int, weights) -> np.ndarray:
+    """x (B, T, D), params, h, weights (B, h, T, T) -> writes (B, h, T, D): what each head adds.
+
+    writes[:, i] = weights_i @ (x W_V^(i) + b_V^(i)) W_O^(i). Their sum over the head axis,
+    plus b_O, is the output of ``multi_head_attention(x, params, h)`` for self-attention:
+    the heads never meet inside the layer, they only add their writes.
+
+    >>> from mha_course import init_params
+    >>> rng = np.random.default_rng(0)
+    >>> p, x = init_params(8, rng=rng), rng.normal(size=(1, 5, 8))
+    >>> out, w = multi_head_attention(x, p, 2)
+    >>> bool(np.allclose(head_writes(x, p, 2, w).sum(axis=1), out))
+    True
+    """
+    D, d_k = _head_params(params, h)
+    x = _validate.finite_array(x, "x")
+    _validate.ndim(x, "x", 3, "(B, T, d_model)")
+    if x.shape[-1] != D:
+        raise ValueError(f"x has d_model={x.shape[-1]} but params have d_model={D}; pass matching sizes")
+    B, T, _ = x.shape
+    w = _validate.finite_array(weights, "weights")
+    if w.shape != (B, h, T, T):
+        raise ValueError(f"weights must have shape (B, h, T, T) = {(B, h, T, T)}, got {w.shape}; "
+                         "pass the weights multi_head_attention returned for this x")
+    V = x @ params.W_v + (0 if params.b_v is None else params.b_v)  # (B, T, D)
+    V_heads = V.reshape(B, T, h, d_k).transpose(0, 2, 1, 3)       # (B, T, D) -> (B, h, T, d_k)
+    W_o = params.W_o.reshape(h, d_k, D)                           # (D, D) -> (h, d_k, D)
+    return (w @ V_heads) @ W_o[None]                               # (B, h, T, d_k) x (1, h, d_k, D) -> (B, h, T, D)

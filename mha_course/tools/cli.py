@@ -4,6 +4,7 @@
     mha-course student ~/mha-student          # exercise copies: solutions become stubs (tools/student.py)
     mha-course execute notebooks/*.ipynb      # re-run in place, reproducibly (tools/execute.py)
     mha-course train induction                # ./checkpoints/induction.npz (tools/train.py)
+    mha-course progress /home                 # the class: learners x exercises (tools/progress.py)
 
 Each subcommand lives in its own module, which adds its parser; every file they write goes
 through tools/files.py (one atomic writer, one path check).
@@ -15,13 +16,14 @@ import asyncio
 import sys
 
 from .execute import add_execute_command
+from .progress import add_progress_command
 from .start import add_start_command
 from .student import add_student_command
 from .train import add_train_command
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
-COMMANDS = [add_start_command, add_student_command, add_execute_command, add_train_command]
+COMMANDS = [add_start_command, add_student_command, add_execute_command, add_train_command, add_progress_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

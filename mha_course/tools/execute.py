@@ -6,13 +6,16 @@ stops a cell at ``--timeout`` and notices a dead kernel at once. When a notebook
 stopped), every process its kernel started is killed: the kernel's process group, and any
 child that left it (``start_new_session``), so a timed-out ``sleep 301`` does not live on.
 
-The notebook is written back by ``files.atomic_write`` (through a symlink, keeping its mode);
-a notebook that cannot be written (a read-only folder, a full disk, a file size limit) is one
+The notebook is written back in one step (through a symlink, keeping its mode), and only if the
+file still holds what was read: a save that landed while it ran (JupyterLab, an editor) is kept,
+and the executed notebook goes beside it (NAME.executed.ipynb), said in one line (``write_back``).
+A notebook that cannot be written (a read-only folder, a full disk, a file size limit) is one
 line naming the file, and the rest of the batch goes on.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -21,9 +24,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import files, threads
+from .. import runtime
+from . import files
 
-__all__ = ["KERNELSPEC", "NotebookRunError", "read_notebook", "run_client", "execute_notebook",
+__all__ = ["KERNELSPEC", "NotebookRunError", "NotebookChangedError", "read_notebook", "write_back", "beside", "run_client", "execute_notebook",
            "positive_int", "non_negative_int", "add_execute_command"]
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -35,6 +39,10 @@ class NotebookRunError(RuntimeError):
 
 class _CellRaised(NotebookRunError):
     """A cell raised: running it again would raise again, so it is never retried."""
+
+
+class NotebookChangedError(NotebookRunError):
+    """The notebook changed on disk while it ran: the save was kept, the result written beside it."""
 
 
 def positive_int(text: str) -> int:
@@ -178,8 +186,11 @@ def _cell_name(nb, index) -> str:
     return f"cell {index} (`{first[:60]}`)"
 
 
-def read_notebook(path, what: str = "notebook"):
-    """nbformat.read (any version Jupyter opens, as version 4); NotebookRunError: one line naming the path."""
+def read_notebook(path, what: str = "notebook", raw: bytes | None = None):
+    """nbformat.read (any version Jupyter opens, as version 4); NotebookRunError: one line naming the path.
+
+    ``raw``: the file's bytes, already read (``execute_notebook`` keeps them to see a save made meanwhile).
+    """
     import nbformat
 
     path = Path(path)
@@ -187,7 +198,7 @@ def read_notebook(path, what: str = "notebook"):
         state = "is a folder" if path.is_dir() else "does not exist"
         raise NotebookRunError(f"{path}: the {what} {state}; give the path of an .ipynb file")
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads((path.read_bytes() if raw is None else raw).decode("utf-8"), as_version=4)
         if not isinstance(nb.get("cells"), list):
             raise ValueError("it has no list of cells")
         return nb
@@ -265,10 +276,14 @@ def execute_notebook(path, timeout: int = 600, retries: int = 0) -> None:
 
     _check_limits(timeout, retries)
     path = Path(path)
-    os.environ.update(threads.thread_env())
+    os.environ.update(runtime.thread_env())
     os.environ.pop("MPLBACKEND", None)
     for attempt in range(retries + 1):
-        nb = read_notebook(path)
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            raw = None  # read_notebook says what is wrong
+        nb = read_notebook(path, raw=raw)
         try:
             run_client(nb, path, timeout)
             break
@@ -278,10 +293,86 @@ def execute_notebook(path, timeout: int = 600, retries: int = 0) -> None:
             print(f"{err}; attempt {attempt + 1} of {retries + 1}, trying again", file=sys.stderr)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     try:
-        files.atomic_write(path, (nbformat.writes(nb) + "\n").encode("utf-8"))
+        aside = write_back(path, raw, (nbformat.writes(nb) + "\n").encode("utf-8"))
     except OSError as err:
         raise NotebookRunError(f"{path}: it ran, but {files.os_error_line(err, path)}; "
                                "the notebook on disk is unchanged") from None
+    if aside is not None:
+        raise NotebookChangedError(f"{path}: it changed on disk while it ran (a save from JupyterLab or an "
+                                   f"editor?), so that save was kept and the executed notebook was written "
+                                   f"beside it, to {aside}; compare the two and keep what you want")
+
+
+def beside(path) -> Path:
+    """A new file next to ``path`` for an executed copy: NAME.executed.ipynb (then -2, -3, ...)."""
+    path = Path(path)
+    for n in range(1, 1000):
+        candidate = path.with_name(f"{path.stem}.executed{'' if n == 1 else f'-{n}'}{path.suffix}")
+        if not os.path.lexists(candidate):
+            return candidate
+    raise OSError(17, "too many executed copies beside it", str(path))
+
+
+def write_back(path, original: bytes, data: bytes):
+    """Write ``data`` at ``path`` only if the file there still holds ``original``; -> None.
+
+    Otherwise (it changed, or it is gone, since it was read) ``data`` goes to ``beside(path)`` and
+    that path is returned: a save that landed while the notebook ran is never replaced. The file
+    is first renamed aside (one step), compared, and the new one linked in only where nothing
+    appeared since, so even a save in the last microsecond is kept.
+    """
+    real = files.real_target(path)
+    files.remove_stale_temporaries(real.parent)
+    tmp = files.stage(real, data)
+    old = real.with_name(f".{real.name}.pid{os.getpid()}.before{files.TMP_SUFFIX}")
+    try:
+        try:
+            os.rename(real, old)
+        except FileNotFoundError:
+            old = None
+        if old is None or original is None or old.read_bytes() != original:  # changed, or gone
+            if old is not None:
+                _put_back(old, real)
+            return _write_beside(tmp, real)
+        try:
+            os.link(tmp, real)  # only if nothing is there: a save after the rename stays
+        except FileExistsError:
+            old.unlink()
+            return _write_beside(tmp, real)
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+                _put_back(old, real)
+                raise
+            if os.path.lexists(real):
+                old.unlink()
+                return _write_beside(tmp, real)
+            os.rename(tmp, real)  # no hard links here: the small window of a rename remains
+        old.unlink(missing_ok=True)
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _put_back(old: Path, real: Path) -> None:
+    """The file renamed aside goes back, unless a newer save took its place (then that one stays)."""
+    try:
+        os.link(old, real)
+    except FileExistsError:
+        pass
+    except OSError:
+        if not os.path.lexists(real):
+            os.rename(old, real)
+            return
+    old.unlink(missing_ok=True)
+
+
+def _write_beside(tmp: Path, real: Path) -> Path:
+    target = beside(real)
+    try:
+        os.link(tmp, target)
+    except OSError:  # no hard links here
+        os.rename(tmp, target)
+    return target
 
 
 # ---------------------------------------------------------------------------------------
@@ -298,7 +389,7 @@ def _raise_on_signal(signum, frame):
 
 def _cmd_execute(args) -> int:
     try:
-        threads.thread_env()
+        runtime.thread_env()
     except ValueError as err:
         print(f"mha-course execute: {err}", file=sys.stderr)
         return 2

@@ -1,12 +1,18 @@
 """``mha-course student OUTDIR``: student copies, where every solution block becomes a stub.
 
     mha-course student ~/mha-student          # OUTDIR/notebooks/<name> for every course notebook
+    mha-course student --update ~/mha-student # new and changed notebooks into that copy
 
 A learner's file is never lost: a copy that exists and differs is learner work (anything
 Jupyter can open, nbformat 3 included) and is replaced only with ``--overwrite``, after it is
 moved into a new ``OUTDIR/backups/<timestamp>/``; a save that lands while the copy is replaced
 is moved there too (see ``files.commit``). Every file is staged next to its target and put in
 place in one step by the course's one writer (``files``), keeping the mode the file had.
+
+OUTDIR gets ``.mha-course/``: the mark of a course folder (the checkers record the learner's
+progress there, ``check.progress``) and ``copies.json``, what was copied. ``--update`` uses it
+for the nbgitpuller rule: a notebook still as copied is replaced by its new version; one the
+learner edited is never touched, and the new version lands beside it (``NAME.updated.ipynb``).
 """
 from __future__ import annotations
 
@@ -19,12 +25,13 @@ import textwrap
 import time
 from pathlib import Path
 
+from ..check.progress import MARKER
 from . import files
 from .execute import NotebookRunError, read_notebook
 
 __all__ = ["BEGIN", "END", "SUMMARY_CELL", "StudentCopyError", "StudentInputError", "exercise_label",
-           "stub_solutions", "soften_check", "student_notebook", "write_student_copies", "course_notebooks",
-           "add_student_command"]
+           "stub_solutions", "soften_check", "student_notebook", "write_student_copies", "update_student_copies",
+           "read_manifest", "course_notebooks", "MANIFEST", "UPDATED", "add_student_command"]
 
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -221,20 +228,28 @@ def _linked_files(nb, nb_dir: Path) -> list:
     return sorted(set(found))
 
 
-def _student_text(path: Path) -> tuple:
-    """(the student copy of the notebook at ``path`` as text, the source notebook); bad source: one line."""
+def _student_text(path: Path, lang=None) -> tuple:
+    """(the student copy of the notebook at ``path`` as text, the source notebook); bad source: one line.
+
+    With ``lang`` (e.g. "zh_CN") the copy's markdown comes from the catalogue of that language
+    (``tools.i18n``); its code cells are the English ones, unchanged."""
     import nbformat
+
+    from . import i18n
 
     try:
         nb = read_notebook(path, "source notebook")
-        return nbformat.writes(student_notebook(nb)) + "\n", nb
+        copy = student_notebook(nb)
+        if lang is not None:
+            copy = i18n.translated(copy, path.stem, lang)
+        return nbformat.writes(copy) + "\n", nb
     except NotebookRunError as err:
         raise StudentInputError(str(err)) from None
     except StudentCopyError as err:
         raise StudentInputError(f"{path}: {err}; fix the solution markers in that cell") from None
 
 
-def _plan(notebooks, outdir: Path):
+def _plan(notebooks, outdir: Path, lang=None):
     """[(target, content: str)] for the notebooks, and {target: source Path} for the files they link."""
     plan, assets, seen = [], {}, {}
     for path in map(Path, notebooks):
@@ -244,7 +259,7 @@ def _plan(notebooks, outdir: Path):
             raise StudentInputError(f"{path} is named {what} for {target}; name each notebook once, "
                                     "and never two with the same file name")
         seen[target] = path
-        text, nb = _student_text(path)
+        text, nb = _student_text(path, lang)
         plan.append((target, text))
         for rel in _linked_files(nb, path.parent):
             asset = Path(os.path.normpath(outdir / "notebooks" / rel))
@@ -328,10 +343,10 @@ def _clash_error(clash) -> StudentCopyError:
         "or choose another folder.")
 
 
-def _writes(notebooks, outdir: Path, overwrite: bool):
+def _writes(notebooks, outdir: Path, overwrite: bool, lang=None):
     """[(target, bytes, kind)] to write; kind 'new', 'learner' or 'broken' (the last two backed up first)."""
     _check_outdir(outdir)
-    plan, assets = _plan(notebooks, outdir)
+    plan, assets = _plan(notebooks, outdir, lang)
     _refuse_sources_as_targets(plan, notebooks)
     kinds = [(t, text, _existing(t, text)) for t, text in plan]
     writes = [(t, text.encode("utf-8"), kind) for t, text, kind in kinds if kind != "same"]
@@ -340,7 +355,7 @@ def _writes(notebooks, outdir: Path, overwrite: bool):
         raise _clash_error(clash)
     writes += [(t, s.read_bytes(), "asset") for t, s in sorted(assets.items())
                if not t.exists() and not t.is_symlink()]
-    return [t for t, _ in plan] + sorted(assets), writes
+    return [t for t, _ in plan] + sorted(assets), writes, {t: _sha(text.encode("utf-8")) for t, text in plan}
 
 
 def _stage_all(writes) -> list:
@@ -395,8 +410,11 @@ def _commit(writes, staged, outdir: Path, log) -> None:
         log(f"wrote {target}")
 
 
-def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) -> list:
+def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print, lang=None) -> list:
     """Write OUTDIR/notebooks/<name> for each notebook, plus the files they link; return paths.
+
+    ``lang`` ("zh_CN"): the copies' prose in that language, from the course's catalogues (code
+    cells unchanged), and the checkers of this course folder speak it too (OUTDIR/.mha-course/lang).
 
     Never replaces a learner's file: if a notebook copy exists and differs, nothing at all
     is written and StudentCopyError names the files, unless ``overwrite``; then each replaced
@@ -410,7 +428,7 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
         outdir = files.check_path_arg(outdir, "OUTDIR", "~/mha-student")
     except files.PathError as err:
         raise StudentInputError(str(err)) from None
-    paths, writes = _writes(notebooks, outdir, overwrite)
+    paths, writes, hashes = _writes(notebooks, outdir, overwrite, lang)
     try:
         staged = _stage_all(writes)
     except OSError as err:
@@ -422,7 +440,193 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
     finally:
         for tmp in staged:
             tmp.unlink(missing_ok=True)
+    _mark(outdir, hashes)
+    _mark_language(outdir, lang)
     return paths
+
+
+LANGUAGE = "lang"             # in OUTDIR/.mha-course/: the course folder's language, e.g. zh_CN (absent: English)
+
+
+def _mark_language(outdir: Path, lang) -> None:
+    """Record the course folder's language for its checkers (nothing for English)."""
+    from . import i18n
+
+    if lang is None:
+        return
+    i18n.check_lang(lang)
+    files.atomic_write(outdir / MARKER / LANGUAGE, f"{lang}\n".encode())
+
+
+# ---------------------------------------------------------------------------------------
+# the course folder's record of what was copied, and --update (the nbgitpuller rule)
+# ---------------------------------------------------------------------------------------
+
+MANIFEST = "copies.json"      # in OUTDIR/.mha-course/: {relative path: sha256 of the copy as written}
+UPDATED = ".updated"          # 02_x.ipynb edited by the learner: the new version goes to 02_x.updated.ipynb
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_manifest(outdir) -> dict:
+    """{path relative to OUTDIR: sha256 of the copy this command wrote there}; {} if none (or unreadable)."""
+    import json
+
+    try:
+        data = json.loads((Path(outdir) / MARKER / MANIFEST).read_text(encoding="utf-8"))
+        return {k: v for k, v in data.get("files", {}).items() if isinstance(k, str) and isinstance(v, str)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _mark(outdir: Path, hashes: dict) -> None:
+    """Make OUTDIR/.mha-course/ (the course folder's mark: checkers record progress there) and note the copies."""
+    import json
+
+    folder = outdir / MARKER
+    folder.mkdir(exist_ok=True)
+    known = read_manifest(outdir)
+    known.update({str(Path(t).relative_to(outdir)): h for t, h in hashes.items()})
+    files.atomic_write(folder / MANIFEST, json.dumps({"files": dict(sorted(known.items()))}, indent=1).encode())
+
+
+def _updated_note(name: str) -> str:
+    return (f"**Course update.** This is the new version of `{name}`. Your own `{name}` has your edits, "
+            "so it was left exactly as it was: copy from here what you need (or work on in this one).")
+
+
+def _beside(target: Path, text: str, manifest: dict, outdir: Path) -> tuple:
+    """(path, bytes) for the new version of an edited ``target``: <stem>.updated[-N].ipynb, with a note on top."""
+    import nbformat
+    from nbformat.v4 import new_markdown_cell
+
+    nb = nbformat.reads(text, as_version=4)
+    nb.cells.insert(0, new_markdown_cell(_updated_note(target.name), id="mha-course-update-note"))
+    data = (nbformat.writes(nb) + "\n").encode("utf-8")
+    for n in range(1, 1000):
+        path = target.with_name(f"{target.stem}{UPDATED}{'' if n == 1 else f'-{n}'}{target.suffix}")
+        if not path.exists():
+            return path, data, "new"
+        here = path.read_bytes()
+        if here == data:
+            return path, data, "same"
+        if manifest.get(str(path.relative_to(outdir))) == _sha(here):
+            return path, data, "ours"  # an earlier update's file the learner never changed
+    raise StudentInputError(f"{target.parent} holds too many {target.stem}{UPDATED}-N copies; remove old ones")
+
+
+def _put_new(tmp: Path, target: Path) -> bool:
+    """Link the staged ``tmp`` in at ``target`` only if nothing is there; False if something is."""
+    try:
+        os.link(tmp, target)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links on this filesystem: the small window of a rename remains
+        if os.path.lexists(target):
+            return False
+        os.replace(tmp, target)
+        return True
+
+
+def _swap_ours(tmp: Path, target: Path, old_sha: str, holding: Path) -> bool:
+    """Replace ``target`` by ``tmp`` if it is still the copy we wrote (sha ``old_sha``); False (untouched) if not.
+
+    The old file is first moved aside (one rename); only if what was moved is ours is the new one
+    linked in. A save that landed in between is moved back (or kept beside it): never lost.
+    """
+    os.rename(target, holding)
+    if _sha(holding.read_bytes()) == old_sha:
+        put = _put_new(tmp, target)
+        holding.unlink()  # our own old copy; if the learner saved meanwhile, their save stays at target
+        return put
+    if not _put_new(holding, target):  # a save landed before the move: back it goes (or beside a newer one)
+        os.rename(holding, target.with_name(f"{target.stem}.saved-{time.strftime('%Y%m%d-%H%M%S')}{target.suffix}"))
+    holding.unlink(missing_ok=True)
+    return False
+
+
+def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
+    """Bring new and changed notebooks into an existing student copy; return {kind: [paths]}.
+
+    The nbgitpuller rule: a notebook the learner never changed (it is still what this command
+    wrote, by OUTDIR/.mha-course/copies.json) is replaced by the new copy; one they edited (or
+    one of a copy older than that record) is never touched: the new version lands beside it as
+    ``<name>.updated.ipynb`` with a note on top; a missing one (new, or deleted) is written;
+    linked files that are missing are added. Kinds: "new", "updated", "beside", "same".
+    Every file is staged next to its target and linked in only where nothing is, so nothing a
+    learner wrote is overwritten or half-written. OUTDIR without a copy: StudentInputError.
+    """
+    try:
+        outdir = files.check_path_arg(outdir, "OUTDIR", "~/mha-course")
+    except files.PathError as err:
+        raise StudentInputError(str(err)) from None
+    if not (outdir / "notebooks").is_dir():
+        raise StudentInputError(f"{outdir} holds no student copy (no {outdir / 'notebooks'}); make one first: "
+                                f"mha-course student {outdir}")
+    _check_outdir(outdir)
+    plan, assets = _plan(notebooks, outdir, lang)
+    _refuse_sources_as_targets(plan, notebooks)
+    manifest, done, hashes = read_manifest(outdir), {"new": [], "updated": [], "beside": [], "same": []}, {}
+    (outdir / MARKER).mkdir(exist_ok=True)
+    try:
+        for target, text in plan:
+            data = text.encode("utf-8")
+            kind = _existing(target, text)
+            old_sha = manifest.get(str(target.relative_to(outdir)))
+            ours = kind == "broken" or (kind == "learner" and old_sha == _sha(target.read_bytes()))
+            if kind == "same":
+                done["same"].append(target)
+                hashes[target] = _sha(data)
+                continue
+            files.remove_stale_temporaries(target.parent)
+            tmp = files.stage(target, data, files.file_mode(target))
+            try:
+                if kind == "new" and _put_new(tmp, target):
+                    done["new"].append(target)
+                    hashes[target] = _sha(data)
+                    log(f"new {target}")
+                    continue
+                if ours and _swap_ours(tmp, target, old_sha or _sha(target.read_bytes()),
+                                       outdir / MARKER / f".updating-{target.name}"):
+                    done["updated"].append(target)
+                    hashes[target] = _sha(data)
+                    log(f"updated {target}")
+                    continue
+            finally:
+                tmp.unlink(missing_ok=True)
+            beside, beside_data, state = _beside(target, text, manifest, outdir)
+            if state != "same":
+                tmp = files.stage(beside, beside_data, files.new_file_mode())
+                try:
+                    if not (_put_new(tmp, beside) if state == "new" else
+                            _swap_ours(tmp, beside, manifest[str(beside.relative_to(outdir))],
+                                       outdir / MARKER / f".updating-{beside.name}")):
+                        raise StudentCopyError(f"{beside} changed while it was written; run --update again")
+                finally:
+                    tmp.unlink(missing_ok=True)
+            hashes[beside] = _sha(beside_data)
+            done["beside"].append(beside)
+            log(f"kept your {target} (you edited it); the new version is {beside}")
+        for target, source in sorted(assets.items()):
+            if not os.path.lexists(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = files.stage(target, source.read_bytes(), files.new_file_mode())
+                try:
+                    if _put_new(tmp, target):
+                        done["new"].append(target)
+                finally:
+                    tmp.unlink(missing_ok=True)
+    except OSError as err:
+        raise StudentInputError(_os_error_line(err, outdir, "Each file is whole: the old version or the new")) from None
+    finally:
+        if hashes:
+            _mark(outdir, hashes)
+    return done
 
 
 def course_notebooks() -> list:
@@ -435,17 +639,20 @@ def course_notebooks() -> list:
     return []
 
 
-_default_notebooks = course_notebooks
-
-
 def _cmd_student(args) -> int:
-    notebooks = args.notebooks or _default_notebooks()
+    notebooks = args.notebooks or course_notebooks()
     if not notebooks:
         print("mha-course student: no notebooks found; pass them with --notebooks notebooks/*.ipynb",
               file=sys.stderr)
         return 2
     try:
-        paths = write_student_copies(notebooks, args.outdir, overwrite=args.overwrite)
+        if args.update:
+            done = update_student_copies(notebooks, args.outdir, lang=args.lang)
+            print(f"student copy updated: {len(done['new'])} new, {len(done['updated'])} updated, "
+                  f"{len(done['beside'])} beside an edited notebook, {len(done['same'])} unchanged, in "
+                  f"{Path(args.outdir).expanduser()}")
+            return 0
+        paths = write_student_copies(notebooks, args.outdir, overwrite=args.overwrite, lang=args.lang)
     except StudentInputError as err:
         print(f"mha-course student: {err}", file=sys.stderr)
         return 2
@@ -458,11 +665,17 @@ def _cmd_student(args) -> int:
 
 
 def add_student_command(sub) -> None:
-    """Add ``student OUTDIR [--notebooks NB...] [--overwrite]`` to argparse subparsers."""
+    """Add ``student OUTDIR [--notebooks NB...] [--overwrite | --update]`` to argparse subparsers."""
     st = sub.add_parser("student", help="write student copies: solution blocks become stubs")
     st.add_argument("outdir", help="folder for the copies (notebooks go to OUTDIR/notebooks/)")
     st.add_argument("--notebooks", nargs="+", default=None,
                     help="notebooks to copy (default: the course's notebooks/*.ipynb)")
-    st.add_argument("--overwrite", action="store_true",
-                    help="replace existing copies, keeping a timestamped backup of each")
+    mode = st.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true",
+                      help="replace existing copies, keeping a timestamped backup of each")
+    mode.add_argument("--update", action="store_true",
+                      help="bring new and changed notebooks into an existing copy: a notebook you edited is "
+                           "never touched (the new version lands beside it as NAME.updated.ipynb)")
+    st.add_argument("--lang", default=None, choices=("zh_CN",),
+                    help="the copies' prose in this language (code cells stay English): zh_CN = 中文")
     st.set_defaults(func=_cmd_student)

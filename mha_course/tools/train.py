@@ -9,7 +9,7 @@ as ``NAME.npz.<timestamp>.bak`` beside it, and the new one is written by ``files
 A maintainer who re-makes a shipped checkpoint does it on purpose, in Python::
 
     from mha_course.lessons import model
-    model.make_checkpoint("induction", model.checkpoint_path("induction"))
+    checkpoints.make_checkpoint("induction", checkpoints.checkpoint_path("induction"))
 """
 from __future__ import annotations
 
@@ -18,16 +18,20 @@ import sys
 import time
 from pathlib import Path
 
-from ..lessons import circuits, model
+from ..lessons import checkpoints, circuits, long_seeds, model
 from . import files
 
 __all__ = ["PACKAGE_DIR", "default_out", "check_out", "backup_existing", "add_train_command"]
 
 PACKAGE_DIR = Path(model.__file__).resolve().parent.parent  # mha_course/: never written by `train`
-# beyond the checkpoints: the runs of notebooks 08 (experiments) and 14 (phase_change), name -> arrays
-ARTIFACTS = {"experiments": lambda: model.run_experiments(),
-             "phase_change": lambda: circuits.trajectory_arrays(progress=True)}
-TASKS = [*sorted(model.CHECKPOINT_CONFIGS), *ARTIFACTS, "long_context"]
+# beyond the checkpoints: the runs of notebooks 08 (experiments), 13 (long_seeds: every table over
+# seeds 0-2, about 15 CPU-minutes) and 14 (phase_change; circuit_seeds: every experiment of 14 over
+# circuits.SEEDS), name -> arrays
+ARTIFACTS = {"experiments": lambda: checkpoints.run_experiments(),
+             "long_seeds": lambda: long_seeds.results(progress=True),
+             "phase_change": lambda: circuits.trajectory_arrays(progress=True),
+             "circuit_seeds": lambda: circuits.seed_results(progress=True)}
+TASKS = [*sorted(checkpoints.CHECKPOINT_CONFIGS), *ARTIFACTS, "long_context"]
 
 
 def default_out(task: str) -> Path:
@@ -86,13 +90,13 @@ def _train_long_context(args) -> int:
               ".npz per checkpoint)", file=sys.stderr)
         return 2
     trained = {}
-    for task in (t for t in model.CHECKPOINT_CONFIGS if t.startswith("long_")):  # long_rope before its fine-tunes
+    for task in (t for t in checkpoints.CHECKPOINT_CONFIGS if t.startswith("long_")):  # long_rope before its fine-tunes
         path = check_out(task, None if args.out is None else Path(args.out) / f"{task}.npz")
-        parent = trained.get(model.CHECKPOINT_PARENTS.get(task))
-        config, params, history, metrics = model.train_checkpoint(task, progress=True, parent=parent)
+        parent = trained.get(checkpoints.CHECKPOINT_PARENTS.get(task))
+        config, params, history, metrics = checkpoints.train_checkpoint(task, progress=True, parent=parent)
         trained[task] = params
         print(f"trained {task}: accuracy {metrics.accuracy:.4f}, loss {metrics.loss:.4f}; "
-              f"saved {_write(path, model.checkpoint_bytes(params, config, history))}")
+              f"saved {_write(path, checkpoints.checkpoint_bytes(params, config, history))}")
     return 0
 
 
@@ -102,10 +106,10 @@ def _cmd_train(args) -> int:
             return _train_long_context(args)
         path = check_out(args.task, args.out)
         if args.task in ARTIFACTS:
-            print(f"saved {_write(path, model.npz_bytes(ARTIFACTS[args.task]()))}")
+            print(f"saved {_write(path, checkpoints.npz_bytes(ARTIFACTS[args.task]()))}")
             return 0
-        config, params, history, metrics = model.train_checkpoint(args.task, progress=True)
-        written = _write(path, model.checkpoint_bytes(params, config, history))
+        config, params, history, metrics = checkpoints.train_checkpoint(args.task, progress=True)
+        written = _write(path, checkpoints.checkpoint_bytes(params, config, history))
     except files.PathError as err:
         print(f"mha-course train: {err}", file=sys.stderr)
         return 2
@@ -121,8 +125,9 @@ def add_train_command(sub) -> None:
     """Add ``train TASK [--out PATH]`` to argparse subparsers (``mha_course.tools.cli`` calls this)."""
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
     cmd.add_argument("task", choices=TASKS,
-                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08; "
-                          "'phase_change': the observed runs of 14; 'long_context': every long_* checkpoint of 13)")
+                     help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08 over 3 seeds; "
+                          "'long_seeds': the tables of 13 over 3 seeds; 'phase_change': the observed runs of 14; "
+                          "'circuit_seeds': 14's experiments over 5 seeds; 'long_context': every long_* checkpoint of 13)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: ./checkpoints/TASK.npz in the current folder; "
                           "an existing file is kept as NAME.npz.<timestamp>.bak)")

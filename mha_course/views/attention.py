@@ -243,7 +243,7 @@ def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=No
         ax.imshow(positions[i], cmap=cmap, vmin=-0.5, vmax=T - 0.5, aspect="auto")
         for (r, c), p in np.ndenumerate(positions[i]):
             ax.text(c, r, f"{toks[p]}\nf{features[i, r, c]}", ha="center", va="center",
-                    fontsize=7.5, linespacing=0.9)
+                    fontsize=9.5, linespacing=0.95)
         ax.set_xticks(range(d_k))
         ax.set_yticks(range(T), toks if i == 0 else [""] * T)
         ax.set_xlabel("d_k slot")
@@ -254,7 +254,7 @@ def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=No
 
 def split_bug_figure(T: int, d_model: int, h: int, tokens=None):
     """T, d_model, h -> Figure: the correct split (top row) and the reshape-only bug (bottom)."""
-    fig, axes = plt.subplots(2, h, figsize=(min(0.6 * d_model + 1.2 * h + 0.6, 16), 0.9 * T + 2),
+    fig, axes = plt.subplots(2, h, figsize=(min(0.95 * d_model + 1.2 * h + 0.6, 16), 1.05 * T + 2),
                              layout="constrained", squeeze=False)
     for row, buggy, label in ((0, False, "split_heads\n(reshape + transpose)"),
                               (1, True, "reshape only (bug)")):
@@ -292,8 +292,7 @@ def stage_flow(trace, ax=None):
                 bbox=dict(boxstyle="round,pad=0.35", fc="white",
                           ec=head_color(0) if per_head else "0.3", lw=1.6 if per_head else 1.0))
         if view.op:
-            ax.text(x, -y + 0.36, view.op, ha="center", va="bottom", fontsize=7.5, color="0.35",
-                    style="italic")
+            ax.text(x, -y + 0.36, view.op, ha="center", va="bottom", fontsize=9.5, color="0.15")
     ax.set_xlim(-0.6, max(x for x, _ in where.values()) + 0.6)
     ax.set_ylim(-2.5, 0.55)
     ax.set_axis_off()

@@ -17,7 +17,7 @@ from .attention import attention_heatmap
 from .model import smooth
 from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color
 
-__all__ = ["token_text", "head_labels", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
+__all__ = ["token_text", "head_labels", "text_color", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
            "circuits_figure", "composition_figure", "head_bars", "position_patching_figure", "ablation_figure",
            "ranking_table", "pattern_figure", "rollout_figure"]
 
@@ -39,6 +39,26 @@ def head_labels(n_layers: int, h: int) -> list[str]:
     return [f"L{layer + 1} H{head}" for layer in range(n_layers) for head in range(h)]
 
 
+def text_color(rgba) -> str:
+    """A cell's colour (r, g, b[, a]) in 0..1 -> "white" or "black", whichever reads on it (relative luminance).
+
+    >>> text_color((0.0, 0.0, 0.3)), text_color((1.0, 1.0, 0.8))
+    ('white', 'black')
+    """
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in np.asarray(rgba, float)[:3])
+    return "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.18 else "black"
+
+
+def _write_values(ax, img, table, fmt, fontsize) -> None:
+    """Write each value of ``table`` (N, M) on its cell of the image ``img``, in the colour that reads on it."""
+    for (i, j), v in np.ndenumerate(table):
+        ax.text(j, i, fmt(i, j, v), ha="center", va="center", fontsize=fontsize,
+                color=text_color(img.cmap(img.norm(v))))
+
+
+TICK_SIZE = 7  # points: the smallest tick label a figure of notebook 14 uses
+
+
 def _ax(ax, figsize):
     if ax is None:
         _, ax = plt.subplots(figsize=figsize, layout="constrained")
@@ -47,13 +67,16 @@ def _ax(ax, figsize):
 
 def scores_table(scores: dict, ax=None, title="head detector"):
     """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written."""
-    names = list(scores)
+    names = list(scores) if isinstance(scores, dict) else []
+    shapes = {np.shape(scores[n]) for n in names}
+    if not names or len(shapes) != 1 or len(next(iter(shapes))) != 2:
+        raise ValueError(f"scores={'{}' if not names else {n: np.shape(scores[n]) for n in names}}: give "
+                         "{score name: (L, h)}, every score the same shape, e.g. circuits.head_scores(...)")
     L, h = scores[names[0]].shape
     table = np.stack([np.asarray(scores[n]).reshape(-1) for n in names], axis=1)  # (L h, n_scores)
     ax = _ax(ax, (1.3 * len(names) + 1.5, 0.45 * L * h + 1.2))
-    ax.imshow(table, cmap=WEIGHTS_CMAP, vmin=0, vmax=1, aspect="auto")
-    for (i, j), v in np.ndenumerate(table):
-        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=9, color="white" if v > 0.6 else "black")
+    img = ax.imshow(table, cmap=WEIGHTS_CMAP, vmin=0, vmax=1, aspect="auto")
+    _write_values(ax, img, table, lambda i, j, v: f"{v:.2f}", 9)
     ax.set_xticks(range(len(names)), [_SCORE_TITLES.get(n, n) for n in names], fontsize=8)
     ax.set_yticks(range(L * h), head_labels(L, h))
     ax.set_title(title)
@@ -111,7 +134,8 @@ def step_figure(trajectories: dict, step: int):
         attention_heatmap(np.where(future, np.nan, two.weights[i, layer, head]), labels, labels, ax=ax,
                           colorbar=False, annotate=False)
         ax.set_title(f"L{layer + 1} H{head} at step {int(two.steps[i])}", color=head_color(head), fontsize=9)
-        ax.tick_params(labelsize=5)
+        ax.tick_params(labelsize=TICK_SIZE)
+        ax.set_xticks(range(0, len(labels), 2), labels[::2])  # every other key: 24 letters fit at 7 pt
     return fig
 
 
@@ -123,8 +147,9 @@ def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_lab
     lim = float(np.nanmax(np.abs(m))) or 1.0  # NaN: entries the causal mask hides
     img = ax.imshow(m, cmap=plt.get_cmap(VALUES_CMAP).with_extremes(bad=MASKED_COLOR),
                     norm=mcolors.Normalize(-lim, lim), aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(m.shape[1]), col_labels, fontsize=6)
-    ax.set_yticks(range(m.shape[0]), row_labels, fontsize=6)
+    step = 2 if m.shape[1] > 16 else 1  # more than 16 columns: every other label, at a readable size
+    ax.set_xticks(range(0, m.shape[1], step), list(col_labels)[::step], fontsize=TICK_SIZE)
+    ax.set_yticks(range(0, m.shape[0], step), list(row_labels)[::step], fontsize=TICK_SIZE)
     ax.set(xlabel=col_label, ylabel=row_label)
     if colorbar:
         ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04)
@@ -136,7 +161,11 @@ def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_lab
 def circuits_figure(params, config, kind: str = "ov"):
     """-> Figure: one heatmap per head of the OV circuits ("ov", source token x output token), the token QK
     circuits ("qk") or the positional QK circuits ("pos", query position x key position)."""
-    fn = {"ov": ci.ov_circuit, "qk": ci.qk_circuit, "pos": ci.positional_qk_circuit}[kind]
+    kinds = {"ov": ci.ov_circuit, "qk": ci.qk_circuit, "pos": ci.positional_qk_circuit}
+    if kind not in kinds:
+        raise ValueError(f"kind={kind!r}; choose 'ov' (OV circuits), 'qk' (token QK circuits) or 'pos' "
+                         "(positional QK circuits)")
+    fn = kinds[kind]
     L, h = config.n_layers, config.h
     fig, axes = plt.subplots(1, L * h, figsize=(3.4 * L * h, 3.3), layout="constrained", squeeze=False)
     vocab = token_text(range(config.vocab))
@@ -165,9 +194,8 @@ def composition_figure(scores: dict, baseline: float, axes=None):
     top = max(float(np.max(v)) for v in scores.values())
     low = min(float(np.min(v)) for v in scores.values())
     for ax, (kind, s) in zip(axes, scores.items()):
-        ax.imshow(s, cmap=WEIGHTS_CMAP, vmin=low, vmax=top, aspect="auto")
-        for (i, j), v in np.ndenumerate(s):
-            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=9, color="white" if v > low + 0.6 * (top - low) else "black")
+        img = ax.imshow(s, cmap=WEIGHTS_CMAP, vmin=low, vmax=top, aspect="auto")
+        _write_values(ax, img, s, lambda i, j, v: f"{v:.3f}", 9)
         ax.set_xticks(range(s.shape[1]), [f"L2 H{b}" for b in range(s.shape[1])])
         ax.set_yticks(range(s.shape[0]), [f"L1 H{a}" for a in range(s.shape[0])])
         ax.set_title(f"{kind}-composition (random: {baseline:.3f})", fontsize=9)
@@ -201,13 +229,11 @@ def position_patching_figure(effects, tokens, ax=None, title=None):
     L, h, T = e.shape
     ax = _ax(ax, (9, 2.2))
     lim = float(np.abs(e).max()) or 1.0
-    ax.imshow(e.reshape(L * h, T), cmap=VALUES_CMAP, norm=mcolors.Normalize(-lim, lim), aspect="auto")
-    ax.set_xticks(range(T), [f"{t}\n{s}" for t, s in enumerate(token_text(tokens))], fontsize=6)
+    img = ax.imshow(e.reshape(L * h, T), cmap=VALUES_CMAP, norm=mcolors.Normalize(-lim, lim), aspect="auto")
+    ax.set_xticks(range(T), [f"{t}\n{s}" for t, s in enumerate(token_text(tokens))], fontsize=TICK_SIZE)
     ax.set_yticks(range(L * h), head_labels(L, h))
     ax.set_xlabel("position (and its token in sequence 0)")
-    for (i, j), v in np.ndenumerate(e.reshape(L * h, T)):
-        if abs(v) >= 0.05:
-            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    _write_values(ax, img, e.reshape(L * h, T), lambda i, j, v: f"{v:.2f}" if abs(v) >= 0.05 else "", 7)
     if title:
         ax.set_title(title, fontsize=9)
     return ax
@@ -222,7 +248,7 @@ def ablation_figure(losses: dict, labels, ax=None):
         x = np.arange(n) + (i - (k - 1) / 2) * width
         ax.bar(x, v, width, label=f"{kind} ablation", color=head_color(i))
         for xi, vi in zip(x, v):
-            ax.text(xi, vi, f"{vi:.2f}", ha="center", va="bottom", fontsize=6)
+            ax.text(xi, vi, f"{vi:.2f}", ha="center", va="bottom", fontsize=TICK_SIZE)
     ax.set_xticks(range(n), labels, fontsize=8)
     ax.set_ylabel("loss increase (nats)")
     ax.legend(fontsize=8)
@@ -236,36 +262,47 @@ def ranking_table(measures: dict, ax=None):
     ranks = (-vals).argsort(0).argsort(0) + 1  # 1 = largest
     L, h = np.asarray(measures[names[0]]).shape
     ax = _ax(ax, (1.4 * len(names) + 1.5, 0.5 * L * h + 1.2))
-    ax.imshow(ranks, cmap=WEIGHTS_CMAP + "_r", vmin=1, vmax=L * h + 1, aspect="auto")
-    for (i, j), r in np.ndenumerate(ranks):
-        ax.text(j, i, f"{r}  ({vals[i, j]:.2f})", ha="center", va="center", fontsize=8)
+    img = ax.imshow(ranks, cmap=WEIGHTS_CMAP + "_r", vmin=1, vmax=L * h + 1, aspect="auto")
+    _write_values(ax, img, ranks, lambda i, j, r: f"{r}  ({vals[i, j]:.2f})", 8)
     ax.set_xticks(range(len(names)), names, fontsize=8)
     ax.set_yticks(range(L * h), head_labels(L, h))
     ax.set_title("rank of each head (1 = most important), value in brackets", fontsize=9)
     return ax
 
 
-def pattern_figure(weights, tokens, head: int, token: int, title: str = ""):
+def pattern_figure(weights, tokens, head: int, token: int, title: str = "", key=None):
     """weights (h, T, T) of one layer on one sequence, tokens (T,) -> Figure: head ``head``'s pattern over
-    the token text, with what position ``token`` attends to (its row) and what attends to it (its column)."""
-    w = np.asarray(weights, dtype=float)[head]
-    T = w.shape[0]
+    the token text, with what the query ``token`` attends to (its row) and what attends to the key
+    ``key`` (its column; None: the same position as ``token``)."""
+    w_all = np.asarray(weights, dtype=float)
+    if w_all.ndim != 3 or w_all.shape[1] != w_all.shape[2] or np.shape(tokens) != (w_all.shape[1],):
+        raise ValueError(f"weights has shape {w_all.shape} and tokens {np.shape(tokens)}: give one layer's weights "
+                         "on one sequence (h, T, T) and its tokens (T,)")
+    h, T = w_all.shape[:2]
+    if not (isinstance(head, (int, np.integer)) and 0 <= head < h):
+        raise ValueError(f"head={head!r}: this layer has heads 0..{h - 1}")
+    key = token if key is None else key
+    for name, v in (("token", token), ("key", key)):
+        if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < T):
+            raise ValueError(f"{name}={v!r}: the sequence has positions 0..{T - 1}")
+    w = w_all[head]
     labels = token_text(tokens)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), layout="constrained", width_ratios=[1.2, 1, 1])
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     attention_heatmap(np.where(future, np.nan, w), labels, labels, ax=axes[0], annotate=False, colorbar=False,
                       title=f"{title}head {head}")
-    axes[0].tick_params(labelsize=6)
+    axes[0].tick_params(labelsize=TICK_SIZE)
+    axes[0].set_xticks(range(0, T, 2), labels[::2])
     axes[0].add_patch(plt.Rectangle((-0.5, token - 0.5), T, 1, fill=False, ec=head_color(1), lw=1.5))
-    axes[0].add_patch(plt.Rectangle((token - 0.5, -0.5), 1, T, fill=False, ec=head_color(2), lw=1.5))
+    axes[0].add_patch(plt.Rectangle((key - 0.5, -0.5), 1, T, fill=False, ec=head_color(2), lw=1.5))
     ticks = [f"{t}\n{s}" for t, s in enumerate(labels)]
-    for ax, values, color, what in ((axes[1], w[token], head_color(1), f"position {token} ('{labels[token]}') "
-                                     "attends to"),
-                                    (axes[2], w[:, token], head_color(2), f"what attends to position {token}")):
+    for ax, values, color, where, what in (
+            (axes[1], w[token], head_color(1), token, f"query {token} ('{labels[token]}') attends to"),
+            (axes[2], w[:, key], head_color(2), key, f"what attends to key {key} ('{labels[key]}')")):
         ax.bar(range(T), values, color=color)
-        ax.set_xticks(range(T), ticks, fontsize=5)
+        ax.set_xticks(range(0, T, 2), ticks[::2], fontsize=TICK_SIZE)
         ax.set(ylim=(0, 1), ylabel="weight", title=what)
-        for s in np.flatnonzero(np.asarray(tokens) == tokens[token]):
+        for s in np.flatnonzero(np.asarray(tokens) == tokens[where]):
             ax.axvline(s, color="grey", lw=0.6, ls=":")
     axes[1].set_xlabel("key position (dotted: the same token)")
     axes[2].set_xlabel("query position (dotted: the same token)")
@@ -283,6 +320,6 @@ def rollout_figure(rollout_row, last_layer_row, occlusion, tokens, position: int
                          (axes[2], occlusion, "occlusion: drop of the answer's logit")):
         v = np.asarray(v, dtype=float)[: position + 1]
         ax.bar(range(len(v)), v, color=head_color(0))
-        ax.set_xticks(range(len(v)), ticks[: position + 1], fontsize=5)
+        ax.set_xticks(range(0, len(v), 2), ticks[: position + 1: 2], fontsize=TICK_SIZE)
         ax.set_title(f"{title} (query {position})", fontsize=9)
     return axes

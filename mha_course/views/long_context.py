@@ -13,6 +13,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import _validate
 from ..gqa import RollingKVCache
 from ..lessons import long_context as lc
 from ..positions import rope_inv_freq
@@ -58,71 +59,81 @@ def accuracy_vs_length(table: dict, lengths, train_len: int, ax=None, title=None
     return ax
 
 
-def position_loss_curves(table: dict, lengths, train_len: int, ax=None, title=None):
-    """{name: [(Metrics, position losses (T,)) per length]} -> ax: loss at each scored position.
-
-    Each evaluation length contributes the positions its second copy covers (T/2 .. T-2 for the
-    stretched task), so the three lengths tile the axis.
-    """
+def position_loss_curves(table: dict, lengths, train_len: int, ax=None, title=None, length_index: int = 0):
+    """{name: [(Metrics, position losses (T,)) per length]} -> ax: loss at each scored position of the
+    evaluation at ``lengths[length_index]`` (the stretched task scores its second copy, T/2 .. T-2)."""
     ax = _ax(ax)
+    T = lengths[length_index]
     for i, (name, runs) in enumerate(table.items()):
-        xs, ys = [], []
-        for _, losses in runs:
-            ok = np.flatnonzero(np.isfinite(losses))
-            xs.extend(ok.tolist() + [np.nan])
-            ys.extend(losses[ok].tolist() + [np.nan])
-        ax.plot(xs, ys, color=_color(name, i), label=name, lw=1.6)
-    ax.axvline(train_len - 0.5, color="k", ls=":", lw=1, label="training length")
-    ax.set_xlabel("position of the query (token index); 1x, 2x and 4x tile the axis")
-    ax.set_ylabel("cross-entropy (nats)")
-    ax.set_title(title or "Loss against position")
-    ax.legend(fontsize=8, loc="upper left")
+        losses = runs[length_index][1]
+        ok = np.flatnonzero(np.isfinite(losses))
+        ax.plot(ok, losses[ok], color=_color(name, i), label=name, lw=1.6)
+    if train_len < T:
+        ax.axvline(train_len - 0.5, color="k", ls=":", lw=1, label="training length")
+    ax.set_xlim(-0.5, T - 0.5)
+    ax.set_xlabel(f"query position (of {T})")
+    ax.set_title(title or f"{T} tokens ({T // train_len}x)", fontsize=10)
     return ax
 
 
 def extrapolation_figure(table: dict, lengths, train_len: int, title: str = ""):
-    """The two views side by side: accuracy against length, loss against position. -> the two axes."""
-    _, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    """Accuracy against length (left), then the loss at each position, one panel per evaluation length
+    (each is a sequence of its own; left of its second copy nothing is scored). -> the axes."""
+    fig, axes = plt.subplots(1, 1 + len(lengths), figsize=(13, 3.6), layout="constrained",
+                             width_ratios=[1.3] + [1] * len(lengths))
     accuracy_vs_length(table, lengths, train_len, ax=axes[0], title=f"Accuracy {title}".strip())
-    position_loss_curves(table, lengths, train_len, ax=axes[1], title=f"Loss against position {title}".strip())
+    top = max(float(np.nanmax(losses)) for runs in table.values() for _, losses in runs)
+    for k in range(len(lengths)):
+        position_loss_curves(table, lengths, train_len, ax=axes[1 + k], length_index=k)
+        axes[1 + k].set_ylim(0, top * 1.05)  # one scale for the three sequences
+    axes[1].set_ylabel("cross-entropy (nats)")
+    fig.suptitle(f"Loss at each scored query (the second copy) {title}".strip(), x=0.62, fontsize=10)
     return axes
 
 
 def rope_turns_figure(d_k: int, factor: float, train_len: int, base: float = 10000.0,
                       beta_fast: float = 32.0, beta_slow: float = 1.0, ax=None):
-    """How many turns each RoPE pair makes over the training length, unscaled and under each
-    scaling with ``factor`` (log scale); YaRN's beta_fast and beta_slow as horizontal lines.
+    """How many turns each RoPE pair makes (log scale): unscaled over the training length L (what
+    YaRN's beta_fast and beta_slow are defined on: horizontal lines), and each scaling's frequencies
+    over the new length s·L (a scaled pair that turns over s·L as the unscaled one did over L meets
+    no new angle).
 
     >>> ax = rope_turns_figure(16, 4.0, 16); len(ax.lines)
-    6
+    8
     """
     ax = _ax(ax)
     j = np.arange(d_k // 2)
     yarn = {"type": "yarn", "factor": factor, "original_max_position": train_len,
             "beta_fast": beta_fast, "beta_slow": beta_slow}
-    variants = {"unscaled": None, "linear (PI)": {"type": "linear", "factor": factor},
-                "NTK-aware": {"type": "ntk", "factor": factor}, "YaRN": yarn}
-    styles = {"unscaled": ("k", "o-"), "linear (PI)": ("#d62728", "s--"), "NTK-aware": ("#2ca02c", "^-"),
-              "YaRN": ("#1f77b4", "D-")}
+    variants = {"linear (PI)": {"type": "linear", "factor": factor}, "NTK-aware": {"type": "ntk", "factor": factor},
+                "YaRN (reference ramp)": yarn, "YaRN (paper ramp)": {**yarn, "ramp": "paper"}}
+    styles = {"linear (PI)": ("#d62728", "s--"), "NTK-aware": ("#2ca02c", "^-"),
+              "YaRN (reference ramp)": ("#1f77b4", "D-"), "YaRN (paper ramp)": ("#17becf", "v:")}
+    L, sL = train_len, factor * train_len
+    ax.plot(j, L * rope_inv_freq(d_k, base) / (2 * math.pi), "o-", color="k", lw=2.2, ms=6,
+            label=f"unscaled, over L = {L:g}")
+    ax.plot(j, sL * rope_inv_freq(d_k, base) / (2 * math.pi), "o:", color="0.55", lw=1, ms=3,
+            label=f"unscaled, over s·L = {sL:g}")
     for name, scaling in variants.items():
-        turns = train_len * factor * rope_inv_freq(d_k, base, scaling) / (2 * math.pi)
         color, style = styles[name]
-        ax.plot(j, turns, style, color=color, label=name, ms=4, lw=1.4)
+        ax.plot(j, sL * rope_inv_freq(d_k, base, scaling) / (2 * math.pi), style, color=color,
+                label=f"{name}, over s·L", ms=4, lw=1.4)
     for beta, label in ((beta_fast, "beta_fast"), (beta_slow, "beta_slow")):
         ax.axhline(beta, color="0.6", ls=":", lw=1)
-        ax.text(j[-1], beta, f" {label} = {beta:g}", fontsize=8, va="bottom", ha="right", color="0.4")
+        ax.text(j[-1], beta, f" {label} = {beta:g} turns over L", fontsize=8, va="bottom", ha="right", color="0.4")
     ax.set_yscale("log")
     ax.set_xticks(j)
     ax.set_xlabel("pair j (0: the fastest)")
-    ax.set_ylabel(f"turns over {factor:g} x {train_len} positions")
-    ax.set_title(f"RoPE pairs over the new length, d_k = {d_k}, factor s = {factor:g}")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("turns")
+    ax.set_title(f"RoPE pairs: turns over L = {L:g} and over s·L = {sL:g}, d_k = {d_k}", fontsize=10)
+    ax.legend(fontsize=7, loc="lower left")
     return ax
 
 
 def window_mask(mask, window: int, sinks: int, ax=None):
-    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask."""
-    labels = [str(i) for i in range(np.shape(mask)[-1])]
+    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask; every
+    fourth key and query labelled (24 labels side by side run together)."""
+    labels = [str(i) if i % 4 == 0 else "" for i in range(np.shape(mask)[-1])]
     ax = mask_heatmap(mask, labels[:np.shape(mask)[0]], labels, ax=_ax(ax, (3.8, 3.6)),
                       title=f"window {window}, sinks {sinks}: {int(np.asarray(mask).sum())} keys attended")
     return ax
@@ -134,8 +145,11 @@ def stream_loss_curves(curves: dict, episode_len: int, ax=None, title=None):
     T = len(next(iter(curves.values())))
     for b in range(episode_len, T, episode_len):
         ax.axvline(b - 0.5, color="0.85", lw=0.8)
-    for i, (label, losses) in enumerate(curves.items()):
-        ax.plot(np.arange(T), losses, ".-", label=label, color=plt.get_cmap("tab10")(i), lw=1.2, ms=3)
+    styles = ["-", "--", "-.", ":"]
+    n = len(curves)
+    for i, (label, losses) in enumerate(curves.items()):  # the first widest: later, thinner lines stay visible on it
+        ax.plot(np.arange(T), losses, styles[i % 4], label=label, color=plt.get_cmap("tab10")(i),
+                lw=1.0 + 1.6 * (n - 1 - i) / max(n - 1, 1), alpha=0.9, zorder=2 + i)
     ax.set_xlabel("position in the stream (grey: a new episode starts)")
     ax.set_ylabel("cross-entropy (nats)")
     ax.set_title(title or "Loss along a stream longer than training")
@@ -169,8 +183,13 @@ def paged_memory_bars(lengths, max_len: int, block_size: int, ax=None):
     >>> ax = paged_memory_bars([5, 30, 12], 64, 8); len(ax.patches)
     9
     """
-    ax = _ax(ax, (7.0, 3.0))
+    max_len, block_size = _validate.positive_int(max_len, "max_len"), _validate.positive_int(block_size, "block_size")
     lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or lengths.size == 0 or not np.issubdtype(lengths.dtype, np.integer) or lengths.min() < 0 \
+            or lengths.max() > max_len:
+        raise ValueError(f"lengths must be a non-empty list of whole numbers 0 .. max_len={max_len}, one per "
+                         f"request; got {lengths.tolist()!r}")
+    ax = _ax(ax, (7.0, 3.0))
     paged = -(-lengths // block_size) * block_size  # whole blocks
     x = np.arange(len(lengths))
     ax.bar(x - 0.27, np.full(len(lengths), max_len), 0.26, color="0.75", label=f"contiguous: max_len = {max_len}")
@@ -193,10 +212,15 @@ def length_view(model: tuple, eval_len: int, n: int = 64):
     metrics, losses = lc.evaluate_at(params, config, eval_len, "stretched", seed=eval_len, n=n)
     fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
     ok = np.isfinite(losses)
+    top = max(4.0, float(np.nanmax(losses)) * 1.1)
+    first = int(np.flatnonzero(ok)[0])
+    ax.axvspan(-0.5, first - 0.5, color="0.93", zorder=0)
+    ax.text((first - 1) / 2, top * 0.5, "not scored:\nnoise and the first copy\n(nothing to predict yet)",
+            ha="center", va="center", fontsize=8, color="0.35")
     ax.plot(np.flatnonzero(ok), losses[ok], "o-", color=_color(config.positions, 0), ms=3)
     ax.axvline(config.seq_len - 0.5, color="k", ls=":", lw=1)
     ax.set_xlim(-0.5, eval_len - 0.5)
-    ax.set_ylim(0, max(4.0, float(np.nanmax(losses)) * 1.1))
+    ax.set_ylim(0, top)
     ax.set_xlabel(f"position of the query (trained on {config.seq_len}: dotted line)")
     ax.set_ylabel("cross-entropy (nats)")
     ax.set_title(f"{config.positions}, trained on {config.seq_len}, read at {eval_len} tokens "

@@ -32,11 +32,17 @@ def new_ax(ax, figsize=(4, 3.5)):
 
 
 def label_axes(ax, rows, cols, row_label, col_label):
-    """Tick labels ``rows`` (y) and ``cols`` (x, turned 45 degrees) and the two axis labels."""
+    """Tick labels ``rows`` (y) and ``cols`` (x) and the two axis labels.
+
+    Up to 8 column labels are turned 45 degrees; more are turned upright (90 degrees), each
+    under its own column, so that long token lists do not run into each other."""
     if rows is not None:
         ax.set_yticks(range(len(rows)), rows)
     if cols is not None:
-        ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
+        if len(cols) > 8:
+            ax.set_xticks(range(len(cols)), cols, rotation=90, ha="center")
+        else:
+            ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right")
     ax.set_ylabel(row_label)
     ax.set_xlabel(col_label)
 

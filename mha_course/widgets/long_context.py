@@ -43,6 +43,12 @@ def length_live_view(models: dict, show=("scheme", "train_len", "eval_len"), sch
     and the evaluation length (4 .. 64); a pair that was not trained shows its nearest length."""
     schemes = sorted({s for s, _ in models}, key=list(dict.fromkeys(s for s, _ in models)).index)
     lengths = sorted({L for _, L in models})
+    if scheme not in schemes:
+        raise ValueError(f"scheme={scheme!r} has no model here; choose one of {schemes}")
+    if train_len not in lengths:
+        raise ValueError(f"train_len={train_len!r} has no model here; choose one of {lengths}")
+    if isinstance(eval_len, bool) or not isinstance(eval_len, int) or not 4 <= eval_len <= 64 or eval_len % 4:
+        raise ValueError(f"eval_len={eval_len!r} must be a multiple of 4 from 4 to 64 (the slider's values)")
     controls = {"scheme": W.SelectionSlider(options=schemes, value=scheme, description="scheme",
                                             continuous_update=False, style=_STYLE, layout=_LAYOUT),
                 "train_len": W.SelectionSlider(options=lengths, value=train_len, description="train_len",
@@ -59,14 +65,20 @@ def length_live_view(models: dict, show=("scheme", "train_len", "eval_len"), sch
 
 def scaling_live_view(config, params, show=("factor",), factor: float = 4.0):
     """The trained RoPE model -> a slider for the scaling factor s (1 .. 4: up to 64 tokens)."""
-    controls = {"factor": W.SelectionSlider(options=[1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0], value=factor,
+    options = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    if factor not in options:
+        raise ValueError(f"factor={factor!r} is not on the slider; choose one of {options}")
+    controls = {"factor": W.SelectionSlider(options=options, value=factor,
                                             description="factor", continuous_update=False, style=_STYLE,
                                             layout=_LAYOUT)}
     return _live(lambda factor: lv.scaling_view(config, params, factor), controls, show)
 
 
 def window_live_view(config, params, batch, show=("window", "sinks"), window: int = 16, sinks: int = 0):
-    """The trained RoPE model and a stream -> sliders for the rolling cache's window and sinks."""
+    """The trained RoPE model and a stream -> sliders for the rolling cache's window (2 .. 32) and sinks (0 .. 4)."""
+    for value, name, lo, hi in ((window, "window", 2, 32), (sinks, "sinks", 0, 4)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"{name}={value!r} must be a whole number from {lo} to {hi} (the slider's range)")
     controls = {"window": W.IntSlider(value=window, min=2, max=32, description="window",
                                       continuous_update=False, style=_STYLE, layout=_LAYOUT),
                 "sinks": W.IntSlider(value=sinks, min=0, max=4, description="sinks",

@@ -15,7 +15,7 @@ import pytest
 
 import mha_course as mc
 from mha_course import check
-from mha_course.check import engine
+from mha_course.check import compare, engine
 
 LIMIT = 0.3
 
@@ -230,20 +230,20 @@ def test_replacing_np_isclose_or_the_engines_close_does_not_pass(capsys, monkeyp
     monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
     monkeypatch.setattr(np, "all", lambda *a, **k: True)
     assert check.softmax(_wrong_softmax) is False
-    engine._close = lambda a, b: True
-    engine._compare = lambda *a, **k: []
-    engine.RTOL = engine.ATOL = 1e9
+    compare.close = lambda a, b: True
+    compare.compare = engine.compare = lambda *a, **k: []
+    engine.RTOL = engine.ATOL = compare.ATOL = 1e9
     assert check.softmax(_wrong_softmax) is False
-    assert engine._close(np.zeros(2), np.ones(2)) is False and engine.ATOL == 1e-6
+    assert compare.close(np.zeros(2), np.ones(2)) is False and engine.ATOL == compare.ATOL == 1e-6
     capsys.readouterr()
 
 
 def test_a_reference_is_computed_with_numpys_own_functions(capsys, monkeypatch):
-    check.catalogue()["softmax"]._memo.clear()
+    check.catalogue()["softmax"].forget()
     monkeypatch.setattr(np, "exp", lambda x: np.ones_like(x))  # a learner's np.exp
     assert check.softmax(lambda x, axis=-1: np.ones_like(x) / x.shape[axis]) is False
     monkeypatch.undo()
-    check.catalogue()["softmax"]._memo.clear()
+    check.catalogue()["softmax"].forget()
     capsys.readouterr()
 
 
@@ -297,7 +297,7 @@ def _toy_cases():
     return [engine.Case((rng.normal(size=(T, d)), h)) for T, d, h in ((3, 4, 2), (4, 9, 3), (2, 16, 5), (5, 25, 4))]
 
 
-TOY = engine._Spec("toy", _pooled, _toy_cases, sizes=lambda Q, h: {"d_k": Q.shape[-1], "h": h})
+TOY = engine.Exercise("toy", _pooled, _toy_cases, sizes=lambda Q, h: {"d_k": Q.shape[-1], "h": h}, register=False)
 
 
 def toy(capsys, fn, spec=TOY):
@@ -306,20 +306,27 @@ def toy(capsys, fn, spec=TOY):
 
 
 @pytest.mark.parametrize("fn, words", [
-    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "every value is 1/sqrt(d_k) ("),
-    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value is 1/h ("),
-    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value is h ("),
-    (lambda Q, h: h * (Q @ Q.T), "every value is sqrt(d_k) ("),
-    (lambda Q, h: 2 * _pooled(Q, h), "every value is 2 times the expected one"),
-    (lambda Q, h: 1.37 * _pooled(Q, h), "every value is 1.37 times the expected one"),
-    (lambda Q, h: 0 * _pooled(Q, h), "every value is 0 (an all-zero result)"),
-    (lambda Q, h: -_pooled(Q, h) + 0 * Q[:1, :1], "the sign is flipped"),
+    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "Found: every value of result is 1/sqrt(d_k) ("),
+    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "Found: every value of result is 1/h ("),
+    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "Found: every value of result is h ("),
+    (lambda Q, h: h * (Q @ Q.T), "Found: every value of result is sqrt(d_k) ("),
+    (lambda Q, h: 2 * _pooled(Q, h), "Found: every value of result is 2 times the expected one"),
+    (lambda Q, h: -_pooled(Q, h) + 0 * Q[:1, :1], "Found: result has the opposite sign"),
 ])
-def test_a_factor_zero_or_sign_is_named_in_the_exercises_terms(capsys, fn, words):
+def test_a_factor_or_sign_is_named_in_the_exercises_terms(capsys, fn, words):
     ok, out = toy(capsys, fn)
     assert ok is False and words in out, out
+    assert "-8.6" not in out and "e-17 times" not in out and "not one of the mistakes" not in out
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda Q, h: 1.37 * _pooled(Q, h), "every value is 1.37 times the expected one"),
+    (lambda Q, h: 0 * _pooled(Q, h), "every value is 0 (an all-zero result)"),
+])
+def test_an_unnamed_factor_or_zero_is_localised(capsys, fn, words):
+    ok, out = toy(capsys, fn)
+    assert ok is False and words in out and "not one of the mistakes I know" in out, out
     assert "Every shape is right" in out and "Print the shape" not in out, out
-    assert "-8.6" not in out and "e-17 times" not in out
 
 
 def test_shape_advice_only_when_a_shape_is_wrong(capsys):
@@ -328,7 +335,7 @@ def test_shape_advice_only_when_a_shape_is_wrong(capsys):
 
 
 def test_a_permutation_is_named_only_when_it_is_one(capsys):
-    spec = engine._Spec("rows", lambda x: x, lambda: [engine.Case((np.arange(12.0).reshape(4, 3) ** 2,))])
+    spec = engine.Exercise("rows", lambda x: x, lambda: [engine.Case((np.arange(12.0).reshape(4, 3) ** 2,))], register=False)
     ok, out = toy(capsys, lambda x: x[[2, 0, 3, 1]], spec)
     assert ok is False and "rows (axis 0) are reordered (a permutation): yours in order 2, 0, 3, 1" in out, out
     ok, out = toy(capsys, lambda x: x[[2, 2, 3, 1]], spec)
@@ -338,14 +345,14 @@ def test_a_permutation_is_named_only_when_it_is_one(capsys):
 def test_transposed_is_named(capsys):
     ok, out = toy(capsys, lambda Q, h: _pooled(Q, h).T + np.triu(np.ones((len(Q), len(Q))), 1) * 0)
     assert ok is True  # symmetric: a transpose of Q Q^T is the same matrix (right)
-    spec = engine._Spec("square", lambda x: x @ np.diag(np.arange(1.0, len(x) + 1)),
-                        lambda: [engine.Case((np.arange(9.0).reshape(3, 3) + 1,))])
+    spec = engine.Exercise("square", lambda x: x @ np.diag(np.arange(1.0, len(x) + 1)),
+                        lambda: [engine.Case((np.arange(9.0).reshape(3, 3) + 1,))], register=False)
     ok, out = toy(capsys, lambda x: (x @ np.diag(np.arange(1.0, len(x) + 1))).T, spec)
-    assert ok is False and "transposed: the row and column axes" in out, out
+    assert ok is False and "Found: result has its row and column axes swapped" in out, out
 
 
 def test_one_dimensional_results_say_entries(capsys):
-    spec = engine._Spec("vec", lambda x: x * 2, lambda: [engine.Case((np.arange(1.0, 6.0),))])
+    spec = engine.Exercise("vec", lambda x: x * 2, lambda: [engine.Case((np.arange(1.0, 6.0),))], register=False)
     ok, out = toy(capsys, lambda x: (x * 2)[[1, 0, 2, 3, 4]], spec)
     assert ok is False and "entries (axis 0)" in out and "entrys" not in out, out
 
@@ -363,13 +370,13 @@ def test_no_runtime_warning_from_nan_results_reaches_the_learner(capsys):
 # ---------------------------------------------------------------------------------------
 
 def test_natural_types_are_right(capsys):
-    pair = engine._Spec("pair", lambda a: (a, 2 * a), lambda: [engine.Case((np.ones(3),))], outputs=("a", "b"))
+    pair = engine.Exercise("pair", lambda a: (a, 2 * a), lambda: [engine.Case((np.ones(3),))], outputs=("a", "b"), register=False)
     assert pair.check(lambda a: [a, 2 * a]) is True
-    count = engine._Spec("count", lambda n: n // 2, lambda: [engine.Case((8,)), engine.Case((5,))])
+    count = engine.Exercise("count", lambda n: n // 2, lambda: [engine.Case((8,)), engine.Case((5,))], register=False)
     assert count.check(lambda n: float(n // 2)) is True
     assert count.check(lambda n: np.int64(n // 2)) is True
     assert count.check(lambda n: n / 2) is False
-    strict = engine._Spec("strict", lambda n: n // 2, lambda: [engine.Case((8,))], strict_types=True)
+    strict = engine.Exercise("strict", lambda n: n // 2, lambda: [engine.Case((8,))], strict_types=True, register=False)
     assert strict.check(lambda n: float(n // 2)) is False
     assert "expected a whole number (int)" in capsys.readouterr().out
 
@@ -383,9 +390,9 @@ from mha_course.attention import softmax as renamed_softmax  # noqa: E402 -- an 
 
 def test_a_forbidden_python_function_is_detected_even_under_an_alias(capsys):
     import mha_course.attention as attention
-    spec = engine._Spec("no_softmax", lambda x: mc.softmax(x), lambda: [engine.Case((np.ones((2, 3)),))],
-                        rules=(engine.Forbid("mc.softmax", "mha_course.attention", "softmax",
-                                             "write exp(x - max) / sum yourself"),))
+    spec = engine.Exercise("no_softmax", lambda x: mc.softmax(x), lambda: [engine.Case((np.ones((2, 3)),))],
+                           rules=(engine.Forbid("mc.softmax", "mha_course.attention", "softmax",
+                                                "write exp(x - max) / sum yourself"),), register=False)
     for fn in (lambda x: attention.softmax(x), lambda x: mc.softmax(x), lambda x: renamed_softmax(x)):
         assert spec.check(fn) is False
         out = capsys.readouterr().out
@@ -399,8 +406,8 @@ def test_a_forbidden_python_function_is_detected_even_under_an_alias(capsys):
 
 def test_a_forbidden_c_function_is_detected(capsys):
     import math
-    spec = engine._Spec("no_sqrt", lambda x: x ** 0.5, lambda: [engine.Case((4.0,))],
-                        rules=(engine.Forbid("math.sqrt", "math", "sqrt", "use x ** 0.5"),))
+    spec = engine.Exercise("no_sqrt", lambda x: x ** 0.5, lambda: [engine.Case((4.0,))],
+                        rules=(engine.Forbid("math.sqrt", "math", "sqrt", "use x ** 0.5"),), register=False)
     assert spec.check(lambda x: math.sqrt(x)) is False
     assert "your function calls math.sqrt" in capsys.readouterr().out
     assert spec.check(lambda x: x ** 0.5) is True
@@ -408,8 +415,8 @@ def test_a_forbidden_c_function_is_detected(capsys):
 
 def test_a_wrong_return_type_is_named(capsys):
     torch = pytest.importorskip("torch")
-    spec = engine._Spec("tensor", lambda x: np.asarray(x) * 2, lambda: [engine.Case((np.ones(3),))],
-                        rules=(engine.Returns("torch.Tensor", "torch.as_tensor(result)"),))
+    spec = engine.Exercise("tensor", lambda x: np.asarray(x) * 2, lambda: [engine.Case((np.ones(3),))],
+                        rules=(engine.Returns("torch.Tensor", "torch.as_tensor(result)"),), register=False)
     assert spec.check(lambda x: np.asarray(x) * 2) is False
     out = capsys.readouterr().out
     assert "it returned a numpy.ndarray, expected a torch.Tensor. Fix: torch.as_tensor(result)" in out, out
@@ -427,9 +434,9 @@ def test_scaled_dot_product_attention_inside_torch_attention_is_caught(capsys):
         s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
         return torch.softmax(s, dim=-1) @ v
     rng = np.random.default_rng(0)
-    spec = engine._Spec("torch_sdpa", reference,
-                        lambda: [engine.Case(tuple(torch.from_numpy(rng.normal(size=(2, 3, 4))) for _ in range(3)))],
-                        rules=(rule,))
+    spec = engine.Exercise("torch_sdpa", reference,
+                           lambda: [engine.Case(tuple(torch.from_numpy(rng.normal(size=(2, 3, 4))) for _ in range(3)))],
+                           rules=(rule,), register=False)
     assert spec.check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)) is False
     assert "your function calls F.scaled_dot_product_attention" in capsys.readouterr().out
     assert spec.check(reference) is True

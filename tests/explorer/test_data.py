@@ -98,3 +98,41 @@ def test_data_scores_colour_bar_follows_the_scores(explorer):
     lo, hi = view.scores.matrix.image.get_clim()
     assert view.scores_cbar.mappable is view.scores.matrix.image
     assert np.isclose(hi, np.abs(explorer.trace["scores"][0]).max()) and np.isclose(lo, -hi)
+
+
+# ---- heads told apart: a divider in every gap, a title over every head, keys under every head ----
+@pytest.mark.parametrize("h", [2, 4, 8])
+def test_every_per_head_panel_divides_and_titles_its_heads(explorer, h):
+    explorer.controls.set(d_model=16, h=h, seq_len=6)
+    explorer.mode.value = "Data"
+    view = explorer._views["Data"]
+    for name in ("scores", "weights"):
+        panel = getattr(view, name)
+        spans = ex.head_spans(h, 6)
+        assert [line.get_xdata()[0] for line in panel.dividers] == [stop for _, stop in spans[:-1]], name
+        titles = [t.get_text() for t in panel.titles if t.get_visible()]
+        assert len(titles) == h, (name, titles)
+        keys = [t.get_text() for t in panel.matrix.keys.texts if t.get_visible()]
+        assert keys == ex.sentence_tokens(ex.DEFAULT_SENTENCE, 6) * h, (name, keys)
+
+
+def test_hidden_heads_are_said_in_every_mode(explorer):
+    explorer.controls.set(d_model=24, h=12, seq_len=6)
+    note = ex.hidden_heads_note(12)
+    assert note == f"heads 0-{ex.MAX_HEADS_SHOWN - 1} of 12 drawn, {12 - ex.MAX_HEADS_SHOWN} not shown"
+    explorer.mode.value = "Data"
+    view = explorer._views["Data"]
+    assert note in view.titles["scores"].get_text() and note in view.titles["weights"].get_text()
+    texts = [t.get_text() for t in explorer.render("architecture").findobj(matplotlib.text.Text)]
+    assert f"{ex.MAX_HEADS_SHOWN} of 12 heads drawn" in texts
+    plt.close("all")
+    explorer.controls.set(h=4)
+    assert ex.hidden_heads_note(4) == ""
+    texts = [t.get_text() for t in explorer.render("architecture").findobj(matplotlib.text.Text)]
+    assert not any("heads drawn" in t for t in texts)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
+def test_hidden_heads_note_refuses_what_is_not_a_head_count(bad):
+    with pytest.raises(ValueError, match="positive int"):
+        ex.hidden_heads_note(bad)

@@ -167,3 +167,38 @@ def test_a_module_is_read_like_its_state_dict():
     module = torch.nn.MultiheadAttention(6, 3)
     ours, again = params_from_torch_state(module), params_from_torch_state(module.state_dict())
     assert all(np.array_equal(a, b) for a, b in zip(ours, again))
+
+
+def test_every_fast_path_condition_is_a_reason_in_torchs_own_code():
+    """The one statement of the fast-path rules names only reasons MultiheadAttention.forward records."""
+    torch = require_torch()
+    import inspect
+
+    from mha_course.lessons.bridge import FAST_PATH_CONDITIONS, fast_path_rules
+    source = inspect.getsource(torch.nn.MultiheadAttention.forward)
+    missing = [reason for _, reason in FAST_PATH_CONDITIONS if reason not in source]
+    assert not missing, f"torch {torch.__version__} records no such reasons: {missing}"
+    assert "need_weights" not in " ".join(reason for _, reason in FAST_PATH_CONDITIONS)
+    assert len(fast_path_rules().splitlines()) == len(FAST_PATH_CONDITIONS) + 2
+
+
+@pytest.mark.parametrize("heads, expect_fast", [(2, True), (1, False), (3, False)])
+def test_the_even_heads_condition_decides_the_fast_path(heads, expect_fast):
+    """An odd number of heads (one condition of FAST_PATH_CONDITIONS) turns the fast path off."""
+    torch = require_torch()
+    m = torch.nn.MultiheadAttention(6, heads, batch_first=True).eval()
+    x = torch.randn(1, 3, 6)
+    calls = []
+    original = torch._native_multi_head_attention
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    torch._native_multi_head_attention = spy
+    try:
+        with torch.no_grad():
+            m(x, x, x, need_weights=True)
+    finally:
+        torch._native_multi_head_attention = original
+    assert bool(calls) is expect_fast

@@ -168,3 +168,62 @@ def test_time_sweep_rejects_bad_input(kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         cx.time_sweep(args.pop("seq_lens"), args.pop("d_model"), args.pop("h"), **args)
+
+
+# ----------------------------------------------------------------------------- the rest of the layer (05)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(d_model=st.integers(1, 4096), expansion=st.integers(1, 8))
+def test_the_layer_crossover_is_where_attention_first_costs_as_much_as_the_rest(d_model, expansion):
+    T = cx.layer_crossover_seq_len(d_model, expansion)
+    rest = lambda T_: cx.projection_flops(T_, d_model) + cx.ffn_flops(T_, d_model, expansion)  # noqa: E731
+    assert cx.attention_flops(T, d_model) == rest(T)
+    if T > 1:
+        assert cx.attention_flops(T - 1, d_model) < rest(T - 1)
+    assert T == 3 * cx.crossover_seq_len(d_model) if expansion == 4 else True
+
+
+def test_the_ffn_counts_two_products_of_the_expanded_width():
+    assert cx.ffn_flops(10, 4) == 2 * (2 * 10 * 4 * 16)  # (T, D)(D, 4D) and (T, 4D)(4D, D)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(T=st.integers(1, 5000), d_model=st.integers(1, 512))
+def test_a_causal_kernel_computes_the_allowed_scores_only(T, d_model):
+    allowed = int(mc.causal_mask(min(T, 64)).sum()) if T <= 64 else T * (T + 1) // 2
+    assert cx.causal_attention_flops(T, d_model) == 4 * d_model * allowed
+    share = cx.causal_attention_flops(T, d_model) / cx.attention_flops(T, d_model)
+    assert 0.5 < share <= 1.0 and (T < 100 or share < 0.51)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(T=st.integers(1, 10**6), d_model=st.integers(1, 8192), nbytes=st.sampled_from([1, 2, 4, 8]))
+def test_decoding_does_two_flops_per_number_read(T, d_model, nbytes):
+    assert cx.decode_intensity(T, d_model, nbytes) == pytest.approx(2 / nbytes)
+
+
+@pytest.mark.parametrize("call", [lambda: cx.ffn_flops(0, 4), lambda: cx.layer_crossover_seq_len(8, 0),
+                                  lambda: cx.causal_attention_flops(4.5, 2), lambda: cx.decode_intensity(4, 4, True)])
+def test_bad_sizes_are_refused(call):
+    with pytest.raises(ValueError, match="must be"):
+        call()
+
+
+# ----------------------------------------------------------------------------- 05's timing figure, from its file
+def test_notebook_05s_timing_claims_hold_in_the_shipped_results():
+    """The figure of 05 is drawn from benchmarks/results/bench_complexity.json; what its prose says holds there:
+    the fastest calls grow with a log-log slope near 2 where attention dominates, and a fresh process per point."""
+    import json
+    from pathlib import Path
+    bench = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+                        / "bench_complexity.json").read_text())
+    assert (bench["d_model"], bench["h"]) == (32, 4)
+    rows = bench["settings"]["blas1"]
+    T = np.array([r["seq_len"] for r in rows])
+    floor = np.array([r["min_s"] for r in rows])
+    fit = T >= 4 * cx.crossover_seq_len(32)
+    assert fit.sum() >= 3 and not any(r["errors"] for r in rows)
+    assert 1.7 <= cx.loglog_slope(T[fit], floor[fit]) <= 2.5
+    assert np.all(np.diff(floor[fit]) > 0)                      # doubling T never made it faster
+    assert set(bench["settings"]) == {"blas1", "default"} and bench["command"].startswith("python benchmarks/")

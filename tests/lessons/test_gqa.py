@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pytest
 
+from mha_course.lessons import checkpoints
 from mha_course.lessons import gqa as decode
 from mha_course.lessons import model as train
 
@@ -81,10 +82,10 @@ def test_a_decoder_that_restarts_positions_is_caught(monkeypatch):
 
 # ----------------------------------------------------------------------------- the trained model
 def _checkpoint():
-    path = train.checkpoint_path("induction")
+    path = checkpoints.checkpoint_path("induction")
     if not path.exists():
         pytest.skip(f"no shipped checkpoint at {path} yet")
-    config, params, _ = train.load_checkpoint(path)
+    config, params, _ = checkpoints.load_checkpoint(path)
     return config, params
 
 
@@ -127,7 +128,7 @@ def test_forward_cached_refuses_positions_the_model_never_learned():
 
 
 def test_timing_model_has_the_structure_and_the_length():
-    config = train.CHECKPOINT_CONFIGS["induction"]
+    config = checkpoints.CHECKPOINT_CONFIGS["induction"]
     cfg, params = decode.timing_model(config, 300)
     assert decode.max_positions(params) == 300 and cfg.d_model == config.d_model
     assert len(params.layers) == config.n_layers and cfg.h == config.h

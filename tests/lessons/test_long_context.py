@@ -1,8 +1,8 @@
 """Notebook 13's experiments (mha_course.lessons.long_context), its views and sliders, its checkpoints.
 
 - the evaluations: learned tables extended with untrained rows, the shifted task keeps the training
-  task at later positions, per-position losses agree with train.metrics;
-- the shipped long_* checkpoints: the configs of train.CHECKPOINT_CONFIGS, their first training
+  task at later positions, per-position losses agree with training.metrics;
+- the shipped long_* checkpoints: the configs of checkpoints.CHECKPOINT_CONFIGS, their first training
   losses re-made by training again (the fine-tunes from their parent), their accuracy at 1x;
 - rolling-cache decoding of the model with a window >= T equals full attention; paged serving
   equals contiguous serving, token for token and bit for bit, and wastes less than a block per
@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mha_course as mc  # noqa: E402
+from mha_course.lessons import checkpoints, training
 from mha_course.lessons import long_context as lc  # noqa: E402
 from mha_course.lessons import model as train  # noqa: E402
 
@@ -53,7 +54,7 @@ def test_evaluate_at_agrees_with_train_metrics(rope):
     config, params = rope
     metrics, per_position = lc.evaluate_at(params, config, 32, "stretched", seed=4, n=64)
     batch = lc.stretched_batch(config, 32, np.random.default_rng(4), 64)
-    ref = train.metrics(params, batch, config._replace(seq_len=32))
+    ref = training.metrics(params, batch, config._replace(seq_len=32))
     assert metrics.loss == pytest.approx(ref.loss, rel=1e-10) and metrics.accuracy == ref.accuracy
     assert per_position.shape == (32,) and np.isnan(per_position[:16]).all() and np.isfinite(per_position[16:31]).all()
     assert np.allclose(per_position, lc.position_losses(params, config._replace(seq_len=32), batch), equal_nan=True)
@@ -84,23 +85,23 @@ def test_weight_by_distance_sums_to_one(rope):
 
 # ----------------------------------------------------------------------------- checkpoints
 def test_checkpoint_configs_cover_every_scheme_and_fine_tune():
-    names = {n for n in train.CHECKPOINT_CONFIGS if n.startswith("long_")}
+    names = {n for n in checkpoints.CHECKPOINT_CONFIGS if n.startswith("long_")}
     assert names == ({f"long_{p}" for p in lc.SCHEMES} | {"long_rope_tuned", "long_rope_linear_tuned",
                                                           "long_rope_ntk_tuned", "long_rope_yarn_tuned"}
                      | {f"long_{p}_len{L}" for p in ("learned", "rope", "alibi") for L in (8, 32)})
     for name in names:
-        config, _, _ = train.load_checkpoint(train.checkpoint_path(name))
-        assert config == train.CHECKPOINT_CONFIGS[name]
-    total = sum(train.checkpoint_path(n).stat().st_size for n in names)
+        config, _, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path(name))
+        assert config == checkpoints.CHECKPOINT_CONFIGS[name]
+    total = sum(checkpoints.checkpoint_path(n).stat().st_size for n in names)
     assert total < 2 * 2 ** 20, f"notebook 13's checkpoints take {total} bytes"
 
 
 @pytest.mark.parametrize("name", ["long_alibi", "long_rope_yarn_tuned"])
 def test_shipped_checkpoint_first_losses_are_reproduced(name):
-    config, _, history = train.load_checkpoint(train.checkpoint_path(name))
-    parent = train.CHECKPOINT_PARENTS.get(name)
-    start = None if parent is None else train.load_checkpoint(train.checkpoint_path(parent))[1]
-    _, again = train.train(config._replace(steps=20), params=start)
+    config, _, history = checkpoints.load_checkpoint(checkpoints.checkpoint_path(name))
+    parent = checkpoints.CHECKPOINT_PARENTS.get(name)
+    start = None if parent is None else checkpoints.load_checkpoint(checkpoints.checkpoint_path(parent))[1]
+    _, again = training.train(config._replace(steps=20), params=start)
     assert np.allclose(again.losses, history.losses[:20], rtol=1e-9, atol=1e-12)
 
 
@@ -170,7 +171,7 @@ def test_quantized_cache_accuracy_falls_with_the_bits(rope):
     config, params = rope
     batch = train.make_batch(config, np.random.default_rng(5), 64)
     exact = lc.quantized_metrics(params, config, batch, None)
-    assert exact.loss == pytest.approx(train.metrics(params, batch, config).loss, rel=1e-10)
+    assert exact.loss == pytest.approx(training.metrics(params, batch, config).loss, rel=1e-10)
     assert abs(lc.quantized_metrics(params, config, batch, 8).loss - exact.loss) < 0.01
     assert lc.quantized_metrics(params, config, batch, 2).loss > exact.loss + 1
     with pytest.raises(ValueError, match="bits"):

@@ -14,13 +14,14 @@ import pytest
 
 import mha_course as mc
 from mha_course import check
+from mha_course.lessons import checkpoints, training
 from mha_course.lessons import misconceptions as mi
 from mha_course.lessons import model as train
 
 
 @pytest.fixture(scope="module")
 def induction():
-    config, params, _ = train.load_checkpoint(train.checkpoint_path("induction"))
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
     return config, params
 
 
@@ -38,7 +39,7 @@ def test_grad_x_input_is_the_first_order_change_of_the_loss(induction, layer, he
     config, params = induction
     a = mi.head_attribution(params, config, seed=3, n=32)
     eps = 1e-4
-    moved = [train.evaluate(_scaled_head(params, layer, head, 1 - s * eps, config), config,
+    moved = [training.evaluate(_scaled_head(params, layer, head, 1 - s * eps, config), config,
                             np.random.default_rng(3), 32).loss for s in (1, -1)]
     assert (moved[0] - moved[1]) / 2 == pytest.approx(eps * a["grad_x_input"][layer, head], rel=1e-3, abs=1e-12)
 
@@ -46,8 +47,8 @@ def test_grad_x_input_is_the_first_order_change_of_the_loss(induction, layer, he
 def test_ablation_column_is_the_loss_increase(induction):
     config, params = induction
     a = mi.head_attribution(params, config, seed=4, n=32)
-    base = train.evaluate(params, config, np.random.default_rng(4), 32).loss
-    silenced = train.evaluate(train.ablate_head(params, config, 1, 0), config, np.random.default_rng(4), 32).loss
+    base = training.evaluate(params, config, np.random.default_rng(4), 32).loss
+    silenced = training.evaluate(train.ablate_head(params, config, 1, 0), config, np.random.default_rng(4), 32).loss
     assert a["ablation"][1, 0] == pytest.approx(silenced - base)
     assert a["max_weight"].shape == (2, 2) and np.all((a["max_weight"] > 0) & (a["max_weight"] <= 1))
 
@@ -72,7 +73,7 @@ def test_keep_only_and_ensemble_of_one(induction):
     config, params = induction
     assert mi.keep_only(config, {0: 1, 1: 0}) == [(0, 0), (1, 1)]
     one = mi.ensemble_metrics([(config, params)], seed=2, n=64)
-    ref = train.evaluate(params, config, np.random.default_rng(2), 64)
+    ref = training.evaluate(params, config, np.random.default_rng(2), 64)
     assert one.accuracy == pytest.approx(ref.accuracy) and one.loss == pytest.approx(ref.loss)
 
 
@@ -80,7 +81,7 @@ def test_shipped_members_are_the_ensemble_config_and_solve_the_task():
     members = mi.load_ensemble()
     assert [c for c, _ in members] == [mi.ENSEMBLE_CONFIG._replace(seed=s) for s in mi.ENSEMBLE_SEEDS]
     for config, params in members:
-        assert train.evaluate(params, config, np.random.default_rng(9), 128).accuracy > 0.95
+        assert training.evaluate(params, config, np.random.default_rng(9), 128).accuracy > 0.95
 
 
 def test_rank_correlation_is_spearman():
@@ -124,3 +125,22 @@ def test_checkers_pass_right_answers(capsys):
     assert check.score_std(lambda d_k: (np.sqrt(d_k), 1.0))
     assert check.work_growth(lambda T, d: (16 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d))
     assert not check.work_growth(lambda T, d: 3.0)  # a constant cannot fit every case
+
+
+# ----------------------------------------------------------------------------- section 2 over seeds
+def test_the_ensemble_verdict_holds_for_every_shipped_seed():
+    """11 §2: every jointly trained model, without its most needed head, is below every ensemble member alone."""
+    from mha_course.lessons import misconceptions as mi
+    joint, members = mi.load_joint_models(), mi.load_ensemble()
+    assert len(joint) == len(mi.JOINT_SEEDS) >= 3 and len(members) == len(mi.ENSEMBLE_SEEDS) >= 3
+    assert [c.seed for c, _ in joint] == list(mi.JOINT_SEEDS)
+    assert len({c.seed for c, _ in members}) == len(members)
+    v = mi.ensemble_verdict(joint, members)
+    assert v.worst_ablation.max() < 0.5 < 0.9 < v.member.min()
+    assert v.intact.min() > 0.9 and v.ensemble >= v.member.min()
+
+
+def test_the_ensemble_verdict_refuses_empty_lists():
+    from mha_course.lessons import misconceptions as mi
+    with pytest.raises(ValueError, match="at least one"):
+        mi.ensemble_verdict([], mi.load_ensemble())

@@ -12,7 +12,7 @@ import pytest
 import mha_course as mc
 from mha_course.lessons import gqa as decode
 from mha_course.lessons import misconceptions as mi
-from mha_course.lessons import model
+from mha_course.lessons import model, training
 
 CONFIGS = [
     model.Config(task=task, vocab=9, seq_len=10, d_model=16, h=4, h_kv=h_kv, n_layers=layers, positions=pos,
@@ -61,8 +61,8 @@ def test_every_user_of_the_forward_pass_gets_the_same_logits(config):
 
     # training: the loss that loss_and_grads reports is the loss of these logits
     batch = model.make_batch(config, np.random.default_rng(0), 3)
-    assert model.loss_and_grads(params, batch, config)[0].loss == pytest.approx(
-        model.metrics(params, batch, config).loss, abs=1e-12)
+    assert training.loss_and_grads(params, batch, config)[0].loss == pytest.approx(
+        training.metrics(params, batch, config).loss, abs=1e-12)
 
 
 @pytest.mark.parametrize("config", [c for c in CONFIGS if c.layer_norm and c.n_layers == 2][:3],
@@ -77,20 +77,20 @@ def test_the_experiments_of_notebook_11_run_the_same_model(config):
     assert np.allclose(model.forward(params, batch.tokens, config)[0], logits)
     # finite differences: scaling a layer's output by (1 + eps) changes the loss by eps * g . out
     layer, eps = 0, 1e-6
-    base = model.metrics(params, batch, config).loss
+    base = training.metrics(params, batch, config).loss
     out = traces[layer].output
     predicted = float(np.sum(grads[layer] * out)) * eps
     W_o = params.layers[layer].W_o * (1 + eps)
     layers = list(params.layers)
     layers[layer] = layers[layer]._replace(W_o=W_o, b_o=params.layers[layer].b_o * (1 + eps))
-    moved = model.metrics(params._replace(layers=tuple(layers)), batch, config).loss
+    moved = training.metrics(params._replace(layers=tuple(layers)), batch, config).loss
     assert moved - base == pytest.approx(predicted, rel=1e-3, abs=1e-12)
 
 
 def test_the_gradients_are_the_gradients_of_the_forward_pass():
     config = model.Config(vocab=7, seq_len=8, d_model=8, h=2, h_kv=1, n_layers=2, positions="rope", layer_norm=True)
     params, batch = _params(config), model.make_batch(config, np.random.default_rng(3), 4)
-    _, grads = model.loss_and_grads(params, batch, config)
+    _, grads = training.loss_and_grads(params, batch, config)
     rng = np.random.default_rng(0)
     for layer, name in ((0, "W_q"), (1, "W_k"), (1, "b_v"), (0, "W_o")):
         arr = getattr(params.layers[layer], name)
@@ -102,6 +102,6 @@ def test_the_gradients_are_the_gradients_of_the_forward_pass():
             a[idx] += delta
             layers = list(params.layers)
             layers[layer] = layers[layer]._replace(**{name: a})
-            return model.metrics(params._replace(layers=tuple(layers)), batch, config).loss
+            return training.metrics(params._replace(layers=tuple(layers)), batch, config).loss
         numeric = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
         assert getattr(grads.layers[layer], name)[idx] == pytest.approx(numeric, rel=1e-5, abs=1e-8)

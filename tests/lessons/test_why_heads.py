@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mha_course as mc
 from mha_course.lessons import why_heads as wh
@@ -85,3 +87,61 @@ def test_fit_output_projection_is_least_squares():
 def test_bad_sizes_name_the_fix(call, fix):
     with pytest.raises(ValueError, match=fix):
         call()
+
+
+# ----------------------------------------------------------------------------- per-head maps (03, 04)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(d_model=st.sampled_from([4, 6, 8, 12]), data=st.data(), seed=st.integers(0, 2**16))
+def test_each_heads_score_map_has_rank_at_most_d_k_and_gives_the_scores(d_model, data, seed):
+    h = data.draw(st.sampled_from(mc.valid_heads(d_model)))
+    rng = np.random.default_rng(seed)
+    p, x = mc.init_params(d_model, rng=rng), rng.normal(size=(2, 5, d_model))
+    M = wh.head_qk_maps(p, h)
+    d_k = d_model // h
+    assert M.shape == (h, d_model, d_model)
+    assert all(np.linalg.matrix_rank(m) <= d_k for m in M)
+    t = mc.trace(x, p, h)
+    np.testing.assert_allclose(np.einsum("btd,hde,bse->bhts", x, M, x) / np.sqrt(d_k), t["scores"], atol=1e-10)
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(d_model=st.sampled_from([4, 6, 8, 12]), data=st.data(), seed=st.integers(0, 2**16), bias=st.booleans())
+def test_the_output_is_the_sum_of_the_heads_writes(d_model, data, seed, bias):
+    """Concat(heads) W_O = sum_i head_i W_O^(i) = sum_i weights_i X OV_i (Elhage et al. 2021)."""
+    h = data.draw(st.sampled_from(mc.valid_heads(d_model)))
+    rng = np.random.default_rng(seed)
+    p, x = mc.init_params(d_model, rng=rng, bias=bias), rng.normal(size=(2, 5, d_model))
+    out, w = mc.multi_head_attention(x, p, h)
+    writes = wh.head_writes(x, p, h, w)
+    b_o = 0 if p.b_o is None else p.b_o
+    np.testing.assert_allclose(writes.sum(axis=1) + b_o, out, atol=1e-10)
+    OV = wh.head_ov_maps(p, h)
+    assert all(np.linalg.matrix_rank(m) <= d_model // h for m in OV)
+    if not bias:
+        np.testing.assert_allclose(np.einsum("bhts,bsd,hde->bte", w, x, OV), out, atol=1e-10)
+
+
+def test_a_wrong_split_of_W_O_would_not_give_the_output():
+    """The row strips of W_O, not its column slices, pair with head i (the test can fail)."""
+    rng = np.random.default_rng(0)
+    p, x = mc.init_params(8, rng=rng), rng.normal(size=(1, 4, 8))
+    out, w = mc.multi_head_attention(x, p, 2)
+    wrong = p._replace(W_o=p.W_o.T)
+    assert not np.allclose(wh.head_writes(x, wrong, 2, w).sum(axis=1), out)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p, x, w: wh.head_ov_maps(p, 3), "h=3"),
+    (lambda p, x, w: wh.head_qk_maps("params", 2), "MHAParams"),
+    (lambda p, x, w: wh.head_writes(x[..., :4], p, 2, w), "d_model"),
+    (lambda p, x, w: wh.head_writes(x, p, 2, w[:, :1]), "weights must have shape"),
+    (lambda p, x, w: wh.head_writes(x[0], p, 2, w), "x"),
+])
+def test_bad_arguments_are_named(call, message):
+    rng = np.random.default_rng(0)
+    p, x = mc.init_params(8, rng=rng), rng.normal(size=(1, 4, 8))
+    _, w = mc.multi_head_attention(x, p, 2)
+    with pytest.raises(ValueError, match=message):
+        call(p, x, w)

@@ -9,7 +9,7 @@ from mha_course.tools import cli
 
 def test_every_subcommand_is_registered():
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
-    assert set(sub.choices) == {"start", "execute", "student", "train"}
+    assert set(sub.choices) == {"start", "execute", "student", "train", "progress"}
 
 
 def test_no_subcommand_is_an_argparse_error(capsys):

@@ -175,3 +175,54 @@ def test_a_file_size_limit_is_one_line_and_the_batch_goes_on(tmp_path):
     assert len(lines) == 1 and str(big) in lines[0] and "disk space" in lines[0], run.stderr
     assert big.read_bytes() == before and nbformat.read(small, as_version=4).cells[0].outputs[0].text == "3\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# ----------------------------------------------------------------------------- a save while it runs (issue 32)
+def test_a_save_that_lands_while_it_runs_is_kept_and_the_result_written_beside(tmp_path):
+    """The notebook's own cell saves it (as JupyterLab would, mid-run): that save stays, the run goes beside."""
+    path = tmp_path / "nb.ipynb"
+    nb = new_notebook(cells=[new_code_cell("import pathlib\np = pathlib.Path('nb.ipynb')\n"
+                                           "p.write_text(p.read_text().replace('MARKER', 'SAVED'))"),
+                             new_code_cell("print(6 * 7)  # MARKER")])
+    nbformat.write(nb, path)
+    run = run_subprocess("execute", [path], timeout=240)  # a hang guard, not a timing
+    assert run.returncode == 1, run.stderr
+    aside = tmp_path / "nb.executed.ipynb"
+    assert f"{path}: it changed on disk while it ran" in run.stderr and str(aside) in run.stderr, run.stderr
+    saved = path.read_text()
+    assert "SAVED" in saved and "MARKER" not in saved and '"outputs": []' in saved  # the learner's save, as saved
+    done = nbformat.read(aside, as_version=4)
+    assert done.cells[1].outputs[0].text == "42\n" and "MARKER" in done.cells[1].source
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_write_back_replaces_only_what_was_read(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    path.write_bytes(b"old")
+    assert execute.write_back(path, b"old", b"new") is None and path.read_bytes() == b"new"
+    aside = execute.write_back(path, b"old", b"newer")  # the file holds "new" now, not what was read
+    assert aside == tmp_path / "nb.executed.ipynb" and aside.read_bytes() == b"newer" and path.read_bytes() == b"new"
+    again = execute.write_back(path, b"old", b"newest")
+    assert again == tmp_path / "nb.executed-2.ipynb" and aside.read_bytes() == b"newer"  # no copy replaced
+    path.unlink()
+    gone = execute.write_back(path, b"new", b"after delete")
+    assert gone.read_bytes() == b"after delete" and not path.exists()  # a deleted notebook is not brought back
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nb.executed-2.ipynb", "nb.executed-3.ipynb",
+                                                         "nb.executed.ipynb"]
+
+
+# ----------------------------------------------------------------------------- a kernel killed mid-run (issue 32)
+@pytest.mark.parametrize("how", ["os.kill(os.getpid(), signal.SIGKILL)", "os._exit(3)"])
+def test_a_kernel_killed_mid_run_ends_that_notebook_at_once_naming_it_and_the_cell(tmp_path, how):
+    """With the default --timeout 600 the run must still end at once: the test's own guard (240 s) would
+    stop a run that waited for the cell timeout, as the hang of issue 32 did."""
+    dead = write_notebook(tmp_path / "dead.ipynb", f"# the kernel dies here\nimport os, signal\n{how}")
+    ok = write_notebook(tmp_path / "ok.ipynb", "print(6 * 7)")
+    before = dead.read_bytes()
+    run = run_subprocess("execute", [dead, ok], timeout=240)  # a hang guard, not a timing
+    assert run.returncode == 1, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.startswith("mha-course execute:")]
+    assert lines == [f"mha-course execute: {dead}: the kernel died in cell 0 (`# the kernel dies here`) "
+                     "(os._exit, a crash or out of memory)"], run.stderr
+    assert dead.read_bytes() == before
+    assert nbformat.read(ok, as_version=4).cells[0].outputs[0].text == "42\n"  # the next notebook still runs

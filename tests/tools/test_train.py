@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from cli_helpers import ROOT, one_line_error, read_only
 
-from mha_course.lessons import model
+from mha_course.lessons import checkpoints, model, training
 from mha_course.tools import cli
 
-SHIPPED = Path(model.CHECKPOINT_DIR)
+SHIPPED = Path(checkpoints.CHECKPOINT_DIR)
 TINY = model.Config(task="previous_token", vocab=6, seq_len=6, d_model=8, h=2, n_layers=1, batch=4, steps=3)
 
 
@@ -32,7 +32,7 @@ def shipped_hashes() -> dict:
 @pytest.fixture
 def tiny_tasks():
     """Every task trains in a moment (the command's paths are what is tested here)."""
-    with mock.patch.object(model, "CHECKPOINT_CONFIGS", {"previous_token": TINY, "induction": TINY._replace(
+    with mock.patch.object(checkpoints, "CHECKPOINT_CONFIGS", {"previous_token": TINY, "induction": TINY._replace(
             task="induction", n_layers=2)}):
         yield
 
@@ -50,7 +50,7 @@ def test_train_in_an_empty_folder_writes_checkpoints_there_and_leaves_the_packag
     assert run.returncode == 0, run.stderr
     written = tmp_path / "checkpoints" / "previous_token.npz"
     assert f"saved {written}" in run.stdout
-    assert model.load_checkpoint(written)[0] == model.CHECKPOINT_CONFIGS["previous_token"]
+    assert checkpoints.load_checkpoint(written)[0] == checkpoints.CHECKPOINT_CONFIGS["previous_token"]
     assert shipped_hashes() == before
     assert sorted(os.listdir(tmp_path / "checkpoints")) == ["previous_token.npz"]
 
@@ -65,8 +65,8 @@ def test_a_bad_out_is_one_line_before_any_training(tmp_path, monkeypatch, capsys
     (tmp_path / "existing_dir").mkdir()
     (tmp_path / "link.npz").symlink_to(SHIPPED / "induction.npz")
     before, notebook = shipped_hashes(), (tmp_path / "notes.ipynb").read_bytes()
-    with mock.patch.object(model, "train_checkpoint", side_effect=AssertionError("trained before checking")), \
-            mock.patch.object(model, "run_experiments", side_effect=AssertionError("trained before checking")):
+    with mock.patch.object(checkpoints, "train_checkpoint", side_effect=AssertionError("trained before checking")), \
+            mock.patch.object(checkpoints, "run_experiments", side_effect=AssertionError("trained before checking")):
         assert train("previous_token", "--out", out) == 2
         one_line_error(capsys, needle, "--out")
         assert train("experiments", "--out", out) == 2
@@ -80,7 +80,7 @@ def test_a_read_only_folder_is_refused_before_any_training(tmp_path, monkeypatch
     (tmp_path / "locked").mkdir()
     read_only(tmp_path / "locked", True)
     try:
-        with mock.patch.object(model, "train_checkpoint", side_effect=AssertionError("trained before checking")):
+        with mock.patch.object(checkpoints, "train_checkpoint", side_effect=AssertionError("trained before checking")):
             assert train("previous_token", "--out", "locked/x.npz") == 2
     finally:
         read_only(tmp_path / "locked", False)
@@ -105,7 +105,7 @@ def test_out_through_a_symlink_writes_the_real_file(tmp_path, monkeypatch, tiny_
     (tmp_path / "store").mkdir()
     (tmp_path / "mine.npz").symlink_to("store/real.npz")
     assert train("previous_token", "--out", "mine.npz") == 0
-    assert (tmp_path / "mine.npz").is_symlink() and model.load_checkpoint(tmp_path / "store" / "real.npz")
+    assert (tmp_path / "mine.npz").is_symlink() and checkpoints.load_checkpoint(tmp_path / "store" / "real.npz")
 
 
 def test_a_checkpoint_written_by_the_command_is_readable_by_others(tmp_path, monkeypatch, tiny_tasks):
@@ -126,8 +126,8 @@ def npz_with(**arrays) -> bytes:
 
 
 def good_arrays(config=TINY):
-    params, history = model.train(config, snapshot_every=1)
-    return model.checkpoint_arrays(params, config, history)
+    params, history = training.train(config, snapshot_every=1)
+    return checkpoints.checkpoint_arrays(params, config, history)
 
 
 def with_config(arrays, text):
@@ -150,7 +150,7 @@ def huge_header_npz() -> bytes:
 def bad_checkpoints():
     arrays = good_arrays()
     config = json.loads(str(arrays["config"]))
-    one_layer = model.checkpoint_arrays(*model.train(TINY)[:1], TINY)
+    one_layer = checkpoints.checkpoint_arrays(*training.train(TINY)[:1], TINY)
     three = with_config(one_layer, json.dumps({**config, "n_layers": 3}))
     whole = npz_with(**arrays)
     return {
@@ -184,7 +184,7 @@ def test_a_bad_checkpoint_is_one_value_error_naming_the_file(tmp_path, name):
     path = tmp_path / "m.npz"
     path.write_bytes(data)
     with pytest.raises(ValueError) as err:
-        model.load_checkpoint(path)
+        checkpoints.load_checkpoint(path)
     message = str(err.value)
     assert type(err.value) is ValueError and needle in message and str(path) in message, message
     assert "allow_pickle" not in message and "unsafe" not in message and len(message.splitlines()) == 1
@@ -196,22 +196,22 @@ def test_a_bad_experiments_file_is_one_value_error(tmp_path, name):
     path = tmp_path / "e.npz"
     path.write_bytes(data)
     with pytest.raises(ValueError) as err:
-        model.load_experiments(path)
+        checkpoints.load_experiments(path)
     assert type(err.value) is ValueError and "not an .npz experiments file" in str(err.value)
     assert "allow_pickle" not in str(err.value)
 
 
 def test_the_shipped_checkpoints_load_whole():
-    for task in model.CHECKPOINT_CONFIGS:
-        config, params, history = model.load_checkpoint(model.checkpoint_path(task))
+    for task in checkpoints.CHECKPOINT_CONFIGS:
+        config, params, history = checkpoints.load_checkpoint(checkpoints.checkpoint_path(task))
         assert len(params.layers) == config.n_layers and history is not None
-    assert "h_sweep_losses" in model.load_experiments()
+    assert "h_sweep_losses" in checkpoints.load_experiments()
 
 
 def test_a_good_checkpoint_round_trips_through_the_bytes_the_command_writes(tmp_path):
-    params, history = model.train(TINY, snapshot_every=1)
+    params, history = training.train(TINY, snapshot_every=1)
     path = tmp_path / "m.npz"
-    path.write_bytes(model.checkpoint_bytes(params, TINY, history))
-    config, loaded, hist = model.load_checkpoint(path)
+    path.write_bytes(checkpoints.checkpoint_bytes(params, TINY, history))
+    config, loaded, hist = checkpoints.load_checkpoint(path)
     assert config == TINY and np.array_equal(loaded.embed, params.embed)
     assert np.array_equal(hist.losses, history.losses)

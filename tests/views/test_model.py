@@ -8,6 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from mha_course.lessons import model as train  # noqa: E402
+from mha_course.lessons import training
 from mha_course.views import model as pt  # noqa: E402
 
 CONFIG = train.Config(task="induction", vocab=6, seq_len=6, d_model=4, h=2, n_layers=2, batch=3, steps=4)
@@ -18,7 +19,7 @@ def test_smoothing_is_a_running_mean():
 
 
 def test_heatmaps_show_the_weights_and_grey_out_the_future():
-    params, history = train.train(CONFIG, snapshot_every=2)
+    params, history = training.train(CONFIG, snapshot_every=2)
     tokens = train.make_batch(CONFIG, np.random.default_rng(0), 1).tokens
     _, w = train.forward(params, tokens, CONFIG)
     axes = pt.model_heatmaps([a[0] for a in w], tokens[0])
@@ -77,6 +78,6 @@ def test_every_h_sweep_curve_has_its_own_colour_or_dash():
 def test_the_live_run_of_notebook_08_trains_with_a_progress_bar_and_a_live_loss_plot(capsys):
     """Notebook 08 offers the induction run live (TRAIN_LIVE = True): train with the live plot and tqdm."""
     live = pt.LiveLossPlot(every=2, title="live")
-    params, history = train.train(CONFIG, callback=live, progress=True, snapshot_every=2)
+    params, history = training.train(CONFIG, callback=live, progress=True, snapshot_every=2)
     assert len(history.losses) == CONFIG.steps and [int(s) for s in history.snapshot_steps] == [0, 2]
     plt.close("all")

@@ -30,3 +30,17 @@ def test_head_grid_and_labels():
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["x", "y", "z"]
     assert axes[0].get_ylabel() == "query" and axes[0].get_xlabel() == "key"
     plt.close("all")
+
+
+def test_many_column_labels_stand_upright_under_their_columns():
+    """More than 8 key labels at 45 degrees run into each other (00's live heatmap at seq_len 13)."""
+    import matplotlib.pyplot as plt
+
+    from mha_course.views.style import label_axes
+    for n, rotation in ((6, 45.0), (8, 45.0), (9, 90.0), (13, 90.0)):
+        fig, ax = plt.subplots()
+        label_axes(ax, None, [f"tok{i}" for i in range(n)], "query", "key")
+        labels = ax.get_xticklabels()
+        assert [lab.get_rotation() for lab in labels] == [rotation] * n, n
+        assert all(lab.get_ha() == ("center" if n > 8 else "right") for lab in labels)
+        plt.close(fig)

@@ -6,7 +6,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
@@ -45,25 +44,6 @@ def test_one_callback_per_change():
         controls.set(seq_len=3)
 
 
-def test_grouping_figure_connects_query_head_i_to_kv_head_i_over_g():
-    ax = wg.grouping_figure(6, 2)
-    xs = [line.get_xdata() for line in ax.lines]
-    assert len(xs) == 6 and [x[0] for x in xs] == list(range(6))
-    assert [x[1] for x in xs] == [1.0, 1.0, 1.0, 4.0, 4.0, 4.0]  # kv head 0 under 0-2, kv head 1 under 3-5
-    assert "GQA" in ax.get_title()
-    plt.close(ax.figure)
-    with pytest.raises(ValueError, match="h=6 is not divisible by h_kv=4; valid h_kv: 1, 2, 3, 6"):
-        wg.grouping_figure(6, 4)
-
-
-def test_cache_cost_figure_bars_are_the_table():
-    ax = wg.cache_cost_figure(32, 4096, 32, 8, 4096)
-    widths = [p.get_width() for p in ax.patches]
-    want = [r.total_bytes[0] / 2**30 for r in mc.kv_cache_table(32, 4096, 32, 8, [4096])]
-    assert np.allclose(widths, want) and np.allclose(want, [2.0, 0.5, 0.0625, 0.140625])
-    plt.close(ax.figure)
-
-
 def test_live_views_redraw_what_the_static_functions_draw():
     view = wg.cache_live_view()
     view.controls.set(h=16, h_kv=16, seq_len=1024)
@@ -73,11 +53,3 @@ def test_live_views_redraw_what_the_static_functions_draw():
     grouping = wg.grouping_live_view(8, 2)
     grouping.controls.set(h=12)  # h_kv stays 2: a divisor of 12
     assert "h = 12, h_kv = 2" in grouping.redraw().axes[0].get_title()
-
-
-def test_decode_times_figure_draws_running_medians():
-    ms = np.linspace(1, 2, 40)
-    ax = wg.decode_times_figure(np.arange(40), ms * 1e-3, 2 * ms * 1e-3, window=5)
-    medians = ax.lines[1].get_ydata()
-    assert len(medians) == 36 and np.allclose(medians, 2 * ms[2:38])
-    plt.close(ax.figure)

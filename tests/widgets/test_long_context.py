@@ -26,3 +26,20 @@ def test_sliders_redraw(long_context_models):
     box.children[0].children[1].value = 2
     assert [c.description for c in box.children[0].children] == ["window", "sinks"]
     plt.close("all")
+
+
+@pytest.mark.parametrize("kwargs", [{"scheme": "nope"}, {"train_len": 12}, {"eval_len": 0}, {"eval_len": 66}])
+def test_length_live_view_refuses_values_off_its_sliders(long_context_models, kwargs):
+    pytest.importorskip("ipywidgets")
+    from mha_course.widgets import long_context as lw
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        lw.length_live_view({("rope", 16): long_context_models["rope"]}, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"window": 0}, {"window": 33}, {"sinks": -1}, {"sinks": 5}, {"window": 2.5}])
+def test_window_live_view_refuses_instead_of_clamping(long_context_models, kwargs):
+    pytest.importorskip("ipywidgets")
+    from mha_course.widgets import long_context as lw
+    config, params = long_context_models["rope"]
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        lw.window_live_view(config, params, lc.stream_batch(config, 2, np.random.default_rng(0), 4), **kwargs)

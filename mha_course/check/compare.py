@@ -1,0 +1,387 @@
+"""The checker's comparison: how a learner's result differs from the expected one, in words.
+
+:func:`compare` gives the feedback lines for one result (``[]`` when it matches): a tuple, a list
+or a dict of outputs, a wrong shape, wrong values, the right values of the wrong kind (a float
+mask, a float count, a complex or an object array, an unstacked list of arrays). :func:`localise`
+says where and how a same-shape result differs (which axis, rows or heads; scaled, shifted,
+permuted, averaged, transposed) for a mistake that nothing else explains. ``close`` and ``same``
+are the checker's equality (rtol=1e-5, atol=1e-6, nan equal to nan).
+"""
+from __future__ import annotations
+
+from itertools import combinations, permutations
+from typing import NamedTuple
+
+from .sandbox import Opaque, np, protect, safe_repr
+
+RTOL, ATOL = 1e-5, 1e-6
+NOT_DIAGNOSED = "\x00"  # prefix of a problem whose message says it all (no localisation)
+
+
+class Outcome(NamedTuple):
+    """What one call gave: a value, or an exception (``error``), or nothing (``lines`` say why)."""
+    value: object = None
+    error: BaseException | None = None
+    lines: tuple = ()
+
+
+def same_outcome(a: Outcome, b: Outcome) -> bool:
+    """Two outcomes agree: the same exception type, or the same values of the same kind."""
+    if a.error is not None or b.error is not None:
+        return type(a.error) is type(b.error)  # the messages may differ: numpy's, or the package's
+    return same(a.value, b.value)
+
+
+# ---------------------------------------------------------------------------------------
+# comparing results
+# ---------------------------------------------------------------------------------------
+
+def compare(got, want, outputs, strict=False) -> list:
+    """Feedback lines on how ``got`` differs from ``want`` ([] if it matches)."""
+    if isinstance(want, dict):
+        return _compare_dict(got, want)
+    if isinstance(want, tuple):
+        names = outputs or [f"output {i}" for i in range(len(want))]
+        natural = isinstance(got, list) and not strict  # a list for a tuple: the same outputs
+        if not (isinstance(got, tuple) or natural) or len(got) != len(want):
+            return [NOT_DIAGNOSED + _wrong_return(got, names)]
+        for nm, g, w in zip(names, got, want):
+            problem = _compare_array(g, w, nm, strict)
+            if problem:
+                return problem
+        return []
+    return _compare_array(got, want, "result", strict)
+
+
+def _compare_dict(got, want) -> list:
+    """A dict of outputs: the same keys, then each value compared as an output named by its key."""
+    if not isinstance(got, dict):
+        return [f"{NOT_DIAGNOSED}expected a dict with the keys {', '.join(map(str, want))}, "
+                f"got a {type(got).__name__}"]
+    if set(got) != set(want):
+        return [f"{NOT_DIAGNOSED}expected the keys {', '.join(map(str, want))}, got {', '.join(map(str, got))}"]
+    return next((p for p in (_compare_array(got[k], w, str(k)) for k, w in want.items()) if p), [])
+
+
+def _wrong_return(got, names) -> str:
+    expected, fix = f"a tuple ({', '.join(names)})", f"Fix: return {', '.join(names)}"
+    if got is None:
+        return f"it returned None, expected {expected}: is a `return` missing?"
+    if isinstance(got, np.ndarray):
+        return f"it returned one array of shape {got.shape}, expected {expected}. {fix}"
+    size = f" of {len(got)} values" if isinstance(got, (tuple, list)) else ""
+    return f"it returned a {type(got).__name__}{size}, expected {expected}." + (
+        f" {fix} (a tuple)" if isinstance(got, list) else "")
+
+
+def _compare_array(got, want, nm, strict=False) -> list:
+    """Shape, value and kind (bool, int) comparison of one output, as feedback lines."""
+    if got is None:
+        return [f"{NOT_DIAGNOSED}{nm}: it returned None: is a `return` missing?"]
+    if isinstance(got, Opaque):
+        if got.name.startswith("numpy array of dtype object"):
+            kind = np.asarray(want).dtype
+            return [f"{NOT_DIAGNOSED}{nm}: an array of dtype object (Python objects, not numbers). "
+                    f"Fix: build it with dtype={kind} (or add .astype({kind}))"]
+        return [f"{NOT_DIAGNOSED}{nm}: expected an array of numbers, got a value of type {got.name}."]
+    w = np.asarray(want)
+    try:
+        g = np.asarray(got)
+    except Exception:
+        g = None
+    if g is None or g.shape != w.shape or g.dtype == object:
+        parts = _unstacked(got, w, nm)
+        if parts:
+            return parts
+    if g is None:
+        return [f"{NOT_DIAGNOSED}{nm}: expected an array, got a value of type {type(got).__name__}."]
+    if g.dtype == object and w.dtype != object:
+        return [f"{NOT_DIAGNOSED}{nm}: expected an array of numbers, got a value of type {type(got).__name__}."]
+    if g.dtype.kind == "c" and w.dtype.kind != "c":
+        return _complex(g, w, nm)
+    if g.shape != w.shape:
+        return [f"{nm}: expected shape {w.shape}, got {g.shape}"]
+    if not close(g, w):
+        return _show_difference(g, w, nm)
+    return _kind_problem(g, w, nm, strict)
+
+
+def _unstacked(got, w, nm) -> list:
+    """A list (or tuple) of arrays where one array is expected: named, with the stacking that fixes it."""
+    if not isinstance(got, (list, tuple)) or not got or w.ndim == 0 or not all(
+            isinstance(p, np.ndarray) and p.ndim >= 1 for p in got):
+        return []
+    shapes = {p.shape for p in got}
+    said = (f"{NOT_DIAGNOSED}{nm}: a {type(got).__name__} of {len(got)} arrays"
+            + (f" of shape {next(iter(shapes))}" if len(shapes) == 1 else "") + f" where one array of shape "
+            f"{w.shape} is expected (an unstacked list, e.g. one per head)")
+    for how, join in (("np.stack", np.stack), ("np.concatenate", np.concatenate)):
+        for axis in range(-w.ndim, 0):
+            try:
+                if close(join(got, axis=axis), w):
+                    return [f"{said}. Fix: {how}(parts, axis={axis + w.ndim})"]
+            except Exception:
+                continue
+    return [f"{said}. Fix: combine them into one array (np.stack or np.concatenate)"]
+
+
+def _complex(g, w, nm) -> list:
+    """A complex result where real numbers are expected (a +0j, an eigenvalue's type)."""
+    right = g.shape == w.shape and close(g.real, w) and bool(np.all(np.abs(g.imag) <= ATOL))
+    return [f"{NOT_DIAGNOSED}{nm}: {'the values are right but ' if right else ''}complex ({g.dtype}) where real "
+            "numbers are expected (np.linalg.eigvals and np.fft give complex values). Fix: take the real part "
+            "(.real) of a result you know is real"]
+
+
+def _kind_problem(g, w, nm, strict=False) -> list:
+    """Right values of the wrong kind: a float mask; float indices; a float count when the type is
+    the point (``strict``, or the signature says ``-> int``; otherwise 4.0 for 4 is right when it
+    is exactly the whole number)."""
+    if w.dtype == np.bool_ and g.dtype != np.bool_:
+        return [f"{NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; masks are boolean. "
+                "Fix: build it with dtype=bool or add .astype(bool)"]
+    if w.ndim >= 1 and w.dtype.kind in "iu" and g.dtype.kind not in "iu":
+        return [f"{NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; indices are whole "
+                "numbers (int). Fix: use // (floor division), or add .astype(int)"]
+    whole = g.dtype.kind in "iu" or (g.dtype.kind == "f" and bool(np.all(g == w)))
+    if w.ndim == 0 and w.dtype.kind in "iu" and (g.dtype.kind not in "iu" if strict else not whole):
+        return [f"{NOT_DIAGNOSED}{nm}: the value is right but it is a {type(g.item()).__name__} "
+                f"({safe_repr(g.item())}), expected a whole number (int). Fix: use // for division, or int(...)"]
+    return []
+
+
+def _show_difference(g, w, nm) -> list:
+    """Expected and received values of the first row (last axis) where they differ."""
+    if g.dtype.kind not in "biuf" or w.ndim == 0:
+        return [f"{nm}: expected {fmt(w)}, got {fmt(g)}"]
+    idx = tuple(int(i) for i in np.argwhere(~isclose(g, w))[0])
+    start = max(0, min(idx[-1] - 2, w.shape[-1] - 6))
+    sl = (*idx[:-1], slice(start, start + 6))
+    where = ", ".join([str(i) for i in idx[:-1]] + [f"{start}:{start + 6}" if w.shape[-1] > 6 else ":"])
+    label = f"{nm}[{where}]"
+    return [f"{label} expected {fmt(w[sl])}", f"{' ' * len(label)} got      {fmt(g[sl])}"]
+
+
+def fmt(a) -> str:
+    a = np.asarray(a)
+    if a.dtype == np.bool_:
+        return np.array2string(a.astype(int), separator=" ")
+    if a.dtype.kind in "iu":
+        return np.array2string(a, separator=" ")
+    if a.dtype.kind == "f":
+        return np.array2string(a, precision=4, floatmode="fixed", suppress_small=True,
+                               max_line_width=200, separator=" ")
+    return safe_repr(a.tolist() if a.ndim else a.item())
+
+
+def num(a):
+    a = np.asarray(a)
+    return a.astype(float) if a.dtype == np.bool_ else a
+
+
+def isclose(g, w):
+    return np.isclose(num(g), num(w), rtol=RTOL, atol=ATOL, equal_nan=True)
+
+
+def close(a, b) -> bool:
+    """Same shape and values (rtol=1e-5, atol=1e-6, nan equal to nan)."""
+    try:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        if a.dtype.kind in "biuf" and b.dtype.kind in "biuf":
+            return bool(np.all(isclose(a, b)))
+        return bool(np.all(a == b))
+    except Exception:
+        return False
+
+
+def same(a, b) -> bool:
+    """Like close, element by element for tuples and lists of outputs, and of the same kind."""
+    if isinstance(b, dict):
+        return isinstance(a, dict) and set(a) == set(b) and all(same(a[k], b[k]) for k in b)
+    if isinstance(b, tuple):
+        return isinstance(a, (tuple, list)) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(a, (tuple, Opaque)) or isinstance(a, float) != isinstance(b, float):
+        return False
+    if _list_of_arrays(a) != _list_of_arrays(b):
+        return False  # an unstacked list of arrays is its own mistake, whatever its stacking equals
+    return close(a, b)
+
+
+def _list_of_arrays(v) -> bool:
+    return isinstance(v, list) and any(isinstance(x, np.ndarray) for x in v)
+
+
+def identical(a, b) -> bool:
+    """Exact equality of two (nested) arguments: arrays, tuples such as MHAParams, scalars."""
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.shape == b.shape and bool(
+            np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(map(identical, a, b))
+    if callable(getattr(a, "detach", None)) and callable(getattr(a, "numpy", None)):  # torch tensors
+        try:
+            return identical(a.detach().cpu().numpy(), b.detach().cpu().numpy())
+        except Exception:
+            return False
+    try:
+        return a is b or bool(a == b)
+    except Exception:
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# where and how a same-shape result differs
+# ---------------------------------------------------------------------------------------
+
+def where_and_how(g, w, labels, factor=None) -> list:
+    if g.shape != w.shape:
+        return _how_shapes_differ(g, w, labels)
+    how, where = _how_values_differ(g, w, labels, factor), _where_values_differ(g, w, labels)
+    return ([] if how and where and where[0].endswith("every axis") else where) + how
+
+
+def differences(got, want, outputs) -> list:
+    """[(name, got array, expected array)] of every output that differs."""
+    if isinstance(want, dict):
+        return differences(tuple(got[k] for k in want), tuple(want.values()), tuple(map(str, want)))
+    if not isinstance(want, tuple):
+        return [("result", np.asarray(got), np.asarray(want))]
+    names = outputs or [f"output {i}" for i in range(len(want))]
+    return [(nm, np.asarray(g), np.asarray(w)) for nm, g, w in zip(names, got, want) if not close(g, w)]
+
+
+def axis_labels(ndim, trailing) -> list:
+    trailing = tuple(trailing) or (("row", "column") if ndim >= 2 else ("entry",))
+    trailing = trailing[-ndim:] if ndim else ()
+    return [f"axis {i}" for i in range(ndim - len(trailing))] + list(trailing)
+
+
+def _where_values_differ(g, w, labels) -> list:
+    """Which indices of each axis hold a difference, for the axes where not all of them do."""
+    bad = ~isclose(g, w)
+    if w.ndim == 0:
+        return []
+    out = []
+    for ax, label in enumerate(labels):
+        hit = np.flatnonzero(bad.any(axis=tuple(a for a in range(w.ndim) if a != ax)))
+        if len(hit) < w.shape[ax]:
+            out.append(f"differences only at {label} {index_list(hit)} of {w.shape[ax]} (axis {ax})")
+    return out or [f"{int(bad.sum())} of {bad.size} values differ, spread over every axis"]
+
+
+def index_list(idx) -> str:
+    shown = ", ".join(str(int(i)) for i in idx[:8])
+    return shown + (", ..." if len(idx) > 8 else "")
+
+
+def _how_values_differ(g, w, labels, factor=None) -> list:
+    """How a same-shape result relates to the expected one: non-finite, all zero, sign-flipped,
+    scaled (by a named size when one fits), shifted, transposed, permuted, reduced, unnormalised."""
+    if g.dtype.kind not in "biuf" or w.dtype.kind not in "biuf":
+        return []
+    g, w = num(g), num(w)
+    bad = ~np.isfinite(g) & np.isfinite(w)
+    if bad.any():
+        return [f"{int(bad.sum())} values are nan or inf where finite values were expected "
+                f"(the first at {tuple(int(i) for i in np.argwhere(bad)[0])})"]
+    if w.size and bool(np.all(np.abs(g) <= ATOL)):
+        return ["every value is 0 (an all-zero result): is a step multiplied by a zero mask, or a sum "
+                "never added to?"]
+    if w.size and bool(np.any(np.abs(w) > ATOL)) and close(g, -w):
+        return ["the sign is flipped: every value is minus the expected one (a subtraction the wrong way "
+                "round?)"]
+    found = _scaled(g, w, labels, factor)
+    if found:
+        return [found]
+    for test in (_shifted, _swapped, _permuted, _reduced, _unnormalised):
+        found = test(g, w, labels)
+        if found:
+            return [found]
+    return []
+
+
+def ratio(g, w) -> float:
+    """The c with g = c * w (0.0 when there is none)."""
+    ww = float(np.vdot(w, w)) if w.size else 0.0
+    c = float(np.vdot(g, w)) / ww if ww else 0.0
+    return c if c and np.isfinite(c) and not np.isclose(c, 1) and close(g, c * w) else 0.0
+
+
+def _scaled(g, w, labels, factor=None) -> str:
+    c = ratio(num(g), num(w))
+    if not c:
+        return ""
+    named = factor.name(c) if factor is not None else ""
+    if named:
+        return f"every value is {named} times the expected one"
+    return f"every value is {c:.4g} times the expected one (got / expected = {c:.4g})"
+
+
+def _shifted(g, w, labels) -> str:
+    d = float(np.mean(g - w))
+    if w.ndim and close(g, w + d):
+        return f"every value is shifted by {d:+.4g}"
+    return ""
+
+
+def _swapped(g, w, labels) -> str:
+    for a, b in combinations(range(w.ndim), 2):
+        if w.shape[a] == w.shape[b] and close(g, np.swapaxes(w, a, b)):
+            return f"transposed: the {labels[a]} and {labels[b]} axes ({a} and {b}) are swapped"
+    return ""
+
+
+def _permuted(g, w, labels) -> str:
+    for ax in range(w.ndim):
+        gs, ws = np.moveaxis(g, ax, 0), np.moveaxis(w, ax, 0)
+        perm = [next((j for j in range(len(ws)) if close(gs[i], ws[j])), None) for i in range(len(gs))]
+        if None not in perm and sorted(perm) == list(range(len(ws))) and perm != list(range(len(ws))):
+            return (f"the {plural(labels[ax])} (axis {ax}) are reordered (a permutation): yours in order "
+                    f"{index_list(perm)} are the expected ones")
+    return ""
+
+
+def plural(label) -> str:
+    return label[:-1] + "ies" if label.endswith("y") else label + "s"
+
+
+def _reduced(g, w, labels) -> str:
+    for ax in range(w.ndim):
+        for how, f in (("averaged", np.mean), ("summed", np.sum)):
+            if w.shape[ax] > 1 and close(g, np.broadcast_to(f(w, axis=ax, keepdims=True), w.shape)):
+                return f"each value is the expected values {how} over the {labels[ax]} axis (axis {ax})"
+    return ""
+
+
+def _unnormalised(g, w, labels) -> str:
+    """Weights whose rows summed to 1 (or 0, all masked) and no longer do."""
+    if w.ndim == 0 or w.min() < 0 or not np.all(np.isclose(w.sum(-1), 1) | np.isclose(w.sum(-1), 0)):
+        return ""
+    sums = g.sum(-1)[~np.isclose(g.sum(-1), w.sum(-1))]
+    return (f"the sums over the {labels[-1]} axis are {sums.min():.4g}..{sums.max():.4g} where they "
+            "should be 1 (a softmax over the wrong axis, or weights changed after it?)") if sums.size else ""
+
+
+def _how_shapes_differ(g, w, labels) -> list:
+    """Axis by axis, how a result of another shape relates to the expected shape."""
+    if g.size == w.size and close(g.reshape(w.shape), w):
+        return [f"the right values in the wrong shape: expected {w.shape}, got {g.shape}; reshape "
+                f"(e.g. with .reshape or [:, None] axes)"]
+    if g.ndim == w.ndim and sorted(g.shape) == sorted(w.shape):
+        for perm in _axis_orders(w.shape, g.shape):
+            if close(np.transpose(w, perm), g):
+                return [f"the right values with the axes in the order {perm}: a transpose too many or too few"]
+    if g.ndim != w.ndim:
+        return [f"{g.ndim} axes where {w.ndim} were expected ({g.shape} instead of {w.shape})"]
+    return [f"axis {a} ({labels[a]}) has length {n}, expected {m}" + (f" ({n / m:.3g} times)" if m else "")
+            for a, (n, m) in enumerate(zip(g.shape, w.shape)) if n != m]
+
+
+def _axis_orders(want_shape, got_shape):
+    return [p for p in permutations(range(len(want_shape))) if tuple(want_shape[i] for i in p) == got_shape]
+
+
+
+protect(globals())

@@ -1,0 +1,375 @@
+"""Mistakes derived from the exercise itself, for a result that no catalogued mistake explains.
+
+Two families of transformations of the reference are tried, and a member is named only when it
+gives the learner's outcome on **every** case that ran (several: all are named):
+
+- of the reference's output, per output: the opposite sign, 1 / it, a factor built from the
+  case's sizes (sqrt(d_k), d_k, h, 1/h, T, S, 2, the exercise's own whole-number arguments), a
+  swap or a permutation of the named axes, the reverse order or a shift by one along an axis;
+- of the reference's code: the mutants of :func:`mha_course.check.mutants.mutants` (another axis,
+  a reduction, a constant, a dropped term, the mask after the softmax, its polarity, an
+  off-by-one, the first or last occurrence, floor division, ...), tried case by case within a
+  time budget and memoised on the exercise.
+
+Each is said with :mod:`.vocabulary`'s sentence, filled with the exercise's symbols. The sizes
+and axis names come from the exercise (``sizes=``, ``axes=``) or, by default, from the
+reference's docstring shape line (``Q (..., T, d_k), K (..., S, d_k) -> weights (..., T, S)``),
+its whole-number arguments by name, and ``d_k = d_model / h``.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from itertools import combinations, permutations
+from typing import NamedTuple
+
+from . import vocabulary
+from .compare import close, num, same_outcome
+from .sandbox import arg_names, np, protect
+
+CALLS = 300  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
+_WORDS = {"T": "query", "S": "key", "B": "batch", "h": "head", "d_k": "feature", "d_v": "feature",
+          "d_model": "feature", "D": "feature", "n": "row", "m": "column"}
+
+
+class Derived(NamedTuple):
+    """A mistake derived from the exercise: its vocabulary class, its sentence and its fix."""
+    key: str
+    text: str
+    fix: str
+
+
+def derive(spec, runs, budget=None) -> list:
+    """The derived mistakes that give the learner's outcome on every case that ran ([] if none).
+
+    The output-level ones first (when every differing output has one), else the mutants'.
+    """
+    if not runs or any(r.got.lines and r.got.error is None for r in runs):
+        return []  # a time-out, a broken rule, an argument changed in place: said already
+    raised = any(r.got.error is not None for r in runs)  # then only a variant raising the same may fit
+    found = ([] if raised else _output_level(spec, runs)) or _input_level(spec, runs)
+    if found:
+        return found
+    return _mutant_level(spec, runs, CALLS if budget is None else budget)
+
+
+_STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs"})
+
+
+def also_fitting(spec, runs) -> list:
+    """The derived mistakes of another structure (a transpose, a reversal, a shift, swapped
+    inputs) that give the same numbers as a catalogued mistake that fits: named beside it."""
+    if not runs or any(r.got.error is not None or r.got.lines for r in runs):
+        return []
+    found = _output_level(spec, runs) or _input_level(spec, runs)
+    return [d for d in found if d.key in _STRUCTURAL]
+
+
+# ---------------------------------------------------------------------------------------
+# the exercise's symbols: sizes and axis names
+# ---------------------------------------------------------------------------------------
+
+_SHAPE = re.compile(r"([A-Za-z_]\w*)\s*\(([^()]*)\)")
+
+
+def _shape_line(reference) -> tuple:
+    """({argument: dims}, [(output, dims)]) of the reference docstring's first line."""
+    doc = (inspect.getdoc(reference) or "").split("\n")[0]
+    left, _, right = doc.partition("->")
+    parse = (lambda text: [(n, [d.strip() for d in dims.split(",") if d.strip()])
+                           for n, dims in _SHAPE.findall(text)])
+    return dict(parse(left)), parse(right)
+
+
+def case_sizes(spec, args) -> dict:
+    """{symbol: size} of one case: the exercise's own (``sizes``), else the docstring's symbols
+    bound to the arguments' axes, the whole-number arguments by name, ``d_k = d_model / h``, and
+    the last axis of each array argument."""
+    if spec.sizes is not None:
+        try:
+            return {str(k): float(v) for k, v in dict(spec.sizes(*args)).items()}
+        except Exception:
+            return {}
+    out = {}
+    dims_of, _ = _shape_line(spec.reference)
+    for name, v in zip(arg_names(spec.reference, args), args):
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v > 1:
+            out[name] = float(v)
+        elif isinstance(v, np.ndarray) and v.ndim >= 1:
+            dims = [d for d in dims_of.get(name, []) if d != "..."]
+            if 0 < len(dims) <= v.ndim:
+                for d, n in zip(dims, v.shape[-len(dims):]):
+                    if d.isidentifier() and n > 1:
+                        out.setdefault(d, float(n))
+            if v.shape[-1] > 1:
+                out.setdefault(f"{name}.shape[-1]", float(v.shape[-1]))
+        elif hasattr(v, "d_model") and isinstance(getattr(v, "d_model", None), (int, np.integer)):
+            out.setdefault("d_model", float(v.d_model))
+    if "h" in out and "d_k" not in out:
+        width = out.get("d_model") or next((float(v.shape[-1]) for v in args if isinstance(v, np.ndarray)
+                                            and v.ndim >= 2 and v.shape[-1] % out["h"] == 0), None)
+        if width:
+            out["d_k"] = width / out["h"]
+    return out
+
+
+def candidates(sizes) -> dict:
+    """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
+    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5}
+    for k, v in sizes.items():
+        if v > 0:
+            for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
+                                (f"{k}**2", v * v), (f"1/{k}**2", v ** -2.0)):
+                out.setdefault(name, value)
+                out.setdefault(f"-{name}", -value)
+    return out
+
+
+def axis_names(spec, output, ndim) -> list:
+    """The name of each axis of an output: declared (``axes=``), else the docstring's symbols
+    ("query (T)"), else "axis i"/"row"/"column"."""
+    declared = tuple((spec.axes or {}).get(output, ()))
+    if not declared:
+        outs = _shape_line(spec.reference)[1]
+        dims = dict(outs).get(output) or (outs[0][1] if len(outs) == 1 and output == "result" else [])
+        dims = [d for d in dims if d != "..."]
+        if dims and all(d.isidentifier() for d in dims):
+            declared = tuple(f"{_WORDS[d]} ({d})" if d in _WORDS else d for d in dims)
+    trailing = declared or (("row", "column") if ndim >= 2 else ("entry",))
+    trailing = trailing[-ndim:] if ndim else ()
+    return [f"axis {i}" for i in range(ndim - len(trailing))] + list(trailing)
+
+
+# ---------------------------------------------------------------------------------------
+# transformations of the reference's output
+# ---------------------------------------------------------------------------------------
+
+def _outputs(value, want, outputs) -> list:
+    """[(name, got, expected)] for each output (a tuple's, a dict's, or the one result)."""
+    if isinstance(want, dict):
+        return [(str(k), value.get(k) if isinstance(value, dict) else None, w) for k, w in want.items()]
+    if isinstance(want, tuple):
+        names = outputs or [f"output {i}" for i in range(len(want))]
+        got = value if isinstance(value, (tuple, list)) and len(value) == len(want) else [None] * len(want)
+        return list(zip(names, got, want))
+    return [("result", value, want)]
+
+
+def _arrays(g, w):
+    try:
+        g, w = np.asarray(g), np.asarray(w)
+    except Exception:
+        return None
+    if g.dtype.kind not in "biuf" or w.dtype.kind not in "biuf" or w.size == 0:
+        return None
+    return num(g), num(w)
+
+
+def _output_level(spec, runs) -> list:
+    per_run = [_outputs(r.got.value, r.want, spec.outputs) for r in runs]
+    names = [nm for nm, _, _ in per_run[0]]
+    found = []
+    for j, name in enumerate(names):
+        pairs = [_arrays(outs[j][1], outs[j][2]) for outs in per_run]
+        if all(p is not None and close(*p) for p in pairs):
+            continue  # this output is right on every case
+        if any(p is None for p in pairs):
+            return []
+        fits = _transforms(spec, runs, name, pairs)
+        if not fits:
+            return []
+        found += fits
+    return found
+
+
+def _transforms(spec, runs, output, pairs) -> list:
+    """Every output-level transformation that maps the expected output to the learner's on every case."""
+    def all_close(f):
+        try:
+            return all(f(w, g, r) for (g, w), r in zip(pairs, runs))
+        except Exception:
+            return False
+    same_shape = all(g.shape == w.shape for g, w in pairs)
+    k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
+    labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
+    out = []
+    if same_shape:
+        if any(np.any(w != 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, -w)):
+            out.append(("negated", {}))
+        if all_close(lambda w, g, r: close(g, 1 / w)):
+            out.append(("inverse", {}))
+        factor = _factor(spec, runs, pairs)
+        if factor:
+            out.append(("scale", {"factor": factor[0], "size": factor[1]}))
+        for a, b in combinations(range(-k, 0), 2):
+            if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
+                    lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
+                    lambda w, g, r: close(g, w)):
+                out.append(("transpose", {"a": labels[a], "b": labels[b]}))
+        for ax in range(-k, 0):
+            if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
+                out.append(("flipped", {"axis": labels[ax]}))
+            elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
+                out.append(("shifted", {"axis": labels[ax]}))
+    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6:
+        for perm in permutations(range(-k, 0)):
+            if perm != tuple(range(-k, 0)) and all_close(
+                    lambda w, g, r, p=perm: close(g, np.moveaxis(w, p, tuple(range(-k, 0))))):
+                moved = [i for i, j in zip(perm, range(-k, 0)) if i != j]
+                if len(moved) == 2:  # two axes swapped
+                    out.append(("transpose", {"a": labels[moved[0]], "b": labels[moved[1]]}))
+                else:
+                    out.append(("axis-order", {"order": "(" + ", ".join(labels[i] for i in perm) + ")"}))
+                break
+    return [Derived(key, vocabulary.sentence(key, output=output, **slots), vocabulary.fix(key, output=output, **slots))
+            for key, slots in out]
+
+
+def _shifted(pairs, ax) -> bool:
+    """The learner's output is the expected one moved by one along ``ax`` (its first or last slice aside)."""
+    for step in (1, -1):
+        ok, seen = True, False
+        for g, w in pairs:
+            gm, wm = np.moveaxis(g, ax, 0), np.moveaxis(w, ax, 0)
+            mine, theirs = (gm[1:], wm[:-1]) if step == 1 else (gm[:-1], wm[1:])
+            if not close(mine, theirs):
+                ok = False
+                break
+            seen |= not close(gm, wm)
+        if ok and seen:
+            return True
+    return False
+
+
+def _factor(spec, runs, pairs) -> tuple:
+    """(the factor c with learner = c * expected on every case, in words; its symbol) or ()."""
+    symbols, values = None, []
+    for (g, w), r in zip(pairs, runs):
+        ww = float(np.vdot(w, w))
+        if not ww:
+            if not close(g, w):
+                return ()
+            continue
+        c = float(np.vdot(g, w)) / ww
+        if not np.isfinite(c) or np.isclose(c, 1) or not close(g, c * w):
+            return ()
+        named = candidates(case_sizes(spec, r.case.args))
+        fits = {k for k, v in named.items() if np.isclose(v, c, rtol=1e-6, atol=0)}
+        symbols = fits if symbols is None else symbols & fits
+        values.append((c, named))
+    if not symbols:
+        return ()
+    varying = [k for k in symbols if len({round(named[k], 9) for _, named in values}) > 1]
+    best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
+    if best in ("2", "1/2", "-2", "-1/2"):
+        return best, best
+    return f"{best} ({values[0][0]:.4g} in case 1)", best
+
+
+class _Variant(NamedTuple):
+    """The reference run on transformed arguments (kept on the exercise, so its outcomes are memoised)."""
+    fn: object
+    key: str
+    slots: dict
+
+
+def _input_level(spec, runs) -> list:
+    """The reference on an argument in reverse order along one of its axes, or on two arguments
+    swapped, when that gives the learner's outcome on every case (the heads concatenated in
+    reverse order, the queries taken from the context, ...)."""
+    variants = spec.memoised("input-flips", lambda: _flips(spec, runs))
+    found = []
+    for v in variants:
+        if all(same_outcome(spec.outcome(i, v), r.got) for i, r in enumerate(runs)):
+            found.append(Derived(v.key, vocabulary.sentence(v.key, **v.slots), vocabulary.fix(v.key, **v.slots)))
+    return found
+
+
+def _flips(spec, runs) -> list:
+    """A _Variant for each array argument and each trailing axis every case has, and for each pair
+    of array arguments that could be used one for the other (at most 16)."""
+    args = [r.case.args for r in runs]
+    names = arg_names(spec.reference, max(args, key=len))
+    dims_of, _ = _shape_line(spec.reference)
+    out = []
+    for j, name in enumerate(names):
+        if not all(j < len(a) and isinstance(a[j], np.ndarray) and a[j].ndim >= 1 for a in args):
+            continue
+        k = min(a[j].ndim for a in args)
+        dims = [d for d in dims_of.get(name, []) if d != "..."][-k:]
+        labels = ([f"{_WORDS[d]} ({d})" if d in _WORDS else d for d in dims] if len(dims) == k
+                  else [f"axis {i}" for i in range(-k, 0)])
+        for ax, label in zip(range(-k, 0), labels):
+            def fn(*a, _j=j, _ax=ax):
+                return spec.reference(*a[:_j], np.flip(a[_j], _ax), *a[_j + 1:])
+            out.append(_Variant(fn, "reversed-input", {"arg": name, "axis": label}))
+    for (i, a), (j, b) in combinations(list(enumerate(names)), 2):
+        if any(i < len(x) and j < len(x) and _swappable(x[i], x[j]) for x in args):
+            def fn(*x, _i=i, _j=j):
+                x = list(x)
+                if _j < len(x) and _swappable(x[_i], x[_j]):
+                    x[_i], x[_j] = x[_j], x[_i]
+                return spec.reference(*x)
+            out.append(_Variant(fn, "swapped-inputs", {"a": a, "b": b}))
+    return out[:16]
+
+
+def _swappable(u, v) -> bool:
+    """Two array arguments a learner could use one for the other (same number of axes and last axis)."""
+    return (isinstance(u, np.ndarray) and isinstance(v, np.ndarray) and u.ndim == v.ndim >= 1
+            and u.shape[-1] == v.shape[-1] and u is not v)
+
+
+# ---------------------------------------------------------------------------------------
+# mutants of the reference's code
+# ---------------------------------------------------------------------------------------
+
+def _mutants_of(spec) -> list:
+    """The reference's mutants (memoised on the exercise; [] where the generator is missing or fails)."""
+    def build():
+        try:
+            from .mutants import mutants
+            return [m for m in mutants(spec.reference, depth=1) if vocabulary.mutant_class(m.mutation.category)]
+        except Exception:  # noqa: BLE001 -- no generator, or a reference it cannot read
+            return []
+    return spec.memoised("mutants", build)
+
+
+def _mutant_level(spec, runs, budget) -> list:
+    ms = _mutants_of(spec)
+    if not ms:
+        return []
+    order = sorted(range(len(runs)), key=lambda i: not runs[i].problem)  # failing cases first: they filter most
+    alive, calls = ms[:budget], 0
+    for i in order:
+        calls += len(alive)
+        if calls > budget:
+            return []  # too many runs before every case was tried: name nothing rather than guess
+        alive = [m for m in alive if same_outcome(spec.outcome(i, m), runs[i].got)]
+        if not alive:
+            return []
+    found, seen = [], set()
+    for m in alive:
+        d = _mutant_words(m.mutation)
+        if d.text not in seen:
+            seen.add(d.text)
+            found.append(d)
+    return found
+
+
+def _short(text, n=40) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else ""
+
+
+def _mutant_words(mutation) -> Derived:
+    key = vocabulary.mutant_class(mutation.category)
+    params = dict(mutation.params)
+    op = params.get("dropped") or (re.findall(r"(\w+)\s*\(", str(mutation.before)) or [""])[-1] or "step"
+    before = params.get("from", params.get("axis", _short(mutation.before)))
+    after = params.get("to", _short(mutation.after))
+    slots = {"op": op, "before": before, "after": after}
+    return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
+
+
+protect(globals())

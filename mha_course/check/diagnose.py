@@ -1,0 +1,110 @@
+"""The checker's diagnosis: which mistake gives the learner's numbers, in the exercise's words.
+
+:func:`explain` turns a failing run into feedback: the catalogued mistakes whose outcomes equal
+the learner's on every case (:func:`fitting`), else a mistake derived from the exercise itself
+(:mod:`.derive`), else where and how the result differs (:func:`localise`, with a factor named by
+the exercise's sizes: sqrt(d_k), 1/h, ...).
+"""
+from __future__ import annotations
+
+from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, where_and_how
+from .derive import also_fitting, candidates, case_sizes, derive
+from .sandbox import np, protect, quiet_numpy
+
+
+def fitting(spec, runs) -> list:
+    """The mistakes whose outcome equals the learner's on every case that ran."""
+    if not any(r.problem for r in runs) or any(r.got.lines and r.got.error is None for r in runs):
+        return []
+    return [m for m in spec.mistakes if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
+
+
+def explain(spec, runs, run) -> tuple:
+    """(the problem lines of the failing run, then the diagnosis; the names of the mistakes it names)."""
+    fits = fitting(spec, runs)
+    lines = [ln.removeprefix(NOT_DIAGNOSED) for ln in run.problem]
+    if fits:
+        with quiet_numpy():
+            also = [d.text for d in also_fitting(spec, runs)]
+        return lines + [looks_like(fits, also)], [m.name for m in fits]
+    if run.got.lines or run.problem[0].startswith(NOT_DIAGNOSED):  # an error, a time-out, a stub
+        return lines, []
+    with quiet_numpy():  # NaN comparisons in the learner's result warn nothing
+        found = derive(spec, runs)
+        if found:
+            return lines + [derived_line(found)], [d.text for d in found]
+        return lines + localise(spec, runs, run), []
+
+
+def looks_like(fits, also=()) -> str:
+    """"Looks like: <mistake>. Fix: <fix>", naming every mistake (catalogued or derived) that gives
+    these numbers: never asserting one of several."""
+    causes = list(dict.fromkeys((getattr(m, "name", None) or m.text, m.fix) for m in fits))[:3]
+    also = [m.also for m in fits if getattr(m, "also", "")] + list(also)
+    if len(causes) == 1:
+        said = f"Looks like: {causes[0][0]}. Fix: {causes[0][1]}"
+        return said + (f". Or: {also[0]}, which gives the same numbers" if also else "")
+    if len({fix for _, fix in causes}) == 1:
+        return (f"Looks like one of these, which give the same numbers here: {'; or '.join(n for n, _ in causes)}. "
+                f"Fix: {causes[0][1]}")
+    return ("Looks like one of these, which give the same numbers here: "
+            + "; or ".join(f"{name} (fix: {fix})" for name, fix in causes))
+
+
+def derived_line(found) -> str:
+    """"Found: <what gives these numbers>. Fix: <fix>" for mistakes derived from the exercise (every
+    one that gives these numbers, when several do)."""
+    causes = list(dict.fromkeys((d.text, d.fix) for d in found))[:3]
+    if len(causes) == 1:
+        return f"Found: {causes[0][0]}. Fix: {causes[0][1]}"
+    fixes = {fix for _, fix in causes}
+    said = "; or ".join(t if len(fixes) == 1 else f"{t} (fix: {f})" for t, f in causes)
+    return f"Found {len(causes)} changes that give these same numbers: {said}" + (
+        f". Fix: {causes[0][1]}" if len(fixes) == 1 else "")
+
+
+def localise(spec, runs, run) -> list:
+    """Where and how each differing output differs, for a mistake the catalogue does not know (rule c):
+    in the exercise's terms (a factor named by its sizes: sqrt(d_k), 1/h, ...), and shape advice
+    only when a shape is wrong."""
+    axes, lines, shape_wrong = spec.axes or {}, [], False
+    for name, g, w in differences(run.got.value, run.want, spec.outputs):
+        shape_wrong |= g.shape != w.shape
+        labels = axis_labels(np.ndim(w), axes.get(name, ()))
+        lines += [f"- {name}: {s}" for s in where_and_how(g, w, labels, Factor(spec, runs, name))]
+    advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
+              else "Every shape is right: compare each step's values with the formula in the notebook.")
+    return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
+
+
+
+class Factor:
+    """Names a constant factor by the exercise's sizes: the symbol whose value is the factor on
+    every failing case (sqrt(d_k), 1/h, 2, ...)."""
+
+    def __init__(self, spec, runs, output):
+        self.spec, self.runs, self.output = spec, runs, output
+
+    def name(self, c) -> str:
+        ratios, symbols = [], None
+        for r in self.runs:
+            if not r.problem or r.got.lines or r.got.error is not None:
+                continue
+            pair = next(((g, w) for nm, g, w in differences(r.got.value, r.want, self.spec.outputs)
+                         if nm == self.output and g.shape == w.shape), None)
+            found = ratio(num(pair[0]), num(pair[1])) if pair else 0.0
+            if not found:
+                return ""
+            named = candidates(case_sizes(self.spec, r.case.args))
+            fits = {k for k, v in named.items() if np.isclose(v, found, rtol=1e-6, atol=0)}
+            symbols = fits if symbols is None else symbols & fits
+            ratios.append((found, named))
+        if not symbols:
+            return ""
+        varying = [k for k in symbols if len({round(cands[k], 9) for _, cands in ratios}) > 1]
+        best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
+        here = ratios[0][0]
+        return f"{best} ({here:.4g} in this case)" if best not in ("2", "1/2", "-2", "-1/2") else best
+
+
+protect(globals())

@@ -1,0 +1,121 @@
+"""One vocabulary for the whole course: the sentence and the fix of each class of mistake.
+
+The engine names a mistake it derived from the exercise (a transformation of the reference's
+output, or a mutant of its code: :mod:`.derive`) with :func:`sentence` and :func:`fix`, so the same
+mistake reads the same in every exercise. A checker author may word a catalogued
+:class:`~.engine.Mistake` with them too. The slots are filled with the exercise's symbols:
+``{output}`` (an output's name), ``{axis}``, ``{a}``, ``{b}`` (axis names: "query (T)"), ``{factor}``
+("1/sqrt(d_k)"), ``{op}`` (an operation: "softmax", "sum"), ``{before}``/``{after}`` (what the
+reference has, what the learner's numbers need).
+
+>>> sentence("mask-after-softmax")
+'the mask is applied after the softmax'
+>>> sentence("transpose", output="weights", a="query (T)", b="key (S)")
+'weights has its query (T) and key (S) axes swapped'
+"""
+from __future__ import annotations
+
+__all__ = ["SENTENCES", "sentence", "fix"]
+
+# class -> (sentence, fix); the classes of mutants.CATEGORIES and the output-level transformations
+SENTENCES = {
+    # what the output shows (a transformation of the expected output)
+    "scale": ("every value of {output} is {factor} times the expected one",
+              "look for a factor {size} too many, or one missing"),
+    "negated": ("{output} has the opposite sign", "look for a minus sign too many or missing (a - b for b - a)"),
+    "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
+    "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
+    "axis-order": ("{output} holds the right values with its axes in the order {order}",
+                   "a transpose or a reshape too many or too few"),
+    "flipped": ("{output} is in reverse order along its {axis} axis", "a reversal ([::-1], np.flip) too many or "
+                "too few"),
+    "shifted": ("{output} is shifted by one along its {axis} axis", "an off-by-one in a position or an index"),
+    "reversed-input": ("the expected result for {arg} with its {axis} axis reversed",
+                       "check the order along the {axis} axis (a [::-1] or a reversed() too many or too few)"),
+    "swapped-inputs": ("{a} and {b} swapped (each used where the other belongs)",
+                       "check which input each step reads: {a} where the formula has {a}, {b} where it has {b}"),
+    "unstacked": ("a list of {n} arrays where one array is expected", "stack them into one array: np.stack(parts, "
+                  "axis=...) (one per head: axis=1) or np.concatenate"),
+    # what the code does (a mutant of the reference)
+    "operator": ("{after} where {before} belongs", "check each arithmetic operator against the formula"),
+    "comparison": ("the comparison {after} where {before} belongs (an off-by-one at the boundary)",
+                   "check < against <= at the boundary"),
+    "constant": ("the number {after} where {before} belongs", "use {before}, as in the formula"),
+    "axis": ("the {op} over axis {after} where axis {before} belongs", "take the {op} over axis {before}"),
+    "keepdims": ("keepdims switched in the {op}", "keepdims=True keeps the reduced axis for broadcasting"),
+    "slice-bound": ("a slice bound off by one", "check where each slice starts and stops (the stop is excluded)"),
+    "index": ("an index off by one", "check each index against the formula (positions count from 0)"),
+    "dropped-term": ("a term or a step left out", "compare each step with the formula in the notebook"),
+    "doubled-term": ("a term counted twice", "count each term once"),
+    "swapped-arguments": ("{after} where {before} belongs (two arguments swapped)", "use {before}"),
+    "reduction": ("{after} where {before} belongs", "use {before}, as in the formula"),
+    "reciprocal": ("a division the wrong way round (b / a for a / b)", "divide as the formula does"),
+    "negation": ("a minus sign (or a not) added or lost", "check each sign against the formula"),
+    "dropped-call": ("the {op} left out", "apply the {op}, as in the formula"),
+    "sqrt": ("a square root left out, or one too many", "scale by sqrt(d_k), not d_k (nor 1)"),
+    "transpose-call": ("a transpose left out", "transpose where the formula does (np.swapaxes(K, -1, -2))"),
+    "reversed": ("a reversal left out (the order is reversed)", "reverse where the formula does"),
+    "rounding": ("another rounding ({after} where {before} belongs)", "round as the formula does"),
+    "floor-division": ("floor division where true division belongs (or the reverse)",
+                       "// rounds down: use / for a real number, // for a count or an index"),
+    "mask-polarity": ("the mask's polarity is reversed", "True means may attend: keep the scores where the mask is "
+                      "True, -inf elsewhere"),
+    "statement-order": ("two steps in the other order", "do the steps in the formula's order"),
+    "mask-after-softmax": ("the mask is applied after the softmax",
+                           "mask the scores (-inf) before the softmax, so each row still sums to 1"),
+    "first-occurrence": ("only the first occurrence counted, not every one", "count every occurrence"),
+    "last-occurrence": ("only the last occurrence counted, not every one", "count every occurrence"),
+}
+_ALIASES = {"transpose": "transpose-call"}  # a mutant category whose name an output-level class already uses
+
+
+# the sentence of a class whose slots are not known (a long piece of code, a permutation's swap)
+_PLAIN = {
+    "operator": "an arithmetic operator swapped (+ for -, * for /, or the reverse)",
+    "comparison": "a comparison off at the boundary (< for <=, or the reverse)",
+    "constant": "a number changed",
+    "axis": "an operation over another axis",
+    "swapped-arguments": "two arguments (or operands) swapped",
+    "reduction": "another reduction (sum, mean, max or min)",
+    "rounding": "another rounding (floor, ceil or round)",
+    "dropped-call": "a step of the formula left out",
+    "keepdims": "keepdims switched in a reduction",
+}
+
+
+def _filled(template, slots, plain="") -> str:
+    try:
+        return template.format(**{k: v for k, v in slots.items() if v not in ("", None)})
+    except (KeyError, IndexError, ValueError):
+        return plain or template
+
+
+def sentence(key: str, **slots) -> str:
+    """The course's sentence for the mistake class ``key``, with its slots filled.
+
+    Raises ValueError for an unknown class (naming the known ones).
+    """
+    if key not in SENTENCES:
+        raise ValueError(f"unknown mistake class {key!r}; known: {', '.join(SENTENCES)}")
+    return _filled(SENTENCES[key][0], slots, _PLAIN.get(key, ""))
+
+
+def fix(key: str, **slots) -> str:
+    """The course's fix for the mistake class ``key``, with its slots filled.
+
+    >>> fix("mask-after-softmax")
+    'mask the scores (-inf) before the softmax, so each row still sums to 1'
+    """
+    if key not in SENTENCES:
+        raise ValueError(f"unknown mistake class {key!r}; known: {', '.join(SENTENCES)}")
+    return _filled(SENTENCES[key][1], slots, "compare each step with the formula in the notebook")
+
+
+def mutant_class(category: str) -> str:
+    """The vocabulary class of a mutant category (mutants.CATEGORIES), '' when it has none."""
+    key = _ALIASES.get(category, category)
+    return key if key in SENTENCES and key not in _OUTPUT_CLASSES else ""
+
+
+_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "transpose", "axis-order", "flipped", "shifted", "unstacked", "reversed-input",
+                             "swapped-inputs"})

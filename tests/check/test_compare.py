@@ -1,0 +1,45 @@
+"""The comparison (check/compare.py): results as a learner returns them are named by their type."""
+import numpy as np
+
+import mha_course as mc
+from mha_course import check
+from mha_course.check import compare
+
+
+def said(capsys, checker, fn):
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def test_an_unstacked_list_of_heads_is_named_with_its_fix(capsys):
+    ok, out = said(capsys, check.split_heads, lambda x, h: np.split(x, h, axis=-1))
+    assert ok is False and "a list of" in out and "unstacked" in out and "transpose" not in out, out
+    ok, out = said(capsys, check.split_heads, lambda x, h: list(mc.split_heads(x, h).swapaxes(0, 1)))
+    assert ok is False and "Fix: np.stack(parts, axis=1)" in out, out
+
+
+def test_a_list_that_stacks_to_the_right_array_is_right(capsys):
+    assert check.softmax(lambda x, axis=-1: list(mc.softmax(x, axis))) is True
+    capsys.readouterr()
+
+
+def test_a_complex_result_is_named_as_complex(capsys):
+    ok, out = said(capsys, check.softmax, lambda x, axis=-1: mc.softmax(x, axis) + 0j)
+    assert ok is False and "the values are right but complex (complex128)" in out and ".real" in out, out
+
+
+def test_an_object_array_is_named_as_one(capsys):
+    ok, out = said(capsys, check.causal_mask, lambda T: mc.causal_mask(T).astype(object))
+    assert ok is False and "an array of dtype object" in out and "dtype=bool" in out, out
+
+
+def test_float_indices_and_a_float_for_an_int_are_refused(capsys):
+    ok, out = said(capsys, check.kv_head_index, lambda h, h_kv: np.arange(h) // (h // h_kv) * 1.0)
+    assert ok is False and "indices are whole numbers (int)" in out, out
+    ok, out = said(capsys, check.crossover_seq_len, lambda d_model: 2.0 * d_model)
+    assert ok is False and "expected a whole number (int)" in out, out
+
+
+def test_close_is_the_checkers_tolerance():
+    assert compare.close(np.ones(3), np.ones(3) + 1e-7) and not compare.close(np.ones(3), np.ones(3) + 1e-3)
+    assert compare.close(np.array([np.nan]), np.array([np.nan])) and not compare.close(np.ones(2), np.ones(3))

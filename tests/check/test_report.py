@@ -1,0 +1,33 @@
+"""The checker's report (check/report.py): each verdict is printed, kept for the summary where
+learner code cannot write it by name, and given to the hub's progress record."""
+import numpy as np
+
+import mha_course as mc
+from mha_course import check
+from mha_course.check import progress, report
+
+
+def test_each_verdict_reaches_the_progress_record(capsys, monkeypatch, tmp_path):
+    (tmp_path / progress.MARKER).mkdir()
+    monkeypatch.setenv(progress.ENV, str(tmp_path))
+    assert check.softmax(lambda x, axis=-1: np.exp(x) / np.exp(x).sum(axis, keepdims=True)) is False
+    assert check.causal_mask(mc.causal_mask) is True
+    capsys.readouterr()
+    entries = {e["exercise"]: e for e in progress.read_progress(tmp_path)}
+    assert entries["softmax"]["passed"] is False and "maximum" in entries["softmax"]["mistake"]
+    assert entries["causal_mask"]["passed"] is True and entries["causal_mask"]["mistake"] is None
+
+
+def test_the_summary_reads_a_copy_of_the_results(capsys):
+    report.forget_results()
+    check.causal_mask(mc.causal_mask)
+    kept = report.results()
+    kept["softmax"] = "done"  # changing the copy changes nothing
+    check.summary()
+    assert capsys.readouterr().out.splitlines()[-1] == "1 of 1 exercise done: causal_mask ✔"
+
+
+def test_report_refuses_an_unknown_status():
+    import pytest
+    with pytest.raises(ValueError, match="use one of done, unfinished, wrong"):
+        report.report("x", "passed", [])

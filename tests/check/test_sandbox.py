@@ -1,0 +1,121 @@
+"""The checker's sandbox: numpy errors raised globally, numpy patched in its submodules, the
+checker's own functions replaced, printing from fd 1 and from other threads (qa3-findings, check/engine.py).
+
+The time limit's attacks are in test_engine.py (they run through a checker).
+"""
+import os
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course import check
+from mha_course.check import compare, engine, sandbox
+
+
+def test_every_checker_runs_under_seterr_raise(capsys):
+    """lse_merge built its cases outside errstate and raised FloatingPointError."""
+    old = np.seterr(all="raise")
+    try:
+        for name in ("lse_merge", "softmax", "scaled_dot_product_attention", "copying_score"):
+            exercise = check.catalogue()[name]
+            exercise.forget()
+            assert exercise.check(exercise.reference) is True, capsys.readouterr().out
+        assert check.softmax(lambda x, axis=-1: np.exp(x)) is False
+    finally:
+        np.seterr(**old)
+    capsys.readouterr()
+
+
+def test_a_patch_of_np_linalg_does_not_poison_the_expected_values(capsys, monkeypatch):
+    """np.linalg.eigvals patched before the first check: the wrong 1.0 passed, later the right answer failed."""
+    exercise = check.catalogue()["copying_score"]
+    exercise.forget()
+    monkeypatch.setattr(np.linalg, "eigvals", lambda W: np.ones(len(W)))
+    assert check.copying_score(lambda W: 1.0) is False
+    monkeypatch.undo()
+    assert check.copying_score(exercise.reference) is True
+    capsys.readouterr()
+
+
+def test_the_checkers_numpy_is_read_only():
+    with pytest.raises(AttributeError, match="read-only"):
+        sandbox.np.isclose = lambda *a, **k: True
+    assert sandbox.np.isclose(1.0, 2.0) is np.False_
+
+
+def test_the_checkers_functions_replaced_from_inside_the_learners_call_are_put_back(capsys):
+    def sneaky(x, axis=-1):
+        compare.compare = engine.compare = lambda *a, **k: []
+        compare.close = lambda a, b: True
+        return np.exp(x)
+    assert check.softmax(sneaky) is False
+    assert compare.close(np.zeros(2), np.ones(2)) is False
+    capsys.readouterr()
+
+
+def test_the_memoised_values_cannot_be_changed_through_prepared(capsys):
+    exercise = check.catalogue()["lse_merge"]
+    for case, value in exercise.prepared():
+        value[...] = 0
+    assert exercise.check(exercise.reference) is True
+    assert exercise.check(lambda outs, lses: np.zeros_like(outs[0])) is False
+    with pytest.raises(ValueError):
+        exercise.expected()[0][1][...] = 0  # the kept arrays are read-only
+    capsys.readouterr()
+
+
+def test_the_fd_spill_never_touches_the_disk(capsys, monkeypatch):
+    def no_file(*a, **k):
+        raise AssertionError("a temporary file was made")
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_file)
+
+    def floods(x, axis=-1):
+        for _ in range(50):
+            os.write(1, b"z" * 10 ** 6)
+        return mc.softmax(x, axis)
+    assert check.softmax(floods) is True
+    out = capsys.readouterr().out
+    assert "the checker shows at most" in out and len(out) < 4 * sandbox.PRINT_CHARS, len(out)
+
+
+def test_another_threads_printing_is_not_the_learners(capsys):
+    stop = threading.Event()
+
+    def background():
+        while not stop.is_set():
+            print("from the background thread")
+            time.sleep(0.005)
+    t = threading.Thread(target=background, daemon=True)
+    t.start()
+    try:
+        def slow(x, axis=-1):
+            time.sleep(0.05)
+            return mc.softmax(x, axis)
+        assert check.softmax(slow) is True
+    finally:
+        stop.set()
+        t.join()
+    out = capsys.readouterr().out
+    assert "your function printed" not in out, out
+
+
+def test_a_thread_the_learner_starts_prints_as_the_learner(capsys):
+    def spawns(x, axis=-1):
+        t = threading.Thread(target=print, args=("from my thread",))
+        t.start()
+        t.join()
+        return mc.softmax(x, axis)
+    assert check.softmax(spawns) is True
+    assert "your function printed" in capsys.readouterr().out
+
+
+def test_pristine_numpy_puts_a_learners_patch_back_afterwards(monkeypatch):
+    mine = lambda x: x  # noqa: E731 -- the learner's np.exp
+    monkeypatch.setattr(np, "exp", mine)
+    with sandbox.pristine_numpy():
+        assert np.exp(0.0) == 1.0
+    assert np.exp is mine

@@ -1,0 +1,331 @@
+"""The web book (`make site`): built here with -W, then read as HTML and in headless Chromium.
+
+- every notebooks/NN_*.ipynb is a page (globbed: a new lesson must appear without an edit),
+  and so are the README (the landing page), the glossary and the instructor guide;
+- every in-book link resolves to a page, and its #anchor to an id on that page;
+- no page asks for anything outside the book (no http(s) script, stylesheet or image);
+- in Chromium, served on 127.0.0.1, on every page: no uncaught page error and no console error,
+  no request that leaves 127.0.0.1 or fails; no raw ``\\(`` in the page (navigation included) nor in
+  its title; axe-core finds no serious or critical accessibility violation; every figure has alt
+  text from its cell; every page with saved sliders shows slider handles (widgets drawn from their
+  saved state, no "Error displaying widget") and one "run this notebook" line per saved widget.
+
+The book needs the `site` extra (sphinx, myst-nb, sphinx-book-theme) and the npm packages that
+`make site` installs into build/book-npm/. Without them the tests skip with the reason, unless
+MHA_COURSE_REQUIRE_SITE=1 (CI's site step); without chromium/playwright the browser test skips
+unless MHA_COURSE_REQUIRE_BROWSER=1 or MHA_COURSE_REQUIRE_SITE=1.
+
+    make site && python -m pytest tests/cross/test_site.py -p no:nbval -q
+"""
+from __future__ import annotations
+
+import functools
+import html.parser
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from jupyterlab_harness import CHROMIUM, launch_chromium
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NPM_DIR = Path(os.environ.get("MHA_COURSE_BOOK_NPM", ROOT / "build" / "book-npm"))
+REQUIRE_SITE = os.environ.get("MHA_COURSE_REQUIRE_SITE") == "1"
+REQUIRE_BROWSER = REQUIRE_SITE or os.environ.get("MHA_COURSE_REQUIRE_BROWSER") == "1"
+SLIDER_MODELS = {"IntSliderModel", "FloatSliderModel", "SelectionSliderModel", "IntRangeSliderModel",
+                 "FloatRangeSliderModel", "FloatLogSliderModel"}
+
+pytestmark = pytest.mark.site
+
+
+def _skip_or_fail(reason: str, required: bool, flag: str):
+    if required:
+        pytest.fail(f"{flag}=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _site_missing() -> str | None:
+    for module, extra in (("sphinx", "site"), ("myst_nb", "site"), ("sphinx_book_theme", "site")):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed (pip install -e '.[{extra}]', or make site)"
+    if not (NPM_DIR / "node_modules" / "mathjax").is_dir():
+        return f"the book's npm packages are not in {NPM_DIR} (make site installs them)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The book built from this checkout with warnings as errors; the folder of its HTML."""
+    reason = _site_missing()
+    if reason:
+        _skip_or_fail(reason, REQUIRE_SITE, "MHA_COURSE_REQUIRE_SITE")
+    out = tmp_path_factory.mktemp("site")
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-c", str(ROOT / "book"),
+           "-d", str(out / "doctrees"), str(ROOT), str(out / "html")]
+    env = dict(os.environ, MHA_COURSE_BOOK_NPM=str(NPM_DIR))
+    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    warnings = [line for line in run.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert run.returncode == 0 and not warnings, f"the book did not build cleanly:\n{run.stderr[-4000:]}"
+    return out / "html"
+
+
+def _slider_models(nb_path: Path) -> int:
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return sum(1 for model in state.values() if model.get("model_name") in SLIDER_MODELS)
+
+
+class _Page(html.parser.HTMLParser):
+    """Collects the ids of a page, its links, and the URLs it loads."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links, self.loads = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+        for key in ("src", "data"):
+            if attrs.get(key):
+                self.loads.append(attrs[key])
+        if tag == "link" and attrs.get("href"):
+            self.loads.append(attrs["href"])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def _pages(site: Path) -> list:
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts)
+
+
+def test_every_notebook_is_a_page(site):
+    assert len(NOTEBOOKS) >= 13, [p.name for p in NOTEBOOKS]
+    landing = (site / "book" / "index.html").read_text(encoding="utf-8")
+    for nb in NOTEBOOKS:
+        page = site / "notebooks" / (nb.stem + ".html")
+        assert page.exists(), f"{nb.name} is not in the book"
+        assert f'href="../notebooks/{nb.stem}.html"' in landing, f"{nb.name} is missing from the landing page"
+        assert (site / "notebooks" / nb.name).read_bytes() == nb.read_bytes(), f"{nb.name}: no download beside its page"
+    for doc in ("README.html", "docs/glossary.html", "docs/instructor.html", "index.html", "book/index.html"):
+        assert (site / doc).exists(), doc
+    assert "book/index.html" in (site / "index.html").read_text(encoding="utf-8"), "index.html opens the landing page"
+
+
+def _widget_cells(nb_path: Path) -> int:
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    return sum(1 for c in nb["cells"] if c["cell_type"] == "code" and any(
+        "application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in c.get("outputs", [])))
+
+
+def test_every_saved_widget_says_it_moves_in_jupyterlab_with_a_link_to_run_it(site):
+    found = 0
+    for nb in NOTEBOOKS:
+        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+        lines = re.findall(r'<p class="mha-static-widget">(.*?)</p>', text)
+        assert len(lines) == _widget_cells(nb), (nb.name, len(lines), _widget_cells(nb))
+        for line in lines:
+            assert "only in JupyterLab" in line and f'href="{nb.name}" download' in line, line
+        found += len(lines)
+    assert found >= 14, found
+
+
+def test_a_hub_url_makes_the_link_open_the_notebook_on_the_hub(monkeypatch):
+    course_book = _course_book()
+    monkeypatch.setenv(course_book.HUB_VAR, "https://hub.example.org/")
+    href, text = course_book.run_link("notebooks/01_qkv")
+    assert href == "https://hub.example.org/hub/user-redirect/lab/tree/notebooks/01_qkv.ipynb"
+    assert text.startswith("run this notebook")
+    monkeypatch.delenv(course_book.HUB_VAR)
+    assert course_book.run_link("notebooks/01_qkv") == ("01_qkv.ipynb", "run this notebook (download the .ipynb)")
+
+
+def test_a_notebook_that_is_not_json_is_named_in_one_line(tmp_path):
+    course_book = _course_book()
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "00_fine.ipynb").write_text("{}")
+    (tmp_path / "notebooks" / "01_cut.ipynb").write_text('{"cells": [')
+    with pytest.raises(Exception) as err:
+        course_book.check_notebooks(tmp_path)
+    message = str(err.value)
+    assert type(err.value).__name__ == "ConfigError" and "\n" not in message
+    assert message.startswith("notebooks/01_cut.ipynb is not a notebook: it is not JSON (line 1")
+    assert "git checkout -- notebooks/01_cut.ipynb" in message
+
+
+def test_every_figure_gets_alt_text_from_its_cell(site):
+    missing = []
+    for nb in NOTEBOOKS:
+        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+        for tag in re.findall(r"<img [^>]*>", text):
+            alt = re.search(r'alt="([^"]*)"', tag)
+            if not alt or not alt.group(1).strip() or alt.group(1).endswith((".png", ".svg", ".jpg")):
+                missing.append(f"{nb.name}: {tag[:120]}")
+    assert not missing, "\n".join(missing[:20])
+    text = (site / "notebooks" / "01_qkv.html").read_text(encoding="utf-8")
+    assert 'alt="One token, four vectors: &quot;sat&quot; as an embedding and in its three roles' in text
+
+
+def _course_book():
+    pytest.importorskip("sphinx", reason="sphinx is not installed (pip install -e '.[site]')")
+    sys.path.insert(0, str(ROOT / "book"))
+    try:
+        import course_book
+    finally:
+        sys.path.remove(str(ROOT / "book"))
+    return course_book
+
+
+def test_every_link_and_anchor_resolves(site):
+    broken = []
+    for page in _pages(site):
+        for href in _parse(page).links:
+            url = urlsplit(href)
+            if url.scheme or href.startswith("mailto:"):
+                continue
+            target = (page.parent / unquote(url.path)).resolve() if url.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            where = f"{page.relative_to(site)} -> {href}"
+            if not target.exists():
+                broken.append(f"{where}: no such file")
+            elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in _parse(target).ids:
+                broken.append(f"{where}: no id {url.fragment!r} on {target.relative_to(site)}")
+    assert not broken, "\n".join(broken[:40])
+
+
+def test_jupyterlab_style_heading_links_point_at_their_sections(site):
+    """Notebook 11 links sections of other notebooks the JupyterLab way (`#1.-The-chain-rule,...`)."""
+    text = (site / "notebooks" / "11_misconceptions_and_interview.html").read_text(encoding="utf-8")
+    anchors = re.findall(r'href="(\d\d_[a-z_]+\.html#[^"]+)"', text)
+    assert len(anchors) >= 10, anchors
+    assert not [a for a in anchors if "." in a.split("#", 1)[1]], "a JupyterLab-style anchor was left as it is"
+
+
+def test_pages_load_nothing_from_outside(site):
+    outside = [f"{page.relative_to(site)}: {url}" for page in _pages(site) for url in _parse(page).loads
+               if urlsplit(url).scheme in ("http", "https") or url.startswith("//")]
+    assert not outside, "\n".join(outside[:20])
+    for vendored in ("mathjax/es5/tex-chtml.js", "requirejs/require.js", "html-manager/dist/embed-amd.js"):
+        assert (site / "_static" / "vendor" / vendored).exists(), vendored
+
+
+def test_loose_key_matches_jupyterlab_ids_to_headings():
+    pytest.importorskip("sphinx", reason="sphinx is not installed (pip install -e '.[site]')")
+    sys.path.insert(0, str(ROOT / "book"))
+    try:
+        from course_book import loose_key, slug_for
+    finally:
+        sys.path.remove(str(ROOT / "book"))
+    assert loose_key("1.-The-chain-rule,-read-backwards") == loose_key("1. The chain rule, read backwards")
+    assert loose_key("3.-Why-divide-by-$\\sqrt{d_k}$?") == loose_key("3. Why divide by \\sqrt{d_k}?")
+    assert loose_key("#4.-%22Attention-is-fast%22") == loose_key('4. "Attention is fast"')
+    slugs = {"a": (1, "x", "1. Same"), "b": (2, "y", "1 · Same")}
+    assert slug_for("1.-Same", slugs) is None, "two headings match: the link must stay broken (and fail the build)"
+    assert slug_for("a", slugs) == "a"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    """The book on 127.0.0.1 (a free port), stopped when the module's tests end."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _every_page(site: Path) -> list:
+    return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or p.parent != site]
+
+
+@pytest.mark.browser
+def test_pages_in_chromium_offline(site, served):
+    try:
+        from axe_playwright_python.sync_playwright import Axe
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("playwright or axe-playwright-python is not installed (pip install -e '.[browser]')",
+                      REQUIRE_BROWSER, "MHA_COURSE_REQUIRE_BROWSER")
+    if not Path(CHROMIUM).exists():
+        _skip_or_fail(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)", REQUIRE_BROWSER,
+                      "MHA_COURSE_REQUIRE_BROWSER")
+    outside, failed, errors = [], [], []
+    pages = _every_page(site)
+    assert {"book/index.html", "README.html", "docs/glossary.html", "search.html"} <= set(pages), pages
+    sliders = {f"notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS}
+    seen = {}
+    axe = Axe()
+    with sync_playwright() as p:
+        chromium = launch_chromium(p)
+        try:
+            page = chromium.new_page(viewport={"width": 1280, "height": 800})
+            page.on("request", lambda r: r.url.startswith((served, "data:", "blob:" + served))
+                    or outside.append(r.url))
+            page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+            page.on("pageerror", lambda err: errors.append(f"{page.url}: uncaught {err}"))
+            page.on("console", lambda msg: msg.type == "error" and errors.append(f"{page.url}: console {msg.text}"))
+            for name in pages:
+                page.goto(served + name, wait_until="load")
+                if sliders.get(name):
+                    page.locator(".noUi-handle").first.wait_for(timeout=30_000)
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                       timeout=30_000)
+                page.evaluate("() => MathJax.startup.promise")
+                page.wait_for_timeout(300)  # the widget labels typeset after the page's math
+                whole = page.locator("body").inner_text()
+                # axe-core re-fetches stylesheets itself (and gets @import paths wrong): no preload
+                violations = axe.run(page, options={"resultTypes": ["violations"], "preload": False})
+                seen[name] = dict(
+                    handles=page.locator(".noUi-handle").count(),
+                    math=page.locator("mjx-container").count(),
+                    raw_math=len(re.findall(r"\\\(|\\\[", whole)),
+                    raw_title=len(re.findall(r"\\\(|\\\[|\\[a-z]+\{|\$", page.title())),
+                    widget_errors=page.locator("text=Error displaying widget").count(),
+                    no_alt=page.locator("img:not([alt]), img[alt='']").count(),
+                    serious=[(v["id"], v["impact"], len(v["nodes"])) for v in violations.response["violations"]
+                             if v["impact"] in ("serious", "critical")],
+                )
+        finally:
+            chromium.close()
+    print("\n".join(f"{name}: {got}" for name, got in seen.items()))
+    assert not errors, "\n".join(errors[:20])
+    assert not outside, f"requests left 127.0.0.1: {outside[:10]}"
+    assert not failed, f"requests failed: {failed[:10]}"
+    for name, got in seen.items():
+        assert got["widget_errors"] == 0, (name, got)
+        assert got["raw_math"] == 0 and got["raw_title"] == 0, (name, got)
+        assert got["no_alt"] == 0, (name, got)
+        assert got["serious"] == [], (name, got)
+        if sliders.get(name):
+            assert got["handles"] >= 1, (name, got)
+        if name.startswith("notebooks/"):
+            assert got["math"] > 0, (name, got)
+    assert seen["notebooks/01_qkv.html"]["handles"] >= 3, seen["notebooks/01_qkv.html"]
+    assert seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"

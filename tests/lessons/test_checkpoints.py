@@ -1,0 +1,75 @@
+"""The tiny model's checkpoints (lessons/checkpoints.py): the shipped files, saving, loading.
+
+The shipped checkpoints' first losses are re-made by training again, and their accuracy and head
+scores pass thresholds; a round trip keeps every array and a failed write leaves the old file whole;
+the shipped experiments are re-made by training again.
+"""
+import argparse
+from unittest import mock
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course.lessons import checkpoints, training
+from mha_course.lessons import model as tr
+from mha_course.tools import train as train_command
+
+TINY = tr.Config(task="induction", vocab=6, seq_len=6, d_model=4, h=2, n_layers=2, batch=3, steps=3)
+
+
+@pytest.mark.parametrize("task", sorted(t for t in checkpoints.CHECKPOINT_CONFIGS if not t.startswith("long_")))
+def test_shipped_checkpoint_is_reproducible_and_trained(task):  # notebook 13's long_*: tests/lessons/test_long_context.py
+    config, params, history = checkpoints.load_checkpoint(checkpoints.checkpoint_path(task))
+    assert config == checkpoints.CHECKPOINT_CONFIGS[task]
+    _, again = training.train(config._replace(steps=5))
+    assert np.allclose(again.losses, history.losses[:5], rtol=0, atol=1e-9)
+    metrics = training.evaluate(params, config, np.random.default_rng(99))
+    assert metrics.accuracy >= 0.95
+    batch = tr.make_batch(config, np.random.default_rng(7), 64)
+    _, weights = tr.forward(params, batch.tokens, config)
+    assert mc.previous_token_score(weights[0]).max() > 0.5  # a previous-token head in layer 1
+    if task == "induction":
+        assert tr.induction_score(weights[1], batch).max() > 0.5  # an induction head in layer 2
+    assert checkpoints.checkpoint_path(task).stat().st_size < 300_000
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def test_checkpoint_round_trip_and_atomic_write(tmp_path):
+    params, history = training.train(TINY._replace(h_kv=1), snapshot_every=1)
+    path = checkpoints.save_checkpoint(tmp_path / "m.npz", params, TINY._replace(h_kv=1), history)
+    config, loaded, hist = checkpoints.load_checkpoint(path)
+    assert config == TINY._replace(h_kv=1) and hist.snapshot_weights.shape == (3, 2, 2, 6, 6)
+    for a, b in zip(checkpoints.checkpoint_arrays(params, TINY).values(), checkpoints.checkpoint_arrays(loaded, TINY).values()):
+        assert np.array_equal(a, b)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temp file left behind
+    with mock.patch.object(tr.np, "savez_compressed", side_effect=OSError("disk full")):
+        with pytest.raises(OSError):
+            checkpoints.save_checkpoint(path, params, TINY, history)
+    assert checkpoints.load_checkpoint(path)[0] == TINY._replace(h_kv=1)  # the old file is whole
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]
+
+
+def test_train_command_writes_a_checkpoint(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    train_command.add_train_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["train", "previous_token", "--out", str(tmp_path / "p.npz")])
+    small = {"previous_token": TINY._replace(task="previous_token", n_layers=1)}
+    with mock.patch.object(checkpoints, "CHECKPOINT_CONFIGS", small):
+        assert args.func(args) == 0
+    assert "saved" in capsys.readouterr().out and checkpoints.load_checkpoint(tmp_path / "p.npz")[0].n_layers == 1
+
+
+
+def test_shipped_experiments_are_reproducible():
+    exp = checkpoints.load_experiments()
+    assert list(exp["h_sweep_hs"]) == list(checkpoints.SWEEP_HS)
+    assert exp["h_sweep_losses"].shape == (2, len(checkpoints.SWEEP_HS), checkpoints.SWEEP_STEPS)
+    base = checkpoints.CHECKPOINT_CONFIGS["induction"]
+    again = training.train(base._replace(h=2, steps=3, seed=1))[1].losses  # seed 1, h = 2: row 1, column 1
+    assert np.allclose(again, exp["h_sweep_losses"][1, 1, :3], rtol=0, atol=1e-9)
+    again = training.train(checkpoints.SCALE_CONFIG._replace(scale=False, steps=3))[1].losses
+    assert np.allclose(again, exp["scale_off_losses"][:3], rtol=0, atol=1e-9)
+    assert float(exp["one_layer_accuracy"]) < 0.5 < float(exp["dropout_0_accuracy"])
+    with pytest.raises(ValueError, match="no experiments file"):
+        checkpoints.load_experiments("/nonexistent/e.npz")
