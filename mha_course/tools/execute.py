@@ -426,7 +426,7 @@ def _cmd_execute(args) -> int:
     passed, failed = [], []
     for nb in args.notebooks:
         try:
-            execute_notebook(files.check_path_arg(nb, "NOTEBOOK", "notebooks/01_attention.ipynb"),
+            execute_notebook(files.check_path_arg(nb, "NOTEBOOK", "notebooks/01_qkv.ipynb"),
                              timeout=args.timeout, retries=args.retries)
         except (NotebookRunError, files.PathError) as err:
             print(f"mha-course execute: {err}", file=sys.stderr)
@@ -437,7 +437,8 @@ def _cmd_execute(args) -> int:
     if len(args.notebooks) > 1 or failed:
         print(f"{len(passed)} of {len(args.notebooks)} notebook(s) executed"
               + (f"; passed: {', '.join(map(str, passed))}" if passed else "")
-              + (f"; failed: {', '.join(map(str, failed))}" if failed else ""),
+              + (f"; failed: {', '.join(repr(str(f)) if not str(f).strip() else str(f) for f in failed)}"
+                 if failed else ""),
               file=sys.stderr if failed else sys.stdout)
     return 1 if failed else 0
 
