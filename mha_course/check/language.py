@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import progress
-
 __all__ = ["ENV", "LANGUAGE_FILE", "course_language", "say", "catalogue_file"]
 
 ENV = "MHA_COURSE_LANG"
@@ -30,6 +28,7 @@ def course_language(cwd=None) -> str | None:
     """The language this kernel's course folder was copied in ("zh_CN"), MHA_COURSE_LANG, or None (English)."""
     lang = os.environ.get(ENV)
     if not lang:
+        from . import progress  # here, not at import: `from mha_course import check` stays light
         try:
             folder = progress.course_folder(cwd)
             lang = (folder / progress.MARKER / LANGUAGE_FILE).read_text(encoding="utf-8").strip() if folder else None
