@@ -175,8 +175,8 @@ def test_the_wheel_and_the_sdist_ship_the_course(tmp_path):
     """`python -m build`: the wheel holds every notebook, the glossary and the README under
     mha_course/course/ (what `mha-course start` copies), SPDX license metadata, and twine passes both."""
     pytest.importorskip("build", reason="the dev extra is not installed (pip install -e '.[dev]')")
-    import zipfile
     import tarfile
+    import zipfile
     run = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(ROOT)],
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
