@@ -66,6 +66,7 @@ nb_ipywidgets_js = {
 # ---- look --------------------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
 html_title = "mha-course"
+html_favicon = str(Path(__file__).resolve().parent / "static" / "favicon.svg")  # else a 404 for /favicon.ico
 html_theme_options = {
     "show_toc_level": 2,
     "use_download_button": False,
