@@ -86,6 +86,8 @@ def finish(name, verdict, printed=None, mistake=None) -> bool:
 def _progress(name, status, mistake):
     """Tell the hub's progress record (:func:`mha_course.check.progress.record` never raises; the
     notebook is the one this kernel runs, from JPY_SESSION_NAME)."""
+    if status == "unfinished":  # a stub is not an attempt: Run All on a fresh copy leaves every exercise "not started"
+        return
     from . import progress  # here, not at import: `from mha_course import check` stays light
     progress.record(name, passed=status == "done", mistake=None if status == "done" else mistake)
 

@@ -113,6 +113,12 @@ def test_a_network_address_without_tls_is_refused(ip, tmp_path):
     workshop_hub.Hub(ip=ip, state=tmp_path, ssl_cert=cert, ssl_key=key).check_network()
 
 
+def test_the_banner_names_an_address_learners_can_type():
+    assert workshop_hub.room_address("127.0.0.1") == "127.0.0.1"
+    assert workshop_hub.room_address("10.1.2.3") == "10.1.2.3"
+    assert workshop_hub.room_address("0.0.0.0") not in ("0.0.0.0", "")
+
+
 @pytest.mark.parametrize("ip", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
 def test_loopback_needs_no_tls(ip, tmp_path):
     workshop_hub.Hub(ip=ip, state=tmp_path).check_network()
