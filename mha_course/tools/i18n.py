@@ -379,10 +379,42 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
         (out / "docs" / "glossary.md").write_text(translate_markdown(glossary.read_text(encoding="utf-8"), table),
                                                  encoding="utf-8")
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
-    for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        nb = translated(nbformat.read(path, as_version=4), path.stem, lang, base)
+    books = {path: translated(nbformat.read(path, as_version=4), path.stem, lang, base)
+             for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+    headings = {path.name: _heading_map(path.stem, lang, base) for path in books}
+    for path, nb in books.items():
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = _relink(cell.source, path.name, headings)
         nbformat.write(nb, out / "notebooks" / path.name)
     return out
+
+
+def _loose(text: str) -> str:
+    import unicodedata
+    from urllib.parse import unquote
+    text = unicodedata.normalize("NFKC", unquote(text.lstrip("#")))
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def _heading_map(stem: str, lang: str, base) -> dict:
+    """{loose key of an English heading: the translated heading's anchor} for one notebook."""
+    table = translations(read_catalogue(catalogue_path(stem, lang, base)))
+    out = {}
+    for english, text in table.items():
+        if re.match(r"^#{1,6}\s", english) and "\n" not in english:
+            out[_loose(english)] = text.lstrip("#").strip().replace(" ", "-")
+    return out
+
+
+def _relink(source: str, here: str, headings: dict) -> str:
+    """Links to a heading by its English anchor pointed at the translated heading (the web book's pages)."""
+    def fix(m):
+        target, anchor = m.group(1), m.group(2)
+        page = Path(target).name if target else here
+        new = headings.get(page, {}).get(_loose(anchor))
+        return f"]({target}#{new})" if new else m.group(0)
+    return re.sub(r"\]\(([^)#\s]*)#([^)\s]+)\)", fix, source)
 
 
 def main(argv=None) -> int:
