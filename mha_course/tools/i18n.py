@@ -51,7 +51,7 @@ _ITEM = re.compile(r"^(\s{0,3})([-*+]|\d+[.)])\s+")
 _RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _WORDS = re.compile(r"[A-Za-z\u4e00-\u9fff]{2,}")
 # What must come back unchanged: inline code, display and inline math, link targets, HTML tags.
-_PROTECTED = re.compile(r"`[^`\n]+`|\$\$.+?\$\$|\$[^$]+\$|\]\([^)\s]*\)|<[^>\n]+>", re.S)
+_PROTECTED = re.compile(r"`[^`\n]+`|\$\$.+?\$\$|\$[^$]+\$|\]\([^)\s]*\)|</?[A-Za-z][^<>\n]*>", re.S)
 
 
 def _has_words(text: str) -> bool:
