@@ -403,7 +403,7 @@ def _heading_map(stem: str, lang: str, base) -> dict:
     out = {}
     for english, text in table.items():
         if re.match(r"^#{1,6}\s", english) and "\n" not in english:
-            out[_loose(english)] = text.lstrip("#").strip().replace(" ", "-")
+            out[_loose(english)] = text.lstrip("#").strip().replace(" ", "-").replace('"', "%22")
     return out
 
 
