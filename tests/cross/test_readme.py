@@ -34,6 +34,16 @@ COVERED = {
     "mha-course start": "tests/tools/test_start.py::test_the_first_run_writes_every_copy_and_the_linked_files",
     "mha-course start ~/mha-course -- --no-browser --port 8899":
         "tests/tools/test_start.py::test_start_runs_jupyterlab_in_dir_with_the_arguments_after_the_dashes",
+    # Start: the Chinese edition (中文)
+    "mha-course start ~/mha-course --lang zh_CN":
+        "tests/tools/test_i18n.py::test_student_copies_in_chinese_have_english_code_and_mark_the_language",
+    "make site LANG=zh_CN": "ci: the web book in Chromium",
+    "make i18n": "tests/tools/test_i18n.py::test_every_catalogue_is_in_step_with_the_english",
+    # the workshop (engineer hub's rows)
+    "mha-course student --update OUTDIR":
+        "tests/tools/test_student.py::test_update_replaces_untouched_copies_and_never_an_edited_one",
+    "mha-course progress DIR...":
+        "tests/tools/test_progress.py::test_the_text_table_shows_done_tried_with_the_mistake_and_not_started",
     # Start: the contributor's route
     "make course": "tests/cross/test_browser.py::test_make_course_opens_the_glossary_link_of_a_notebook",
     "make test": "ci: newcomer make test",
