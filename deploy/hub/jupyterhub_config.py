@@ -100,23 +100,41 @@ c.JupyterHub.active_server_limit = int(ENV.get("MHA_HUB_SERVER_LIMIT", "0"))
 
 
 # ---- login -----------------------------------------------------------------------------------
-def read_learners(path):
-    """{name: own password or None} from a file of ``name`` or ``name:password`` lines (# comments)."""
-    learners = {}
+COURSE_LANGS = ("en", "zh_CN")  # the languages a learner's copy can be made in (mha-course student --lang)
+
+
+def _learner_lines(path):
+    """(line number, name, password or None, language or None) of a file of ``name[:password[:lang]]`` lines."""
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        name, _, password = line.partition(":")
-        name = name.strip().lower()
+        name, _, rest = line.partition(":")
+        password, _, lang = rest.partition(":")
+        name, lang = name.strip().lower(), lang.strip() or None
         if not NAME.match(name):
             raise SystemExit(f"{path}:{number}: {name!r} is not a valid learner name "
                              "(a-z first, then a-z, 0-9, _ or -, at most 31 characters)")
-        learners[name] = password.strip() or None
-    return learners
+        if lang is not None and lang not in COURSE_LANGS:
+            raise SystemExit(f"{path}:{number}: language {lang!r} for {name}; use one of {COURSE_LANGS} "
+                             "(name:password:zh_CN, or name::zh_CN with the shared password)")
+        yield number, name, password.strip() or None, lang
+
+
+def read_learners(path):
+    """{name: own password or None} from a file of ``name``, ``name:password`` or ``name:password:lang`` lines."""
+    return {name: password for _, name, password, _ in _learner_lines(path)}
+
+
+def read_languages(path):
+    """{name: language} for the learners of that file who asked for one (``name::zh_CN``: a Chinese copy)."""
+    return {name: lang for _, name, _, lang in _learner_lines(path) if lang}
 
 
 LEARNERS = read_learners(ENV["MHA_HUB_LEARNERS"]) if ENV.get("MHA_HUB_LEARNERS") else None
+# the language of each learner's copy: their line of the learners file, else the hub's (--lang), else English
+LANGUAGES = read_languages(ENV["MHA_HUB_LEARNERS"]) if ENV.get("MHA_HUB_LEARNERS") else {}
+DEFAULT_LANG = ENV.get("MHA_HUB_LANG") or "en"
 # names a learner may not take: system accounts (whether or not this machine has them) and roles
 RESERVED = {"root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy",
             "www-data", "backup", "list", "irc", "gnats", "nobody", "_apt", "messagebus", "sshd", "syslog",
@@ -196,6 +214,8 @@ def pre_spawn_hook(spawner):
     if why and spawner.user.name not in (c.Authenticator.admin_users or set()):
         raise ValueError(why)
     ensure_learner_account(spawner.user.name)
+    lang = LANGUAGES.get(spawner.user.name, DEFAULT_LANG)
+    spawner.environment = {**spawner.environment, "MHA_COURSE_COPY_LANG": "" if lang == "en" else lang}
 
 
 def _private_shm_preexec(preexec, size_kib: int):
@@ -256,9 +276,11 @@ c.Spawner.cmd = [
     "/bin/sh", "-c",
     f"umask 022; {_LIMITS}"  # the memory limit, inherited by every kernel of this server
     f' if [ -e "$HOME/{COPY}/notebooks" ]; then'
-    f' "{BIN}/mha-course" student --update "$HOME/{COPY}"{_NOTEBOOKS} >>"$HOME/.mha-course-copy.log" 2>&1'
+    f' "{BIN}/mha-course" student --update "$HOME/{COPY}"{_NOTEBOOKS} ${{MHA_COURSE_COPY_LANG:+--lang "$MHA_COURSE_COPY_LANG"}}'
+    f' >>"$HOME/.mha-course-copy.log" 2>&1'
     f' || echo "mha-course student --update failed: see $HOME/.mha-course-copy.log" >&2;'
-    f' else "{BIN}/mha-course" student "$HOME/{COPY}"{_NOTEBOOKS} >"$HOME/.mha-course-copy.log" 2>&1'
+    f' else "{BIN}/mha-course" student "$HOME/{COPY}"{_NOTEBOOKS} ${{MHA_COURSE_COPY_LANG:+--lang "$MHA_COURSE_COPY_LANG"}}'
+    f' >"$HOME/.mha-course-copy.log" 2>&1'
     f' || {{ echo "mha-course student failed: see $HOME/.mha-course-copy.log" >&2; cat "$HOME/.mha-course-copy.log" >&2; exit 1; }};'
     " fi;"
     f' exec "{BIN}/jupyterhub-singleuser" "$@"',

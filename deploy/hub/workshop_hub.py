@@ -326,8 +326,11 @@ class Hub:
     def __init__(self, *, ip="127.0.0.1", port=8000, password=None, learners=None, threads=1,
                  cull_timeout=3600, state=None, proxy=None, service_token=None, log=None, progress=True,
                  spawn_limit=0, memory_gib=DEFAULT_MEMORY_GIB, ssl_cert=None, ssl_key=None, self_signed=False,
-                 insecure=False, admin=None, admin_password=None):
+                 insecure=False, admin=None, admin_password=None, lang=None):
         self.ip, self.port, self.threads, self.cull_timeout = ip, int(port), int(threads), int(cull_timeout)
+        if lang not in (None, "en", "zh_CN"):
+            raise HubError(f"--lang {lang!r}: the course has en and zh_CN; a learner's own line may say name::zh_CN")
+        self.lang = lang
         self.memory_gib = memory_gib
         self.password = password or os.environ.get("MHA_HUB_PASSWORD") or secrets.token_urlsafe(12)
         self.learners = learners
@@ -399,6 +402,8 @@ class Hub:
             env.update(MHA_HUB_ADMIN=self.admin, MHA_HUB_ADMIN_PASSWORD=self.admin_password)
         if self.learners:
             env["MHA_HUB_LEARNERS"] = str(Path(self.learners).resolve())
+        if self.lang:
+            env["MHA_HUB_LANG"] = self.lang  # every learner's copy in this language, unless their line says another
         if self.service_token:
             env["MHA_HUB_SERVICE_TOKEN"] = self.service_token
         return env
@@ -535,8 +540,11 @@ def main(argv=None) -> int:
                         help="address learners reach (default 127.0.0.1; 0.0.0.0 for a room's network, with TLS)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("MHA_HUB_PORT", "8000")),
                         help="the hub's port (default 8000; it also uses the next three)")
-    parser.add_argument("--learners", help="a file of learners: one `name` or `name:password` a line; "
-                                           "without it anyone with the workshop password may log in")
+    parser.add_argument("--learners", help="a file of learners: one `name`, `name:password` or `name:password:zh_CN` "
+                                           "(a Chinese copy for that learner) a line; without it anyone with the "
+                                           "workshop password may log in")
+    parser.add_argument("--lang", choices=("en", "zh_CN"), default=None,
+                        help="the language of the learners' copies (default en; a learner's line may say otherwise)")
     parser.add_argument("--admin", default=os.environ.get("MHA_HUB_ADMIN"),
                         help="the instructor's login name: the admin page and the progress page "
                              "(password from MHA_HUB_ADMIN_PASSWORD, 32+ characters)")
@@ -569,7 +577,7 @@ def main(argv=None) -> int:
     hub = Hub(ip=args.ip, port=args.port, password=given, learners=args.learners, threads=args.threads,
               cull_timeout=args.cull_timeout, state=args.state, proxy=args.proxy, memory_gib=args.memory,
               ssl_cert=args.ssl_cert, ssl_key=args.ssl_key, self_signed=args.self_signed, insecure=args.insecure,
-              admin=args.admin, admin_password=os.environ.get("MHA_HUB_ADMIN_PASSWORD"))
+              admin=args.admin, admin_password=os.environ.get("MHA_HUB_ADMIN_PASSWORD"), lang=args.lang)
 
     def _stop(signum, frame):
         raise KeyboardInterrupt

@@ -585,3 +585,34 @@ def _wait(probe, timeout, launcher, log):
             return got
         time.sleep(0.5)
     pytest.fail(f"not ready within {timeout} s:\n{Path(log).read_text()[-3000:]}")
+
+
+# ---- the language of each learner's copy (no hub needed: the config's own functions) ----------
+def _config_functions():
+    """read_learners / read_languages and what they use, taken out of deploy/hub/jupyterhub_config.py."""
+    import ast
+    src = (Path(__file__).resolve().parents[2] / "deploy" / "hub" / "jupyterhub_config.py").read_text()
+    tree = ast.parse(src)
+    keep = [n for n in tree.body if (isinstance(n, ast.FunctionDef) and n.name in
+                                     ("_learner_lines", "read_learners", "read_languages"))
+            or (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") in ("NAME", "COURSE_LANGS"))]
+    space = {"re": re, "Path": Path}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "jupyterhub_config", "exec"), space)
+    return space
+
+
+def test_a_learner_may_ask_for_a_chinese_copy_in_the_learners_file(tmp_path):
+    f = _config_functions()
+    path = tmp_path / "learners.txt"
+    path.write_text("ada\nbob:s3cret-pass-42\ncai::zh_CN   # 中文\ndu:own-password-77:zh_CN\n")
+    assert f["read_learners"](path) == {"ada": None, "bob": "s3cret-pass-42", "cai": None, "du": "own-password-77"}
+    assert f["read_languages"](path) == {"cai": "zh_CN", "du": "zh_CN"}
+    path.write_text("eve::fr_FR\n")
+    with pytest.raises(SystemExit, match="zh_CN"):
+        f["read_languages"](path)
+
+
+def test_the_first_copy_and_the_update_pass_the_learners_language():
+    src = (Path(__file__).resolve().parents[2] / "deploy" / "hub" / "jupyterhub_config.py").read_text()
+    assert src.count('${{MHA_COURSE_COPY_LANG:+--lang "$MHA_COURSE_COPY_LANG"}}') == 2
+    assert '"MHA_COURSE_COPY_LANG"' in src and "MHA_HUB_LANG" in src
