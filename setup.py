@@ -1,6 +1,6 @@
 """The one build step pyproject.toml cannot say: the course's notebooks go into the wheel.
 
-``mha_course/course/`` in the wheel holds notebooks/*.ipynb, docs/glossary.md and README.md as
+``mha_course/course/`` in the wheel holds notebooks/*.ipynb, docs/glossary.md, README.md and locales/ as
 they are in the repository (the source of truth stays in one place), so ``mha-course start`` and
 ``mha-course student`` find the course after ``pip install mha-course`` without a clone
 (``tools.student.course_notebooks``). An editable install reads the clone's own folders instead.
@@ -13,7 +13,8 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 # what a student copy holds: every notebook and the files the notebooks link to (tests/cross/test_packaging.py)
-COURSE_FILES = ["notebooks/*.ipynb", "docs/glossary.md", "README.md"]
+# and the translations of the course (mha-course start --lang zh_CN; tools/i18n.py)
+COURSE_FILES = ["notebooks/*.ipynb", "docs/glossary.md", "README.md", "locales/*/LC_MESSAGES/*.po"]
 
 
 class BuildPyWithCourse(build_py):

@@ -35,7 +35,9 @@ project = "mha-course: multi-head attention from first principles"
 author = "the mha-course authors"
 copyright = "the mha-course authors (MIT licence)"
 
-extensions = ["myst_nb", "course_book"]  # course_book.py, next to this file: vendoring, toctree, links
+extensions = ["myst_nb", "course_book", "language_switch"]  # next to this file: vendoring, toctree, links; English <-> 中文
+# The Chinese book (make site LANG=zh_CN) is built from translated copies of the same pages (tools/i18n.py).
+language = "zh_CN" if os.environ.get("MHA_COURSE_BOOK_LANG") == "zh_CN" else "en"
 root_doc = "book/index"  # the landing page, written for learners (book/index.md)
 include_patterns = ["book/index.md", "README.md", "docs/glossary.md", "docs/instructor.md",
                     "notebooks/[0-9][0-9]_*.ipynb"]
@@ -64,6 +66,7 @@ nb_ipywidgets_js = {
 # ---- look --------------------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
 html_title = "mha-course"
+html_favicon = str(Path(__file__).resolve().parent / "static" / "favicon.svg")  # else a 404 for /favicon.ico
 html_theme_options = {
     "show_toc_level": 2,
     "use_download_button": False,

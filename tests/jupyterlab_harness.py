@@ -42,7 +42,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _isolated_env(home: Path) -> dict:
+def isolated_env(home: Path) -> dict:
     """Environment with every Jupyter / IPython / matplotlib folder inside ``home``."""
     env = dict(os.environ)
     dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data",
@@ -64,7 +64,7 @@ def _isolated_env(home: Path) -> dict:
     return env
 
 
-def _copy_cleared(src: Path, dst: Path) -> None:
+def copy_cleared(src: Path, dst: Path) -> None:
     """Copy a file; a notebook loses its outputs, execution counts and saved widget state, so
     whatever the browser shows afterwards was produced by this run."""
     if src.suffix != ".ipynb":
@@ -102,8 +102,8 @@ class _Server:
         self.root = self.tmp / "root"
         self.root.mkdir()
         for path in [self.notebook, *self.extra_files]:
-            _copy_cleared(Path(path), self.root / Path(path).name)
-        self.env = _isolated_env(self.tmp / "home")
+            copy_cleared(Path(path), self.root / Path(path).name)
+        self.env = isolated_env(self.tmp / "home")
         self.log = open(self.tmp / "server.log", "wb")
         self.proc = subprocess.Popen(["timeout", "-k", "5", str(self.lifetime), *self.command()],
                                      cwd=self.root, env=self.env, stdout=self.log,

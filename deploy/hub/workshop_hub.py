@@ -106,6 +106,21 @@ def check_password(password: str) -> None:
                        "choose another, e.g. three unrelated words")
 
 
+def room_address(ip: str) -> str:
+    """The address learners type: ``ip`` itself, or for 0.0.0.0 / :: this machine's address on its network.
+
+    (A UDP socket's connect sends nothing; it only picks the interface a packet would leave by.)
+    """
+    if ip not in ("0.0.0.0", "::", ""):
+        return ip
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed anywhere
+            return s.getsockname()[0]
+    except OSError:
+        return socket.gethostname()
+
+
 def _is_loopback(ip: str) -> bool:
     return ip in LOOPBACK or ip.startswith("127.")
 
@@ -128,7 +143,7 @@ def self_signed_certificate(folder: Path, ip: str) -> tuple:
         key = ec.generate_private_key(ec.SECP256R1())
         host = socket.gethostname()
         names = [x509.DNSName(host), x509.DNSName("localhost")]
-        for address in {ip, "127.0.0.1"} - {"0.0.0.0", "::"}:
+        for address in {ip, room_address(ip), "127.0.0.1"} - {"0.0.0.0", "::"}:
             try:
                 names.append(x509.IPAddress(ipaddress.ip_address(address)))
             except ValueError:
@@ -567,12 +582,15 @@ def main(argv=None) -> int:
         print(f"make hub: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hub.stop()
         return 130
     who = f"the learners in {args.learners}" if args.learners else "anyone"
     password = ("the workshop password: from MHA_HUB_PASSWORD" if given
                 else _say_password(f"the workshop password: {hub.password}", hub.state))
-    lines = [f"\nThe workshop hub is at {hub.url} ({who}; {password}).",
+    shown = hub.url.replace(f"//{hub.ip}:", f"//{room_address(hub.ip)}:")
+    lines = [f"\nThe workshop hub is at {shown} ({who}; {password}).",
              "Each learner logs in with a name of their choice and gets ~/mha-course/notebooks/ on first login."]
     if hub.fingerprint:
         lines.append(f"Self-signed certificate {hub.ssl_cert}; learners should see the SHA-256 fingerprint\n  "
@@ -582,7 +600,7 @@ def main(argv=None) -> int:
     lines += [f"Memory limit {args.memory:g} GiB {hub.limits[2]}; BLAS threads per learner: {args.threads}; "
               f"idle servers stop after {args.cull_timeout} s.",
               f"The class's progress (admins only{'' if args.admin else ': give --admin NAME'}): "
-              f"{hub.url}services/progress/",
+              f"{shown}services/progress/",
               "Ctrl-C stops the hub and every learner's server it started.\n"]
     print("\n".join(lines), flush=True)
     try:
@@ -593,6 +611,10 @@ def main(argv=None) -> int:
         print("\nstopping the hub and every learner's server ...", file=sys.stderr, flush=True)
         return 0
     finally:
+        # a second Ctrl-C, or the SIGTERM of the parent watch when make dies of the first one,
+        # must not cut the cleanup short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hub.stop()
 
 

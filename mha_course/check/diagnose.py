@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, where_and_how
 from .derive import also_fitting, candidates, case_sizes, derive
+from .language import say
 from .sandbox import np, protect, quiet_numpy
 
 
@@ -38,17 +39,17 @@ def explain(spec, runs, run) -> tuple:
 
 def looks_like(fits, also=()) -> str:
     """"Looks like: <mistake>. Fix: <fix>", naming every mistake (catalogued or derived) that gives
-    these numbers: never asserting one of several."""
+    these numbers: never asserting one of several. The fixed words go through ``language.say``."""
     causes = list(dict.fromkeys((getattr(m, "name", None) or m.text, m.fix) for m in fits))[:3]
     also = [m.also for m in fits if getattr(m, "also", "")] + list(also)
     if len(causes) == 1:
-        said = f"Looks like: {causes[0][0]}. Fix: {causes[0][1]}"
-        return said + (f". Or: {also[0]}, which gives the same numbers" if also else "")
+        said = say("Looks like: {mistake}. Fix: {fix}", mistake=causes[0][0], fix=causes[0][1])
+        return said + (say(". Or: {also}, which gives the same numbers", also=also[0]) if also else "")
     if len({fix for _, fix in causes}) == 1:
-        return (f"Looks like one of these, which give the same numbers here: {'; or '.join(n for n, _ in causes)}. "
-                f"Fix: {causes[0][1]}")
-    return ("Looks like one of these, which give the same numbers here: "
-            + "; or ".join(f"{name} (fix: {fix})" for name, fix in causes))
+        return say("Looks like one of these, which give the same numbers here: {names}. Fix: {fix}",
+                   names=say("; or ").join(n for n, _ in causes), fix=causes[0][1])
+    return say("Looks like one of these, which give the same numbers here: {items}",
+               items=say("; or ").join(say("{name} (fix: {fix})", name=n, fix=f) for n, f in causes))
 
 
 def derived_line(found) -> str:
@@ -56,11 +57,11 @@ def derived_line(found) -> str:
     one that gives these numbers, when several do)."""
     causes = list(dict.fromkeys((d.text, d.fix) for d in found))[:3]
     if len(causes) == 1:
-        return f"Found: {causes[0][0]}. Fix: {causes[0][1]}"
+        return say("Found: {cause}. Fix: {fix}", cause=causes[0][0], fix=causes[0][1])
     fixes = {fix for _, fix in causes}
-    said = "; or ".join(t if len(fixes) == 1 else f"{t} (fix: {f})" for t, f in causes)
-    return f"Found {len(causes)} changes that give these same numbers: {said}" + (
-        f". Fix: {causes[0][1]}" if len(fixes) == 1 else "")
+    said = say("; or ").join(t if len(fixes) == 1 else say("{name} (fix: {fix})", name=t, fix=f) for t, f in causes)
+    return say("Found {n} changes that give these same numbers: {said}", n=len(causes), said=said) + (
+        say(". Fix: {fix}", fix=causes[0][1]) if len(fixes) == 1 else "")
 
 
 def localise(spec, runs, run) -> list:

@@ -8,6 +8,7 @@ The results are kept where learner code cannot write them by name: :func:`result
 from __future__ import annotations
 
 from ..mha import MHAParams
+from .language import say
 from .sandbox import arg_names, np, protect, safe_repr
 
 SYMBOLS = {"done": "✔", "unfinished": "⋯ not finished", "wrong": "✘"}
@@ -48,26 +49,28 @@ def fn_name(fn) -> str:
 def report_value(name, value) -> bool:
     """The verdict on something that is not a function: a stub's ``...``, or a value passed by mistake."""
     if unfinished_value(value):
-        return finish(name, ("unfinished", [f"⋯ {name}: not finished yet — replace the `...` with your "
-                                             "answer, then run this cell again"]))
-    return finish(name, ("wrong", [f"✘ {name}: expected a function, got a value of type "
-                                   f"{type(value).__name__}. Pass the function itself (my_fn), "
-                                   "not its result (my_fn(x))."]))
+        return finish(name, ("unfinished", [say("⋯ {name}: not finished yet — replace the `...` with your "
+                                                 "answer, then run this cell again", name=name)]))
+    return finish(name, ("wrong", [say("✘ {name}: expected a function, got a value of type {kind}. Pass the "
+                                       "function itself (my_fn), not its result (my_fn(x)).",
+                                       name=name, kind=type(value).__name__)]))
 
 
 def verdict(name, fn, reference, runs, explain) -> tuple:
     """(status, feedback lines) for the runs of one checker; ``explain(run)`` gives the lines of a failing run."""
     if is_unfinished(runs[-1].got):
-        return "unfinished", [f"⋯ {name}: not finished yet — write the body of {fn_name(fn)} "
-                              "(replace its `raise NotImplementedError` line), then run both cells again"]
+        return "unfinished", [say("⋯ {name}: not finished yet — write the body of {fn} (replace its "
+                                  "`raise NotImplementedError` line), then run both cells again",
+                                  name=name, fn=fn_name(fn))]
     failed = [i for i, r in enumerate(runs) if r.problem]
     n = len(runs)
     if not failed:
-        return "done", [f"✔ {name}: all {n} cases match" if n > 1 else f"✔ {name}: the case matches"]
+        return "done", [say("✔ {name}: all {n} cases match", name=name, n=n) if n > 1
+                        else say("✔ {name}: the case matches", name=name)]
     run = runs[failed[0]]
     note = f"  # {run.case.note}" if run.case.note else ""
-    head = [f"✘ {name}: case {failed[0] + 1} of {n} failed",
-            f"  called {describe_call(fn, reference, run.case.args)}{note}"]
+    head = [say("✘ {name}: case {i} of {n} failed", name=name, i=failed[0] + 1, n=n),
+            say("  called {call}", call=describe_call(fn, reference, run.case.args)) + note]
     return "wrong", head + ["  " + ln for ln in explain(run)]
 
 
@@ -83,6 +86,8 @@ def finish(name, verdict, printed=None, mistake=None) -> bool:
 def _progress(name, status, mistake):
     """Tell the hub's progress record (:func:`mha_course.check.progress.record` never raises; the
     notebook is the one this kernel runs, from JPY_SESSION_NAME)."""
+    if status == "unfinished":  # a stub is not an attempt: Run All on a fresh copy leaves every exercise "not started"
+        return
     from . import progress  # here, not at import: `from mha_course import check` stays light
     progress.record(name, passed=status == "done", mistake=None if status == "done" else mistake)
 
@@ -104,11 +109,12 @@ def summary() -> None:
     """
     kept = results()
     if not kept:
-        print("no exercise checked yet in this kernel")
+        print(say("no exercise checked yet in this kernel"))
         return
     done = sum(s == "done" for s in kept.values())
     states = ", ".join(f"{n} {SYMBOLS[s]}" for n, s in kept.items())
-    print(f"{done} of {len(kept)} exercise{'s' if len(kept) > 1 else ''} done: {states}")
+    print(say("{done} of {total} exercises done: {states}", done=done, total=len(kept), states=states) if len(kept) > 1
+          else say("{done} of 1 exercise done: {states}", done=done, states=states))
 
 
 def forget_results() -> None:

@@ -52,13 +52,21 @@ def separated(a, b) -> bool:
 
 
 def format_values(values: np.ndarray, names, header: str) -> str:
-    """(S, M) one number per seed and model -> text: each model's mean (min-max) over seeds, under ``header``.
+    """(S, M) one number per seed and model -> text: each model's mean (min-max) over seeds, under
+    ``header``; whole numbers (counts, steps) without decimals.
 
     >>> print(format_values(np.array([[0.5, 1.0], [0.7, 1.0]]), ["a", "b"], "accuracy"))
     accuracy, mean (min-max)
-    a                                      0.600 (0.500-0.700)
-    b                                      1.000 (1.000-1.000)
+    a                                                  0.600 (0.500-0.700)
+    b                                                  1.000 (1.000-1.000)
+    >>> print(format_values(np.array([[90], [110]]), ["steps"], "steps"))
+    steps, mean (min-max)
+    steps                                                        100 (90-110)
     """
     values = np.asarray(values)
-    return "\n".join([f"{header}, mean (min-max)"] + [f"{name:<34}{str(summary(values[:, i])):>25}"
-                                                       for i, name in enumerate(names)])
+    whole = np.issubdtype(values.dtype, np.integer)
+
+    def cell(i):
+        s = summary(values[:, i])
+        return f"{s.mean:.0f} ({s.low:.0f}-{s.high:.0f})" if whole else str(s)
+    return "\n".join([f"{header}, mean (min-max)"] + [f"{name:<44}{cell(i):>25}" for i, name in enumerate(names)])

@@ -24,6 +24,7 @@ translation: code cells, cell ids, tags and outputs are the English ones, unchan
     python -m mha_course.tools.i18n status            # messages, translated, fuzzy, per catalogue
     python -m mha_course.tools.i18n export 01_qkv     # what is left to translate, as JSON
     python -m mha_course.tools.i18n import 01_qkv zh.json   # {English: 中文} into the catalogue
+    python -m mha_course.tools.i18n book build/book-src-zh_CN   # the Chinese book's sources (make site LANG=zh_CN)
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from typing import NamedTuple
 
 LANGS = ("zh_CN",)                       # the languages the course has catalogues for
 DOMAIN_GLOSSARY = "glossary"
+DOMAIN_CHECKS = "checks"              # the checkers' fixed phrases (mha_course.check.language.say)
 
 
 # ----------------------------------------------------------------------------- cutting prose into messages
@@ -49,7 +51,7 @@ _ITEM = re.compile(r"^(\s{0,3})([-*+]|\d+[.)])\s+")
 _RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _WORDS = re.compile(r"[A-Za-z\u4e00-\u9fff]{2,}")
 # What must come back unchanged: inline code, display and inline math, link targets, HTML tags.
-_PROTECTED = re.compile(r"`[^`\n]+`|\$\$.+?\$\$|\$[^$\n]+\$|\]\([^)\s]*\)|<[^>\n]+>", re.S)
+_PROTECTED = re.compile(r"`[^`\n]+`|\$\$.+?\$\$|\$[^$]+\$|\]\([^)\s]*\)|<[^>\n]+>", re.S)
 
 
 def _has_words(text: str) -> bool:
@@ -272,6 +274,25 @@ def sources(base=None) -> dict:
     glossary = base / "docs" / "glossary.md"
     if glossary.exists():
         out[DOMAIN_GLOSSARY] = [(m, "glossary.md") for m in messages(glossary.read_text(encoding="utf-8"))]
+    phrases = checker_phrases(base / "mha_course" / "check")
+    if phrases:
+        out[DOMAIN_CHECKS] = phrases
+    return out
+
+
+def checker_phrases(folder) -> list[tuple[str, str]]:
+    """[(template, file)] of every ``say("...")`` in the checkers (``mha_course.check.language.say``)."""
+    import ast
+    out = []
+    for path in sorted(Path(folder).glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "say"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                out.append((node.args[0].value, f"check/{path.name}"))
     return out
 
 
@@ -334,16 +355,83 @@ def add_translations(stem: str, table: dict, lang: str = "zh_CN", base=None) -> 
     return done, refused
 
 
+def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
+    """Write the web book's sources in ``lang`` into ``out``: the notebooks and the glossary translated
+    from their catalogues, the other pages (book/, README, the instructor guide) copied; return ``out``.
+
+    ``make site LANG=zh_CN`` builds the Chinese book from this folder with the English book's conf.
+    """
+    import shutil
+
+    import nbformat
+    check_lang(lang)
+    base, out = Path(root() if base is None else base), Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    for rel in ("book/index.md", "README.md", "docs/instructor.md"):
+        if (base / rel).exists():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(base / rel, out / rel)
+    glossary = base / "docs" / "glossary.md"
+    if glossary.exists():
+        table = translations(read_catalogue(catalogue_path(DOMAIN_GLOSSARY, lang, base)))
+        (out / "docs").mkdir(parents=True, exist_ok=True)
+        (out / "docs" / "glossary.md").write_text(translate_markdown(glossary.read_text(encoding="utf-8"), table),
+                                                 encoding="utf-8")
+    (out / "notebooks").mkdir(parents=True, exist_ok=True)
+    books = {path: translated(nbformat.read(path, as_version=4), path.stem, lang, base)
+             for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+    headings = {path.name: _heading_map(path.stem, lang, base) for path in books}
+    for path, nb in books.items():
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = _relink(cell.source, path.name, headings)
+        nbformat.write(nb, out / "notebooks" / path.name)
+    return out
+
+
+def _loose(text: str) -> str:
+    import unicodedata
+    from urllib.parse import unquote
+    text = unicodedata.normalize("NFKC", unquote(text.lstrip("#")))
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def _heading_map(stem: str, lang: str, base) -> dict:
+    """{loose key of an English heading: the translated heading's anchor} for one notebook."""
+    table = translations(read_catalogue(catalogue_path(stem, lang, base)))
+    out = {}
+    for english, text in table.items():
+        if re.match(r"^#{1,6}\s", english) and "\n" not in english:
+            out[_loose(english)] = text.lstrip("#").strip().replace(" ", "-")
+    return out
+
+
+def _relink(source: str, here: str, headings: dict) -> str:
+    """Links to a heading by its English anchor pointed at the translated heading (the web book's pages)."""
+    def fix(m):
+        target, anchor = m.group(1), m.group(2)
+        page = Path(target).name if target else here
+        new = headings.get(page, {}).get(_loose(anchor))
+        return f"]({target}#{new})" if new else m.group(0)
+    return re.sub(r"\]\(([^)#\s]*)#([^)\s]+)\)", fix, source)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mha_course.tools.i18n",
                                      description="The course's gettext catalogues (locales/<lang>/LC_MESSAGES).")
-    parser.add_argument("command", choices=("update", "status", "export", "import"),
+    parser.add_argument("command", choices=("update", "status", "export", "import", "book"),
                         help="export STEM: the untranslated messages as JSON; import STEM FILE: a JSON "
                              "{English: translation} into the catalogue")
     parser.add_argument("stem", nargs="?", help="a catalogue (a notebook's stem, or glossary)")
     parser.add_argument("file", nargs="?", help="the JSON file to import")
     parser.add_argument("--lang", default="zh_CN", choices=LANGS)
     args = parser.parse_args(argv)
+    if args.command == "book":
+        if not args.stem:
+            parser.error("book needs the folder to write, e.g. build/book-src-zh_CN")
+        print(f"the {args.lang} book's sources: {stage_book(args.stem, args.lang)}")
+        return 0
     if args.command in ("export", "import") and not args.stem:
         parser.error(f"{args.command} needs a catalogue name, e.g. 01_qkv")
     if args.command == "export":

@@ -31,3 +31,14 @@ def test_report_refuses_an_unknown_status():
     import pytest
     with pytest.raises(ValueError, match="use one of done, unfinished, wrong"):
         report.report("x", "passed", [])
+
+
+def test_a_stub_is_not_recorded_as_tried(tmp_path, monkeypatch, capsys):
+    """Run All on a fresh student copy prints "not finished" everywhere and records nothing: not started."""
+    from mha_course.check import progress, report
+    (tmp_path / progress.MARKER).mkdir()
+    monkeypatch.setenv(progress.ENV, str(tmp_path))
+    report.report("softmax", "unfinished", ["⋯ softmax: not finished yet"])
+    assert progress.read_progress(tmp_path) == []
+    report.report("softmax", "wrong", ["✘ softmax: case 1 of 3 failed"])
+    assert [e["exercise"] for e in progress.read_progress(tmp_path)] == ["softmax"]

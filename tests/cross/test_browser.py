@@ -7,7 +7,11 @@ What a learner does, checked the way a learner would see it:
   or "Loading widget...";
 - moving the h slider with the keyboard changes the shapes shown and redraws the picture;
 - each of the four modes can be selected and shows its content;
-- the standalone app (Voilà) renders the same explorer and answers the h slider.
+- the standalone app (Voilà) renders the same explorer and answers the h slider;
+- `make course`'s command line opens 00 with the repository as root, and its glossary link opens;
+- the learner's route: a venv with only the wheel, `mha-course start DIR` outside a clone, Run All
+  on the student copy of 01, its glossary link, and a second start that writes nothing
+  (MHA_COURSE_LEARNER_VENV, set by .ci/run; skipped without it).
 
 Screenshots go to test-artifacts/ (gitignored). The tests skip with the reason when chromium
 or playwright is missing, unless MHA_COURSE_REQUIRE_BROWSER=1 (CI), which makes that a failure.
@@ -19,12 +23,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from jupyterlab_harness import CHROMIUM, JupyterLab, Voila, launch_chromium
+from jupyterlab_harness import CHROMIUM, JupyterLab, Voila, copy_cleared, free_port, isolated_env, launch_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -266,3 +276,143 @@ def test_explorer_app_in_voila(browser):
             raise
         finally:
             page.close()
+
+
+# ---- the course's two front doors: `make course` (a clone) and `mha-course start` (a wheel) -----------
+LEARNER_VENV = os.environ.get("MHA_COURSE_LEARNER_VENV", "")  # .ci/run: a fresh venv holding only the wheel
+
+
+class _LabIn:
+    """JupyterLab started by ``command`` (plus port, token, no browser) in ``cwd``, stopped by its process group."""
+
+    def __init__(self, command: list, cwd: Path, home: Path, env_drop=()):
+        self.command, self.cwd, self.home, self.env_drop = command, cwd, home, env_drop
+        self.port, self.token = free_port(), secrets.token_hex(16)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        env = isolated_env(self.home)
+        for name in self.env_drop:
+            env.pop(name, None)
+        self.log_path = self.home / "server.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            ["timeout", "-k", "5", "600", *self.command, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+             f"--IdentityProvider.token={self.token}",
+             "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate"],
+            cwd=self.cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"JupyterLab exited ({self.proc.returncode}):\n{self.log_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.base}/api/status?token={self.token}", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.3)
+        self.__exit__()
+        raise AssertionError(f"JupyterLab not up after 120 s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.log.close()
+        return False
+
+
+def _open_glossary_link(page, lab) -> None:
+    """Click the notebook's [glossary](../docs/glossary.md) link; the glossary opens in a tab of its own."""
+    from playwright.sync_api import expect
+    link = page.locator(".jp-RenderedMarkdown a", has_text=re.compile(r"^glossary$")).first
+    link.scroll_into_view_if_needed()
+    link.click()
+    expect(page.locator(".lm-TabBar-tabLabel", has_text="glossary.md").first).to_be_visible(timeout=30_000)
+    expect(page.locator(".jp-MainAreaWidget:visible").last).to_contain_text("Glossary", timeout=30_000)
+    assert "404 GET /api/contents" not in lab.log_text(), lab.log_text()
+
+
+def _make_course_command() -> list:
+    """The JupyterLab command line that `make course` runs (make -n), as argv."""
+    dry = subprocess.run(["make", "-n", "-W", "pyproject.toml", "course", "VENV=.venv-dry-run-never-made"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = next(ln for ln in dry.stdout.splitlines() if '/jupyter" lab' in ln)
+    args = shlex.split(line)
+    return [sys.executable, "-m", "jupyterlab", *args[2:]]
+
+
+def test_make_course_opens_the_glossary_link_of_a_notebook(browser, tmp_path):
+    """`make course`'s own command line, run in a copy of the repository's course files: JupyterLab
+    opens on 00 with the repository as root, and 00's glossary link opens the glossary."""
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "docs").mkdir()
+    copy_cleared(OVERVIEW, root / "notebooks" / OVERVIEW.name)
+    for rel in ("docs/glossary.md", "README.md"):
+        (root / rel).write_bytes((ROOT / rel).read_bytes())
+    command = _make_course_command()
+    assert "--ServerApp.root_dir=." in command
+    with _LabIn(command, root, tmp_path / "home") as lab:
+        page = browser.new_page(viewport=VIEWPORT)
+        try:
+            page.goto(f"{lab.base}/?token={lab.token}")  # / redirects to the default URL: make course's notebook
+            from playwright.sync_api import expect
+            expect(page.locator(".lm-TabBar-tabLabel", has_text="00_overview.ipynb").first).to_be_visible(
+                timeout=60_000)
+            _open_glossary_link(page, lab)
+            _shot(page, "make-course-glossary")
+        except BaseException:
+            _shot(page, "make-course-failure")
+            raise
+        finally:
+            page.close()
+
+
+def test_the_wheel_in_a_fresh_venv_runs_01_in_jupyterlab(browser, tmp_path):
+    """The learner's route, on a venv that holds only the wheel (.ci/run makes it): `mha-course start DIR`
+    outside any clone writes the student copies, opens JupyterLab on DIR, Run All on 01 works, the
+    glossary link opens, and a second start writes nothing."""
+    if not LEARNER_VENV:
+        if os.environ.get("MHA_COURSE_REQUIRE_LEARNER") == "1":
+            pytest.fail("MHA_COURSE_REQUIRE_LEARNER=1 but MHA_COURSE_LEARNER_VENV is not set")
+        pytest.skip("needs MHA_COURSE_LEARNER_VENV: a venv with only the wheel installed (.ci/run's learner step)")
+    start = [str(Path(LEARNER_VENV) / "bin" / "mha-course"), "start", str(tmp_path / "mha-course"), "--"]
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    with _LabIn(start, away, tmp_path / "home", env_drop=("PYTHONPATH",)) as lab:
+        course = tmp_path / "mha-course"
+        student = course / "notebooks" / "01_qkv.ipynb"
+        assert "# Your code here" in student.read_text(encoding="utf-8"), "not a student copy"
+        assert (course / "docs" / "glossary.md").is_file()
+        n_code = sum(1 for c in json.loads(student.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code")
+        page = browser.new_page(viewport=VIEWPORT)
+        try:
+            page.goto(f"{lab.base}/lab/tree/notebooks/01_qkv.ipynb?token={lab.token}&reset")
+            _run_all(page, n_code, timeout_s=240)
+            _check_outputs(page, student)
+            assert page.locator(".jp-Notebook").get_by_text("not finished yet").count() >= 1
+            _shot(page, "learner-01-run-all")
+            _open_glossary_link(page, lab)
+        except BaseException:
+            _shot(page, "learner-failure")
+            (ARTIFACTS / "learner-server.log").write_text(lab.log_text())
+            raise
+        finally:
+            page.close()
+    before = {p: p.read_bytes() for p in course.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+    again = subprocess.run([*start, "--version"], cwd=away, capture_output=True, text=True, timeout=120,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert again.returncode == 0 and "nothing was written" in again.stdout, again.stdout + again.stderr
+    after = {p: p.read_bytes() for p in course.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+    assert after == before, "a second mha-course start changed the learner's files"

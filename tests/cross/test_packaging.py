@@ -1,5 +1,6 @@
 """Packaging: pyproject.toml and environment.yml agree, the import stays light, the
-README's test command (make test) runs pytest, and CI requires the PyTorch parity tests."""
+README's test command (make test) runs pytest, CI requires the PyTorch parity tests, and the
+wheel carries the course (notebooks, glossary, README) for `mha-course start`."""
 import json
 import re
 import shutil
@@ -168,3 +169,53 @@ def test_ci_requires_torch_and_runs_the_test_command():
     assert "torch==2.13.0" in pinned, f"CI installs extras {extras} = {pinned}: torch==2.13.0 missing"
     assert any("MHA_COURSE_THREADS=2" in line and "pytest notebooks" in line for line in script)
     assert any("tests/cross/test_busy_machine.py" in line and "--busy" in line for line in script)
+
+
+def test_the_wheel_and_the_sdist_ship_the_course(tmp_path):
+    """`python -m build`: the wheel holds every notebook, the glossary and the README under
+    mha_course/course/ (what `mha-course start` copies), SPDX license metadata, and twine passes both."""
+    pytest.importorskip("build", reason="the dev extra is not installed (pip install -e '.[dev]')")
+    import tarfile
+    import zipfile
+    run = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path), str(ROOT)],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "project.license" not in run.stdout + run.stderr, "setuptools warns about the license table"
+    wheel, = tmp_path.glob("*.whl")
+    sdist, = tmp_path.glob("*.tar.gz")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        metadata = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+            assert z.read(f"mha_course/course/notebooks/{nb.name}") == nb.read_bytes(), nb.name
+        for rel in ("docs/glossary.md", "README.md"):
+            assert z.read(f"mha_course/course/{rel}") == (ROOT / rel).read_bytes(), rel
+    assert "License-Expression: MIT" in metadata and "Classifier: License ::" not in metadata
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    with tarfile.open(sdist) as t:
+        inside = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    assert {"setup.py", "LICENSE", "docs/glossary.md", "notebooks/01_qkv.ipynb"} <= inside
+    twine = pytest.importorskip("twine", reason="twine is not installed (pip install -e '.[dev]')")
+    assert twine
+    check = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_student_copy_links_only_files_the_wheel_ships(tmp_path):
+    """Whatever a student copy of the course brings along (the files its notebooks link) is in setup.py's list."""
+    from mha_course.tools.student import write_student_copies
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = write_student_copies(notebooks, tmp_path / "out", log=lambda line: None)
+    linked = {str(p.relative_to(tmp_path / "out")) for p in paths} - {f"notebooks/{nb.name}" for nb in notebooks}
+    shipped = re.search(r"COURSE_FILES = \[(.*?)\]", (ROOT / "setup.py").read_text()).group(1)
+    assert linked and linked <= {f for f in re.findall(r'"([^"]+)"', shipped) if "*" not in f}, (linked, shipped)
+
+
+def test_ci_installs_the_wheel_in_a_fresh_venv_and_runs_01():
+    script = _ci_script()
+    text = "\n".join(script)
+    assert re.search(r"python -m build\b", text) and re.search(r"twine check", text)
+    assert any("-m venv" in line and "learner" in line for line in script), "a fresh venv for the learner"
+    assert any("MHA_COURSE_LEARNER_VENV" in line and "test_browser.py" in line for line in script)
+    assert any(re.search(r"learner.*mha-course\"? execute", line) for line in script), "a student copy of 01 run"

@@ -30,3 +30,4 @@ def test_separated_is_symmetric_and_means_disjoint_ranges(a, b):
 def test_format_values_one_row_per_name():
     text = ls.format_values(np.array([[1.0, 2.0], [3.0, 2.0]]), ["a", "b"], "steps")
     assert text.splitlines()[0] == "steps, mean (min-max)" and "2.000 (1.000-3.000)" in text
+    assert "2 (1-3)" in ls.format_values(np.array([[1], [3]]), ["a"], "steps")

@@ -113,6 +113,12 @@ def test_a_network_address_without_tls_is_refused(ip, tmp_path):
     workshop_hub.Hub(ip=ip, state=tmp_path, ssl_cert=cert, ssl_key=key).check_network()
 
 
+def test_the_banner_names_an_address_learners_can_type():
+    assert workshop_hub.room_address("127.0.0.1") == "127.0.0.1"
+    assert workshop_hub.room_address("10.1.2.3") == "10.1.2.3"
+    assert workshop_hub.room_address("0.0.0.0") not in ("0.0.0.0", "")
+
+
 @pytest.mark.parametrize("ip", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
 def test_loopback_needs_no_tls(ip, tmp_path):
     workshop_hub.Hub(ip=ip, state=tmp_path).check_network()
@@ -518,7 +524,8 @@ def _execute(session, hub_url: str, name: str, kernel, code: str) -> str:
             "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
             "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
                         "allow_stdin": False, "stop_on_error": True}}))
-        while True:
+        replied = idle = False  # the reply (shell) and the outputs (iopub) come on two channels, in any order
+        while not (replied and idle):
             raw = ws.recv()
             msg = json.loads(raw) if isinstance(raw, str) else {}
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
@@ -528,7 +535,10 @@ def _execute(session, hub_url: str, name: str, kernel, code: str) -> str:
             elif msg["msg_type"] == "error":
                 out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
             elif msg["msg_type"] == "execute_reply":
-                return "".join(out)
+                replied = True
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        return "".join(out)
     finally:
         ws.close()
 

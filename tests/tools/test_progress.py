@@ -8,6 +8,7 @@ one line with the fix.
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from cli_helpers import small_course_fixture  # noqa: F401  (the fixture small_course)
@@ -31,7 +32,8 @@ def homes(tmp_path, monkeypatch):
     return tmp_path
 
 
-NOTEBOOKS = ["--notebooks", "notebooks/02_scaled_dot_product.ipynb"]
+NOTEBOOK_02 = str(Path(__file__).resolve().parents[2] / "notebooks" / "02_scaled_dot_product.ipynb")
+NOTEBOOKS = ["--notebooks", NOTEBOOK_02]
 
 
 def run(capsys, *args):
@@ -53,7 +55,7 @@ def test_the_text_table_shows_done_tried_with_the_mistake_and_not_started(homes,
 
 
 def test_csv_and_json_have_one_row_per_learner_and_exercise(homes, capsys):
-    exercises = pr.course_exercises(["notebooks/02_scaled_dot_product.ipynb"])
+    exercises = pr.course_exercises([NOTEBOOK_02])
     assert ("02_scaled_dot_product.ipynb", "softmax") in exercises and len(exercises) >= 3
     _, out, _ = run(capsys, homes, "--csv")
     table = list(csv.DictReader(io.StringIO(out)))
