@@ -10,20 +10,23 @@ Mask convention everywhere: boolean, **True = may attend**.
 
 | notebook | the core | lessons, views, widgets, checkers |
 |---|---|---|
-| 00_overview | mha (trace, Trace) | lessons.qkv, views.attention, views.diagram, explorer |
-| 01_qkv | mha | lessons.qkv, views.attention, check.qkv |
-| 02_scaled_dot_product | attention | lessons.scaling, views.attention, check.attention |
-| 03_multi_head_split | heads, mha | lessons.why_heads, views.attention, widgets.controls, check.heads |
-| 04_concat_output | mha, block | views.attention, check.mha, check.block |
-| 05_complexity | mha | lessons.complexity, views.attention, check.complexity |
-| 06_masks_and_cross_attention | masks, attention | views.positions, check.masks |
-| 07_positions_and_rope | positions | views.positions, check.positions |
-| 08_heads_that_learn | backward | lessons.model, lessons.training, lessons.checkpoints, views.model, check.backward |
-| 09_kv_cache_and_gqa | gqa | lessons.gqa, lessons.model, views.gqa, widgets.gqa, check.gqa |
-| 10_efficient_attention | efficient, fast | lessons.model, views.efficient, check.efficient |
-| 11_misconceptions_and_interview | mha | lessons.misconceptions, lessons.quiz, widgets.quiz, check.misconceptions |
-| 12_from_numpy_to_pytorch | mha, masks | lessons.bridge, views.bridge, check.bridge |
-| 14_circuits | mha | lessons.circuits (on lessons.model), views.circuits, widgets.circuits, check.circuits |
+| 00_overview | mha | lessons.qkv, views.attention, views.diagram, widgets.controls, explorer; check.stage_shapes, check.cross_attention_shapes, check.param_count |
+| 01_qkv | mha | lessons.qkv, views.attention, widgets.controls; check.project_qkv, check.qkv_param_count, check.no_projection_weights |
+| 02_scaled_dot_product | attention | lessons.scaling, lessons.bridge, views.attention, widgets.controls; check.softmax, check.scaled_dot_product_attention, check.causal_mask, check.padding_mask |
+| 03_multi_head_split | heads, mha | lessons.qkv, lessons.why_heads, views.attention, widgets.controls; check.split_heads, check.combine_heads, check.head_queries, check.bug_source_position |
+| 04_concat_output | mha, block | lessons.complexity, lessons.why_heads, views.attention, widgets.controls; check.multi_head_attention, check.causal_multi_head_attention, check.layer_norm, check.gather_output_projection |
+| 05_complexity | mha | lessons.complexity, views.attention, widgets.controls; check.flops, check.score_bytes, check.crossover_seq_len, check.max_seq_len |
+| 06_masks_and_cross_attention | masks, attention | views.attention, views.positions, widgets.controls; check.mask_as, check.causal_self_attention, check.cross_attention, check.document_mask |
+| 07_positions_and_rope | positions | lessons.qkv, views.attention, views.positions, widgets.controls; check.sinusoidal_positions, check.apply_rope, check.rope_scores |
+| 08_heads_that_learn | backward | lessons.model, lessons.training, lessons.checkpoints, lessons.seeds, views.model, widgets.controls; check.softmax_backward, check.scale_backward, check.matmul_backward, check.split_heads_backward, check.shared_input_backward, check.adam_step |
+| 09_kv_cache_and_gqa | gqa | lessons.gqa, lessons.model, lessons.training, lessons.checkpoints, lessons.complexity, views.gqa, widgets.gqa; check.kv_append, check.kv_bytes_per_token, check.kv_head_index, check.offset_causal_mask |
+| 10_efficient_attention | efficient, fast | lessons.model, lessons.checkpoints, lessons.complexity, views.efficient, views.positions; check.online_softmax_update, check.tiled_attention, check.sliding_window_mask, check.linear_attention |
+| 11_misconceptions_and_interview | mha | lessons.misconceptions, lessons.quiz, lessons.model, lessons.training, lessons.checkpoints, lessons.complexity, lessons.scaling, views.attention, views.model, widgets.controls, widgets.quiz; check.head_params, check.score_std, check.work_growth |
+| 12_from_numpy_to_pytorch | mha, masks | lessons.bridge, lessons.qkv, views.attention, views.bridge, widgets.controls; check.torch_state_dict, check.torch_attn_mask, check.torch_attention |
+| 13_long_context | positions, gqa, efficient | lessons.long_context, lessons.long_seeds, lessons.model, lessons.checkpoints, views.long_context, widgets.long_context; check.alibi_slopes, check.interpolated_inv_freq, check.lse_merge |
+| 14_circuits | mha | lessons.circuits, lessons.misconceptions, lessons.model, lessons.training, lessons.checkpoints, views.circuits, views.model, widgets.circuits; check.prefix_matching_score, check.copying_score, check.composition_score, check.patched_heads |
+
+The table is ``mha_course.registry.table()`` (tests/core/test_registry.py holds the two equal).
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import mha_backward
@@ -98,15 +101,16 @@ __all__ = [
 ]
 
 # Names served lazily from a lesson module: ``import mha_course`` still loads the numpy core only.
-_LAZY = {name: "lessons.circuits" for name in ("previous_token_score", "duplicate_token_score",
-                                               "prefix_matching_score", "copying_score", "composition_score")}
+_LAZY = ("previous_token_score", "duplicate_token_score", "prefix_matching_score", "copying_score",
+         "composition_score")
 
 
 def __getattr__(name: str):
-    """``mc.previous_token_score`` etc.: imported from ``mha_course.lessons.circuits`` on first use."""
+    """``mc.previous_token_score`` etc.: taken from ``mha_course.lessons.circuits`` on first use (an ordinary
+    import statement, here in the function: the import-linter contracts see the arrow)."""
     if name in _LAZY:
-        import importlib
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        from .lessons import circuits  # the one lazy import of the package: lessons.circuits loads the model
+        value = getattr(circuits, name)
         globals()[name] = value  # later look-ups skip __getattr__
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ import numpy as np
 from . import _validate
 from .masks import causal_mask  # the one builder of causal masks (masks.py), here for the textbook
 
-__all__ = ["softmax", "scaled_dot_product_attention", "attention_scores", "causal_mask", "padding_mask",
+__all__ = ["softmax", "scaled_dot_product_attention", "attend", "attention_scores", "causal_mask", "padding_mask",
            "check_attention_inputs"]
 
 
@@ -64,7 +64,16 @@ def scaled_dot_product_attention(Q, K, V, mask=None, bias=None):
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     bias = None if bias is None else _validate.score_bias(bias, (*Q.shape[:-1], K.shape[-2]), Q.dtype)
-    weights = softmax(attention_scores(Q, K, mask, bias), axis=-1)  # (..., T, S)
+    return attend(Q, K, V, mask, bias)
+
+
+def attend(Q, K, V, mask=None, bias=None, scores=None):
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), weights (..., T, S), unchecked:
+    ``scaled_dot_product_attention`` on checked inputs; ``scores`` (..., T, S), if given, receives the scores."""
+    s = attention_scores(Q, K, mask, bias)  # (..., T, S), -inf where masked
+    if scores is not None:
+        scores[...] = s
+    weights = softmax(s, axis=-1)  # (..., T, S)
     return weights @ V, weights  # (..., T, S) x (..., S, d_v) -> (..., T, d_v)
 
 

@@ -31,8 +31,8 @@ from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
 from .masks import causal_mask
-from .mha import MHAParams, check_rope, init_params, linear, rope_heads
-from .positions import apply_rope
+from .mha import MHAParams, init_params, linear, rope_heads
+from .positions import apply_rope, check_rope
 
 __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv_heads", "KVCache",
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",

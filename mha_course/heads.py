@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _validate
 
-__all__ = ["split_heads", "combine_heads", "valid_heads", "nearest_valid_h"]
+__all__ = ["split_heads", "combine_heads", "split", "combine", "valid_heads", "nearest_valid_h"]
 
 
 def valid_heads(d_model: int) -> list[int]:
@@ -47,8 +47,12 @@ def split_heads(x, h: int) -> np.ndarray:
     """
     x = _validate.float_array(x, "x")
     _validate.ndim(x, "x", 3, "(B, T, d_model)")
+    return split(x, _validate.heads(x.shape[2], h))
+
+
+def split(x: np.ndarray, h: int) -> np.ndarray:
+    """``split_heads`` on a checked (B, T, d_model) float array and a valid h (the pipeline's path)."""
     B, T, d_model = x.shape
-    h = _validate.heads(d_model, h)
     return x.reshape(B, T, h, d_model // h).transpose(0, 2, 1, 3)  # (B, T, h, d_k) -> (B, h, T, d_k)
 
 
@@ -64,5 +68,10 @@ def combine_heads(x) -> np.ndarray:
     """
     x = _validate.float_array(x, "x")
     _validate.ndim(x, "x", 4, "(B, h, T, d_k)")
+    return combine(x)
+
+
+def combine(x: np.ndarray) -> np.ndarray:
+    """``combine_heads`` on a checked (B, h, T, d_k) float array (the pipeline's path)."""
     B, h, T, d_k = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)  # (B, T, h, d_k) -> (B, T, h*d_k)

@@ -14,11 +14,9 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from . import _validate
-from .attention import attention_scores, scaled_dot_product_attention
-from .fast import attend
-from .heads import combine_heads, split_heads
-from .positions import apply_rope, rope_inv_freq
+from . import _validate, attention, fast
+from .heads import combine, split
+from .positions import check_rope, rope_angles, rotate
 
 __all__ = ["MHAParams", "init_params", "count_params", "multi_head_attention", "trace",
            "Trace", "Stage", "STAGES", "linear", "rope_heads"]
@@ -186,35 +184,26 @@ def rope_heads(heads: np.ndarray, base, start: int = 0, scaling=None) -> np.ndar
     """
     if base is None:
         return heads
-    return apply_rope(heads, np.arange(start, start + heads.shape[-2]), base=base, scaling=scaling)
+    angles = rope_angles(np.arange(start, start + heads.shape[-2]), heads.shape[-1], base, scaling)  # (N, d_k/2)
+    return rotate(heads, angles)  # the heads were checked once, at the entry
 
 
-def check_rope(rope_base, rope_scaling, d_k: int) -> None:
-    """Refuse a ``rope_scaling`` without ``rope_base`` (it would be ignored), and check both once."""
-    if rope_scaling is not None and rope_base is None:
-        raise ValueError(f"rope_scaling={rope_scaling!r} needs rope_base: the scaling stretches RoPE's rotations, "
-                         "and without rope_base there are none; pass rope_base=10000.0 too, or drop rope_scaling")
-    if rope_base is not None:
-        rope_inv_freq(d_k, rope_base, rope_scaling)  # a ValueError naming a bad base or scaling
-
-
-def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None, rope_scaling=None, bias=None):
-    """The one multi-head attention computation, on checked inputs; ``stages`` (a dict or None)
-    receives every intermediate by name, for ``trace`` and the backward pass."""
+def _forward(x, p: MHAParams, h: int, *, attend, mask=None, context, rope_base=None, rope_scaling=None,
+             bias=None, stages=None):
+    """The one multi-head attention computation, on checked inputs, with the kernel ``attend`` passed in
+    (``trace``: the textbook ``attention.attend``; ``multi_head_attention``: ``fast.attend`` or the caller's);
+    ``stages`` (a dict or None) receives every intermediate by name."""
     Q = linear(x, p.W_q, p.b_q)                      # (B, T, D) x (D, D) -> (B, T, D)
     K = linear(context, p.W_k, p.b_k)                # (B, S, D) x (D, D) -> (B, S, D)
     V = linear(context, p.W_v, p.b_v)                # (B, S, D) x (D, D) -> (B, S, D)
-    Q_heads, K_heads, V_heads = split_heads(Q, h), split_heads(K, h), split_heads(V, h)  # (B, h, T|S, d_k)
+    Q_heads, K_heads, V_heads = split(Q, h), split(K, h), split(V, h)  # (B, h, T|S, d_k)
     Q_rope = rope_heads(Q_heads, rope_base, 0, rope_scaling)  # (B, h, T, d_k) at positions 0.., or as is
     K_rope = rope_heads(K_heads, rope_base, 0, rope_scaling)  # (B, h, S, d_k)
-    # The textbook softmax(Q K^T / sqrt(d_k)) V when the stages are kept; otherwise its fast sibling
-    # (fast.py: the same numbers, computed in blocks and in place; tests hold the two equal).
-    attention = scaled_dot_product_attention if stages is not None else attend
-    head_outputs, weights = attention(Q_rope, K_rope, V_heads, mask, bias=bias)  # (B, h, T, d_k), (B, h, T, S)
-    concat = combine_heads(head_outputs)             # (B, h, T, d_k) -> (B, T, D)
+    scores = None if stages is None else np.empty((*Q_rope.shape[:-1], K_rope.shape[-2]), x.dtype)  # (B, h, T, S)
+    head_outputs, weights = attend(Q_rope, K_rope, V_heads, mask, bias=bias, scores=scores)  # (B, h, T, d_k)
+    concat = combine(head_outputs)                   # (B, h, T, d_k) -> (B, T, D)
     output = linear(concat, p.W_o, p.b_o)            # (B, T, D) x (D, D) -> (B, T, D)
     if stages is not None:
-        scores = attention_scores(Q_rope, K_rope, mask, bias)  # (B, h, T, S), -inf where masked
         stages.update(X=x, Q=Q, K=K, V=V, Q_heads=Q_heads, K_heads=K_heads, V_heads=V_heads)
         if rope_base is not None:
             stages.update(Q_rope=Q_rope, K_rope=K_rope)
@@ -222,8 +211,18 @@ def _forward(x, p: MHAParams, h: int, mask, context, rope_base, stages=None, rop
     return output, weights
 
 
+def _checked(x, params, h, mask, context, rope_base, rope_scaling, bias) -> dict:
+    """The one check of a call: the keyword arguments of ``_forward`` (but the kernel), validated."""
+    x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
+                                                               rope_base)
+    check_rope(rope_base, rope_scaling, x.shape[2] // h)
+    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
+    return dict(x=x, p=params, h=h, mask=mask, context=context, rope_base=rope_base, rope_scaling=rope_scaling,
+                bias=bias)
+
+
 def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None, *,
-                         rope_scaling=None, bias=None):
+                         rope_scaling=None, bias=None, attend=None):
     """x (B, T, d_model) [, context (B, S, d_model)] -> out (B, T, d_model), weights (B, h, T, S).
 
     out = concat_i(softmax(Q_i K_i^T / sqrt(d_k)) V_i) W_o (+ b_o), with Q = x W_q (+ b_q) and
@@ -233,18 +232,19 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     rotated at positions 0..T-1 and 0..S-1 (``positions.apply_rope``; d_k must be even).
     ``rope_scaling``: RoPE's frequency scaling (``positions.rope_inv_freq``). ``bias``: added to
     the scores before the mask, broadcastable to (B, h, T, S) (ALiBi: ``positions.alibi_bias``).
-    Weights are per head, never averaged. float32 in, float32 out.
+    Weights are per head, never averaged. float32 in, float32 out. ``attend``: the kernel, fn(Q, K, V,
+    mask, bias=None, scores=None) -> (heads out (B, h, T, d_k), weights or None); default ``fast.attend``.
 
     >>> p = init_params(8, rng=np.random.default_rng(0))
     >>> out, w = multi_head_attention(np.ones((2, 5, 8)), p, h=4)
     >>> out.shape, w.shape
     ((2, 5, 8), (2, 4, 5, 5))
     """
-    x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
-                                                               rope_base)
-    check_rope(rope_base, rope_scaling, x.shape[2] // h)
-    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
-    return _forward(x, params, h, mask, context, rope_base, None, rope_scaling, bias)
+    if attend is not None and not callable(attend):
+        raise TypeError(f"attend must be a function (Q, K, V, mask, bias=None, scores=None) -> (out, weights), "
+                        f"got {type(attend).__name__}; leave it None for the package's fast kernel")
+    return _forward(**_checked(x, params, h, mask, context, rope_base, rope_scaling, bias),
+                    attend=fast.attend if attend is None else attend)
 
 
 def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None, *, rope_scaling=None,
@@ -259,16 +259,12 @@ def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None,
     >>> t.shapes["Q_heads"], t.names[-1]
     ((1, 2, 3, 4), 'output')
     """
-    x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
-                                                               rope_base)
-    check_rope(rope_base, rope_scaling, x.shape[2] // h)
-    bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
-    kept = {}
-    _forward(x, params, h, mask, context, rope_base, kept, rope_scaling, bias)
+    call, kept = _checked(x, params, h, mask, context, rope_base, rope_scaling, bias), {}
+    _forward(**call, attend=attention.attend, stages=kept)  # the textbook kernel, every stage kept
     stages = []
     for name in STAGES:
         if name in kept:
             frozen = np.array(kept[name])  # a private copy, so later in-place steps cannot change it
             frozen.setflags(write=False)
             stages.append(Stage(name, frozen, frozen.shape, STAGES[name]))
-    return Trace(stages, h, mask)
+    return Trace(stages, call["h"], call["mask"])

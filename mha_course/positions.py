@@ -24,7 +24,7 @@ from . import _validate
 
 __all__ = ["sinusoidal_positions", "apply_rope", "rope_angles", "rope_score_grid", "patchify", "ROPE_LAYOUTS",
            "rope_inv_freq", "rope_attention_factor", "dynamic_rope_scaling", "alibi_slopes", "alibi_bias",
-           "ROPE_SCALINGS", "YARN_RAMPS", "MAX_POSITION"]
+           "ROPE_SCALINGS", "YARN_RAMPS", "MAX_POSITION", "rotate", "check_rope"]
 
 # Which features form a rotated pair: (2i, 2i+1) as in the RoFormer paper and Meta's own Llama
 # code (complex numbers), or (i, i + d_k/2) as in GPT-NeoX and Hugging Face's Llama ("rotate_half",
@@ -98,13 +98,28 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved",
     if angles.shape[0] != x.shape[-2]:
         raise ValueError(f"positions has {angles.shape[0]} entries but x has T={x.shape[-2]} "
                          f"positions (axis -2 of shape {x.shape}); give one position per token")
+    out = rotate(x, angles, layout)
+    return out.astype(np.float16) if dtype == np.float16 else out
+
+
+def check_rope(rope_base, rope_scaling, d_k: int) -> None:
+    """Refuse a ``rope_scaling`` without ``rope_base`` (it would be ignored), and check both once."""
+    if rope_scaling is not None and rope_base is None:
+        raise ValueError(f"rope_scaling={rope_scaling!r} needs rope_base: the scaling stretches RoPE's rotations, "
+                         "and without rope_base there are none; pass rope_base=10000.0 too, or drop rope_scaling")
+    if rope_base is not None:
+        rope_inv_freq(d_k, rope_base, rope_scaling)  # a ValueError naming a bad base or scaling
+
+
+def rotate(x: np.ndarray, angles: np.ndarray, layout: str = "interleaved") -> np.ndarray:
+    """x (..., T, d_k) float, angles (T, d_k // 2) -> x rotated: ``apply_rope`` on checked inputs (the pipeline's path)."""
     cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
     a, b = _pair_views(x, layout)  # the two members of every pair, (..., T, d_k/2) each
     out = np.empty_like(x)
     out_a, out_b = _pair_views(out, layout)
     out_a[...] = a * cos - b * sin  # a 2-D rotation of (a, b) by the angle
     out_b[...] = a * sin + b * cos
-    return out.astype(np.float16) if dtype == np.float16 else out
+    return out
 
 
 def rope_score_grid(q, k, T: int, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:

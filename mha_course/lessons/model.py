@@ -49,8 +49,7 @@ from .. import _validate
 from ..backward import mha_vjp
 from ..block import layer_norm
 from ..gqa import GQAParams, cached_causal_mask, grouped_query_attention
-from ..heads import combine_heads, split_heads
-from ..mha import MHAParams, linear, multi_head_attention, rope_heads, trace
+from ..mha import MHAParams, multi_head_attention, trace
 from ..positions import alibi_bias, rope_attention_factor, rope_inv_freq, sinusoidal_positions
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "TASKS", "POSITIONS", "LN_EPS", "check_config",
@@ -292,6 +291,8 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     ``patch``: fn(layer, trace) -> out (B, T, D), what the layer adds to the residual stream instead
     of ``trace.output`` (notebook 14's interventions: patching, ablation, attribution); the trace is
     the layer's own (``trace["X"]`` its normed input).
+    One mode at a time: ``caches``, ``core``, ``tape`` and ``traces``/``patch`` cannot be combined (a
+    ValueError names them); ``ablate`` goes with any of them.
 
     >>> config = Config(vocab=8, seq_len=6, d_model=8, h=2, n_layers=2)
     >>> logits, weights = forward(init_model(config), np.zeros((3, 6), int), config)
@@ -299,6 +300,7 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     ((3, 6, 8), 2, (3, 2, 6, 6))
     """
     config = check_config(config)
+    _one_mode(caches=caches, core=core, tape=tape, traces=traces, patch=patch)
     for layer, head in ablate:
         params = ablate_head(params, config, layer, head)
     start = 0 if caches is None else caches[0].length
@@ -331,6 +333,16 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     return norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
 
 
+def _one_mode(**modes) -> None:
+    """Refuse modes of ``forward`` that would be silently ignored together (traces and patch go together)."""
+    given = [name for name, value in modes.items() if value is not None]
+    groups = {"traces": "traces/patch", "patch": "traces/patch"}
+    if len({groups.get(name, name) for name in given}) > 1:
+        raise ValueError(f"forward runs one mode at a time, but {', '.join(f'{n}=' for n in given)} were given "
+                         "together: caches (decoding), core (another attention), tape (training) and "
+                         "traces/patch (every stage) cannot be combined; make one call per mode")
+
+
 def _cached_layer(a, params: Model, config: Config, layer: int, cache, pos: dict):
     """One layer of cached decoding: grouped_query_attention appends its keys and values to ``cache``."""
     if pos["bias"] is not None or pos["rope_scaling"] is not None:
@@ -341,13 +353,15 @@ def _cached_layer(a, params: Model, config: Config, layer: int, cache, pos: dict
 
 
 def _core_layer(a, p: MHAParams, h: int, core, mask, pos: dict) -> np.ndarray:
-    """One layer with ``core(Q, K, V, mask) -> heads`` in place of softmax attention, on the same projections."""
+    """One layer with ``core(Q, K, V, mask) -> heads`` in place of softmax attention: the same pipeline
+    (``multi_head_attention``'s projections, heads, RoPE), the kernel passed in."""
     if pos["bias"] is not None:
         raise ValueError("core= swaps the attention on the same projections; it takes no ALiBi bias: "
                          "use a model with positions other than 'alibi'")
-    Qh, Kh, Vh = (split_heads(linear(a, W, b), h) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
-    Qh, Kh = (rope_heads(q, pos["rope_base"], 0, pos["rope_scaling"]) for q in (Qh, Kh))  # (B, h, T|S, d_k)
-    return linear(combine_heads(core(Qh, Kh, Vh, mask)), p.W_o, p.b_o)  # (B, T, D)
+
+    def swapped(Q, K, V, mask, bias=None, scores=None):  # the kernel interface: (heads out, weights)
+        return core(Q, K, V, mask), None
+    return multi_head_attention(a, p, h, mask, attend=swapped, **pos)[0]  # (B, T, D)
 
 
 def ablate_head(params: Model, config: Config, layer: int, head: int) -> Model:

@@ -186,21 +186,34 @@ def test_many_blocks_run_on_a_pool_with_blas_on_one_thread(monkeypatch):
 
 
 def test_multi_head_attention_takes_the_fast_path_and_trace_the_textbook(monkeypatch):
-    """multi_head_attention runs fast.attend after its four projections (``linear``, one matmul
-    each: on BLAS's own threads that is as fast as it gets); trace runs the textbook attention.
-    If the fast path is not taken, or the textbook one is, this fails."""
-    from mha_course import mha
+    """The kernel is passed in, never chosen by a side effect: multi_head_attention runs fast.attend after
+    its four projections, trace runs the textbook attention.attend, each once per call, and the scores
+    are computed once (the textbook's attention_scores, not again for the Trace); a caller's attend= runs
+    in place of either. If another kernel is taken, or one runs twice, this fails."""
+    from mha_course import attention, mha
     calls = []
-    for name in ("attend", "linear", "scaled_dot_product_attention"):
-        real = getattr(mha, name)
-        monkeypatch.setattr(mha, name, lambda *a, _real=real, _name=name, **kw: calls.append(_name) or _real(*a, **kw))
+    for module, name in ((fast, "attend"), (mha, "linear"), (attention, "attend"), (attention, "attention_scores")):
+        real = getattr(module, name)
+        label = f"{module.__name__.split('.')[-1]}.{name}"
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _label=label, **kw: calls.append(_label) or _real(*a, **kw))
     x, params, h = _default_problem(seq_len=40, d_model=32, h=4)
     out, weights = mc.multi_head_attention(x, params, h)
-    assert sorted(calls) == ["attend"] + ["linear"] * 4
+    assert sorted(calls) == ["fast.attend"] + ["mha.linear"] * 4
     calls.clear()
     t = mc.trace(x, params, h)
-    assert sorted(calls) == ["linear"] * 4 + ["scaled_dot_product_attention"]
+    assert sorted(calls) == ["attention.attend", "attention.attention_scores"] + ["mha.linear"] * 4
     assert_same_attention((out, weights), (t.output, t.weights), np.float32)
+    calls.clear()
+    mine = mc.multi_head_attention(x, params, h, attend=lambda Q, K, V, mask, bias=None, scores=None: (
+        calls.append("mine") or np.zeros_like(Q), None))
+    assert calls == ["mine"] + ["mha.linear"] * 4 or sorted(calls) == ["mha.linear"] * 4 + ["mine"]
+    assert mine[1] is None and np.array_equal(mine[0], np.zeros_like(out))
+
+
+def test_a_kernel_that_is_no_function_is_refused():
+    x, params, h = _default_problem(seq_len=4, d_model=8, h=2)
+    with pytest.raises(TypeError, match="attend must be a function"):
+        mc.multi_head_attention(x, params, h, attend="fast")
 
 
 def test_fast_attention_checks_its_arguments():

@@ -64,7 +64,7 @@ def test_train_command_writes_a_checkpoint(tmp_path, capsys):
 def test_shipped_experiments_are_reproducible():
     exp = checkpoints.load_experiments()
     assert list(exp["h_sweep_hs"]) == list(checkpoints.SWEEP_HS)
-    assert exp["h_sweep_losses"].shape == (2, len(checkpoints.SWEEP_HS), checkpoints.SWEEP_STEPS)
+    assert exp["h_sweep_losses"].shape == (3, len(checkpoints.SWEEP_HS), checkpoints.SWEEP_STEPS)  # seeds 0, 1, 2
     base = checkpoints.CHECKPOINT_CONFIGS["induction"]
     again = training.train(base._replace(h=2, steps=3, seed=1))[1].losses  # seed 1, h = 2: row 1, column 1
     assert np.allclose(again, exp["h_sweep_losses"][1, 1, :3], rtol=0, atol=1e-9)

@@ -133,3 +133,27 @@ def test_forward_refuses_out_of_range_tokens():
     for bad in ([[0, -1, 2]], [[0, TINY.vocab, 1]], [[0.5, 1.0, 2.0]]):
         with pytest.raises(ValueError, match="tokens"):
             tr.forward(params, np.array(bad), TINY)
+
+
+@pytest.mark.parametrize("modes", [
+    {"caches": "caches", "traces": []}, {"caches": "caches", "patch": lambda layer, t: t.output},
+    {"core": lambda Q, K, V, mask: V, "tape": []}, {"tape": [], "traces": []},
+])
+def test_forward_refuses_modes_it_cannot_combine(modes):
+    from mha_course.lessons import gqa as decode
+    params = tr.init_model(TINY)
+    if "caches" in modes:
+        modes = {**modes, "caches": decode.new_caches(params, TINY, 1, TINY.seq_len)}
+    with pytest.raises(ValueError, match="one mode at a time") as err:
+        tr.forward(params, np.zeros((1, 4), int), TINY, **modes)
+    assert all(f"{name}=" in str(err.value) for name in modes)
+
+
+def test_traces_and_patch_go_together_and_make_batch_refuses_zero():
+    params, traces = tr.init_model(TINY), []
+    logits, _ = tr.forward(params, np.zeros((1, 4), int), TINY, traces=traces, patch=lambda layer, t: 0 * t.output)
+    assert len(traces) == TINY.n_layers  # both ran: the traces were kept and the patch applied
+    tokens = np.zeros((1, 4), int)  # every layer patched to add nothing: the logits of the embeddings alone
+    assert np.allclose(logits, tr.norm(tr.embed(params, tokens, TINY), TINY) @ params.unembed)
+    with pytest.raises(ValueError, match="batch=0"):
+        tr.make_batch(TINY, np.random.default_rng(0), 0)
