@@ -211,7 +211,9 @@ _TILED_MISTAKES = (
             lambda Q, K, V, block_size: _raise_quadratic()),
 )
 TILED_ATTENTION = Exercise("tiled_attention", _tiled_ref, _tiled_cases, _TILED_MISTAKES,
-                           axes={"result": ("query", "feature")})
+                           axes={"result": ("query", "feature")},
+                           sizes=lambda Q, K, V, b: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
+                                                     "d_v": V.shape[-1], "block_size": b})
 
 
 def tiled_attention(fn) -> bool:
