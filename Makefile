@@ -16,7 +16,7 @@ AS_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root,)
 refuse_spaces = $(foreach var,$(1),$(if $(filter-out 1,$(words $($(var)))),$(error $(var)="$($(var))" is empty or has a space, which make cannot use as a folder name; choose another, e.g. $(var)=.venv-mine)))
 $(call refuse_spaces,VENV)
 
-.PHONY: course test app notebooks bench clean-venv site hub hub-install bench-hub
+.PHONY: course test app notebooks bench clean-venv site hub hub-install bench-hub i18n
 
 $(BIN)/python:
 	@"$(PYTHON)" -c 'import sys; sys.exit(sys.version_info < (3, 10) and "mha-course needs Python >= 3.10")'
@@ -48,6 +48,12 @@ app: $(APP_STAMP)
 ## Re-execute every notebook in place (reproducibly, one BLAS thread; a cell past the timeout or a dead kernel stops it, naming the cell).
 notebooks: $(STAMP)
 	"$(BIN)/mha-course" execute notebooks/*.ipynb
+
+## The course in Chinese from one source: re-extract the notebooks' and the glossary's prose into
+## locales/zh_CN/LC_MESSAGES/<stem>.po (Babel); a message whose English changed is marked fuzzy (shown in
+## English until a translator reviews it), then print how much of each catalogue is translated.
+i18n: $(STAMP)
+	"$(BIN)/python" -m mha_course.tools.i18n update
 
 ## Speed benchmarks (each side and thread setting in fresh processes; writes benchmarks/results/*.json,
 ## then prints the README's speed tables made from them).

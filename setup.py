@@ -12,7 +12,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-# what a student copy holds: every notebook and the files the notebooks link to (tests/test_packaging.py)
+# what a student copy holds: every notebook and the files the notebooks link to (tests/cross/test_packaging.py)
 COURSE_FILES = ["notebooks/*.ipynb", "docs/glossary.md", "README.md"]
 
 

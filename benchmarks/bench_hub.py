@@ -52,16 +52,33 @@ PREFIX = "mhabench-"
 
 
 def free_port_block(start: int = 8400) -> int:
-    """A port p with p, p+1 and p+2 free on 127.0.0.1."""
-    for port in range(start, start + 2000, 3):
+    """A port p with p, p+1, p+2 and p+3 free on 127.0.0.1 (the hub uses four)."""
+    for port in range(start, start + 2000, 4):
         try:
-            for p in (port, port + 1, port + 2):
+            for p in (port, port + 1, port + 2, port + 3):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", p))
             return port
         except OSError:
             continue
-    raise HubError("no three free ports in a row between 8400 and 10400")
+    raise HubError(f"no four free ports in a row between {start} and {start + 2000}")
+
+
+def stale_accounts() -> list:
+    """Accounts mhabench-<pid>-... whose benchmark run (that pid) is gone: a run that was killed left them."""
+    stale = []
+    for name in learner_accounts(PREFIX):
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            stale.append(name)  # the naming of an earlier version of this script
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            stale.append(name)
+        except PermissionError:
+            pass
+    return stale
 
 
 def code_cells(path: Path) -> list:
@@ -343,12 +360,13 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _interrupt)
-    stale = learner_accounts(PREFIX)
+    stale = stale_accounts()
     if stale:
-        remove_learner_accounts(stale)  # left by an earlier run that was killed
+        remove_learner_accounts(stale)  # left by an earlier run that was killed (its pid is gone)
     token = secrets.token_hex(32)
-    names = [f"{PREFIX}{i:02d}" for i in range(1, args.learners + 1)]
-    solo_name = f"{PREFIX}solo"
+    mine = f"{PREFIX}{os.getpid()}-"  # this run's accounts: another run's (or a class's) are never touched
+    names = [f"{mine}{i:02d}" for i in range(1, args.learners + 1)]
+    solo_name = f"{mine}solo"
     state = Path(tempfile.mkdtemp(prefix="mha-bench-hub-"))
     hub = Hub(port=free_port_block(), password=secrets.token_urlsafe(12), service_token=token,
               state=state, log=state / "hub.log", threads=args.threads, progress=not args.no_progress,

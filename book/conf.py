@@ -8,7 +8,8 @@ tool that downloads its theme at build time, so it cannot build offline. The sou
 link that works on GitHub and in JupyterLab (`notebooks/01_qkv.ipynb`, `../docs/glossary.md`)
 is an in-book link as it stands; only the files below are read:
 
-- README.md, the landing page (its course map links every notebook);
+- book/index.md, the landing page for learners (its table of contents globs the notebooks);
+- README.md, the repository's page (for contributors);
 - notebooks/NN_*.ipynb, globbed, so a new lesson joins the book without an edit here;
 - docs/glossary.md and docs/instructor.md.
 
@@ -35,8 +36,9 @@ author = "the mha-course authors"
 copyright = "the mha-course authors (MIT licence)"
 
 extensions = ["myst_nb", "course_book"]  # course_book.py, next to this file: vendoring, toctree, links
-root_doc = "README"
-include_patterns = ["README.md", "docs/glossary.md", "docs/instructor.md", "notebooks/[0-9][0-9]_*.ipynb"]
+root_doc = "book/index"  # the landing page, written for learners (book/index.md)
+include_patterns = ["book/index.md", "README.md", "docs/glossary.md", "docs/instructor.md",
+                    "notebooks/[0-9][0-9]_*.ipynb"]
 exclude_patterns = ["build", ".venv", "**/.ipynb_checkpoints"]
 templates_path: list = []
 
@@ -48,7 +50,7 @@ myst_dmath_double_inline = True
 nb_merge_streams = True
 
 # ---- served from the book's own files ---------------------------------------------------------
-html_static_path = [str(Path(course_book_npm_dir) / "static")]
+html_static_path = [str(Path(course_book_npm_dir) / "static"), str(Path(__file__).resolve().parent / "static")]
 mathjax_path = "vendor/mathjax/es5/tex-chtml.js"
 nb_ipywidgets_js = {
     "vendor/requirejs/require.js": {},
@@ -69,6 +71,7 @@ html_theme_options = {
     "use_repository_button": False,
     "search_bar_text": "Search the course...",
 }
+html_context = {"default_mode": "light"}  # no "invalid theme mode" console error on a first visit
 html_last_updated_fmt = None
 html_copy_source = False
 html_show_sourcelink = False

@@ -1,18 +1,31 @@
 """Start the workshop hub (`make hub`), and stop it with everything it started.
 
     python deploy/hub/workshop_hub.py [--ip 127.0.0.1] [--port 8000] [--learners FILE] [--threads 1] [--memory 2]
+    python deploy/hub/workshop_hub.py --ip 0.0.0.0 --self-signed        # a room's network: https
+    python deploy/hub/workshop_hub.py --update-copies [--state DIR]     # new notebooks to every learner
 
 Run it with the hub's own interpreter (``build/hub/venv/bin/python``, made by `make hub`): the
 learners' servers run that interpreter, so it must be one they can read (not a venv whose base
 Python lives under /root). Before anything starts it checks, and says what to do otherwise: root
 (each learner is a Unix user), jupyterhub and the idle culler, configurable-http-proxy, that the
-learners can run the course, that the three ports are free and that the password is long enough.
+learners can run the course, that the four ports are free, that the password is at least 10
+characters and not a common one, and that an address other than loopback has TLS
+(``--ssl-cert/--ssl-key``, or ``--self-signed``: a certificate made in the state folder, its
+SHA-256 fingerprint printed for the learners to compare) unless ``--insecure`` says otherwise.
+The state folder is 0700 (the database 0600). The password goes to the terminal only: with
+stdout redirected to a log it is written to /dev/tty, or, without one, to STATE/password (0600).
+
+Limits: with systemd and cgroup v2, one unit per learner (MemoryMax, CPUQuota: all of a learner's
+kernels share them); otherwise a per-process RLIMIT_DATA, a private /dev/shm of the same size per
+learner where the machine allows mount namespaces, and a file-size bound in any case. The banner
+says which is in force (:func:`limits_in_force`).
 
 Stopping (Ctrl-C, SIGTERM, or leaving the ``with Hub(...)`` block) stops JupyterHub, which stops
-every learner's server and the proxy; whatever is still alive after that (the hub's process
-group, the proxy by its pid file, learners' processes of this interpreter) is killed, so nothing
-is left running. Learners' accounts and homes are kept (their work is in them); the benchmark
-removes the accounts it created with :func:`remove_learner_accounts`.
+every learner's server and the proxy; whatever is still alive after that and was started by this
+hub is killed: its descendants, and every process carrying its id (MHA_HUB_ID, which each
+learner's server and kernel inherit). Another hub's learners, on the same machine and in the same
+Unix group, are never touched. Learners' accounts and homes are kept (their work is in them);
+the benchmark removes the accounts it created with :func:`remove_learner_accounts`.
 """
 from __future__ import annotations
 
@@ -38,8 +51,18 @@ GROUP = "mha-learners"
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 DEFAULT_PROXY = ROOT / "build" / "hub-npm" / "node_modules" / ".bin" / "configurable-http-proxy"
 DEFAULT_MEMORY_GIB = 2.0  # what one process of a learner may allocate: the Zero to JupyterHub values' limit
+MIN_PASSWORD = 10
+# refused as workshop passwords (and anything made of one character, or of digits only under 12)
+COMMON_PASSWORDS = {"password", "password1", "password12", "password123", "passw0rd", "1234567890", "12345678910",
+                    "0123456789", "qwertyuiop", "qwerty1234", "1q2w3e4r5t", "letmein123", "iloveyou12", "welcome123",
+                    "changeme12", "changeme123", "workshop12", "workshop123", "jupyterhub", "jupyter123", "attention1",
+                    "attention123", "transformer", "abcdefghij", "abc1234567", "admin12345", "administrator",
+                    "trustno1234", "football12", "monkey1234", "dragon1234", "sunshine12", "princess12", "mhacourse1",
+                    "mha-course", "mha-course1", "mhacourse123", "secret1234", "student123", "students12"}
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
-__all__ = ["Hub", "HubError", "check_ports", "remove_learner_accounts", "learner_accounts", "main"]
+__all__ = ["Hub", "HubError", "check_ports", "check_password", "remove_learner_accounts", "learner_accounts",
+           "hub_learners", "limits_in_force", "self_signed_certificate", "update_copies", "main"]
 
 
 class HubError(RuntimeError):
@@ -59,8 +82,9 @@ def _who_listens(port: int) -> str:
 
 
 def check_ports(ip: str, port: int) -> None:
-    """Raise HubError if the proxy's port, its API port (+1) or the hub's port (+2) is taken."""
-    for p, role in ((port, "the hub's public port"), (port + 1, "the proxy's API"), (port + 2, "the hub itself")):
+    """Raise HubError if the proxy's port, its API port (+1), the hub's port (+2) or the progress page's (+3) is taken."""
+    for p, role in ((port, "the hub's public port"), (port + 1, "the proxy's API"), (port + 2, "the hub itself"),
+                    (port + 3, "the progress page")):
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -68,7 +92,80 @@ def check_ports(ip: str, port: int) -> None:
             except OSError:
                 raise HubError(
                     f"port {p} ({role}) is already in use{_who_listens(p)}. Stop that process or choose "
-                    f"other ports: make hub HUB_PORT={port + 10} (the hub uses HUB_PORT, +1 and +2)") from None
+                    f"other ports: make hub HUB_PORT={port + 10} (the hub uses HUB_PORT, +1, +2 and +3)") from None
+
+
+def check_password(password: str) -> None:
+    """HubError unless the workshop password has 10+ characters and is not a common one."""
+    if len(password) < MIN_PASSWORD:
+        raise HubError(f"the workshop password has {len(password)} characters; give one of at least {MIN_PASSWORD} "
+                       "(MHA_HUB_PASSWORD=...), or none and the hub makes one")
+    low = password.lower()
+    if low in COMMON_PASSWORDS or len(set(low)) == 1 or (low.isdigit() and len(low) < 12):
+        raise HubError("the workshop password is a common one (the first a stranger in the room would try); "
+                       "choose another, e.g. three unrelated words")
+
+
+def _is_loopback(ip: str) -> bool:
+    return ip in LOOPBACK or ip.startswith("127.")
+
+
+def self_signed_certificate(folder: Path, ip: str) -> tuple:
+    """(cert path, key path, SHA-256 fingerprint) of a self-signed certificate in ``folder`` (made once, kept).
+
+    For ``ip`` and this machine's host name, valid 30 days; the key is 0600.
+    """
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    cert_path, key_path = folder / "hub-cert.pem", folder / "hub-key.pem"
+    if not (cert_path.exists() and key_path.exists()):
+        key = ec.generate_private_key(ec.SECP256R1())
+        host = socket.gethostname()
+        names = [x509.DNSName(host), x509.DNSName("localhost")]
+        for address in {ip, "127.0.0.1"} - {"0.0.0.0", "::"}:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(address)))
+            except ValueError:
+                names.append(x509.DNSName(address))
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"mha-course workshop hub on {host}")])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=30))
+                .add_extension(x509.SubjectAlternativeName(names), critical=False).sign(key, hashes.SHA256()))
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    digest = cert.fingerprint(hashes.SHA256()).hex().upper()
+    return cert_path, key_path, ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+
+
+def limits_in_force() -> tuple:
+    """("systemd" or "per-process", private /dev/shm possible: bool, a sentence for the banner)."""
+    systemd = (Path("/run/systemd/system").is_dir() and Path("/sys/fs/cgroup/cgroup.controllers").exists()
+               and shutil.which("systemd-run") is not None)
+    if systemd:
+        try:
+            import systemdspawner  # noqa: F401
+        except ImportError:
+            systemd = False
+    if systemd:
+        return "systemd", True, "per learner (systemd unit: MemoryMax and CPUQuota shared by all their kernels)"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "mount", "-t", "tmpfs", "-o", "size=1k",
+                            "tmpfs", "/dev/shm"], capture_output=True) if shutil.which("unshare") else None
+    shm = probe is not None and probe.returncode == 0
+    return "per-process", shm, ("per process (RLIMIT_DATA: each kernel of a learner has its own limit; no systemd "
+                                "with cgroup v2 here); /dev/shm " + ("private to each learner, of that size"
+                                                                     if shm else "shared, each file at most that size"))
 
 
 def _missing(proxy: Path) -> list:
@@ -100,6 +197,40 @@ def _learners_can_run() -> str | None:
             "/usr/bin/python3 (HUB_PYTHON=...); keep the repository outside /root.")
 
 
+def hub_learners(state) -> list:
+    """The users this hub's database knows (the learners it served), by name."""
+    import sqlite3
+    db = Path(state) / "jupyterhub.sqlite"
+    if not db.exists():
+        return []
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        return sorted(name for (name,) in con.execute("SELECT name FROM users"))
+
+
+def update_copies(state, names=None, log=print) -> int:
+    """Run ``mha-course student --update ~/mha-course`` as each learner of the hub at ``state``; failures.
+
+    A learner without a copy yet gets it at their first login; nothing they edited is touched.
+    """
+    failures = 0
+    runuser = shutil.which("runuser", path=SBIN_PATH) or "runuser"
+    notebooks = sorted(str(p) for p in (ROOT / "notebooks").glob("*.ipynb"))
+    for name in names if names is not None else hub_learners(state):
+        try:
+            home = Path(pwd.getpwnam(name).pw_dir)
+        except KeyError:
+            continue
+        if not (home / "mha-course" / "notebooks").is_dir():
+            continue
+        run = subprocess.run([runuser, "-u", name, "--", str(Path(sys.executable).parent / "mha-course"), "student",
+                              "--update", str(home / "mha-course"), "--notebooks", *notebooks],
+                             capture_output=True, text=True, cwd=home)
+        lines = (run.stdout + run.stderr).strip().splitlines()
+        log(f"{name}: {lines[-1] if lines else run.returncode}")
+        failures += run.returncode != 0
+    return failures
+
+
 def learner_accounts(prefix: str = "") -> list:
     """Names of the Unix users in the learners' group (whose names start with ``prefix``)."""
     try:
@@ -109,30 +240,25 @@ def learner_accounts(prefix: str = "") -> list:
     return sorted(u.pw_name for u in pwd.getpwall() if u.pw_gid == gid and u.pw_name.startswith(prefix))
 
 
-def _kill_learner_processes(names, exe_dir: Path) -> int:
-    """Kill the processes of these learners that run this hub's interpreter; return how many."""
+def processes_of_hub(hub_id: str, roots=()) -> list:
+    """The live processes this hub started: descendants of ``roots`` (pids) and those carrying MHA_HUB_ID=hub_id."""
     import psutil
-    uids = set()
-    for name in names:
+    found = {}
+    for pid in roots:
         try:
-            uids.add(pwd.getpwnam(name).pw_uid)
-        except KeyError:
-            pass
-    victims = []
-    for proc in psutil.process_iter(["uids", "cmdline"]):
-        try:
-            if proc.info["uids"] and proc.info["uids"].real in uids and any(
-                    str(exe_dir) in arg for arg in (proc.info["cmdline"] or [])):
-                victims.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    for proc in victims:
-        try:
-            proc.kill()
+            root = psutil.Process(pid)
+            for proc in [root] + root.children(recursive=True):
+                found[proc.pid] = proc
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(victims, timeout=10)
-    return len(victims)
+    if hub_id:
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid not in found and proc.environ().get("MHA_HUB_ID") == hub_id:
+                    found[proc.pid] = proc
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                pass
+    return [p for pid, p in sorted(found.items()) if pid != os.getpid()]
 
 
 def remove_learner_accounts(names) -> None:
@@ -155,15 +281,40 @@ def remove_learner_accounts(names) -> None:
                        capture_output=True, text=True)
 
 
+# JupyterLab's settings for every learner (the learners' venv is this interpreter's): no news
+# feed, no "a new version is out" check, no extension manager (the course's image uses the same file).
+QUIET_LAB = HERE / "jupyterlab-overrides.json"
+
+
+def quiet_jupyterlab(prefix=None) -> Path:
+    """Write (merge) QUIET_LAB into ``<prefix>/share/jupyter/lab/settings/overrides.json``; return its path."""
+    import json
+    quiet = json.loads(QUIET_LAB.read_text(encoding="utf-8"))
+    path = Path(prefix or sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        current = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        current = {}
+    merged = {**current, **{k: {**current.get(k, {}), **v} for k, v in quiet.items()}}
+    if merged != current:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    return path
+
+
 class Hub:
     """The workshop hub as a process group: ``with Hub(port=8000, password=...) as hub: ...``."""
 
     def __init__(self, *, ip="127.0.0.1", port=8000, password=None, learners=None, threads=1,
                  cull_timeout=3600, state=None, proxy=None, service_token=None, log=None, progress=True,
-                 spawn_limit=0, memory_gib=DEFAULT_MEMORY_GIB):
+                 spawn_limit=0, memory_gib=DEFAULT_MEMORY_GIB, ssl_cert=None, ssl_key=None, self_signed=False,
+                 insecure=False, admin=None, admin_password=None):
         self.ip, self.port, self.threads, self.cull_timeout = ip, int(port), int(threads), int(cull_timeout)
         self.memory_gib = memory_gib
-        self.password = password or os.environ.get("MHA_HUB_PASSWORD") or secrets.token_urlsafe(9)
+        self.password = password or os.environ.get("MHA_HUB_PASSWORD") or secrets.token_urlsafe(12)
         self.learners = learners
         self.state = Path(state or ROOT / "build" / "hub" / "state").resolve()
         proxy = str(proxy or os.environ.get("MHA_HUB_PROXY") or DEFAULT_PROXY)
@@ -172,8 +323,14 @@ class Hub:
         self.log_path = Path(log) if log else None
         self.progress = progress and self.log_path is not None  # else the hub's own log lines are the progress
         self.spawn_limit = spawn_limit
+        self.ssl_cert, self.ssl_key, self.self_signed, self.insecure = ssl_cert, ssl_key, self_signed, insecure
+        self.fingerprint = None
+        self.admin, self.admin_password = admin, admin_password
+        self.hub_id = secrets.token_hex(8)  # every process of this hub's learners carries it (MHA_HUB_ID)
+        self.limits = ("per-process", False, "")
         self.proc = None
-        self.url = f"http://{ip}:{self.port}/"
+        self.roots = []
+        self.url = f"{'https' if ssl_cert or self_signed else 'http'}://{ip}:{self.port}/"
 
     # -- checks -----------------------------------------------------------------------------------
     def check(self) -> None:
@@ -183,8 +340,10 @@ class Hub:
         problems = _missing(self.proxy)
         if problems:
             raise HubError("missing: " + "; ".join(problems))
-        if len(self.password) < 8:
-            raise HubError(f"the workshop password has {len(self.password)} characters; give one of at least 8")
+        self.check_network()
+        check_password(self.password)
+        if self.admin and len(self.admin_password or "") < 32:
+            raise HubError("an admin needs an admin password of at least 32 characters (MHA_HUB_ADMIN_PASSWORD)")
         if not 0.25 <= self.memory_gib <= 1024:
             raise HubError(f"--memory {self.memory_gib:g} GiB is not a memory limit for one process; give one "
                            "from 0.25 to 1024 GiB (default 2)")
@@ -195,14 +354,34 @@ class Hub:
             raise HubError(problem)
         check_ports(self.ip, self.port)
 
+    def check_network(self) -> None:
+        """HubError for an address other than loopback without TLS (unless --insecure), or half a certificate."""
+        if bool(self.ssl_cert) != bool(self.ssl_key):
+            raise HubError("give both --ssl-cert and --ssl-key (the certificate and its private key), or neither")
+        for path in (self.ssl_cert, self.ssl_key):
+            if path and not Path(path).is_file():
+                raise HubError(f"{path} does not exist; give the certificate and key files (PEM)")
+        tls = bool(self.ssl_cert) or self.self_signed
+        if not _is_loopback(self.ip) and not tls and not self.insecure:
+            raise HubError(f"--ip {self.ip} puts the hub on a network, where passwords and notebooks would travel "
+                           "in plain HTTP: give --ssl-cert FILE --ssl-key FILE, or --self-signed (a certificate "
+                           "made here, its fingerprint printed), or say --insecure if the network is yours alone")
+
     def env(self) -> dict:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
         env.update(MHA_HUB_IP=self.ip, MHA_HUB_PORT=str(self.port), MHA_HUB_STATE=str(self.state),
                    MHA_HUB_PASSWORD=self.password, MHA_HUB_THREADS=str(self.threads),
                    MHA_HUB_CULL_TIMEOUT=str(self.cull_timeout), MHA_HUB_PROXY=str(self.proxy),
                    MHA_HUB_PROXY_TOKEN=secrets.token_hex(32), MHA_HUB_SPAWN_LIMIT=str(self.spawn_limit),
-                   MHA_HUB_MEMORY_KIB=str(int(self.memory_gib * 1024 * 1024)))
-        env.pop("MHA_HUB_LEARNERS", None)
+                   MHA_HUB_MEMORY_KIB=str(int(self.memory_gib * 1024 * 1024)), MHA_HUB_ID=self.hub_id,
+                   MHA_HUB_LIMITS=self.limits[0], MHA_HUB_PRIVATE_SHM="1" if self.limits[1] else "0",
+                   MHA_HUB_NOTEBOOKS=str(ROOT / "notebooks"))
+        for key in ("MHA_HUB_LEARNERS", "MHA_HUB_SSL_CERT", "MHA_HUB_SSL_KEY", "MHA_HUB_ADMIN", "MHA_HUB_ADMIN_PASSWORD"):
+            env.pop(key, None)
+        if self.ssl_cert:
+            env.update(MHA_HUB_SSL_CERT=str(Path(self.ssl_cert).resolve()), MHA_HUB_SSL_KEY=str(Path(self.ssl_key).resolve()))
+        if self.admin:
+            env.update(MHA_HUB_ADMIN=self.admin, MHA_HUB_ADMIN_PASSWORD=self.admin_password)
         if self.learners:
             env["MHA_HUB_LEARNERS"] = str(Path(self.learners).resolve())
         if self.service_token:
@@ -212,16 +391,26 @@ class Hub:
     # -- start and stop ---------------------------------------------------------------------------
     def start(self, timeout: float = 120) -> "Hub":
         self.check()
-        self.state.mkdir(parents=True, exist_ok=True)
+        self.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.state, 0o700)  # the database names every learner, cookie id and token hash
+        if self.self_signed and not self.ssl_cert:
+            self.ssl_cert, self.ssl_key, self.fingerprint = self_signed_certificate(self.state, self.ip)
+        self.limits = limits_in_force()
+        quiet_jupyterlab()
         out = open(self.log_path, "ab") if self.log_path else None
         exe = Path(sys.executable).parent / "jupyterhub"
         self.proc = subprocess.Popen([str(exe), "-f", str(CONFIG)], cwd=self.state, env=self.env(),
                                      stdout=out, stderr=subprocess.STDOUT if out else None,
-                                     start_new_session=True)  # its own process group, killed as one
+                                     start_new_session=True,  # its own process group, killed as one
+                                     umask=0o077)  # the database, secrets, pid files: the hub's alone
+        self.roots = [self.proc.pid]
         if out:
             out.close()
         try:
             self._wait_ready(timeout)
+            db = self.state / "jupyterhub.sqlite"
+            if db.exists():
+                os.chmod(db, 0o600)
         except BaseException:
             self.stop()
             raise
@@ -237,7 +426,9 @@ class Hub:
                     raise HubError(f"JupyterHub exited with code {self.proc.returncode} while starting"
                                    + self._log_tail())
                 try:
-                    with urllib.request.urlopen(f"{self.url}hub/api", timeout=2) as r:
+                    import ssl
+                    context = ssl._create_unverified_context() if self.url.startswith("https") else None
+                    with urllib.request.urlopen(f"{self.url}hub/api", timeout=2, context=context) as r:
                         if r.status == 200:
                             return
                 except (urllib.error.URLError, OSError):
@@ -255,14 +446,15 @@ class Hub:
         return " (its log is above)"
 
     def stop(self, grace: float = 30) -> None:
-        """Stop the hub (it stops the learners' servers and the proxy), then kill whatever is left."""
+        """Stop the hub (it stops the learners' servers and the proxy), then kill what it started and is left.
+
+        What it started: the hub's process and its descendants (the proxy, the services, the
+        learners' servers and their kernels), and any process carrying this hub's MHA_HUB_ID (a
+        kernel or a terminal's job that left its parent). Nothing else, whoever owns it.
+        """
         import psutil
-        left = []
+        left = processes_of_hub(self.hub_id, self.roots) if self.proc is not None else []
         if self.proc is not None and self.proc.poll() is None:
-            try:  # the proxy, the culler, the learners' servers and kernels: each in a session of its own
-                left = psutil.Process(self.proc.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                pass
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -277,23 +469,14 @@ class Hub:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
+            left += processes_of_hub(self.hub_id)  # whatever left its parent since
         for proc in left:
             try:
                 proc.kill()
             except psutil.NoSuchProcess:
                 pass
         psutil.wait_procs(left, timeout=10)
-        pid_file = self.state / "proxy.pid"
-        if pid_file.exists():
-            try:
-                pid = int(pid_file.read_text().strip())
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"configurable-http-proxy" in cmdline:
-                    os.killpg(pid, signal.SIGKILL)
-            except (ValueError, OSError):
-                pass
-            pid_file.unlink(missing_ok=True)
-        _kill_learner_processes(learner_accounts(), Path(sys.executable).parent)
+        (self.state / "proxy.pid").unlink(missing_ok=True)
 
     def __enter__(self) -> "Hub":
         return self.start() if self.proc is None else self
@@ -315,27 +498,63 @@ def _stop_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
+def _say_password(text: str, state: Path) -> str:
+    """Show the banner line with the password on the terminal only; return what the log may carry instead."""
+    if sys.stdout.isatty():
+        return text
+    try:
+        with open("/dev/tty", "w") as tty:
+            tty.write(text + "\n")
+        return "the workshop password: shown on the terminal (never in this log)"
+    except OSError:
+        path = state / "password"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text.rsplit(": ", 1)[-1] + "\n")
+        return f"the workshop password: in {path} (0600; no terminal to show it on, and never in this log)"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="A JupyterHub for a workshop on this machine (make hub).")
     parser.add_argument("--ip", default=os.environ.get("MHA_HUB_IP", "127.0.0.1"),
-                        help="address learners reach (default 127.0.0.1; 0.0.0.0 for a room's network)")
+                        help="address learners reach (default 127.0.0.1; 0.0.0.0 for a room's network, with TLS)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("MHA_HUB_PORT", "8000")),
-                        help="the hub's port (default 8000; it also uses the next two)")
+                        help="the hub's port (default 8000; it also uses the next three)")
     parser.add_argument("--learners", help="a file of learners: one `name` or `name:password` a line; "
                                            "without it anyone with the workshop password may log in")
+    parser.add_argument("--admin", default=os.environ.get("MHA_HUB_ADMIN"),
+                        help="the instructor's login name: the admin page and the progress page "
+                             "(password from MHA_HUB_ADMIN_PASSWORD, 32+ characters)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads per learner (default 1)")
     parser.add_argument("--memory", type=float, default=DEFAULT_MEMORY_GIB, metavar="GIB",
-                        help="memory one process of a learner may allocate, in GiB (default 2): past it, numpy "
-                             "raises MemoryError in that learner's kernel instead of the machine running out")
+                        help="memory limit in GiB (default 2): per learner with systemd, else per process of a "
+                             "learner; past it numpy raises MemoryError in that learner's kernel")
     parser.add_argument("--cull-timeout", type=int, default=3600,
                         help="stop a server idle this many seconds (default 3600)")
     parser.add_argument("--state", default=None, help="folder for the hub's database and secrets "
                                                       "(default build/hub/state)")
     parser.add_argument("--proxy", default=None, help="configurable-http-proxy (default build/hub-npm's)")
+    tls = parser.add_argument_group("TLS (required for any --ip other than loopback)")
+    tls.add_argument("--ssl-cert", help="the certificate (PEM), e.g. from the institution or letsencrypt")
+    tls.add_argument("--ssl-key", help="its private key (PEM)")
+    tls.add_argument("--self-signed", action="store_true",
+                     help="make a self-signed certificate in the state folder and print its fingerprint")
+    tls.add_argument("--insecure", action="store_true", help="plain HTTP on a network: only on one that is yours alone")
+    parser.add_argument("--update-copies", action="store_true",
+                        help="do not start a hub: bring new and changed notebooks into every learner's copy "
+                             "(of the hub whose --state this is; edited notebooks are never touched)")
     args = parser.parse_args(argv)
+    state = Path(args.state or ROOT / "build" / "hub" / "state")
+    if args.update_copies:
+        if os.geteuid() != 0:
+            print("make hub: --update-copies runs as each learner: run it as root", file=sys.stderr)
+            return 2
+        return 1 if update_copies(state) else 0
     given = os.environ.get("MHA_HUB_PASSWORD")
     hub = Hub(ip=args.ip, port=args.port, password=given, learners=args.learners, threads=args.threads,
-              cull_timeout=args.cull_timeout, state=args.state, proxy=args.proxy, memory_gib=args.memory)
+              cull_timeout=args.cull_timeout, state=args.state, proxy=args.proxy, memory_gib=args.memory,
+              ssl_cert=args.ssl_cert, ssl_key=args.ssl_key, self_signed=args.self_signed, insecure=args.insecure,
+              admin=args.admin, admin_password=os.environ.get("MHA_HUB_ADMIN_PASSWORD"))
 
     def _stop(signum, frame):
         raise KeyboardInterrupt
@@ -348,15 +567,26 @@ def main(argv=None) -> int:
         print(f"make hub: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hub.stop()
         return 130
     who = f"the learners in {args.learners}" if args.learners else "anyone"
-    print(f"\nThe workshop hub is at {hub.url} ({who}; workshop password: "
-          f"{'from MHA_HUB_PASSWORD' if given else hub.password}).\n"
-          f"Each learner logs in with a name of their choice and gets ~/mha-course/notebooks/ on first login.\n"
-          f"BLAS threads per learner: {args.threads}; memory per process: {args.memory:g} GiB; "
-          f"idle servers stop after {args.cull_timeout} s.\n"
-          "Ctrl-C stops the hub and every learner's server.\n", flush=True)
+    password = ("the workshop password: from MHA_HUB_PASSWORD" if given
+                else _say_password(f"the workshop password: {hub.password}", hub.state))
+    lines = [f"\nThe workshop hub is at {hub.url} ({who}; {password}).",
+             "Each learner logs in with a name of their choice and gets ~/mha-course/notebooks/ on first login."]
+    if hub.fingerprint:
+        lines.append(f"Self-signed certificate {hub.ssl_cert}; learners should see the SHA-256 fingerprint\n  "
+                     f"{hub.fingerprint}\n  in their browser's certificate details before they accept it.")
+    elif not _is_loopback(hub.ip) and not hub.ssl_cert:
+        lines.append("WARNING: --insecure: plain HTTP on a network; anyone on it can read the passwords.")
+    lines += [f"Memory limit {args.memory:g} GiB {hub.limits[2]}; BLAS threads per learner: {args.threads}; "
+              f"idle servers stop after {args.cull_timeout} s.",
+              f"The class's progress (admins only{'' if args.admin else ': give --admin NAME'}): "
+              f"{hub.url}services/progress/",
+              "Ctrl-C stops the hub and every learner's server it started.\n"]
+    print("\n".join(lines), flush=True)
     try:
         hub.proc.wait()
         print(f"make hub: JupyterHub exited with code {hub.proc.returncode}", file=sys.stderr)
@@ -365,6 +595,10 @@ def main(argv=None) -> int:
         print("\nstopping the hub and every learner's server ...", file=sys.stderr, flush=True)
         return 0
     finally:
+        # a second Ctrl-C, or the SIGTERM of the parent watch when make dies of the first one,
+        # must not cut the cleanup short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hub.stop()
 
 

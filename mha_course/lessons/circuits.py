@@ -49,7 +49,7 @@ __all__ = ["trajectory_arrays", "previous_token_score", "duplicate_token_score",
            "positional_qk_circuit", "ov_circuit", "composition_scores", "composition_baseline",
            "composition_baseline_scores", "ov_spectrum", "repeated_tokens", "repeat_induction_score",
            "attribution_patching", "SEEDS", "seed_results", "load_seed_results",
-           "seed_results_path", "seed_summary", "compare_over_seeds",
+           "seed_results_path", "formed", "seed_summary", "compare_over_seeds",
            "run_with_cache", "LogitAttribution", "direct_logit_attribution", "PatchPair", "make_pair",
            "logit_difference", "patch_heads", "patching_effect", "head_patching", "position_patching",
            "path_patching", "ABLATIONS", "ablate_heads", "ablation_losses", "attention_rollout",
@@ -86,7 +86,7 @@ def _tokens(tokens, w: np.ndarray) -> np.ndarray:
 def _earlier(tok: np.ndarray) -> np.ndarray:
     """tokens (B, T) -> (B, T, S) bool: key s < t holds the query t's token."""
     T = tok.shape[1]
-    before = np.tril(np.ones((T, T), dtype=bool), k=-1)  # (T, S): s < t
+    before = causal_mask(T) & ~np.eye(T, dtype=bool)  # (T, S): s < t (causal, not itself)
     return (tok[:, :, None] == tok[:, None, :]) & before  # (B, T, S)
 
 
@@ -165,6 +165,8 @@ def repeated_tokens(vocab: int, half: int, n: int, rng: np.random.Generator) -> 
     ((2, 8), True)
     """
     vocab, half, n = (_validate.positive_int(v, k) for v, k in ((vocab, "vocab"), (half, "half"), (n, "n")))
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng={rng!r:.60} is not a numpy Generator; pass np.random.default_rng(seed)")
     if half < 2:
         raise ValueError(f"half={half}: the repeated block needs at least 2 tokens")
     block = rng.integers(0, vocab, size=(n, half))  # (n, half)
@@ -191,7 +193,10 @@ def repeat_induction_score(weights, half: int) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- matrix scores
 def _matrix(W, name: str) -> np.ndarray:
-    a = np.asarray(W, dtype=float)
+    try:
+        a = np.asarray(W, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={W!r:.60} is not a matrix of numbers; give a 2-D float array") from None
     if a.ndim != 2 or not np.isfinite(a).all():
         raise ValueError(f"{name} has shape {np.shape(W)}; expected a finite 2-D matrix")
     return a
@@ -241,6 +246,11 @@ def composition_score(W_A, W_B) -> float:
 # ----------------------------------------------------------------------------- circuits of a model
 def _head_slices(params, config, layer: int, head: int):
     """-> W_Q^h, W_K^h, W_V^h (D, d_k), W_O^h (d_k, D) of the (D, D) layer that forward runs."""
+    if not isinstance(config, train.Config) or not isinstance(params, train.Model):
+        _check_model(params, config)
+    for name, v in (("layer", layer), ("head", head)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ValueError(f"{name}={v!r} must be a whole number (layers and heads count from 0)")
     if not (0 <= layer < config.n_layers and 0 <= head < config.h):
         raise ValueError(f"layer={layer}, head={head} out of range: layers 0..{config.n_layers - 1}, "
                          f"heads 0..{config.h - 1}")
@@ -269,11 +279,13 @@ def qk_circuit(params, config, layer: int, head: int) -> np.ndarray:
     >>> qk_circuit(params, config, 1, 0).shape
     (16, 16)
     """
+    _check_model(params, config)
     return params.embed @ qk_matrix(params, config, layer, head) @ params.embed.T
 
 
 def positional_qk_circuit(params, config, layer: int, head: int) -> np.ndarray:
     """-> (T, T): W_pos QK^h W_pos^T, the score of query position t for key position s (learned positions)."""
+    _check_model(params, config)
     if params.pos is None:
         raise ValueError(f"config.positions={config.positions!r} has no position table; the positional "
                          "QK circuit needs positions='learned'")
@@ -282,13 +294,16 @@ def positional_qk_circuit(params, config, layer: int, head: int) -> np.ndarray:
 
 def ov_circuit(params, config, layer: int, head: int) -> np.ndarray:
     """-> (V, V): W_E OV^h W_U, the logits the head adds for output token j per unit of attention on token i."""
+    _check_model(params, config)
     return params.embed @ ov_matrix(params, config, layer, head) @ params.unembed
 
 
 def composition_scores(params, config, source: int = 0, reader: int = 1) -> dict:
     """-> {"Q", "K", "V": (h, h)}: [a, b] = the composition of head a of layer ``source`` with head b
     of layer ``reader``: composition_score(OV^a, QK^b), (OV^a, (QK^b)^T), (OV^a, OV^b)."""
-    if not 0 <= source < reader < config.n_layers:
+    _check_model(params, config)
+    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in (source, reader)) or \
+            not 0 <= source < reader < config.n_layers:
         raise ValueError(f"source={source}, reader={reader}: need 0 <= source < reader < n_layers={config.n_layers}")
     h = config.h
     ov = [ov_matrix(params, config, source, a) for a in range(h)]
@@ -309,6 +324,8 @@ def composition_baseline_scores(d_model: int, d_k: int, rng: np.random.Generator
     ((50,), True)
     """
     d_model, d_k, n = (_validate.positive_int(v, name) for v, name in ((d_model, "d_model"), (d_k, "d_k"), (n, "n")))
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng={rng!r:.60} is not a numpy Generator; pass np.random.default_rng(seed)")
     if d_k > d_model:
         raise ValueError(f"d_k={d_k} > d_model={d_model}: a head's rank is at most d_model (d_k = d_model // h)")
 
@@ -338,7 +355,30 @@ def ov_spectrum(params, config, layer: int, head: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- running with hooks
+def _check_model(params, config) -> None:
+    """params a Model and config a Config (what checkpoints.load_checkpoint returns); a TypeError names the other."""
+    if not isinstance(config, train.Config):
+        raise TypeError(f"config={config!r:.60} is not a Config; pass the config of load_checkpoint or train.Config(...)")
+    if not isinstance(params, train.Model):
+        raise TypeError(f"params={params!r:.60} is not a Model; pass the params of load_checkpoint or init_model")
+
+
+def _check_pair(pair) -> None:
+    if not isinstance(pair, PatchPair):
+        raise TypeError(f"pair={pair!r:.60} is not a PatchPair; make one with make_pair(config, rng, n)")
+
+
+def _check_tokens(config, tokens, name: str) -> None:
+    """tokens (B, T): whole numbers in 0..vocab-1; a ValueError names ``name`` otherwise."""
+    t = np.asarray(tokens)
+    if t.ndim != 2 or t.dtype.kind not in "iu" or t.size == 0 or t.min() < 0 or t.max() >= config.vocab:
+        raise ValueError(f"{name} must be token ids (B, T), whole numbers in 0..{config.vocab - 1}; got shape "
+                         f"{t.shape} of {t.dtype}")
+
+
 def _check_no_norm(config) -> None:
+    if not isinstance(config, train.Config):
+        raise TypeError(f"config={config!r:.60} is not a Config; pass the config of load_checkpoint or train.Config(...)")
     if config.layer_norm:
         raise ValueError("config.layer_norm=True: the residual stream is no longer a sum of head outputs; "
                          "these tools need a model without layer norm (notebook 08's models)")
@@ -359,7 +399,9 @@ def run_with_cache(params, tokens, config) -> tuple[np.ndarray, list]:
     >>> bool(np.allclose(logits, train.forward(params, tokens, config)[0])), heads[1].shape
     (True, (2, 2, 24, 32))
     """
+    _check_model(params, config)
     _check_no_norm(config)
+    _check_tokens(config, tokens, "tokens")
     cache = []
 
     def record(layer, tr):
@@ -481,8 +523,16 @@ def _check_same_tokens(target, source) -> None:
 def patch_heads(params, config, target, source, heads, positions=None) -> np.ndarray:
     """-> logits (B, T, V) of the run on ``target`` tokens in which the heads [(layer, head)] write, at
     ``positions`` (None: all), what they wrote in the run on ``source`` tokens. Later layers see
-    the change (they are recomputed); patch from clean into corrupted to find what restores.
+    the change (they are recomputed). Clean into corrupted (denoising) finds what is sufficient to
+    restore the answer; corrupted into clean (noising) finds what is necessary (Heimersheim & Nanda 2024).
+    ``target`` and ``source`` are (B, T) of one shape; a head or position that does not exist is a ValueError.
     """
+    _check_model(params, config)
+    _check_same_tokens(target, source)
+    _check_tokens(config, target, "target")
+    _check_tokens(config, source, "source")
+    _check_heads(config, heads)
+    _positions_mask(np.shape(target)[1], positions)
     return _patched(params, config, target, run_with_cache(params, source, config)[1], heads, positions)
 
 
@@ -509,6 +559,8 @@ def _restorable(clean: float, bad: float) -> None:
 
 def _ends(params, config, pair: PatchPair) -> tuple:
     """-> (LD clean, LD corrupted, the clean run's contributions)."""
+    _check_model(params, config)
+    _check_pair(pair)
     logits, cache = run_with_cache(params, pair.clean, config)
     corrupt = _patched(params, config, pair.corrupt, cache, [], None)  # the same code path as every patched run
     return logit_difference(logits, pair), logit_difference(corrupt, pair), cache
@@ -557,6 +609,8 @@ def path_patching(params, config, pair: PatchPair, sender, receiver, via: str = 
     """
     if via not in ("q", "kv", "qkv"):
         raise ValueError(f"via={via!r}; choose 'q' (the receiver's queries), 'kv' (its keys and values) or 'qkv'")
+    _check_model(params, config)
+    _check_pair(pair)
     _check_heads(config, [sender], "sender")
     _check_heads(config, [receiver], "receiver")
     (s_layer, s_head), (r_layer, r_head) = sender, receiver
@@ -596,7 +650,9 @@ def attribution_patching(params, config, pair: PatchPair) -> np.ndarray:
     >>> attribution_patching(params, config, make_pair(config, np.random.default_rng(0), 8)).shape
     (2, 2)
     """
+    _check_model(params, config)
     _check_no_norm(config)
+    _check_pair(pair)
     _, clean_cache = run_with_cache(params, pair.clean, config)
     _, bad_cache = run_with_cache(params, pair.corrupt, config)
     tape = []
@@ -631,8 +687,9 @@ def ablate_heads(params, config, tokens, heads, kind: str = "zero", reference=No
     """
     if kind not in ABLATIONS:
         raise ValueError(f"kind={kind!r}; choose one of {ABLATIONS}")
+    _check_model(params, config)
     tokens = np.asarray(tokens)
-    if tokens.ndim != 2:
+    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
         raise ValueError(f"tokens has shape {tokens.shape}; give the batch's tokens (B, T)")
     chosen = _check_heads(config, heads)
     if kind != "zero":
@@ -680,7 +737,12 @@ def attention_rollout(weights_by_layer) -> np.ndarray:
     array([[0.75, 0.25],
            [0.25, 0.75]])
     """
-    layers = [np.asarray(w, dtype=float) for w in weights_by_layer]
+    if isinstance(weights_by_layer, (str, bytes)) or not hasattr(weights_by_layer, "__iter__"):
+        raise ValueError(f"weights_by_layer={weights_by_layer!r:.60}: give a list of each layer's weights (B, h, T, T)")
+    try:
+        layers = [np.asarray(w, dtype=float) for w in weights_by_layer]
+    except (TypeError, ValueError):
+        raise ValueError("weights_by_layer must hold each layer's weights (B, h, T, T) as numbers") from None
     if not layers:
         raise ValueError("weights_by_layer is empty; give one layer's weights (B, h, T, T) or more")
     for n, w in enumerate(layers):
@@ -838,7 +900,8 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
     abl = ablation_losses(params, config, probe, reference, [[r] for r in roles] + [[ind, backup]])
     prev_best = two.scores[:, SCORE_NAMES.index("previous_token"), 0].max(-1)  # (n,): the best layer-0 head
     top = [w.max(-1).mean(axis=(0, 2)) for w in train.forward(params, probe.tokens, config)[1]]  # [(h,)] * L
-    row = {"formation_step": formation_step(two), "final_loss": two.probe_loss[-1],
+    row = {"formation_step": formation_step(two),  # None (NaN) when no layer-1 head reaches 0.5 in the run
+           "final_loss": two.probe_loss[-1],
            "previous_token_step": two.steps[np.argmax(prev_best >= 0.5)] if (prev_best >= 0.5).any() else np.nan,
            "top_weight_prev": top[0][prev[1]], "top_weight_ind": top[1][ind[1]],
            "one_layer_loss": one.probe_loss[-1],
@@ -859,7 +922,7 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
     for kind in ABLATIONS:
         for name, v in zip((*names, "both"), abl[kind]):
             row[f"{kind}_{name}"] = v
-    return {k: float(v) for k, v in row.items()}
+    return {k: np.nan if v is None else float(v) for k, v in row.items()}  # None: the head never formed
 
 
 def seed_results(seeds=SEEDS, progress: bool = False) -> dict:
@@ -897,25 +960,32 @@ def load_seed_results(path=None) -> dict:
     return z
 
 
-def seed_summary(values) -> str:
-    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), 3 decimals.
+def formed(results: dict) -> np.ndarray:
+    """results of ``seed_results`` -> (n_seeds,) bool: the seeds whose induction head formed within the run."""
+    return np.isfinite(np.asarray(results["formation_step"], dtype=float))
 
-    >>> seed_summary([1.0, 2.0, 3.0])
-    '2.000 ± 1.000'
+
+def seed_summary(values, decimals: int = 3) -> str:
+    """values (n,) over seeds -> "mean ± sd" (the sample standard deviation), to ``decimals`` places.
+
+    >>> seed_summary([1.0, 2.0, 3.0]), seed_summary([375, 540, 505, 385], decimals=0)
+    ('2.000 ± 1.000', '451 ± 84')
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 2 or not np.isfinite(v).all():
         raise ValueError(f"values has shape {v.shape}; give one finite value per seed, at least 2 seeds")
-    return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}"
+    if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= 12:
+        raise ValueError(f"decimals={decimals!r} must be a whole number from 0 to 12")
+    return f"{v.mean():.{decimals}f} ± {v.std(ddof=1):.{decimals}f}"
 
 
 def compare_over_seeds(a, b) -> str:
     """a, b (n,): one value per seed, paired -> "a > b", "a < b" or "within the noise".
 
-    A difference counts when it has the same sign in every seed and its mean is more than twice the
-    standard deviation of the per-seed differences; otherwise it is within the noise.
+    A difference counts when it has the same sign in every seed and its mean is larger than its
+    spread (the standard deviation of the per-seed differences); otherwise it is within the noise.
 
-    >>> compare_over_seeds([2.0, 2.1, 1.9], [1.0, 1.0, 1.1]), compare_over_seeds([1.0, 2.0, 0.5], [1.1, 1.0, 1.0])
+    >>> compare_over_seeds([2.0, 2.1, 1.9], [1.0, 1.0, 1.1]), compare_over_seeds([1.0, 2.0, 1.5], [1.1, 1.0, 1.0])
     ('a > b', 'within the noise')
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -923,6 +993,6 @@ def compare_over_seeds(a, b) -> str:
         raise ValueError(f"a has shape {a.shape} and b {b.shape}; give one finite value per seed for each "
                          "(the same seeds, at least 2)")
     d = a - b
-    if abs(d.mean()) > 2 * d.std(ddof=1) and (np.all(d > 0) or np.all(d < 0)):
+    if abs(d.mean()) > d.std(ddof=1) and (np.all(d > 0) or np.all(d < 0)):
         return "a > b" if d.mean() > 0 else "a < b"
     return "within the noise"

@@ -18,18 +18,18 @@ Taught in 13_long_context.ipynb.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
-from .. import _validate
 from ..positions import dynamic_rope_scaling
 from . import checkpoints, training
 from . import long_context as lc
 from . import model as train
+from .seeds import Summary, format_values, separated, summary
 
 __all__ = ["SEEDS", "SCHEMES", "FIXES", "TUNED", "STREAMS", "FINE_TUNE", "RESULTS_PATH", "base_config",
-           "base_models", "fine_tune", "fine_tunes", "fix_models", "evaluate_fixes", "evaluate_models",
+           "base_models", "fine_tune", "fine_tunes", "fix_models", "at_length_scaling", "DYNAMIC",
+           "evaluate_fixes", "evaluate_models",
            "stream_settings", "evaluate_streams", "run_seed", "results", "load_results",
            "Summary", "summary", "separated", "format_summary", "format_values"]
 
@@ -132,7 +132,7 @@ def fix_models(rope) -> dict:
             for name, sc in FIXES.items()}
 
 
-def _at(config, name: str, T: int):
+def at_length_scaling(config, name: str, T: int):
     """The config a FIXES model reads T tokens with: a dynamic scaling resolved for T."""
     if name not in DYNAMIC:
         return config
@@ -145,7 +145,7 @@ def evaluate_models(models: dict, kind: str, n: int = 256, lengths=lc.LENGTHS) -
     out = np.zeros((len(models), len(lengths), 2))
     for i, (name, (config, params)) in enumerate(models.items()):
         for k, T in enumerate(lengths):
-            m, _ = lc.evaluate_at(params, _at(config, name, T), T, kind, seed=T, n=n)
+            m, _ = lc.evaluate_at(params, at_length_scaling(config, name, T), T, kind, seed=T, n=n)
             out[i, k] = m.accuracy, m.loss
     return out
 
@@ -207,39 +207,6 @@ def load_results(path=None) -> dict:
     return arrays
 
 
-class Summary(NamedTuple):
-    """One table entry over seeds: mean, min and max."""
-    mean: float
-    low: float
-    high: float
-
-    def __str__(self) -> str:
-        return f"{self.mean:.3f} ({self.low:.3f}-{self.high:.3f})"
-
-
-def summary(values) -> Summary:
-    """values (S,) over seeds -> Summary(mean, min, max).
-
-    >>> str(summary([0.7, 0.8, 0.75]))
-    '0.750 (0.700-0.800)'
-    """
-    v = _validate.float_array(values, "values").ravel()
-    if v.size == 0:
-        raise ValueError("values is empty; give one number per seed")
-    return Summary(float(v.mean()), float(v.min()), float(v.max()))
-
-
-def separated(a, b) -> bool:
-    """values of two rows over seeds (S,) each -> True when their ranges do not overlap: every seed
-    of one lies above every seed of the other. Otherwise the difference is within the noise.
-
-    >>> separated([0.9, 0.95], [0.5, 0.6]), separated([0.70, 0.79], [0.69, 0.75])
-    (True, False)
-    """
-    a, b = summary(a), summary(b)
-    return a.low > b.high or b.low > a.high
-
-
 def format_summary(table: np.ndarray, names, lengths=lc.LENGTHS, train_len: int = lc.TRAIN_LEN,
                    column: int = 0) -> str:
     """(S, M, K, 2) -> text: for each model, mean (min-max) over seeds of accuracy (``column`` 0) or
@@ -250,16 +217,3 @@ def format_summary(table: np.ndarray, names, lengths=lc.LENGTHS, train_len: int 
     rows = [f"{name:<34}" + "".join(f"{str(summary(table[:, i, k, column])):>22}" for k in range(len(lengths)))
             for i, name in enumerate(names)]
     return "\n".join([head, *rows])
-
-
-def format_values(values: np.ndarray, names, header: str) -> str:
-    """(S, M) one number per seed and model -> text: each model's mean (min-max) over seeds, under ``header``.
-
-    >>> print(format_values(np.array([[0.5, 1.0], [0.7, 1.0]]), ["a", "b"], "accuracy"))
-    accuracy, mean (min-max)
-    a                                      0.600 (0.500-0.700)
-    b                                      1.000 (1.000-1.000)
-    """
-    values = np.asarray(values)
-    return "\n".join([f"{header}, mean (min-max)"] + [f"{name:<34}{str(summary(values[:, i])):>25}"
-                                                       for i, name in enumerate(names)])

@@ -34,10 +34,11 @@ from .. import _validate, efficient, gqa, heads, positions
 from ..attention import causal_mask, scaled_dot_product_attention, softmax
 from ..mha import count_params, init_params, multi_head_attention, trace
 from ..positions import apply_rope
-from . import checkpoints, complexity, misconceptions
+from . import checkpoints, circuits, complexity, long_context, misconceptions
 
 __all__ = ["QUIZ_PATH", "MAX_CHOICES", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
-           "format_value", "choice_index", "grade", "score", "render_text", "verify"]
+           "format_value", "choice_index", "grade", "score", "render_text", "verify", "section_anchor",
+           "interview_markdown"]
 
 QUIZ_PATH = Path(__file__).resolve().parent.parent / "data" / "quiz.json"
 
@@ -121,6 +122,77 @@ def _sharp_head_matters_little() -> bool:
     return bool(np.any((w[:, None] > w[None, :]) & (cost[:, None] < cost[None, :])))
 
 
+def _rope_frequency_divisors(d_k: int, factor: float, kind: str) -> tuple:
+    """-> (highest-frequency pair, lowest-frequency pair): what a scaling divides their angle per position by."""
+    plain = positions.rope_inv_freq(d_k)
+    scaled = positions.rope_inv_freq(d_k, scaling={"type": kind, "factor": factor})
+    ratio = plain / scaled  # (d_k/2,)
+    return int(round(float(ratio[0]))), int(round(float(ratio[-1])))
+
+
+def _yarn_score_factor(factor: float, original_max_position: int) -> str:
+    a = positions.rope_attention_factor({"type": "yarn", "factor": factor, "original_max_position": original_max_position})
+    return f"{a * a:.3f}"  # q and k are each multiplied by a, so every score by a²
+
+
+def _rolling_keys(window: int, sinks: int, position: int) -> int:
+    """The keys a query at ``position`` attends to in a RollingKVCache holding every earlier token."""
+    cache = gqa.RollingKVCache(1, 1, 2, window=window, sinks=sinks)
+    cache.append(np.zeros((1, 1, position, 2)), np.zeros((1, 1, position, 2)))
+    return int(cache.next_mask(1).sum())
+
+
+def _paged_blocks(block_size: int, tokens: int) -> tuple:
+    """-> (blocks one sequence of ``tokens`` takes in a PagedKVCache, slots of them left empty)."""
+    pool = long_context.PagedKVCache(n_blocks=tokens // block_size + 2, block_size=block_size, h_kv=1, d_k=1)
+    pool.sequence(0).append(np.zeros((1, 1, tokens, 1)), np.zeros((1, 1, tokens, 1)))
+    return len(pool.tables[0]), pool.used_slots - pool.filled_slots
+
+
+def _merged_output(totals, outs) -> str:
+    """Chunks whose exp-scores sum to ``totals`` and whose partial outputs are ``outs`` -> the merged output."""
+    lses = [np.array([[math.log(t)]]) for t in totals]  # (T=1, 1) each: log of the chunk's denominator
+    return f"{float(efficient.merge_attention_partials([np.array([[o]], dtype=float) for o in outs], lses)[0, 0]):.1f}"
+
+
+def _denoising_finds_the_previous_token_head() -> bool:
+    """Key corruption: patching the previous-token head (clean into corrupted) restores > 0.9; value corruption < 0.1."""
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
+    key = circuits.head_patching(params, config, circuits.make_pair(config, np.random.default_rng(1401), 128))
+    value = circuits.head_patching(params, config, circuits.make_pair(config, np.random.default_rng(1401), 128,
+                                                                      corrupt="value"))
+    return bool(key[0, 1] > 0.9 and value[0, 1] < 0.1)
+
+
+def _resample_is_harshest() -> bool:
+    """Over the shipped seeds whose circuit formed: resampling the previous-token head costs more than zeroing or averaging it."""
+    r = circuits.load_seed_results()
+    ok = circuits.formed(r)  # the seeds whose circuit formed
+    return bool(ok.sum() >= 3 and np.all(r["resample_prev"][ok] > np.maximum(r["zero_prev"], r["mean_prev"])[ok]))
+
+
+def _backup_head_hides() -> bool:
+    """Over the shipped seeds whose circuit formed: removing both layer-2 heads costs more than the two removals one at a time."""
+    r = circuits.load_seed_results()
+    ok = circuits.formed(r)
+    return bool(ok.sum() >= 3 and np.all(r["zero_both"][ok] > (r["zero_ind"] + r["zero_backup"])[ok]))
+
+
+def _attribution_exact_in_the_last_layer() -> bool:
+    """Attribution patching equals activation patching for the last layer's heads, and misses for L1 H1."""
+    config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
+    pair = circuits.make_pair(config, np.random.default_rng(1401), 128)
+    attr, act = circuits.attribution_patching(params, config, pair), circuits.head_patching(params, config, pair)
+    return bool(np.allclose(attr[-1], act[-1], atol=1e-6) and act[0, 1] - attr[0, 1] > 0.1)
+
+
+def _baseline_shrinks_with_width() -> bool:
+    """The random composition baseline at d_model 32 is about twice that at 128 (d_k = D / 2 both): ~1/sqrt(D)."""
+    small = circuits.composition_baseline(32, 16, np.random.default_rng(0))
+    wide = circuits.composition_baseline(128, 64, np.random.default_rng(0))
+    return bool(0 < wide < small and abs(small / wide - 2) < 0.3)
+
+
 def _masked_row_is_zero() -> bool:
     return bool(np.all(softmax(np.full((1, 4), -np.inf)) == 0))
 
@@ -146,6 +218,18 @@ COMPUTE = {
     "one_head_breaks_the_model": _one_head_breaks_the_model,
     "sharp_head_matters_little": _sharp_head_matters_little,
     "alibi_inverse_slope": lambda h, head: round(1 / float(positions.alibi_slopes(h)[head])),
+    "rope_frequency_divisors": _rope_frequency_divisors,
+    "yarn_score_factor": _yarn_score_factor,
+    "rolling_keys": _rolling_keys,
+    "paged_blocks": _paged_blocks,
+    "merged_output": _merged_output,
+    "quantized_kv_bytes_per_token": lambda layers, h_kv, d_k, bits: int(
+        long_context.quantized_kv_bytes_per_token(layers, h_kv, d_k, bits)),
+    "denoising_finds_the_previous_token_head": _denoising_finds_the_previous_token_head,
+    "resample_is_harshest": _resample_is_harshest,
+    "backup_head_hides": _backup_head_hides,
+    "attribution_exact_in_the_last_layer": _attribution_exact_in_the_last_layer,
+    "baseline_shrinks_with_width": _baseline_shrinks_with_width,
 }
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
@@ -359,3 +443,48 @@ def render_text(questions) -> str:
         lines += [f"   {'abcdefgh'[i]}) {c}" for i, c in enumerate(q.choices)]
         key.append(f"{n}{'abcdefgh'[q.answer]}")
     return "\n".join(lines + ["", "answers: " + " ".join(key)])
+
+
+# ----------------------------------------------------------------------------- the interview set of notebook 11
+def section_anchor(notebook, section: str) -> str | None:
+    """notebook (.ipynb path), section "3" -> the anchor JupyterLab gives its heading ("3.-Q,-K,-V:-..."), or None.
+
+    The heading is the first markdown line ``## <section>.`` / ``## <section> ·`` of that notebook; its
+    anchor is its text with spaces as hyphens and double quotes as %22.
+    """
+    import re
+
+    path = Path(notebook)
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    pattern = re.compile(rf"^#{{2,3}}\s+{re.escape(str(section))}(\.|\s*·)\s")
+    for cell in cells:
+        if cell.get("cell_type") != "markdown":
+            continue
+        for line in "".join(cell["source"]).splitlines():
+            if pattern.match(line):
+                return line.lstrip("#").strip().replace(" ", "-").replace('"', "%22")
+    return None
+
+
+def interview_markdown(questions, notebooks_dir, per_cell: int = 12, here: str = "11_misconceptions_and_interview") -> list[str]:
+    """[Question], the notebooks' folder -> the markdown cells of notebook 11's interview set, ``per_cell`` each.
+
+    Each question in bold, its answer (the right choice and the explanation) folded in a <details>, and a
+    link to the section that demonstrates it (an anchor where its heading is found). Notebook 11 holds
+    exactly these cells; a test renders them again and compares.
+    """
+    if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
+        raise ValueError(f"per_cell={per_cell!r} must be a whole number >= 1")
+    folder = Path(notebooks_dir)
+    items = []
+    for n, q in enumerate(questions, 1):
+        anchor = section_anchor(folder / f"{q.notebook}.ipynb", q.section)
+        label = f"{q.notebook[:2]} §{q.section}" if anchor else q.notebook[:2]
+        target = "" if q.notebook == here else f"{q.notebook}.ipynb"
+        link = f"[{label}]({target}#{anchor})" if anchor else f"[{label}]({target or '#'})"
+        items.append(f"**{n}. {q.question}**\n<details><summary>Answer</summary>\n\n"
+                     f"**{q.choices[q.answer]}.** {q.explanation} See {link}.\n</details>")
+    return ["\n\n".join(items[i:i + per_cell]) for i in range(0, len(items), per_cell)]

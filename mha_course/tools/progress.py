@@ -260,7 +260,8 @@ def as_html(table: list, refresh_s: int | None = 10, title: str = "The class's p
                 r = cells.get(e)
                 state = r["state"] if r else "not started"
                 css = {"done": "done", "tried": "tried"}.get(state, "none")
-                tip = f" title='{esc(str(r['tries']))} tries, last {esc(str(r['when']))}'" if r and r["tries"] else ""
+                tries = f"{r['tries']} {'try' if r['tries'] == 1 else 'tries'}" if r else ""
+                tip = f" title='{esc(tries)}, last {esc(str(r['when']))}'" if r and r["tries"] else ""
                 tds.append(f"<td class='{css}'{tip}>{esc(_cell_text(r) if r else '-')}</td>")
             parts.append(f"<tr><td>{esc(learner)}</td>{''.join(tds)}</tr>")
         parts.append("</table>")

@@ -31,7 +31,7 @@ def missing_copies(notebooks, outdir: Path) -> list:
     return [Path(nb) for nb in notebooks if not (Path(outdir) / "notebooks" / Path(nb).name).exists()]
 
 
-def prepare(outdir, notebooks=None, log=print) -> Path:
+def prepare(outdir, notebooks=None, log=print, lang=None) -> Path:
     """Write the student copies that ``outdir`` lacks (all of them the first time); return ``outdir``.
 
     A copy that exists is left as it is, whatever it holds; the linked files that are missing
@@ -47,7 +47,7 @@ def prepare(outdir, notebooks=None, log=print) -> Path:
                                 "(pip install --force-reinstall mha-course)")
     todo = missing_copies(notebooks, outdir)
     if todo:
-        write_student_copies(todo, outdir, log=log)
+        write_student_copies(todo, outdir, log=log, lang=lang)
     else:
         log(f"{outdir}: every notebook is there; reopening your copies (nothing was written)")
     return outdir
@@ -65,7 +65,7 @@ def lab_command(outdir: Path, lab_args=()) -> list:
 def _cmd_start(args) -> int:
     lab_args = [a for a in args.lab_args if a != "--"]
     try:
-        outdir = prepare(args.dir)
+        outdir = prepare(args.dir, lang=args.lang)
     except StudentCopyError as err:  # StudentInputError included: one line, nothing half-written
         print(f"mha-course start: {err}", file=sys.stderr)
         return 2
@@ -82,4 +82,6 @@ def add_start_command(sub) -> None:
     st.add_argument("dir", help="the folder for your copies, e.g. ~/mha-course (made if missing)")
     st.add_argument("lab_args", nargs="*", metavar="-- JUPYTERLAB_ARGS",
                     help="passed to JupyterLab, after --, e.g. -- --no-browser --port 8899")
+    st.add_argument("--lang", default=None, choices=("zh_CN",),
+                    help="the course's prose in this language (code cells stay English): zh_CN = 中文")
     st.set_defaults(func=_cmd_start)

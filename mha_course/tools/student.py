@@ -228,20 +228,28 @@ def _linked_files(nb, nb_dir: Path) -> list:
     return sorted(set(found))
 
 
-def _student_text(path: Path) -> tuple:
-    """(the student copy of the notebook at ``path`` as text, the source notebook); bad source: one line."""
+def _student_text(path: Path, lang=None) -> tuple:
+    """(the student copy of the notebook at ``path`` as text, the source notebook); bad source: one line.
+
+    With ``lang`` (e.g. "zh_CN") the copy's markdown comes from the catalogue of that language
+    (``tools.i18n``); its code cells are the English ones, unchanged."""
     import nbformat
+
+    from . import i18n
 
     try:
         nb = read_notebook(path, "source notebook")
-        return nbformat.writes(student_notebook(nb)) + "\n", nb
+        copy = student_notebook(nb)
+        if lang is not None:
+            copy = i18n.translated(copy, path.stem, lang)
+        return nbformat.writes(copy) + "\n", nb
     except NotebookRunError as err:
         raise StudentInputError(str(err)) from None
     except StudentCopyError as err:
         raise StudentInputError(f"{path}: {err}; fix the solution markers in that cell") from None
 
 
-def _plan(notebooks, outdir: Path):
+def _plan(notebooks, outdir: Path, lang=None):
     """[(target, content: str)] for the notebooks, and {target: source Path} for the files they link."""
     plan, assets, seen = [], {}, {}
     for path in map(Path, notebooks):
@@ -251,7 +259,7 @@ def _plan(notebooks, outdir: Path):
             raise StudentInputError(f"{path} is named {what} for {target}; name each notebook once, "
                                     "and never two with the same file name")
         seen[target] = path
-        text, nb = _student_text(path)
+        text, nb = _student_text(path, lang)
         plan.append((target, text))
         for rel in _linked_files(nb, path.parent):
             asset = Path(os.path.normpath(outdir / "notebooks" / rel))
@@ -335,10 +343,10 @@ def _clash_error(clash) -> StudentCopyError:
         "or choose another folder.")
 
 
-def _writes(notebooks, outdir: Path, overwrite: bool):
+def _writes(notebooks, outdir: Path, overwrite: bool, lang=None):
     """[(target, bytes, kind)] to write; kind 'new', 'learner' or 'broken' (the last two backed up first)."""
     _check_outdir(outdir)
-    plan, assets = _plan(notebooks, outdir)
+    plan, assets = _plan(notebooks, outdir, lang)
     _refuse_sources_as_targets(plan, notebooks)
     kinds = [(t, text, _existing(t, text)) for t, text in plan]
     writes = [(t, text.encode("utf-8"), kind) for t, text, kind in kinds if kind != "same"]
@@ -402,8 +410,11 @@ def _commit(writes, staged, outdir: Path, log) -> None:
         log(f"wrote {target}")
 
 
-def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) -> list:
+def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print, lang=None) -> list:
     """Write OUTDIR/notebooks/<name> for each notebook, plus the files they link; return paths.
+
+    ``lang`` ("zh_CN"): the copies' prose in that language, from the course's catalogues (code
+    cells unchanged), and the checkers of this course folder speak it too (OUTDIR/.mha-course/lang).
 
     Never replaces a learner's file: if a notebook copy exists and differs, nothing at all
     is written and StudentCopyError names the files, unless ``overwrite``; then each replaced
@@ -417,7 +428,7 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
         outdir = files.check_path_arg(outdir, "OUTDIR", "~/mha-student")
     except files.PathError as err:
         raise StudentInputError(str(err)) from None
-    paths, writes, hashes = _writes(notebooks, outdir, overwrite)
+    paths, writes, hashes = _writes(notebooks, outdir, overwrite, lang)
     try:
         staged = _stage_all(writes)
     except OSError as err:
@@ -429,8 +440,26 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print) 
     finally:
         for tmp in staged:
             tmp.unlink(missing_ok=True)
-    _mark(outdir, hashes)
+    try:
+        _mark(outdir, hashes)
+        _mark_language(outdir, lang)
+    except OSError as err:  # the copies are whole; only the course folder's records are missing
+        raise StudentInputError(_os_error_line(err, outdir / MARKER, "The copies are written; run again "
+                                               "to record them")) from None
     return paths
+
+
+LANGUAGE = "lang"             # in OUTDIR/.mha-course/: the course folder's language, e.g. zh_CN (absent: English)
+
+
+def _mark_language(outdir: Path, lang) -> None:
+    """Record the course folder's language for its checkers (nothing for English)."""
+    from . import i18n
+
+    if lang is None:
+        return
+    i18n.check_lang(lang)
+    files.atomic_write(outdir / MARKER / LANGUAGE, f"{lang}\n".encode())
 
 
 # ---------------------------------------------------------------------------------------
@@ -525,7 +554,7 @@ def _swap_ours(tmp: Path, target: Path, old_sha: str, holding: Path) -> bool:
     return False
 
 
-def update_student_copies(notebooks, outdir, log=print) -> dict:
+def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
     """Bring new and changed notebooks into an existing student copy; return {kind: [paths]}.
 
     The nbgitpuller rule: a notebook the learner never changed (it is still what this command
@@ -544,7 +573,7 @@ def update_student_copies(notebooks, outdir, log=print) -> dict:
         raise StudentInputError(f"{outdir} holds no student copy (no {outdir / 'notebooks'}); make one first: "
                                 f"mha-course student {outdir}")
     _check_outdir(outdir)
-    plan, assets = _plan(notebooks, outdir)
+    plan, assets = _plan(notebooks, outdir, lang)
     _refuse_sources_as_targets(plan, notebooks)
     manifest, done, hashes = read_manifest(outdir), {"new": [], "updated": [], "beside": [], "same": []}, {}
     (outdir / MARKER).mkdir(exist_ok=True)
@@ -600,7 +629,10 @@ def update_student_copies(notebooks, outdir, log=print) -> dict:
         raise StudentInputError(_os_error_line(err, outdir, "Each file is whole: the old version or the new")) from None
     finally:
         if hashes:
-            _mark(outdir, hashes)
+            try:
+                _mark(outdir, hashes)
+            except OSError:
+                pass  # the files are whole; without the record a later --update treats them as edited
     return done
 
 
@@ -622,12 +654,12 @@ def _cmd_student(args) -> int:
         return 2
     try:
         if args.update:
-            done = update_student_copies(notebooks, args.outdir)
+            done = update_student_copies(notebooks, args.outdir, lang=args.lang)
             print(f"student copy updated: {len(done['new'])} new, {len(done['updated'])} updated, "
                   f"{len(done['beside'])} beside an edited notebook, {len(done['same'])} unchanged, in "
                   f"{Path(args.outdir).expanduser()}")
             return 0
-        paths = write_student_copies(notebooks, args.outdir, overwrite=args.overwrite)
+        paths = write_student_copies(notebooks, args.outdir, overwrite=args.overwrite, lang=args.lang)
     except StudentInputError as err:
         print(f"mha-course student: {err}", file=sys.stderr)
         return 2
@@ -651,4 +683,6 @@ def add_student_command(sub) -> None:
     mode.add_argument("--update", action="store_true",
                       help="bring new and changed notebooks into an existing copy: a notebook you edited is "
                            "never touched (the new version lands beside it as NAME.updated.ipynb)")
+    st.add_argument("--lang", default=None, choices=("zh_CN",),
+                    help="the copies' prose in this language (code cells stay English): zh_CN = 中文")
     st.set_defaults(func=_cmd_student)

@@ -166,6 +166,7 @@ def circuits_figure(params, config, kind: str = "ov"):
         raise ValueError(f"kind={kind!r}; choose 'ov' (OV circuits), 'qk' (token QK circuits) or 'pos' "
                          "(positional QK circuits)")
     fn = kinds[kind]
+    fn(params, config, 0, 0)  # a TypeError names a params or config that is not a model's
     L, h = config.n_layers, config.h
     fig, axes = plt.subplots(1, L * h, figsize=(3.4 * L * h, 3.3), layout="constrained", squeeze=False)
     vocab = token_text(range(config.vocab))

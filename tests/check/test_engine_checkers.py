@@ -347,8 +347,13 @@ def test_matches_generic_helper(capsys):
 
 
 def test_unknown_mistake_says_so(capsys):
-    ok, out = run(capsys, "softmax", lambda x, axis=-1: stable_softmax(x, axis) * 0.5)
+    ok, out = run(capsys, "softmax", lambda x, axis=-1: stable_softmax(x, axis) * 0.37)
     assert ok is False and "not one of the mistakes I know" in out
+
+
+def test_a_factor_built_from_nothing_the_exercise_has_is_still_named_when_simple(capsys):
+    ok, out = run(capsys, "softmax", lambda x, axis=-1: stable_softmax(x, axis) * 0.5)
+    assert ok is False and "Found: every value of result is 1/2 times the expected one" in out, out
 
 
 # ---------------------------------------------------------------- fakes that fit fixed sizes

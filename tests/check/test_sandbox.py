@@ -1,5 +1,5 @@
 """The checker's sandbox: numpy errors raised globally, numpy patched in its submodules, the
-checker's own functions replaced, printing from fd 1 and from other threads (qa3-findings, check/engine.py).
+checker's own functions replaced, printing from fd 1 and from other threads (each found by an attack on the engine).
 
 The time limit's attacks are in test_engine.py (they run through a checker).
 """

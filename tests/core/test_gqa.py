@@ -438,3 +438,51 @@ def test_a_refused_append_leaves_the_cache_unchanged():
     with pytest.raises(ValueError, match="does not broadcast"):
         gqa.grouped_query_attention(x[:, :1], p, 4, 2, cache=cache, mask=np.ones((1, 3), bool))
     assert cache.length == 3 and np.array_equal(cache.keys, before)
+
+
+# ----------------------------------------------------------------------------- StreamingLLM's positions
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(window=st.integers(1, 6), sinks=st.integers(0, 3), T=st.integers(1, 16), seed=st.integers(0, 2 ** 16))
+def test_rolling_cache_positions_inside_the_cache_are_streaming_llms(window, sinks, T, seed):
+    """Xiao et al. 2023 §3.2: at every step the query attends the cached tokens (the sinks, then the window)
+    numbered 0 .. n-1 inside the cache, itself last. That is plain causal RoPE attention over the
+    subsequence of the tokens the cache holds: the query's output is that subsequence's last row."""
+    rng = np.random.default_rng(seed)
+    p = mc.init_gqa_params(8, 4, 2, rng=rng)
+    x = rng.normal(size=(1, T, 8))
+    cache = mc.RollingKVCache(1, 2, 2, window, sinks, positions="cache", rope_base=100.0)
+    for t in range(T):
+        out, _ = mc.grouped_query_attention(x[:, t:t + 1], p, 4, 2, cache=cache, rope_base=100.0)
+        held = sorted({s for s in range(t + 1) if s < sinks or s > t - window})  # what the query sees
+        sub = x[:, held]  # (1, n, D), numbered 0 .. n-1 in the cache
+        ref, _ = mc.grouped_query_attention(sub, p, 4, 2, mask=mc.causal_mask(len(held)), rope_base=100.0)
+        assert np.abs(out[0, 0] - ref[0, -1]).max() < 1e-10, (t, held)
+
+
+def test_rolling_cache_absolute_positions_put_a_sink_at_its_true_distance():
+    """With absolute positions (the default) the sink keeps its rotation: its score is that of distance t - 0."""
+    rng = np.random.default_rng(3)
+    p = mc.init_gqa_params(8, 4, 2, rng=rng)
+    x = rng.normal(size=(1, 12, 8))
+    for positions, same in (("absolute", True), ("cache", False)):
+        cache = mc.RollingKVCache(1, 2, 2, 3, 1, positions=positions, rope_base=100.0)
+        steps = [mc.grouped_query_attention(x[:, t:t + 1], p, 4, 2, cache=cache, rope_base=100.0)[0] for t in range(12)]
+        t_, s_ = np.indices((12, 12))
+        allowed = (s_ <= t_) & ((s_ > t_ - 3) | (s_ < 1))
+        full, _ = mc.grouped_query_attention(x, p, 4, 2, mask=allowed, rope_base=100.0)
+        assert np.allclose(np.concatenate(steps, 1), full, atol=1e-12) == same
+
+
+@pytest.mark.parametrize("kwargs,match", [({"positions": "relative"}, "positions"), ({"positions": "cache"}, "rope_base"),
+                                          ({"positions": "cache", "rope_base": 1.0}, "base")])
+def test_rolling_cache_positions_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mc.RollingKVCache(1, 1, 2, 4, 1, **kwargs)
+
+
+def test_rolling_cache_positions_cache_refuses_a_chunk_once_the_window_slid():
+    cache = mc.RollingKVCache(1, 1, 2, window=2, sinks=1, positions="cache", rope_base=100.0)
+    cache.append(np.ones((1, 1, 3, 2)), np.ones((1, 1, 3, 2)))  # positions 0-2: the gap is still 0
+    with pytest.raises(ValueError, match="one token per call"):
+        cache.append(np.ones((1, 1, 2, 2)), np.ones((1, 1, 2, 2)))
+    assert cache.cache_positions(2).tolist() == [0, 1, 2]

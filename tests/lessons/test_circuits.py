@@ -330,3 +330,226 @@ def test_lazy_top_level_names():
     assert out.strip() == "mha_course.lessons.circuits"
     with pytest.raises(AttributeError):
         mc.no_such_name  # noqa: B018
+
+
+# ----------------------------------------------------------------------------- issue 33 / qa3: attacks on the public functions
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_composition_score_does_not_care_about_scale(scale):
+    a = np.random.default_rng(0).normal(size=(4, 4))
+    b = np.random.default_rng(1).normal(size=(4, 4))
+    assert ci.composition_score(scale * a, b) == pytest.approx(ci.composition_score(a, b), rel=1e-9)
+    assert ci.composition_score(a, scale * b) == pytest.approx(ci.composition_score(a, b), rel=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_copying_score_does_not_care_about_scale(scale):
+    assert ci.copying_score(scale * np.diag([2.0, -1.0])) == pytest.approx(1 / 3)
+
+
+def test_copying_score_of_a_nilpotent_matrix_says_so():
+    with pytest.raises(ValueError, match="nilpotent"):
+        ci.copying_score(np.array([[0.0, 1.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match="W is zero"):
+        ci.copying_score(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("heads", [[(5, 0)], [(0, 2)], [(-1, 0)], [(0.5, 0)], [(True, 0)], [0], "ab"])
+def test_heads_that_do_not_exist_are_refused(heads):
+    tokens = train.make_batch(CONFIG, np.random.default_rng(0), 2).tokens
+    with pytest.raises(ValueError, match="heads|pairs"):
+        ci.patch_heads(PARAMS, CONFIG, tokens, tokens, heads)
+    with pytest.raises(ValueError, match="heads|pairs"):
+        ci.ablate_heads(PARAMS, CONFIG, tokens, heads)
+
+
+@pytest.mark.parametrize("positions", [[-1], [99], [1.5], [[0]]])
+def test_positions_out_of_range_are_refused(positions):
+    tokens = train.make_batch(CONFIG, np.random.default_rng(0), 2).tokens
+    with pytest.raises(ValueError, match="positions"):
+        ci.patch_heads(PARAMS, CONFIG, tokens, tokens, [(0, 1)], positions)
+
+
+def test_source_and_target_of_other_lengths_are_refused():
+    tokens = train.make_batch(CONFIG, np.random.default_rng(0), 2).tokens
+    with pytest.raises(ValueError, match="same"):
+        ci.patch_heads(PARAMS, CONFIG, tokens, tokens[:, :10], [(0, 1)])
+
+
+def test_patching_identical_runs_is_a_value_error_not_a_zero_division():
+    pair = ci.make_pair(CONFIG, np.random.default_rng(0), 4)
+    same = pair._replace(corrupt=pair.clean)
+    for call in (lambda: ci.patching_effect(PARAMS, CONFIG, same, [(0, 1)]),
+                 lambda: ci.head_patching(PARAMS, CONFIG, same),
+                 lambda: ci.path_patching(PARAMS, CONFIG, same, (0, 1), (1, 1)),
+                 lambda: ci.attribution_patching(PARAMS, CONFIG, same)):
+        with pytest.raises(ValueError, match="nothing to restore"):
+            call()
+
+
+@pytest.mark.parametrize("sender,receiver", [((0, 7), (1, 1)), ((0, 1), (1, 7)), ((0, -1), (1, 0))])
+def test_path_patching_refuses_heads_that_do_not_exist(sender, receiver):
+    pair = ci.make_pair(CONFIG, np.random.default_rng(0), 4)
+    with pytest.raises(ValueError, match="do not exist"):
+        ci.path_patching(PARAMS, CONFIG, pair, sender, receiver)
+
+
+def test_rollout_of_no_layers_or_mixed_shapes_is_refused():
+    with pytest.raises(ValueError, match="empty"):
+        ci.attention_rollout([])
+    with pytest.raises(ValueError, match="shape"):
+        ci.attention_rollout([np.full((1, 1, 2, 2), 0.5), np.full((1, 1, 3, 3), 1 / 3)])
+
+
+@pytest.mark.parametrize("kwargs", [{"n": 0}, {"d_k": 0}, {"d_model": 8, "d_k": 16}, {"n": 2.5}])
+def test_composition_baseline_refuses_empty_or_impossible_sizes(kwargs):
+    args = {"d_model": 32, "d_k": 16, "n": 10, **kwargs}
+    with pytest.raises(ValueError):
+        ci.composition_baseline(args["d_model"], args["d_k"], np.random.default_rng(0), args["n"])
+
+
+def test_load_trajectories_names_the_file_and_the_fix(tmp_path):
+    bad = tmp_path / "bad.npz"
+    bad.write_text("not a zip")
+    with pytest.raises(ValueError, match="phase_change"):
+        ci.load_trajectories(bad)
+    with pytest.raises(ValueError, match="not a trajectory file"):
+        ci.load_trajectories(checkpoints.checkpoint_path("induction"))
+
+
+# ----------------------------------------------------------------------------- what 14 adds
+def test_composition_baseline_spread_and_width():
+    s = ci.composition_baseline_scores(32, 16, np.random.default_rng(0))
+    assert s.shape == (200,) and 0.005 < s.std() < 0.05
+    assert ci.composition_baseline(32, 16, np.random.default_rng(0)) == pytest.approx(s.mean())
+    wide = ci.composition_baseline(128, 64, np.random.default_rng(0))
+    assert 1.7 < s.mean() / wide < 2.3  # about 1 / sqrt(D): 4x the width, half the score
+
+
+def test_repeated_tokens_and_the_induction_score_on_a_perfect_stripe():
+    tok = ci.repeated_tokens(16, 5, 3, np.random.default_rng(0))
+    assert tok.shape == (3, 10) and (tok[:, :5] == tok[:, 5:]).all()
+    T, half = 10, 5
+    w = np.zeros((2, T, T))
+    w[0, np.arange(T), np.maximum(np.arange(T) - half + 1, 0)] = 1.0  # the induction stripe
+    w[1] = uniform_causal(T)
+    got = ci.repeat_induction_score(w, half)
+    assert got[0] == 1.0 and got[1] == pytest.approx(np.mean(1 / (np.arange(half, T) + 1)))
+    with pytest.raises(ValueError, match="half"):
+        ci.repeat_induction_score(w, 4)
+
+
+def test_the_trained_induction_head_scores_high_on_repeated_random_tokens():
+    tok = ci.repeated_tokens(CONFIG.vocab, CONFIG.seq_len // 2, 128, np.random.default_rng(1404))
+    w = train.forward(PARAMS, tok, CONFIG)[1]
+    assert ci.repeat_induction_score(w[1], 12).max() > 0.5 > ci.repeat_induction_score(w[0], 12).max()
+
+
+def test_ov_spectrum_has_at_most_d_k_nonzero_values_and_matches_the_circuit():
+    s = ci.ov_spectrum(PARAMS, CONFIG, 1, 1)
+    m = ci.ov_circuit(PARAMS, CONFIG, 1, 1)
+    assert (np.diff(s) <= 1e-9).all() and s[0] == pytest.approx(np.linalg.norm(m, 2))
+    assert (s ** 2).sum() == pytest.approx((m ** 2).sum())
+    assert np.linalg.matrix_rank(m) <= CONFIG.d_model // CONFIG.h
+
+
+def test_attribution_patching_agrees_with_activation_patching():
+    """Exact for the last layer (linear in its heads' outputs); for layer 1 the same order and the same winner."""
+    pair = ci.make_pair(CONFIG, np.random.default_rng(1401), 128)
+    attr, act = ci.attribution_patching(PARAMS, CONFIG, pair), ci.head_patching(PARAMS, CONFIG, pair)
+    np.testing.assert_allclose(attr[1], act[1], atol=1e-9)
+    assert np.argmax(attr[0]) == np.argmax(act[0]) == 1
+    assert 0.3 < attr[0, 1] < act[0, 1]  # the linear estimate falls short through layer 2's saturated softmax
+
+
+def test_attribution_patching_is_the_derivative_of_interpolated_patching():
+    """d/dε of LD with head (0, 0)'s output moved ε of the way from corrupt to clean, at ε = 0."""
+    pair = ci.make_pair(CONFIG, np.random.default_rng(3), 16)
+    _, clean = ci.run_with_cache(PARAMS, pair.clean, CONFIG)
+    _, bad = ci.run_with_cache(PARAMS, pair.corrupt, CONFIG)
+    from mha_course.lessons import misconceptions as mi
+
+    def ld(eps, layer, head):
+        def hook(lay, tr):
+            c = mi.head_contributions(tr, PARAMS.layers[lay].W_o)
+            if lay == layer:
+                c[:, head] = c[:, head] + eps * (clean[layer][:, head] - bad[layer][:, head])
+            return c.sum(1)
+        return ci.logit_difference(train.forward(PARAMS, pair.corrupt, CONFIG, patch=hook)[0], pair)
+    attr = ci.attribution_patching(PARAMS, CONFIG, pair)
+    full = ld(1.0, 0, 0) - ld(0.0, 0, 0)
+    for layer, head in [(0, 0), (0, 1), (1, 0)]:
+        eps = 1e-4
+        slope = (ld(eps, layer, head) - ld(-eps, layer, head)) / (2 * eps)
+        lds = ci.logit_difference(train.forward(PARAMS, pair.clean, CONFIG)[0], pair)
+        lde = ci.logit_difference(train.forward(PARAMS, pair.corrupt, CONFIG)[0], pair)
+        assert attr[layer, head] == pytest.approx(slope / (lds - lde), abs=1e-5)
+    assert np.isfinite(full)
+
+
+# ----------------------------------------------------------------------------- the claims of 14 over seeds
+SEEDS = ci.load_seed_results()
+OK = np.isfinite(SEEDS["formation_step"])  # recomputed here: the seeds whose induction head formed
+
+
+def _f(name):
+    return np.asarray(SEEDS[name])[OK]
+
+
+def _holds(a, b):
+    """a > b in every formed seed, by more than the spread of the per-seed differences (recomputed here)."""
+    d = np.asarray(a) - np.asarray(b)
+    return bool((d > 0).all() and d.mean() > d.std(ddof=1))
+
+
+def _mixed(a, b):
+    """The difference changes sign between seeds: no conclusion may be drawn from it."""
+    d = np.asarray(a) - np.asarray(b)
+    return bool((d > 0).any() and (d < 0).any())
+
+
+def test_the_shipped_results_cover_at_least_three_formed_seeds_and_seed_0_is_the_checkpoint():
+    assert len(SEEDS["seeds"]) >= 3 and OK.sum() >= 3 and SEEDS["seeds"][0] == 0
+    assert (ci.formed(SEEDS) == OK).all()
+    pair = ci.make_pair(CONFIG, np.random.default_rng(1401), 128)
+    assert SEEDS["patch_prev"][0] == pytest.approx(ci.head_patching(PARAMS, CONFIG, pair)[0, 1], abs=1e-6)
+
+
+def test_claim_the_circuit_forms_and_one_layer_never_does():
+    assert (SEEDS["one_layer_prefix"] < 0.3).all()
+    assert _holds(_f("one_layer_loss"), _f("final_loss"))
+    assert (SEEDS["final_loss"][~OK] > 10 * _f("final_loss").max()).all()  # a seed without it ends far higher
+
+
+def test_claim_k_composition_is_above_the_random_baseline_and_q_v_are_not():
+    base = SEEDS["baseline"]
+    assert (_f("k_comp_ind") > base.mean() + 3 * base.std()).all()
+    assert _holds(_f("k_comp_ind"), _f("q_comp_ind")) and _holds(_f("k_comp_ind"), _f("v_comp_ind"))
+
+
+def test_claim_key_corruption_runs_through_the_previous_token_head_and_its_kv_path():
+    assert _holds(_f("patch_prev"), _f("patch_other"))
+    assert _holds(_f("path_kv"), _f("path_q"))
+    assert _holds(_f("patch_prev"), _f("patch_value_prev"))  # each corruption asks its own question
+
+
+def test_claim_resample_is_harshest_and_zero_mean_are_within_the_noise():
+    assert _holds(_f("resample_prev"), _f("zero_prev"))
+    assert _mixed(_f("zero_prev"), _f("mean_prev"))
+
+
+def test_claim_both_l2_heads_cost_more_than_the_two_removals():
+    assert _holds(_f("zero_both"), _f("zero_ind") + _f("zero_backup"))
+
+
+def test_claim_dla_misses_the_previous_token_head_and_its_rank_against_the_induction_head_is_noise():
+    assert (np.abs(_f("dla_prev")) < 0.05 * _f("dla_ind")).all() and (_f("patch_prev") > 0.8).all()
+    assert _mixed(_f("zero_prev"), _f("zero_ind"))   # which of the two matters more: within the noise
+    assert _holds(_f("top_weight_ind"), _f("top_weight_prev"))  # while the induction head always looks sharper
+
+
+def test_compare_over_seeds_says_within_the_noise():
+    assert ci.compare_over_seeds([1.0, 1.1, 0.9], [1.0, 1.0, 1.0]) == "within the noise"
+    assert ci.compare_over_seeds([3.0, 3.1, 2.9], [1.0, 1.0, 1.1]) == "a > b"
+    assert ci.compare_over_seeds([0.0, 0.1, 0.0], [1.0, 1.0, 1.1]) == "a < b"
+    with pytest.raises(ValueError):
+        ci.compare_over_seeds([1.0], [2.0])

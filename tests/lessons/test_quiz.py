@@ -57,7 +57,28 @@ def _crossover(d_model):
     return T
 
 
+def _rope_divisors(d_k, factor, kind):
+    """The angle pairs 0 and d_k/2 - 1 turn through from position 0 to 1, read off apply_rope, plain over scaled."""
+    x = np.zeros((2, d_k))
+    x[:, 0::2] = 1.0  # (cos, sin) = (1, 0) in every interleaved pair
+    def angles(scaling):
+        r = mc.apply_rope(x, [0, 1], scaling=scaling)[1]  # (d_k,): position 1
+        return np.arctan2(r[1::2], r[0::2])  # (d_k/2,)
+    ratio = angles(None) / angles({"type": kind, "factor": factor})
+    return int(round(float(ratio[0]))), int(round(float(ratio[-1])))
+
+
+def _rolling_keys(window, sinks, position):
+    return min(window, position + 1) + min(sinks, max(0, position + 1 - window))  # the window, then the sinks before it
+
+
 INDEPENDENT = {
+    "rope_frequency_divisors": _rope_divisors,
+    "yarn_score_factor": lambda factor, original_max_position: f"{(0.1 * math.log(factor) + 1) ** 2:.3f}",
+    "rolling_keys": _rolling_keys,
+    "paged_blocks": lambda block_size, tokens: (-(-tokens // block_size), -(-tokens // block_size) * block_size - tokens),
+    "merged_output": lambda totals, outs: f"{sum(t * o for t, o in zip(totals, outs)) / sum(totals):.1f}",
+    "quantized_kv_bytes_per_token": lambda layers, h_kv, d_k, bits: 2 * layers * h_kv * (d_k * bits // 8 + 2),
     "alibi_inverse_slope": lambda h, head: 2 ** (8 * (head + 1) // h),  # Press et al.: 2^(-8/h) per head, h a power of 2
     "param_count": lambda d_model: mc.count_params(mc.init_params(d_model, rng=np.random.default_rng(0))),
     "stage_shape": _shape,
@@ -272,3 +293,20 @@ def test_score_with_an_unknown_id_names_it():
         quiz.score([q], {"nope": 0})
 
 
+
+
+def test_notebook_11s_interview_set_is_the_file_rendered():
+    """The interview set in 11 is ``interview_markdown`` of the quiz file: it cannot drift from the quiz."""
+    nb = json.loads((ROOT / "notebooks" / "11_misconceptions_and_interview.ipynb").read_text(encoding="utf-8"))
+    texts = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    cells = quiz.interview_markdown(QUESTIONS, ROOT / "notebooks")
+    start = texts.index(cells[0])
+    assert texts[start:start + len(cells)] == cells
+
+
+def test_every_interview_link_lands_on_a_heading():
+    for q in QUESTIONS:
+        assert quiz.section_anchor(ROOT / "notebooks" / f"{q.notebook}.ipynb", q.section), (q.id, q.notebook, q.section)
+    assert quiz.section_anchor(ROOT / "notebooks" / "01_qkv.ipynb", "99") is None
+    with pytest.raises(ValueError, match="per_cell"):
+        quiz.interview_markdown(QUESTIONS, ROOT / "notebooks", per_cell=0)

@@ -1,18 +1,28 @@
 """The workshop hub (`make hub`) and its benchmark, for real: root, Unix users, JupyterHub, the proxy.
 
 - a port that is taken is refused before anything starts, naming the port and the fix;
-- `make hub`'s launcher: a learner logs in with the workshop password (a wrong one is refused),
-  gets a fresh student copy in a private home (0700, owned by the learner: another learner
-  cannot read it), with the solutions turned into stubs, BLAS at one thread and the memory limit
-  of ``--memory`` on the server and on a kernel it starts; stopping the launcher leaves no process
-  behind;
-- benchmarks/bench_hub.py with 2 learners: every notebook cell runs, 0 errors, its last line and
-  its JSON; no learner account or process is left afterwards.
+- `make hub`'s launcher (one live hub for the module, two learners with a kernel each): a learner
+  logs in with the workshop password (a wrong one is refused), gets a fresh student copy in a
+  private home (0700, owned by the learner: another learner cannot read it), with the solutions
+  turned into stubs, BLAS at one thread and the limit in force (the banner says which: per
+  process, with a private /dev/shm of that size and a file-size bound; or systemd's per learner);
+  the state folder is 0700 and the database 0600; JupyterLab shows no news and no update check;
+  reserved and system names are refused at login with a message;
+- end to end, the class's progress: one learner's checker passes, another's names a mistake; the
+  admin's page (a hub service) shows both, then the fix; a learner gets 403 there;
+- ``--update-copies`` runs ``student --update`` as each learner, keeping an edited notebook;
+- a second hub (its generated password in a 0600 file, never in its log; one learner; stopped)
+  and benchmarks/bench_hub.py with 2 learners beside the live hub: the first hub's kernels are
+  the same processes afterwards and still answer; the benchmark leaves no account or process;
+- a network address without TLS is refused (so are half a certificate and weak passwords), and
+  --self-signed serves a certificate whose printed fingerprint is the one the socket presents;
+- stopping the launcher leaves no process of its own behind.
 
 They need root, the hub's interpreter (build/hub/venv, made by `make hub`) and
 configurable-http-proxy (build/hub-npm); without them they skip with the reason, unless
 MHA_COURSE_REQUIRE_HUB=1 (CI's hub step), which makes that a failure. The Unix accounts the
-tests create (group mha-learners, names starting with mhatest- or mhabench-) are removed.
+tests create (group mha-learners, mhatest-<this pid>-...) are removed, and only those: every
+process a test stops is one it started (its own launcher's process group, or its accounts').
 
     make hub-install && python -m pytest tests/tools/test_hub.py -p no:nbval -q
 """
@@ -63,21 +73,6 @@ def hub_ready():
         pytest.skip(reason)
 
 
-def _our_processes(since: float) -> list:
-    """Processes started since ``since`` by the hub's interpreter or the proxy, still alive."""
-    import psutil
-    found = []
-    for proc in psutil.process_iter(["cmdline", "create_time"]):
-        try:
-            cmd = " ".join(proc.info["cmdline"] or [])
-            if proc.info["create_time"] >= since - 1 and (str(HUB_VENV) in cmd or "configurable-http-proxy" in cmd):
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    found.append(f"{proc.pid}: {cmd[:120]}")
-        except psutil.NoSuchProcess:
-            pass
-    return found
-
-
 def test_a_taken_port_is_refused_with_the_fix():
     import socket
     with socket.socket() as s:
@@ -90,79 +85,329 @@ def test_a_taken_port_is_refused_with_the_fix():
             workshop_hub.check_ports("127.0.0.1", port - 1)
 
 
-def test_a_learner_logs_in_and_gets_a_private_student_copy(hub_ready, tmp_path):
-    import requests
-    since = time.time()
-    port = _free_block()
-    password = "workshop-" + os.urandom(4).hex()
-    env = dict(os.environ, MHA_HUB_PASSWORD=password)
-    env.pop("PYTHONPATH", None)
-    launcher = subprocess.Popen([str(HUB_PY), str(ROOT / "deploy" / "hub" / "workshop_hub.py"), "--port", str(port),
-                                 "--state", str(tmp_path / "state"), "--proxy", str(PROXY), "--memory", "1.5"],
-                                env=env, stdout=open(tmp_path / "hub.log", "wb"), stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    names = ["mhatest-ada", "mhatest-bob"]
-    url = f"http://127.0.0.1:{port}/"
+@pytest.mark.parametrize("password", ["short", "123456789", "password123", "1234567890", "aaaaaaaaaaaaaa",
+                                      "Workshop123", "12345678901"])
+def test_weak_workshop_passwords_are_refused(password):
+    with pytest.raises(workshop_hub.HubError, match="password"):
+        workshop_hub.check_password(password)
+
+
+@pytest.mark.parametrize("password", ["attention-is-all", "correct horse battery", "123456789012345"])
+def test_good_workshop_passwords_pass(password):
+    workshop_hub.check_password(password)
+
+
+@pytest.mark.parametrize("ip", ["0.0.0.0", "192.168.1.20", "::"])
+def test_a_network_address_without_tls_is_refused(ip, tmp_path):
+    with pytest.raises(workshop_hub.HubError, match=r"plain HTTP.*--ssl-cert FILE --ssl-key FILE.*--self-signed.*--insecure"):
+        workshop_hub.Hub(ip=ip, state=tmp_path).check_network()
+    workshop_hub.Hub(ip=ip, state=tmp_path, insecure=True).check_network()  # said explicitly
+    workshop_hub.Hub(ip=ip, state=tmp_path, self_signed=True).check_network()
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    with pytest.raises(workshop_hub.HubError, match="both --ssl-cert and --ssl-key"):
+        workshop_hub.Hub(ip=ip, state=tmp_path, ssl_cert=cert).check_network()
+    with pytest.raises(workshop_hub.HubError, match="does not exist"):
+        workshop_hub.Hub(ip=ip, state=tmp_path, ssl_cert=cert, ssl_key=key).check_network()
+    cert.write_text("x")
+    key.write_text("x")
+    workshop_hub.Hub(ip=ip, state=tmp_path, ssl_cert=cert, ssl_key=key).check_network()
+
+
+@pytest.mark.parametrize("ip", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
+def test_loopback_needs_no_tls(ip, tmp_path):
+    workshop_hub.Hub(ip=ip, state=tmp_path).check_network()
+
+
+def test_jupyterlab_is_quieted_by_merging_overrides(tmp_path):
+    settings = tmp_path / "share" / "jupyter" / "lab" / "settings"
+    settings.mkdir(parents=True)
+    (settings / "overrides.json").write_text(json.dumps({"@jupyterlab/apputils-extension:themes": {"theme": "x"},
+                                                         "@jupyterlab/apputils-extension:notification": {"a": 1}}))
+    path = workshop_hub.quiet_jupyterlab(tmp_path)
+    got = json.loads(path.read_text())
+    assert got["@jupyterlab/apputils-extension:themes"] == {"theme": "x"}  # someone else's setting stays
+    assert got["@jupyterlab/apputils-extension:notification"] == {"a": 1, "fetchNews": "false", "checkForUpdates": False}
+
+
+def test_a_hub_finds_only_the_processes_carrying_its_own_id():
+    """What a hub stops: its descendants and its id's carriers; a process with another hub's id is not among them."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
+    mine = subprocess.Popen(sleep, env=dict(os.environ, MHA_HUB_ID="hub-a"), start_new_session=True)
+    other = subprocess.Popen(sleep, env=dict(os.environ, MHA_HUB_ID="hub-b"), start_new_session=True)
+    plain = subprocess.Popen(sleep, start_new_session=True)
     try:
-        _wait(lambda: _get(url + "hub/api"), 120, launcher, tmp_path / "hub.log")
-        wrong = requests.Session()
-        wrong.get(url + "hub/login")
-        r = wrong.post(url + "hub/login", data={"username": names[0], "password": "not-the-password",
-                                                "_xsrf": wrong.cookies.get("_xsrf")}, allow_redirects=False)
-        assert r.status_code == 403, r.status_code
-        sessions = {}
-        for name in names:
-            s = requests.Session()
-            s.get(url + "hub/login")
-            r = s.post(url + "hub/login", data={"username": name, "password": password,
-                                                "_xsrf": s.cookies.get("_xsrf")}, allow_redirects=True, timeout=300)
-            assert r.status_code == 200, (r.status_code, r.url)
-            sessions[name] = s
-        for name, s in sessions.items():
-            # JupyterLab's page once the server is up (the OAuth redirects give the server's cookie), then its API
-            _wait(lambda: _page(s, f"{url}user/{name}/lab"), 180, launcher, tmp_path / "hub.log")
-            model = _json(s, f"{url}user/{name}/api/contents/mha-course/notebooks/02_scaled_dot_product.ipynb")
-            assert model, "the student copy of notebook 02 is not in the learner's ~/mha-course/notebooks/"
-            sources = "".join("".join(c["source"]) for c in model["content"]["cells"])
-            assert "NotImplementedError" in sources and "### BEGIN SOLUTION" not in sources, "not a student copy"
-            home = Path(f"/home/{name}")
-            assert home.stat().st_mode & 0o777 == 0o700
-            copy = home / "mha-course" / "notebooks" / "02_scaled_dot_product.ipynb"
-            import pwd
-            assert copy.stat().st_uid == pwd.getpwnam(name).pw_uid
-        peek = subprocess.run(["runuser", "-u", names[1], "--", "ls", f"/home/{names[0]}"], capture_output=True)
-        assert peek.returncode != 0, "one learner can read another's home"
-        import psutil
-        servers = [p for p in psutil.process_iter(["username", "cmdline", "environ"])
-                   if p.info["username"] == names[0] and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])]
-        assert servers, "no server runs as the learner's own Unix user"
-        assert servers[0].info["environ"]["OMP_NUM_THREADS"] == "1"
-        assert servers[0].info["environ"]["MHA_COURSE_THREADS"] == "1"
-        limit = int(1.5 * 1024 ** 3)  # --memory 1.5 (GiB), for each of the learner's processes
-        assert _data_limit(servers[0].pid) == (limit, limit)
-        kernel = _start_kernel(sessions[names[0]], f"{url}user/{names[0]}/")
-        assert _data_limit(kernel.pid) == (limit, limit), "the kernel did not inherit the limit"
+        _wait_for(lambda: all(Path(f"/proc/{p.pid}/environ").read_bytes() for p in (mine, other)))
+        found = {p.pid for p in workshop_hub.processes_of_hub("hub-a")}
+        assert mine.pid in found and other.pid not in found and plain.pid not in found
+        assert plain.pid in {p.pid for p in workshop_hub.processes_of_hub("", roots=[plain.pid])}
+        assert not workshop_hub.processes_of_hub("hub-none")
     finally:
-        os.killpg(launcher.pid, signal.SIGTERM)
+        for p in (mine, other, plain):  # only the three this test started, by their own pids
+            p.kill()
+            p.wait()
+
+
+def test_the_hubs_learners_come_from_its_own_database(tmp_path):
+    import sqlite3
+    with sqlite3.connect(tmp_path / "jupyterhub.sqlite") as con:
+        con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        con.executemany("INSERT INTO users (name) VALUES (?)", [("bob",), ("ada",)])
+    assert workshop_hub.hub_learners(tmp_path) == ["ada", "bob"]
+    assert workshop_hub.hub_learners(tmp_path / "none") == []
+
+
+def _wait_for(probe, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         try:
-            launcher.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(launcher.pid, signal.SIGKILL)
-            launcher.wait()
-        left = _our_processes(since)
-        workshop_hub.remove_learner_accounts(workshop_hub.learner_accounts("mhatest-"))
-    assert launcher.returncode == 0, (tmp_path / "hub.log").read_text()[-3000:]
-    assert not left, f"still running after the hub stopped: {left}"
-    assert not workshop_hub.learner_accounts("mhatest-")
+            if probe():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("not ready")
 
 
-def test_bench_hub_with_two_learners(hub_ready, tmp_path):
-    since = time.time()
-    out = tmp_path / "bench_hub.json"
-    env = dict(os.environ)
+TAG = f"mhatest-{os.getpid()}-"           # this run's accounts: another run's, or a class's, are never touched
+ADA, BOB, CY, TEACHER = (TAG + n for n in ("ada", "bob", "cy", "teacher"))
+ADMIN_PASSWORD = "teacher-" + "x" * 30
+
+
+def _launch(tmp, port, *args, password=None):
+    """workshop_hub.py as `make hub` runs it, in a session of its own, its output in tmp/hub.log."""
+    env = dict(os.environ, MHA_HUB_ADMIN_PASSWORD=ADMIN_PASSWORD)
     env.pop("PYTHONPATH", None)
+    env.pop("MHA_HUB_PASSWORD", None)
+    if password:
+        env["MHA_HUB_PASSWORD"] = password
+    tmp.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([str(HUB_PY), str(ROOT / "deploy" / "hub" / "workshop_hub.py"), "--port", str(port),
+                             "--state", str(tmp / "state"), "--proxy", str(PROXY), *args],
+                            env=env, stdout=open(tmp / "hub.log", "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(launcher, hub_id=None) -> list:
+    """SIGTERM to the launcher's own process group (it started it: start_new_session), as Ctrl-C would;
+    what this launcher started (its descendants, and the processes carrying its hub's id) still alive after."""
+    import psutil
+    try:
+        started = psutil.Process(launcher.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
+    if launcher.poll() is None:
+        os.killpg(launcher.pid, signal.SIGTERM)
+    try:
+        launcher.wait(90)
+    except subprocess.TimeoutExpired:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+    alive = [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    alive += workshop_hub.processes_of_hub(hub_id) if hub_id else []
+    return sorted({f"{p.pid}: {' '.join(p.cmdline())[:120]}" for p in alive if p.is_running()})
+
+
+def _hub_id(pid: int) -> str:
+    """The MHA_HUB_ID a learner's process (its server, a kernel) inherited from the hub that started it."""
+    import psutil
+    return psutil.Process(pid).environ()["MHA_HUB_ID"]
+
+
+def _login(url, name, password, next_url=None):
+    import requests
+    s = requests.Session()
+    s.get(url + "hub/login")
+    r = s.post(url + "hub/login" + (f"?next={next_url}" if next_url else ""),
+               data={"username": name, "password": password, "_xsrf": s.cookies.get("_xsrf")},
+               allow_redirects=True, timeout=300)
+    return s, r
+
+
+class LiveHub:
+    """The first hub of this module: two learners logged in, each with a kernel in notebook 02."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.port = _free_block()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.password = "workshop-" + os.urandom(4).hex()
+        self.launcher = _launch(tmp, self.port, "--memory", "1.5", "--admin", TEACHER, password=self.password)
+        self.sessions, self.kernels = {}, {}
+
+    def login_learners(self):
+        _wait(lambda: _get(self.url + "hub/api"), 120, self.launcher, self.log)
+        for name in (ADA, BOB):
+            s, r = _login(self.url, name, self.password)
+            assert r.status_code == 200, (r.status_code, r.url)
+            self.sessions[name] = s
+        for name, s in self.sessions.items():
+            _wait(lambda: _page(s, f"{self.url}user/{name}/lab"), 180, self.launcher, self.log)
+            self.kernels[name] = _start_kernel(s, f"{self.url}user/{name}/", NOTEBOOK_02)
+        self.hub_id = _hub_id(self.kernels[ADA].pid)
+
+    @property
+    def log(self):
+        return self.tmp / "hub.log"
+
+
+NOTEBOOK_02 = "mha-course/notebooks/02_scaled_dot_product.ipynb"
+
+
+@pytest.fixture(scope="module")
+def live_hub(hub_ready, tmp_path_factory):
+    hub = LiveHub(tmp_path_factory.mktemp("live-hub"))
+    hub.hub_id = None
+    try:
+        hub.login_learners()
+        yield hub
+    finally:
+        hub.left = _stop(hub.launcher, hub.hub_id)
+        workshop_hub.remove_learner_accounts([ADA, BOB, CY, TEACHER])  # this module's own accounts
+    assert hub.launcher.returncode == 0, hub.log.read_text()[-3000:]
+    assert not hub.left, f"still running after the hub stopped: {hub.left}"
+
+
+def test_a_learner_logs_in_and_gets_a_private_student_copy(live_hub):
+    import pwd
+
+    import psutil
+    url, names = live_hub.url, [ADA, BOB]
+    import requests
+    wrong = requests.Session()
+    wrong.get(url + "hub/login")
+    r = wrong.post(url + "hub/login", data={"username": ADA, "password": "not-the-password",
+                                            "_xsrf": wrong.cookies.get("_xsrf")}, allow_redirects=False)
+    assert r.status_code == 403, r.status_code
+    for name, s in live_hub.sessions.items():
+        model = _json(s, f"{url}user/{name}/api/contents/{NOTEBOOK_02}")
+        assert model, "the student copy of notebook 02 is not in the learner's ~/mha-course/notebooks/"
+        sources = "".join("".join(c["source"]) for c in model["content"]["cells"])
+        assert "NotImplementedError" in sources and "### BEGIN SOLUTION" not in sources, "not a student copy"
+        home = Path(f"/home/{name}")
+        assert home.stat().st_mode & 0o777 == 0o700
+        copy = home / "mha-course" / "notebooks" / "02_scaled_dot_product.ipynb"
+        assert copy.stat().st_uid == pwd.getpwnam(name).pw_uid
+        assert (home / "mha-course" / ".mha-course").is_dir()  # where the checkers record progress
+    peek = subprocess.run(["runuser", "-u", names[1], "--", "ls", f"/home/{names[0]}"], capture_output=True)
+    assert peek.returncode != 0, "one learner can read another's home"
+    servers = [p for p in psutil.process_iter(["username", "cmdline", "environ"])
+               if p.info["username"] == names[0] and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])]
+    assert servers, "no server runs as the learner's own Unix user"
+    assert servers[0].info["environ"]["OMP_NUM_THREADS"] == "1"
+    assert servers[0].info["environ"]["MHA_COURSE_THREADS"] == "1"
+    limit = int(1.5 * 1024 ** 3)  # --memory 1.5 (GiB), for each of the learner's processes
+    kernel = live_hub.kernels[ADA]
+    log = live_hub.log.read_text()
+    if "per process (RLIMIT_DATA" in log:  # no systemd with cgroup v2 here: the banner says so
+        assert _limit(servers[0].pid, "Max data size") == (limit, limit)
+        assert _limit(kernel.pid, "Max data size") == (limit, limit), "the kernel did not inherit the limit"
+        assert _limit(kernel.pid, "Max file size") == (limit, limit), "/dev/shm files are not bounded"
+    else:
+        assert "per learner (systemd unit" in log, log[-2000:]
+    if "/dev/shm private to each learner" in log:
+        df = subprocess.run(["nsenter", "-t", str(kernel.pid), "-m", "df", "-k", "--output=size", "/dev/shm"],
+                            capture_output=True, text=True)
+        assert int(df.stdout.split()[-1]) == limit // 1024, df.stdout
+
+
+def test_state_is_private_and_jupyterlab_is_quiet(live_hub):
+    state = live_hub.tmp / "state"
+    assert state.stat().st_mode & 0o777 == 0o700
+    assert (state / "jupyterhub.sqlite").stat().st_mode & 0o777 == 0o600
+    assert (state / "cookie_secret").stat().st_mode & 0o077 == 0
+    s = live_hub.sessions[ADA]
+    settings = _json(s, f"{live_hub.url}user/{ADA}/lab/api/settings/@jupyterlab/apputils-extension:notification")
+    assert settings, "no JupyterLab settings from the learner's server"
+    defaults = {k: v.get("default") for k, v in settings["schema"]["properties"].items()}  # overrides set them
+    assert defaults["fetchNews"] == "false" and defaults["checkForUpdates"] is False
+    assert live_hub.password not in live_hub.log.read_text()  # given by MHA_HUB_PASSWORD: never echoed
+
+
+@pytest.mark.parametrize("name", ["nobody", "daemon", "root"])
+def test_reserved_and_system_names_are_refused_at_login_with_a_message(live_hub, name):
+    _, r = _login(live_hub.url, name, live_hub.password)
+    assert r.status_code == 403
+    assert "reserved or system name" in r.text or "existing account" in r.text, r.text[-1500:]
+
+
+def _page_rows(session, url):
+    r = session.get(url + "services/progress/?format=json", timeout=60)
+    assert r.status_code == 200, (r.status_code, r.url)
+    return {(row["learner"], row["exercise"]): row for row in r.json()["rows"]}
+
+
+def test_the_progress_page_shows_who_finished_and_who_made_which_mistake(live_hub):
+    """End to end: ada's softmax passes, bob's forgets the max; the admin's page shows both, live."""
+    url = live_hub.url
+    right = "import mha_course as mc\nfrom mha_course import check\ncheck.softmax(mc.softmax)"
+    naive = ("import numpy as np\nfrom mha_course import check\n"
+             "def my_softmax(x, axis=-1):\n    e = np.exp(x)\n    return e / e.sum(axis=axis, keepdims=True)\n"
+             "check.softmax(my_softmax)")
+    assert "✔ softmax" in _execute(live_hub.sessions[ADA], url, ADA, live_hub.kernels[ADA], right)
+    assert "✘ softmax" in _execute(live_hub.sessions[BOB], url, BOB, live_hub.kernels[BOB], naive)
+    teacher, r = _login(url, TEACHER, ADMIN_PASSWORD, next_url="/services/progress/")
+    assert r.status_code == 200 and "/services/progress/" in r.url, (r.status_code, r.url)
+    page = r.text
+    assert '<meta http-equiv="refresh"' in page
+    assert ADA in page and BOB in page and TEACHER not in page
+    assert "<td class='done'" in page and "<td class='tried'" in page
+    rows = _page_rows(teacher, url)
+    assert rows[ADA, "softmax"]["state"] == "done"
+    assert rows[BOB, "softmax"]["state"] == "tried" and rows[BOB, "softmax"]["mistake"], rows[BOB, "softmax"]
+    assert rows[BOB, "softmax"]["mistake"] in page
+    # live: bob fixes it, and the next load shows it
+    fixed = "import mha_course as mc\nfrom mha_course import check\ncheck.softmax(mc.softmax)"
+    assert "✔ softmax" in _execute(live_hub.sessions[BOB], url, BOB, live_hub.kernels[BOB], fixed)
+    assert _page_rows(teacher, url)[BOB, "softmax"]["state"] == "done"
+    # a learner may not see the class
+    r = live_hub.sessions[ADA].get(url + "services/progress/", timeout=60)
+    assert r.status_code == 403 and ADA + "</td>" not in r.text
+
+
+def test_update_copies_runs_as_each_learner_and_keeps_their_edits(live_hub):
+    copy = Path(f"/home/{ADA}/mha-course/notebooks/01_qkv.ipynb")
+    edited = copy.read_text().replace("#", "# my note:", 1)
+    copy.write_text(edited)
+    run = subprocess.run([str(HUB_PY), str(ROOT / "deploy" / "hub" / "workshop_hub.py"), "--update-copies",
+                          "--state", str(live_hub.tmp / "state")], capture_output=True, text=True, timeout=600,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{ADA}: student copy updated" in run.stdout and f"{BOB}: student copy updated" in run.stdout
+    assert copy.read_text() == edited
+
+
+def test_a_second_hub_and_bench_hub_leave_the_first_hubs_learners_alone(live_hub, tmp_path):
+    """Another hub (own learner, stopped) and bench_hub --learners 2 beside a live class: its kernels survive."""
+    import psutil
+    import requests
+    first = {name: (k.pid, k.create_time()) for name, k in live_hub.kernels.items()}
+    # a second hub, with a generated password (never in its log), one learner, then stopped
+    port = _free_block(live_hub.port + 4)
+    second = _launch(tmp_path / "second", port)
+    try:
+        _wait(lambda: _get(f"http://127.0.0.1:{port}/hub/api"), 120, second, tmp_path / "second" / "hub.log")
+        password_file = tmp_path / "second" / "state" / "password"
+        _wait(lambda: password_file.exists() or None, 30, second, tmp_path / "second" / "hub.log")
+        assert password_file.stat().st_mode & 0o777 == 0o600
+        password = password_file.read_text().strip()
+        assert password not in (tmp_path / "second" / "hub.log").read_text(), "the password is in the log"
+        s, r = _login(f"http://127.0.0.1:{port}/", CY, password)
+        assert r.status_code == 200
+        _wait(lambda: _page(s, f"http://127.0.0.1:{port}/user/{CY}/lab"), 180, second, tmp_path / "second" / "hub.log")
+        cy_server = next(p for p in psutil.process_iter(["username", "cmdline"]) if p.info["username"] == CY
+                         and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or []))
+        second_id = _hub_id(cy_server.pid)
+        assert second_id != live_hub.hub_id
+    finally:
+        left = _stop(second, locals().get("second_id"))
+    assert second.returncode == 0, (tmp_path / "second" / "hub.log").read_text()[-3000:]
+    assert not left, f"the second hub left: {left}"
+    assert not [p for p in psutil.process_iter(["username"]) if p.info["username"] == CY], "the second hub left cy's"
+    # the benchmark, beside the live class
+    out = tmp_path / "bench_hub.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run = subprocess.run([str(HUB_PY), str(ROOT / "benchmarks" / "bench_hub.py"), "--learners", "2",
-                          "--json", str(out), "--no-progress"], capture_output=True, text=True, timeout=1200,
+                          "--json", str(out), "--no-progress"], capture_output=True, text=True, timeout=1800,
                          env=env, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     last = run.stdout.strip().splitlines()[-1]
@@ -171,45 +416,125 @@ def test_bench_hub_with_two_learners(hub_ready, tmp_path):
     result = json.loads(out.read_text())["2 learners, spread 0 s"]
     assert result["errors"] == 0 and result["memory_mib_per_learner"] > 50
     assert result["median_s"] <= result["max_s"]
-    assert not workshop_hub.learner_accounts("mhabench-"), "the benchmark left learner accounts"
-    assert not _our_processes(since), "the benchmark left processes running"
+    left = [n for n in workshop_hub.learner_accounts("mhabench-") if not Path(f"/proc/{n.split('-')[1]}").exists()]
+    assert not left, f"the benchmark left learner accounts: {left}"
+    # the first hub's learners: the same kernels, still running, still answering
+    for name, (pid, created) in first.items():
+        proc = psutil.Process(pid)
+        assert proc.is_running() and proc.create_time() == created, f"{name}'s kernel was killed"
+        assert "2" in _execute(live_hub.sessions[name], live_hub.url, name, live_hub.kernels[name], "print(1 + 1)")
+    assert requests.get(live_hub.url + "hub/api", timeout=10).status_code == 200
+
+
+def test_tls_is_required_off_loopback(hub_ready, tmp_path):
+    """--ip 0.0.0.0 without TLS is refused before anything starts; --self-signed prints a fingerprint."""
+    port = _free_block(9800)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["MHA_HUB_PASSWORD"] = "workshop-" + os.urandom(4).hex()
+    hub = [str(HUB_PY), str(ROOT / "deploy" / "hub" / "workshop_hub.py"), "--port", str(port), "--proxy", str(PROXY),
+           "--state", str(tmp_path / "state")]
+    run = subprocess.run(hub + ["--ip", "0.0.0.0"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and "plain HTTP" in run.stderr and "--self-signed" in run.stderr, run.stderr
+    assert not (tmp_path / "state").exists()
+    run = subprocess.run(hub + ["--ip", "0.0.0.0", "--ssl-cert", str(tmp_path / "missing.pem")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and "--ssl-key" in run.stderr
+    for weak in ("short", "password123", "1234567890", "aaaaaaaaaaaa"):
+        run = subprocess.run(hub, capture_output=True, text=True, timeout=300, env=dict(env, MHA_HUB_PASSWORD=weak))
+        assert run.returncode == 2 and "password" in run.stderr, (weak, run.stderr)
+    launcher = subprocess.Popen(hub + ["--ip", "127.0.0.1", "--self-signed"], env=env, stdout=open(tmp_path / "log", "wb"),
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait(lambda: "fingerprint" in (tmp_path / "log").read_text() or None, 180, launcher, tmp_path / "log")
+        import ssl
+        pem = ssl.get_server_certificate(("127.0.0.1", port))
+        import hashlib
+        digest = hashlib.sha256(ssl.PEM_cert_to_DER_cert(pem)).hexdigest().upper()
+        printed = re.search(r"((?:[0-9A-F]{2}:){31}[0-9A-F]{2})", (tmp_path / "log").read_text())[1]
+        assert printed.replace(":", "") == digest, "the printed fingerprint is not the served certificate's"
+        assert (tmp_path / "state" / "hub-key.pem").stat().st_mode & 0o777 == 0o600
+    finally:
+        left = _stop(launcher)
+    assert not left, f"still running after the hub stopped: {left}"
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-def _free_block() -> int:
+def _free_block(start: int = 9400) -> int:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         from bench_hub import free_port_block
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    return free_port_block(9400)
+    return free_port_block(start)
 
 
-def _data_limit(pid: int) -> tuple:
-    """(soft, hard) RLIMIT_DATA of process ``pid`` in bytes, from /proc/PID/limits (prlimit on
-    another user's process may be refused even to root in a container)."""
+def _limit(pid: int, what: str) -> tuple:
+    """(soft, hard) of the limit ``what`` ("Max data size", "Max file size") of process ``pid`` in bytes,
+    from /proc/PID/limits (prlimit on another user's process may be refused even to root in a container)."""
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
-        if line.startswith("Max data size"):
-            soft, hard = line.split()[3:5]
+        if line.startswith(what):
+            soft, hard = line[len(what):].split()[:2]
             return tuple(-1 if v == "unlimited" else int(v) for v in (soft, hard))
-    raise AssertionError(f"no 'Max data size' in /proc/{pid}/limits")
+    raise AssertionError(f"no {what!r} in /proc/{pid}/limits")
 
 
-def _start_kernel(session, server_url: str):
-    """Start a kernel on a learner's server through its REST API; its process (psutil), once it runs."""
-    import psutil
-    xsrf = next((c.value for c in session.cookies if c.name == "_xsrf" and c.path.startswith("/user/")),
+def _xsrf(session):
+    return next((c.value for c in session.cookies if c.name == "_xsrf" and c.path.startswith("/user/")),
                 next(c.value for c in session.cookies if c.name == "_xsrf"))
-    r = session.post(server_url + "api/kernels", json={"name": "python3"}, headers={"X-XSRFToken": xsrf}, timeout=60)
+
+
+def _start_kernel(session, server_url: str, notebook: str):
+    """A kernel for ``notebook`` on a learner's server (a session, as JupyterLab opens it); its process (psutil)."""
+    import psutil
+    r = session.post(server_url + "api/sessions", json={"path": notebook, "type": "notebook",
+                                                        "name": Path(notebook).name, "kernel": {"name": "python3"}},
+                     headers={"X-XSRFToken": _xsrf(session)}, timeout=60)
     assert r.status_code == 201, (r.status_code, r.text[:300])
-    kernel_id = r.json()["id"]
+    kernel_id = r.json()["kernel"]["id"]
     deadline = time.time() + 60
     while time.time() < deadline:
         for p in psutil.process_iter(["cmdline"]):
             if any(kernel_id in part for part in (p.info["cmdline"] or [])):
+                p.kernel_id = kernel_id
                 return p
         time.sleep(0.5)
     raise AssertionError(f"no process for kernel {kernel_id}")
+
+
+def _execute(session, hub_url: str, name: str, kernel, code: str) -> str:
+    """Run ``code`` in the learner's kernel over its websocket, as JupyterLab does; what it printed (and raised)."""
+    import uuid
+
+    from websocket import create_connection
+    cookies = "; ".join(f"{c.name}={c.value}" for c in session.cookies)
+    ws = create_connection(hub_url.replace("http://", "ws://") + f"user/{name}/api/kernels/{kernel.kernel_id}/channels",
+                           header=[f"Cookie: {cookies}", f"X-XSRFToken: {_xsrf(session)}"],
+                           origin=hub_url.rstrip("/"), timeout=300)
+    msg_id, out = uuid.uuid4().hex, []
+    try:
+        ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": name,
+                       "session": uuid.uuid4().hex, "date": "", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True}}))
+        replied = idle = False  # the reply (shell) and the outputs (iopub) come on two channels, in any order
+        while not (replied and idle):
+            raw = ws.recv()
+            msg = json.loads(raw) if isinstance(raw, str) else {}
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+            elif msg["msg_type"] == "execute_reply":
+                replied = True
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        return "".join(out)
+    finally:
+        ws.close()
 
 
 def _get(url):

@@ -53,3 +53,94 @@ def test_a_live_run_with_the_loss_plot_callback():
     assert len(live.losses) == 10 and run.steps.tolist() == [0, 5, 10]
     assert run.k_composition.shape == (3, 0, 0) and ci.formation_step(run) is None
 
+
+
+# ----------------------------------------------------------------------------- issue 33: figure properties, bad input
+def _figures():
+    batch = train.make_batch(CONFIG, np.random.default_rng(0), 16)
+    _, weights = train.forward(PARAMS, batch.tokens, CONFIG)
+    pair = ci.make_pair(CONFIG, np.random.default_rng(1401), 32)
+    yield vc.step_figure(RUNS, 375)
+    yield vc.circuits_figure(PARAMS, CONFIG, "pos")
+    yield vc.circuits_figure(PARAMS, CONFIG, "ov")
+    yield vc.pattern_figure(weights[1][0], batch.tokens[0], head=1, token=22, key=15)
+    yield vc.position_patching_figure(ci.position_patching(PARAMS, CONFIG, pair), pair.clean[0]).figure
+    yield vc.rollout_figure(np.ones(24), np.ones(24), np.ones(24), batch.tokens[0], 22)[0].figure
+
+
+def test_no_tick_label_is_smaller_than_7_points():
+    for fig in _figures():
+        fig.canvas.draw()
+        for ax in fig.axes:
+            sizes = [t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels() if t.get_text()]
+            assert min(sizes, default=vc.TICK_SIZE) >= vc.TICK_SIZE, (ax.get_title(), min(sizes))
+        plt.close(fig)
+
+
+def _luminance(rgba):
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a, b):
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _cell_colours(ax):
+    img = ax.get_images()[0]
+    return img, np.asarray(img.get_array())
+
+
+def test_every_written_value_contrasts_with_its_cell():
+    """WCAG's 3:1 for text on the darkest and lightest cells of the tables and the patching heatmap."""
+    from matplotlib import colors as mcolors
+    pair = ci.make_pair(CONFIG, np.random.default_rng(1401), 32)
+    axes = [vc.ranking_table({"a": np.array([[0.1, 0.9], [0.5, 0.7]]), "b": np.array([[3.0, 1], [2, 0]])}),
+            vc.position_patching_figure(ci.position_patching(PARAMS, CONFIG, pair), pair.clean[0]),
+            vc.scores_table({"x": np.array([[0.0, 1.0], [0.5, 0.9]])}),
+            *vc.composition_figure(ci.composition_scores(PARAMS, CONFIG), 0.18)]
+    checked = 0
+    for ax in axes:
+        img, values = _cell_colours(ax)
+        for text in ax.texts:
+            if not text.get_text():
+                continue
+            x, y = text.get_position()
+            cell = img.cmap(img.norm(values[int(round(y)), int(round(x))]))
+            assert _contrast(cell, mcolors.to_rgba(text.get_color())) >= 3.0, (text.get_text(), cell, text.get_color())
+            checked += 1
+        plt.close(ax.figure)
+    assert checked > 20
+
+
+def test_the_pattern_figure_shows_the_query_row_and_the_key_column():
+    batch = train.make_batch(CONFIG, np.random.default_rng(0), 4)
+    w = train.forward(PARAMS, batch.tokens, CONFIG)[1][1][0]  # (h, T, T)
+    fig = vc.pattern_figure(w, batch.tokens[0], head=1, token=22, key=15)
+    middle, right = fig.axes[1], fig.axes[2]
+    np.testing.assert_allclose([p.get_height() for p in middle.patches], w[1, 22])
+    np.testing.assert_allclose([p.get_height() for p in right.patches], w[1, :, 15])
+    assert "22" in middle.get_title() and "15" in right.get_title()
+    plt.close(fig)
+
+
+def test_bad_arguments_are_value_errors():
+    w = np.full((2, 4, 4), 0.25)
+    for call in (lambda: vc.circuits_figure(PARAMS, CONFIG, "xy"),
+                 lambda: vc.pattern_figure(w, [0, 1, 2, 3], head=9, token=0),
+                 lambda: vc.pattern_figure(w, [0, 1, 2, 3], head=0, token=4),
+                 lambda: vc.pattern_figure(w, [0, 1, 2, 3], head=0, token=1, key=-1),
+                 lambda: vc.pattern_figure(w, [0, 1, 2], head=0, token=1),
+                 lambda: vc.scores_table({}),
+                 lambda: vc.scores_table({"a": np.zeros((2, 2)), "b": np.zeros(3)})):
+        try:
+            call()
+        except ValueError:
+            continue
+        raise AssertionError("no ValueError")
+    plt.close("all")
+
+
+def test_text_color():
+    assert vc.text_color((0, 0, 0)) == "white" and vc.text_color((1, 1, 1)) == "black"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = ROOT / "Makefile"
 PATH_VARS = ("VENV", "BIN", "PYTHON", "HUB_VENV", "HUB_PYTHON", "BOOK_NPM", "HUB_NPM", "STAMP", "HUB_STAMP")
 

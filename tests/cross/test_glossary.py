@@ -22,7 +22,7 @@ import pytest
 
 import mha_course
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GLOSSARY = ROOT / "docs" / "glossary.md"
 HOMES = ("", "lessons.", "views.", "widgets.", "explorer.", "check.", "tools.")  # where a dotted name may live
 

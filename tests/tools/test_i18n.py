@@ -1,0 +1,151 @@
+"""tools/i18n.py: the course in other languages from one source, through gettext catalogues (Babel).
+
+- cutting prose into messages gives the English back exactly, for every markdown cell of the course;
+- a message whose English changed is marked fuzzy by ``update`` and is not used until reviewed;
+- a translation keeps code, math, link targets and tags, or the English is used instead;
+- a translated notebook's code cells, ids, tags and outputs are the English ones;
+- ``mha-course student --lang zh_CN`` writes translated copies and marks the course folder's language.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from mha_course.tools import i18n, student
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _markdown(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + [ROOT / "docs" / "glossary.md"], ids=lambda p: p.stem)
+def test_cutting_into_messages_gives_the_english_back(path):
+    sources = [path.read_text(encoding="utf-8")] if path.suffix == ".md" else _markdown(path)
+    for source in sources:
+        assert i18n.translate_markdown(source, {}) == source
+        for text in i18n.messages(source):
+            assert text.strip() and i18n.protected_parts(text) == i18n.protected_parts(text)
+
+
+def test_tables_give_a_message_per_row_and_lists_one_per_item():
+    source = "Intro `x`.\n\n| alpha | beta |\n|---|---|\n| one | two |\n\n- first item\n  goes on\n- second item\n\n```\ncode here\n```"
+    assert i18n.messages(source) == ["Intro `x`.", "| alpha | beta |", "| one | two |", "- first item\n  goes on",
+                                     "- second item"]
+
+
+def _catalogue(pairs):
+    return i18n.template([(text, "cell") for text in pairs], "test")
+
+
+def test_a_changed_english_message_becomes_fuzzy_and_is_not_used(tmp_path):
+    path = tmp_path / "t.po"
+    cat = _catalogue(["The scores are divided by $\\sqrt{d_k}$.", "Unchanged sentence here."])
+    cat["The scores are divided by $\\sqrt{d_k}$."].string = "分数除以 $\\sqrt{d_k}$。"
+    cat["Unchanged sentence here."].string = "未改变的句子。"
+    i18n.write_catalogue(path, cat)
+    new = _catalogue(["The scores are divided by $\\sqrt{d_k}$ first.", "Unchanged sentence here."])
+    merged = i18n.merged(i18n.read_catalogue(path), new)
+    i18n.write_catalogue(path, merged)
+    back = i18n.read_catalogue(path)
+    changed = back["The scores are divided by $\\sqrt{d_k}$ first."]
+    assert changed.fuzzy and changed.string == "分数除以 $\\sqrt{d_k}$。"
+    assert i18n.translations(back) == {"Unchanged sentence here.": "未改变的句子。"}
+    s = i18n.status("t", back)
+    assert (s.messages, s.translated, s.fuzzy, s.untranslated) == (2, 1, 1, 0)
+
+
+def test_a_translation_that_breaks_code_math_or_a_link_stays_english():
+    english = "Call `split_heads(x, h)` on $(B, T, D)$; see [03](03_multi_head_split.ipynb)."
+    good = "对 $(B, T, D)$ 调用 `split_heads(x, h)`；见 [03](03_multi_head_split.ipynb)。"
+    for broken in ("调用 `split_heads(x)`，见 [03](03_multi_head_split.ipynb)，$(B, T, D)$。",
+                   "对 $(B,T,D)$ 调用 `split_heads(x, h)`；见 [03](03_multi_head_split.ipynb)。",
+                   "对 $(B, T, D)$ 调用 `split_heads(x, h)`；见 [03](03.ipynb)。"):
+        assert i18n.translate_markdown(english, {english: broken}) == english
+    assert i18n.translate_markdown(english, {english: good}) == good
+
+
+def _tag(text: str) -> str:
+    """A fake translation: [中] after the message's table, list or heading prefix (kept, as a translator must)."""
+    prefix = re.match(r"^(\s*(?:\||[-*+]\s+|\d+[.)]\s+|#+\s+)?)", text).group(1)
+    return prefix + "[中] " + text[len(prefix):]
+
+
+def _fake_catalogue(base: Path, stem: str, nb) -> dict:
+    """A catalogue that 'translates' every message of ``nb`` by tagging it (``_tag``)."""
+    pairs = i18n.notebook_messages(nb)
+    cat = i18n.template(pairs, stem)
+    table = {}
+    for m in cat:
+        if m.id:
+            m.string = table[m.id] = _tag(m.id)
+    i18n.write_catalogue(i18n.catalogue_path(stem, "zh_CN", base), cat)
+    return table
+
+
+def test_a_translated_notebook_keeps_every_code_cell_id_tag_and_output(tmp_path):
+    path = ROOT / "notebooks" / "02_scaled_dot_product.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    table = _fake_catalogue(tmp_path, path.stem, nb)
+    zh = i18n.translated(nb, path.stem, "zh_CN", base=tmp_path)
+    assert len(zh.cells) == len(nb.cells) and zh.metadata["mha_course"]["lang"] == "zh_CN"
+    for a, b in zip(nb.cells, zh.cells):
+        assert (a.cell_type, a.get("id"), a.metadata) == (b.cell_type, b.get("id"), b.metadata)
+        if a.cell_type == "code":
+            assert (a.source, a.get("outputs")) == (b.source, b.get("outputs"))
+        else:
+            assert i18n.messages(b.source) == [table[m] + i18n.heading_anchor(m) for m in i18n.messages(a.source)]
+
+
+def test_student_copies_in_chinese_have_english_code_and_mark_the_language(tmp_path, monkeypatch):
+    src = ROOT / "notebooks" / "01_qkv.ipynb"
+    base = tmp_path / "course"
+    (base / "notebooks").mkdir(parents=True)
+    _fake_catalogue(base, src.stem, nbformat.read(src, as_version=4))
+    monkeypatch.setattr(i18n, "root", lambda: base)
+    out = tmp_path / "learner"
+    student.write_student_copies([src], out, log=lambda *a: None, lang="zh_CN")
+    english = student.student_notebook(nbformat.read(src, as_version=4))
+    copy = nbformat.read(out / "notebooks" / src.name, as_version=4)
+    assert [c.source for c in copy.cells if c.cell_type == "code"] == \
+           [c.source for c in english.cells if c.cell_type == "code"]
+    translated = [m for c in copy.cells if c.cell_type == "markdown" for m in i18n.messages(c.source)]
+    assert translated
+    assert sum("[中] " in m for m in translated) >= 0.9 * len(translated)
+    assert (out / ".mha-course" / "lang").read_text().strip() == "zh_CN"
+
+
+@pytest.mark.parametrize("bad", ["fr_FR", "zh", "", None])
+def test_an_unknown_language_is_refused_with_the_choices(bad):
+    with pytest.raises(ValueError, match="zh_CN"):
+        i18n.catalogue_path("01_qkv", bad)
+
+
+def test_the_cli_status_counts_every_catalogue(capsys):
+    assert i18n.main(["status"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(NOTEBOOKS) + 2 and lines[-1].startswith(f"{len(NOTEBOOKS) + 1} catalogues")
+
+
+def test_every_catalogue_is_in_step_with_the_english():
+    """``make i18n`` was run: every message of the English is in its catalogue (nothing silently missing)."""
+    stale = {}
+    for stem, pairs in i18n.sources().items():
+        cat = i18n.read_catalogue(i18n.catalogue_path(stem))
+        missing = [text for text, _ in pairs if text not in cat]
+        if missing:
+            stale[stem] = missing[:2]
+    assert not stale, f"catalogues behind the English (run make i18n): {json.dumps(stale, ensure_ascii=False)[:600]}"
+
+
+def test_a_translated_heading_keeps_the_english_anchor_so_links_still_land():
+    english = "## 3. What goes wrong without projections: Q = K = V = X"
+    zh = i18n.translate_markdown(english, {english: "## 3. 没有投影会怎样：Q = K = V = X"})
+    assert zh == '## 3. 没有投影会怎样：Q = K = V = X <a id="3.-What-goes-wrong-without-projections:-Q-=-K-=-V-=-X"></a>'
+    assert i18n.heading_anchor("Not a heading") == ""
