@@ -55,6 +55,12 @@ EQUIVALENT = {
         "np.swapaxes(K, -2, -1)": SWAPAXES,
         **_lines("scaled_dot_product_attention>attention_scores", (9,), UNUSED_BIAS),
     },
+    "causal_mask": {
+        **_lines("causal_mask", (18, 19), "offset is 0 in this exercise (the learner's causal_mask(T) has no cache): "
+                                          "offset + x is x"),
+        **_lines("causal_mask", (21, 22), "the window branch: this exercise's mask has no window (None)"),
+        **_lines("causal_mask", (0,), ORDER + " (the query and key positions)"),
+    },
     "padding_mask": {
         "padding_mask+10 dropped-call: np.asarray(lengths) -> lengths":
             "lengths is an int array in every case, and the comparisons below treat a list the same way",
