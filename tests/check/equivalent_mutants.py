@@ -107,15 +107,15 @@ EQUIVALENT = {
         "composition_score+15 dropped-call: float(np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b)))"
         " -> np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))":
             "a numpy float64 for a Python float: the same number (np.float64 is a float)",
-        "composition_score>_matrix+1 dropped-call: np.asarray(W, dtype=float) -> W": "W is a float array in every case",
-        "composition_score>_matrix+4 negation: return a -> return -a":
+        "composition_score>_matrix+2 dropped-call: np.asarray(W, dtype=float) -> W": "W is a float array in every case",
+        "composition_score>_matrix+7 negation: return a -> return -a":
             "both matrices negated: ||(-A)(-B)|| / (||-A|| ||-B||) is the same score",
     },
     "copying_score": {
         **_lines("copying_score", (11, 14), SCALE_FREE),
         "copying_score+20 dropped-call: float(lam.sum().real / total) -> lam.sum().real / total":
             "a numpy float64 for a Python float: the same number (np.float64 is a float)",
-        "copying_score>_matrix+1 dropped-call: np.asarray(W, dtype=float) -> W": "W is a float array in every case",
+        "copying_score>_matrix+2 dropped-call: np.asarray(W, dtype=float) -> W": "W is a float array in every case",
     },
     "score_bytes": {"_score_bytes_ref+1 swapped-arguments: score_memory_bytes(B, h, T, dtype=np.dtype(f'f{bytes_"
                     "per_number}')) -> score_memory_bytes(h, B, T, dtype=np.dtype(f'f{bytes_per_number}'))":
