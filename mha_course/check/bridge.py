@@ -300,7 +300,9 @@ def _attention_cases():
 
 
 TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[0],
-                           _attention_cases, axes={"result": ("query", "feature")}, mistakes=(
+                           _attention_cases, axes={"result": ("query", "feature")},
+                           sizes=lambda Q, K, V, mask=None: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
+                                                             "d_v": V.shape[-1]}, mistakes=(
     Mistake("no 1/√d_k scaling", "divide the scores by q.shape[-1] ** 0.5",
             _attention_with(lambda Q, K, V: 1.0)),
     Mistake("scaled by d_k instead of √d_k", "divide by q.shape[-1] ** 0.5",

@@ -27,6 +27,7 @@ from ..efficient import online_softmax_start as _start
 from ..efficient import online_softmax_update as _update
 from ..efficient import sliding_window_mask as _sliding_window_mask
 from ..efficient import tiled_attention as _tiled_attention
+from . import engine
 from .engine import Case, Exercise, Mistake
 
 __all__ = ["online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
@@ -210,7 +211,9 @@ _TILED_MISTAKES = (
             lambda Q, K, V, block_size: _raise_quadratic()),
 )
 TILED_ATTENTION = Exercise("tiled_attention", _tiled_ref, _tiled_cases, _TILED_MISTAKES,
-                           axes={"result": ("query", "feature")})
+                           axes={"result": ("query", "feature")},
+                           sizes=lambda Q, K, V, b: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
+                                                     "d_v": V.shape[-1], "block_size": b})
 
 
 def tiled_attention(fn) -> bool:
@@ -222,8 +225,8 @@ def tiled_attention(fn) -> bool:
     ✔ tiled_attention: all 5 cases match
     True
     """
-    return TILED_ATTENTION.check(_memory_checked(fn, lambda Q, K, V: fn(Q, K, V, 100),
-                                                 lambda Q, K, V: _tiled_ref(Q, K, V, 100)))
+    return _checked_at_length(TILED_ATTENTION, fn, lambda Q, K, V: fn(Q, K, V, 140),  # 140: two chunks of rows
+                              lambda Q, K, V: _tiled_ref(Q, K, V, 140))
 
 
 # ---------------------------------------------------------------------------------------
@@ -335,7 +338,8 @@ _PROBE_T, _PROBE_D = 2000, 4
 
 def _quadratic_peak(fn, call=None, reference=_linear_attention):
     """Peak bytes of call(Q, K, V) (default fn(Q, K, V)) on a T = S = 2000 probe when its result is
-    right, else None (also when it fails, is a stub or is not a function: the cases report those)."""
+    right; "wrong" when it returned a wrong result there; else None (it failed, is a stub or is not
+    a function: the cases report those)."""
     if not callable(fn):
         return None
     rng = np.random.default_rng(7)
@@ -353,25 +357,41 @@ def _quadratic_peak(fn, call=None, reference=_linear_attention):
         right = np.shape(out) == (_PROBE_T, _PROBE_D) and bool(np.allclose(out, reference(Q, K, V)))
     except Exception:
         return None
-    return peak if right else None
+    return peak if right else "wrong"
+
+
+def _checked_at_length(exercise, fn, call=None, reference=_linear_attention) -> bool:
+    """exercise.check of fn through the memory probe; a function right on every case but wrong on the
+    T = S = 2000 probe is refused too (a size, a block or a chunk of rows that assumes short sequences)."""
+    probe = {}
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        ok = exercise.check(_memory_checked(fn, call, reference, probe))
+    if ok and probe.get("peak") == "wrong":
+        return engine.report(exercise.name, "wrong", [
+            f"✘ {exercise.name}: right on every case, but wrong at T = S = {_PROBE_T} (the memory probe, "
+            f"{_PROBE_D} features): does a size, a block or a chunk of rows assume short sequences?"])
+    print(text.getvalue(), end="")
+    return ok
 
 
 def _raise_quadratic():
     raise QuadraticMemory("the numbers are right, but they went through a T x S matrix")
 
 
-def _memory_checked(fn, call=None, reference=_linear_attention):
+def _memory_checked(fn, call=None, reference=_linear_attention, probe=None):
     """fn that first measures, once, its memory on the T = S = 2000 probe (inside the checked, time-limited
-    call): right numbers through a T x S matrix raise QuadraticMemory, named by the catalogue."""
+    call): right numbers through a T x S matrix raise QuadraticMemory, named by the catalogue; a wrong
+    result there is noted in ``probe["peak"]`` ("wrong") for :func:`_checked_at_length`."""
     if not callable(fn):
         return fn
-    probe = {}
+    probe = {} if probe is None else probe
 
     @functools.wraps(fn)
     def checked(*args):
         if "peak" not in probe:
             probe["peak"] = _quadratic_peak(fn, call, reference)
-        if probe["peak"] is not None and probe["peak"] >= _PROBE_T * _PROBE_T * 8 / 2:
+        if isinstance(probe["peak"], int) and probe["peak"] >= _PROBE_T * _PROBE_T * 8 / 2:
             raise QuadraticMemory(f"the numbers are right, but at T = S = {_PROBE_T} it took "
                                   f"{probe['peak'] / 2**20:.0f} MiB (one T x S float64 matrix is "
                                   f"{_PROBE_T * _PROBE_T * 8 / 2**20:.0f} MiB)")
@@ -387,4 +407,4 @@ def linear_attention(fn) -> bool:
     ✔ linear_attention: all 4 cases match
     True
     """
-    return LINEAR_ATTENTION.check(_memory_checked(fn))
+    return _checked_at_length(LINEAR_ATTENTION, fn)

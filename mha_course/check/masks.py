@@ -288,7 +288,8 @@ _SELF_ATTENTION_MISTAKES = (
             "out = weights @ x, weights (..., T_query, T_key)", _self_attention(transpose_weights=True)),
 )
 CAUSAL_SELF_ATTENTION = Exercise("causal_self_attention", _attend_with(_causal_mask), _self_attention_cases,
-                                 _SELF_ATTENTION_MISTAKES)
+                                 _SELF_ATTENTION_MISTAKES, axes={"result": ("query", "feature")},
+                                 sizes=lambda x: {"T": x.shape[-2], "d_k": x.shape[-1]})
 
 
 def _leak_closer_look(fn) -> list:

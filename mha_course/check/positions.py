@@ -305,7 +305,8 @@ _ROPE_SCORES_MISTAKES = (
             "theta_i = base ** (-2 * i / d_k)", _rope_scores_with(base_power=0.5)),
 )
 ROPE_SCORES = Exercise("rope_scores", _rope_scores_with(), _rope_scores_cases, _ROPE_SCORES_MISTAKES,
-                       axes={"result": ("query", "key")})
+                       axes={"result": ("query", "key")},
+                       sizes=lambda Q, K, base=10000.0: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1]})
 
 
 def _offset_closer_look(fn) -> list:

@@ -1,4 +1,5 @@
 """mha_course.check.mutants: the generator itself (what it changes, what it leaves alone)."""
+import os
 import time
 
 import numpy as np
@@ -135,3 +136,36 @@ def test_hundreds_of_mutants_of_a_short_function_take_a_fraction_of_a_second():
     spent = time.process_time() - start
     assert len(found) > 60
     print(f"{len(found)} mutants in {spent:.3f} s of CPU")  # measured, not asserted (a busy machine)
+
+
+# ---------------------------------------------------------------------------------------
+# mutation testing of every exercise: no mutant that changes the result is accepted
+# ---------------------------------------------------------------------------------------
+from mha_course.check import derive  # noqa: E402 -- the exercise half of this module
+from tests.check import mutation_run  # noqa: E402
+from tests.check.equivalent_mutants import EQUIVALENT, reason  # noqa: E402
+
+SAMPLE = None if os.environ.get("MHA_MUTANTS") == "all" else (0, 4)  # make test: every 4th mutant; CI: all
+
+
+@pytest.fixture
+def fast_checker(monkeypatch):
+    """A refusal is not diagnosed (only the verdict counts). The time limit stays the checker's own: a shorter one
+    would refuse slow right answers on a busy machine (the memory probes at T = 2000)."""
+    monkeypatch.setattr(derive, "CALLS", 0)
+
+
+@pytest.mark.parametrize("name", sorted(mutation_run.exercises()))
+def test_every_mutant_that_changes_the_result_is_refused(fast_checker, name):
+    """The reference's mutants, given to the checker as a learner's function: each is refused, or it is
+    equal to the reference on every case and on the cases redrawn with other seeds, and listed in
+    EQUIVALENT with the reason (tests/check/equivalent_mutants.py)."""
+    result = mutation_run.run(name, sample=SAMPLE)
+    assert not result["survivors"], [m.id for m in result["survivors"]]
+    unlisted = [m.id for m in result["equivalent"] + result["unreached"] if reason(name, m) is None]
+    assert not unlisted, unlisted
+
+
+def test_the_equivalent_table_names_exercises_that_exist():
+    assert set(EQUIVALENT) <= set(mutation_run.exercises())
+    assert all(r.strip() for table in EQUIVALENT.values() for r in table.values())
