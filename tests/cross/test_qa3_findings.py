@@ -69,8 +69,13 @@ def test_split_kv_threaded_takes_what_split_kv_attention_takes(n_splits):
     mask[:, 0] = True
     for args in ((Q, K, V), (Q.tolist(), K.tolist(), V.tolist())):  # lists too (AttributeError before)
         for m in (None, mask, mask[:1]):
+            if n_splits > 7:  # both refuse it, with the same words ("K has an empty axis" before)
+                for fn in (efficient.split_kv_attention, lambda *a, **k: lc.split_kv_threaded(*a, workers=2, **k)):
+                    with pytest.raises(ValueError, match="n_splits=50 is more than the S=7 keys"):
+                        fn(*args, n_splits, mask=m)
+                continue
             want = efficient.split_kv_attention(*args, n_splits, mask=m)
-            got = lc.split_kv_threaded(*args, n_splits, workers=2, mask=m)  # n_splits > S: "empty axis" before
+            got = lc.split_kv_threaded(*args, n_splits, workers=2, mask=m)
             np.testing.assert_allclose(got, want, atol=TOL)
     for bad in (dict(n_splits=0), dict(workers=0), dict(n_splits=2.5)):
         kwargs = {"n_splits": 2, "workers": 1, **bad}
