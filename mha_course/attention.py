@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from . import _validate
+from .masks import causal_mask  # the one builder of causal masks (masks.py), here for the textbook
 
 __all__ = ["softmax", "scaled_dot_product_attention", "attention_scores", "causal_mask", "padding_mask",
            "check_attention_inputs"]
@@ -119,18 +120,6 @@ def check_attention_inputs(Q, K, V, mask=None):
         mask = _validate.bool_mask(mask, (*batch, Q.shape[-2], K.shape[-2]), "(..., T, S)")
     Q = np.broadcast_to(Q, (*batch, *Q.shape[-2:]))  # a view: copies nothing
     return Q.astype(dtype, copy=False), K.astype(dtype, copy=False), V.astype(dtype, copy=False), mask
-
-
-def causal_mask(T: int) -> np.ndarray:
-    """T -> (T, T) bool, True on and below the diagonal (query t may attend keys 0..t).
-
-    >>> causal_mask(3).astype(int)
-    array([[1, 0, 0],
-           [1, 1, 0],
-           [1, 1, 1]])
-    """
-    T = _validate.positive_int(T, "T")
-    return np.tril(np.ones((T, T), dtype=bool))
 
 
 def padding_mask(lengths, S: int) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 from . import _validate
 from .attention import check_attention_inputs
 from .fast import exp_needs_no_shift, fast_attention
+from .masks import causal_mask
 from .runtime import run_jobs
 
 __all__ = [
@@ -301,8 +302,7 @@ def sliding_window_mask(T: int, window: int) -> np.ndarray:
            [0, 1, 1, 0],
            [0, 0, 1, 1]])
     """
-    d = _offsets(T)
-    return (d >= 0) & (d < _validate.positive_int(window, "window"))
+    return causal_mask(T, window=window)  # (T, T): the one builder (masks.py)
 
 
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
@@ -527,7 +527,7 @@ def _causal_linear(fQ, fK, V, kv=None, z=None) -> np.ndarray:
         kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
         z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
     num, den = np.empty((*batch, T, d_v), dtype), np.empty((*batch, T, 1), dtype)
-    within = np.tril(np.ones((_CHUNK, _CHUNK), dtype=bool))
+    within = causal_mask(_CHUNK)
     for c in range(0, T, _CHUNK):
         q, k, v = fQ[..., c:c + _CHUNK, :], fK[..., c:c + _CHUNK, :], V[..., c:c + _CHUNK, :]
         n = q.shape[-2]
@@ -553,9 +553,13 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
     fQ, fK = _features(Q, K)
     A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
     T, S = Q.shape[-2], K.shape[-2]
-    seen = slice(max(0, T - S), T)  # bottom-right: the queries that see some key
-    if _flag(causal, "causal"):
-        A = np.where(np.tril(np.ones((T, S), bool), k=S - T), A, 0)  # query t sees keys s <= S - T + t
+    causal = _flag(causal, "causal")
+    seen = slice(max(0, T - S) if causal else 0, T)  # causal, bottom-right: only the last min(T, S) queries see keys
+    if causal:
+        n = T - seen.start                                      # the queries that see a key: the last min(T, S)
+        allowed = np.zeros((T, S), bool)
+        allowed[seen] = causal_mask(n, offset=S - n)            # query t sees keys s <= S - T + t (bottom-right)
+        A = np.where(allowed, A, 0)
     out = np.zeros(np.broadcast_shapes(A.shape[:-1], V.shape[:-2] + (T,)) + (V.shape[-1],), Q.dtype)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
         a = A[..., seen, :]

@@ -30,6 +30,7 @@ import numpy as np
 from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
+from .masks import causal_mask
 from .mha import MHAParams, check_rope, init_params, linear, rope_heads
 from .positions import apply_rope
 
@@ -242,10 +243,7 @@ def cached_causal_mask(T: int, offset: int) -> np.ndarray:
     array([[1, 1, 1, 1, 0],
            [1, 1, 1, 1, 1]])
     """
-    T = _validate.positive_int(T, "T")
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
-        raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
-    return np.arange(offset + T)[None, :] <= offset + np.arange(T)[:, None]  # (T, offset + T)
+    return causal_mask(T, offset)  # (T, offset + T): the one builder (masks.py)
 
 
 class RollingKVCache:
@@ -708,6 +706,9 @@ def quantize_kv(x, bits: int = 8) -> tuple[np.ndarray, np.ndarray]:
     ([[64, -127, 32]], [[0.00787]])
     """
     x = _validate.finite_array(x, "x")
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x has shape {x.shape}; give keys or values (..., d_k) with d_k >= 1: one scale is "
+                         "taken over the last axis of each row")
     if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 16:
         raise ValueError(f"bits={bits!r} must be a whole number from 2 to 16 (8 and 4 are the usual ones)")
     levels = 2 ** (int(bits) - 1) - 1  # 127 for 8 bits, 7 for 4
@@ -724,6 +725,9 @@ def dequantize_kv(q, scale) -> np.ndarray:
     """
     scale = _validate.finite_array(scale, "scale")
     q = np.asarray(q)
-    if not np.issubdtype(q.dtype, np.integer):
+    if q.dtype == np.bool_ or not np.issubdtype(q.dtype, np.integer):
         raise ValueError(f"q has dtype {q.dtype}; give the integer codes that quantize_kv returned")
+    if q.ndim == 0 or scale.shape != q.shape[:-1] + (1,):
+        raise ValueError(f"scale has shape {scale.shape} but q {q.shape}; give the scale quantize_kv returned with "
+                         f"q: {q.shape[:-1] + (1,) if q.ndim else '(..., 1)'}, one per row (keepdims=True)")
     return q.astype(scale.dtype) * scale  # (..., d_k) x (..., 1)

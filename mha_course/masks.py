@@ -12,6 +12,10 @@ a boolean mask, **True = may attend**. Two others are common:
 model just sees what it should not (the future, the padding). ``leak_probe`` finds that
 out from the outside, for any attention function.
 
+``causal_mask`` is the package's one builder of causal masks: with an ``offset`` (queries after
+cached tokens: ``gqa.cached_causal_mask``) and a ``window`` (``efficient.sliding_window_mask``);
+``attention.causal_mask`` and ``prefix_lm_mask`` are it too.
+
 Shapes: ``T`` queries, ``S`` keys, ``B`` batch, ``d`` features.
 
 Taught in 06_masks_and_cross_attention.ipynb.
@@ -24,10 +28,35 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import _validate
-from .attention import causal_mask
 
-__all__ = ["MASK_CONVENTIONS", "mask_as", "prefix_lm_mask", "document_mask", "gallery", "fully_masked_rows",
+__all__ = ["causal_mask", "MASK_CONVENTIONS", "mask_as", "prefix_lm_mask", "document_mask", "gallery", "fully_masked_rows",
            "LeakReport", "leak_probe"]
+
+def causal_mask(T: int, offset: int = 0, window=None) -> np.ndarray:
+    """T [, offset, window] -> (T, offset + T) bool: query t, at position offset + t, may attend key s when
+    offset + t - window < s <= offset + t (``window=None``: every earlier key).
+
+    ``offset`` counts the keys before the queries (a KV cache); ``window`` keeps each query's last
+    ``window`` keys, itself included. ``causal_mask(T)`` is the square mask, True on and below the diagonal.
+
+    >>> causal_mask(3).astype(int)
+    array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]])
+    >>> causal_mask(2, offset=2, window=2).astype(int)
+    array([[0, 1, 1, 0],
+           [0, 0, 1, 1]])
+    """
+    T = _validate.positive_int(T, "T")
+    if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)) or offset < 0:
+        raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
+    q = offset + np.arange(T)[:, None]  # (T, 1): the queries' positions
+    s = np.arange(offset + T)[None, :]  # (1, S): the keys' positions
+    allowed = s <= q  # (T, S)
+    if window is not None:
+        allowed &= s > q - _validate.positive_int(window, "window")
+    return allowed
+
 
 MASK_CONVENTIONS = {
     "keep": "bool, True = may attend (ours, F.scaled_dot_product_attention)",

@@ -165,16 +165,23 @@ def crossover_le(d_model):
     return T
 
 
+def test_a_list_for_a_tuple_is_right(capsys):
+    """Issue 22: a list for a tuple is a right answer (the exercise is not about the type)."""
+    ok, out = run(capsys, "flops", lambda T, d: list(flops(T, d)))
+    assert ok, out
+
+
 @pytest.mark.parametrize("name, fn", [
-    ("flops", lambda T, d: list(flops(T, d))),
     ("crossover_seq_len", lambda d: float(crossover(d))),
     ("max_seq_len", lambda n, B, h, b=4: float(math.isqrt(n // (B * h * b)))),
+    ("max_seq_len", lambda n, B, h, b=4: math.floor(math.sqrt(n / (B * h * b))) * 1.0),
     ("bug_source_position", lambda i, t, T, h: float((i * T + t) // h)),
+    ("score_bytes", lambda B, h, T, bytes_per_number=4: B * h * T * T * bytes_per_number / 1),
 ])
-def test_a_count_in_a_natural_type_is_right(capsys, name, fn):
-    """Issue 22: a list for a tuple, 4.0 for 4 are right answers (the exercise is not about the type)."""
+def test_a_float_where_the_signature_says_int_is_refused(capsys, name, fn):
+    """Issue 31 (5.4's accepted answer): ``-> int`` is enforced, 4.0 for 4 included, with a message that says so."""
     ok, out = run(capsys, name, fn)
-    assert ok, out
+    assert not ok and "expected a whole number (int)" in out, out
 
 
 @pytest.mark.parametrize("name, fn, message", [
@@ -282,3 +289,83 @@ def test_stage_shapes_names_each_wrong_stage(capsys, stage, wrong, diagnosis):
 def test_stage_shapes_bad_values_are_reported(capsys, value, message):
     assert not check.stage_shapes(value, 2, 5, 12, 3)
     assert message in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the stated rules of every exercise (issue 31, item 5)
+def _head_queries_full(X, W_q, h, i):
+    d_k = W_q.shape[1] // h
+    return (X @ W_q)[..., i * d_k:(i + 1) * d_k]  # right values through the full projection
+
+
+def _head_queries_split(X, W_q, h, i):
+    import mha_course as mc
+    d_k = W_q.shape[1] // h
+    return mc.split_heads(X @ W_q[:, :(i + 1) * d_k], i + 1)[:, i]  # no full projection, but a split
+
+
+def _linear_quadratic(Q, K, V):
+    import mha_course as mc
+    a = mc.elu_feature_map(Q) @ np.swapaxes(mc.elu_feature_map(K), -1, -2)  # (..., T, S): what 10.4 forbids
+    return a @ V / a.sum(-1, keepdims=True)
+
+
+def _tiled_whole(Q, K, V, block_size):
+    import mha_course as mc
+    return mc.scaled_dot_product_attention(Q, K, V)[0]  # right values through the whole (T, S) scores
+
+
+def _torch_sdpa(q, k, v, mask=None):
+    import torch
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.nan_to_num(out)
+
+
+# (notebook, the rule as its text says it) -> (checker, [(an answer with the right values that breaks the rule,
+# what the refusal says)]): the spy behind each rule, shown to work
+STATED_RULES = {
+    ("03_multi_head_split", "no full projection, no split"): (
+        "head_queries", [(_head_queries_full, "a full projection"), (_head_queries_split, "calls split_heads")]),
+    ("10_efficient_attention", "Never make the whole $T \\times S$ matrix"): ("tiled_attention", [(_tiled_whole, "T x S")]),
+    ("10_efficient_attention", "without** making a $T \\times S$ matrix"): (
+        "linear_attention", [(_linear_quadratic, "T x S")]),
+    ("12_from_numpy_to_pytorch", "without* calling `F.scaled_dot_product_attention`"): (
+        "torch_attention", [(_torch_sdpa, "F.scaled_dot_product_attention")]),
+}
+_RULE_WORDS = (r"(do not|don't|never|must not) (use|call|make|build)|without\W+(calling|using|making|building)|"
+               r"no full projection|no split|not allowed to (use|call)")
+
+
+def _rule_sentences() -> list:
+    """(notebook, line) of every line of an exercise's text (markdown or code) that states a rule."""
+    import json
+    import re
+    from pathlib import Path
+    found = []
+    for path in sorted(Path(__file__).parents[1].joinpath("notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            text = "".join(cell["source"])
+            for line in text.splitlines():
+                if re.search(_RULE_WORDS, line, re.I) and (re.search(r"[Ee]xercise \d+\.\d", text)):
+                    found.append((path.stem, line.strip()))
+    return found
+
+
+def test_every_stated_rule_in_the_notebooks_has_its_spy():
+    """Each 'do not use X' (without calling, no full projection, ...) of an exercise's text is listed in
+    STATED_RULES with its checker; a sentence without a rule fails here."""
+    found = _rule_sentences()
+    assert found, "no rule sentence found: the notebooks moved?"
+    for notebook, line in found:
+        assert any(nb == notebook and phrase in line for nb, phrase in STATED_RULES), (notebook, line)
+    for notebook, phrase in STATED_RULES:  # and each listed rule is still in its notebook
+        assert any(nb == notebook and phrase in line for nb, line in found), (notebook, phrase)
+
+
+@pytest.mark.parametrize("rule", list(STATED_RULES), ids=[nb for nb, _ in STATED_RULES])
+def test_each_stated_rule_is_enforced(capsys, rule):
+    name, breakers = STATED_RULES[rule]
+    if name == "torch_attention":
+        pytest.importorskip("torch")
+    for fn, says in breakers:
+        ok, out = run(capsys, name, fn)
+        assert not ok and says in out, out

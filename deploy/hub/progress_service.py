@@ -73,8 +73,8 @@ class ProgressPage(HubOAuthenticated, web.RequestHandler):
 def _exercises() -> list:
     folder = ENV.get("MHA_HUB_NOTEBOOKS")
     notebooks = sorted(Path(folder).glob("*.ipynb")) if folder else []
-    from mha_course.tools.student import default_notebooks
-    return progress.course_exercises(notebooks or default_notebooks())
+    from mha_course.tools.student import course_notebooks
+    return progress.course_exercises(notebooks or course_notebooks())
 
 
 EXERCISES = _exercises()

@@ -567,6 +567,8 @@ def main(argv=None) -> int:
         print(f"make hub: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hub.stop()
         return 130
     who = f"the learners in {args.learners}" if args.learners else "anyone"
@@ -593,6 +595,10 @@ def main(argv=None) -> int:
         print("\nstopping the hub and every learner's server ...", file=sys.stderr, flush=True)
         return 0
     finally:
+        # a second Ctrl-C, or the SIGTERM of the parent watch when make dies of the first one,
+        # must not cut the cleanup short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         hub.stop()
 
 

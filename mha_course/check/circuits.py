@@ -120,7 +120,7 @@ def prefix_matching_score(fn) -> bool:
 
     >>> from mha_course.lessons import circuits
     >>> prefix_matching_score(circuits.prefix_matching_score)
-    ✔ prefix_matching_score: all 4 cases match
+    ✔ prefix_matching_score: all 5 cases match
     True
     """
     return PREFIX_MATCHING_SCORE.check(fn)

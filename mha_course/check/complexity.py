@@ -1,6 +1,7 @@
 """Checkers for notebook 05: ``flops``, ``crossover_seq_len``, ``score_bytes``, ``max_seq_len``.
 
-Every case has another T, d_model, B, h and bytes per number; counts must be ints.
+Every case has another T, d_model, B, h and bytes per number; counts must be ints (a float where
+the signature says ``-> int`` is refused, 4.0 included: issue 31).
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def crossover_seq_len(fn) -> bool:
     return CROSSOVER_SEQ_LEN.check(fn)
 
 
-def _score_bytes_ref(B, h, T, bytes_per_number=4):
+def _score_bytes_ref(B, h, T, bytes_per_number=4) -> int:
     return score_memory_bytes(B, h, T, dtype=np.dtype(f"f{bytes_per_number}"))
 
 
@@ -99,7 +100,7 @@ def score_bytes(fn) -> bool:
     return SCORE_BYTES.check(fn)
 
 
-def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4):
+def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4) -> int:
     return math.isqrt(budget_bytes // (B * h * bytes_per_number))  # largest T with B·h·T²·b <= budget
 
 

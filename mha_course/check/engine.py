@@ -43,13 +43,19 @@ Notes for checker authors:
 
 - A mistake is named only when its results equal the learner's on every case (same value, or an
   exception of the same type), so each mistake must differ from the reference and from every
-  other mistake on some case: ``tests/test_check_rules.py`` checks that (a confusion matrix that is
-  its diagonal) for every registered checker.
+  other mistake on some case: ``tests/check/test_engine_rules.py`` checks that (a confusion matrix
+  that is its diagonal) for every registered checker. ``also=`` names another mistake that gives
+  the same numbers on every input (both are then named).
+- No catalogued mistake fits: one is derived from the exercise (:mod:`.derive`, "Found: ..."),
+  from ``axes={"weights": ("query", "key")}`` (an output's trailing axes; default: the reference
+  docstring's shape line ``-> weights (..., T, S)``) and ``sizes=lambda Q, h: {"d_k": ..., "h": h}``
+  (default: that line's symbols, the whole-number arguments, ``d_k = d_model / h``).
 - ``outputs=("out", "weights")`` names the outputs of a reference returning a tuple (the learner
-  must return a tuple too); ``axes={"weights": ("query", "key")}`` names the trailing axes of an
-  output in the localisation (default: "row", "column").
+  must return a tuple too).
 - A reference may return a dict of arrays (compared key by key, each key named as an output).
-- A reference returning an int needs an int (``2.0`` is reported), a boolean array needs a boolean one.
+- A reference returning an int needs an int when its signature says ``-> int`` (or ``strict_types``;
+  else ``2.0`` for 2 is right), int indices need an int array, a boolean array needs a boolean one;
+  a complex, an object array or an unstacked list of arrays is named as such.
 - The reference has the learner's signature and is itself a right answer: the rules tests pass it
   (and variants of it) to the checker as a learner would.
 - An Exercise computes its cases, the reference's values and each mistake's outcomes once and keeps

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..heads import combine_heads as _combine_heads
 from ..heads import split_heads as _split_heads
-from .engine import Case, Exercise, Mistake
+from . import engine
+from .engine import Case, Exercise, Forbid, Mistake
 
 __all__ = ["split_heads", "combine_heads", "head_queries", "bug_source_position", "SPLIT_HEADS",
            "COMBINE_HEADS", "HEAD_QUERIES", "BUG_SOURCE_POSITION", "split_no_transpose",
@@ -136,7 +137,8 @@ def combine_heads(fn) -> bool:
 
 
 def _head_queries_ref(X, W_q, h, i):
-    return _split_heads(np.matmul(X, W_q), h)[:, i]  # (B, T, D) x (D, D) -> (B, h, T, d_k) -> (B, T, d_k)
+    d_k = W_q.shape[1] // h
+    return X @ W_q[:, i * d_k:(i + 1) * d_k]  # (B, T, D) x (D, d_k) -> (B, T, d_k): head i's own block
 
 
 def _head_queries_cols(cols):
@@ -153,6 +155,8 @@ def _head_queries_cases():
 
 
 _FIX_HEAD = "head i owns the columns i*d_k:(i+1)*d_k of W_q: X @ W_q[:, i*d_k:(i+1)*d_k]"
+_NO_SPLIT = Forbid("split_heads", "mha_course.heads", "split_heads",
+                   "project with head i's own block of columns, X @ W_q[:, i*d_k:(i+1)*d_k] (no split)")
 HEAD_QUERIES = Exercise("head_queries", _head_queries_ref, _head_queries_cases, (
     Mistake("rows of W_q instead of columns", _FIX_HEAD,
             lambda X, W_q, h, i: np.matmul(X, W_q[i * (len(W_q) // h):(i + 1) * (len(W_q) // h)].T)),
@@ -163,22 +167,68 @@ HEAD_QUERIES = Exercise("head_queries", _head_queries_ref, _head_queries_cases, 
     Mistake("d_k = d_model / h is a float (true division): slice bounds need whole numbers",
             "d_k = W_q.shape[1] // h (floor division)",
             lambda X, W_q, h, i: X @ W_q[:, i * (W_q.shape[1] / h):(i + 1) * (W_q.shape[1] / h)])),
-    axes={"result": ("batch", "position", "feature")})
+    axes={"result": ("batch", "position", "feature")}, rules=(_NO_SPLIT,))
+
+
+class _Watched(np.ndarray):
+    """W_q that notes every product taken with all of its d_model columns (a full projection).
+
+    A view of it (a block of columns, a transpose) is watched too; ``full`` is shared by the views.
+    """
+
+    def __array_finalize__(self, obj):
+        self.full = getattr(obj, "full", None)
+        self.width = getattr(obj, "width", None)
+
+    def _note(self, operands):
+        for a in operands:
+            if isinstance(a, _Watched) and a.ndim == 2 and a.width in a.shape and a.shape[0] == a.shape[1]:
+                a.full.append(True)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc is np.matmul:
+            self._note(inputs)
+        plain = [np.asarray(a) if isinstance(a, _Watched) else a for a in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in (np.dot, np.matmul, np.einsum, np.tensordot, np.inner, np.vdot):
+            self._note(args)
+        unwrap = (lambda a: np.asarray(a) if isinstance(a, _Watched) else
+                  type(a)(unwrap(x) for x in a) if isinstance(a, (tuple, list)) else a)
+        return func(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
+
+
+def _full_projection(fn) -> bool:
+    """True when fn projects X with all of W_q (then slices): the probe B, T, D, h, i = 2, 3, 8, 4, 2."""
+    rng = np.random.default_rng(0)
+    W = rng.normal(size=(8, 8)).view(_Watched)
+    W.full, W.width = [], 8
+    try:
+        engine.call_learner(fn, rng.normal(size=(2, 3, 8)), W, 4, 2)
+    except engine.LearnerFailed:
+        return False
+    return bool(W.full)
 
 
 def head_queries(fn) -> bool:
     """Check ``fn(X, W_q, h, i)``: X (B, T, d_model), W_q (d_model, d_model) -> (B, T, d_k),
-    head i's queries, i.e. ``split_heads(X @ W_q, h)[:, i]``.
+    head i's queries from its own block of columns of W_q: no full projection ``X @ W_q``, no
+    ``split_heads`` (the result equals ``split_heads(X @ W_q, h)[:, i]``).
 
-    >>> import mha_course as mc
-    >>> head_queries(lambda X, W_q, h, i: mc.split_heads(X @ W_q, h)[:, i])
+    >>> head_queries(lambda X, W_q, h, i: X @ W_q[:, i * (len(W_q) // h):(i + 1) * (len(W_q) // h)])
     ✔ head_queries: all 4 cases match
     True
     """
+    if callable(fn) and _full_projection(fn):
+        return engine.report("head_queries", "wrong", [
+            "✘ head_queries: the values are right, but your function multiplies X by all of W_q (a full "
+            "projection, X @ W_q) and then takes head i's columns, which this exercise asks you not to do.",
+            f"  Fix: {_FIX_HEAD} (d_model x d_k numbers per head, not d_model x d_model)"])
     return HEAD_QUERIES.check(fn)
 
 
-def _bug_position_ref(i, t, T, h):
+def _bug_position_ref(i, t, T, h) -> int:
     codes = np.arange(T * h * 2).reshape(1, T, h * 2)  # entry (t, f) holds t * d_model + f, d_k = 2
     return int(split_no_transpose(codes, h)[0, i, t, 0] // (h * 2))  # (1, h, T, d_k), buggy
 

@@ -94,9 +94,8 @@ def check_with_closer_look(exercise, fn, closer_look=None, always=False) -> bool
 
 
 def call_timed(fn, *args):
-    """fn(*args) under the engine's time limit when the engine offers one (call_learner)."""
-    call = getattr(engine, "call_learner", None)
-    return call(fn, *args) if call is not None else fn(*args)
+    """fn(*args) under the engine's time limit (:func:`~.engine.call_learner`)."""
+    return engine.call_learner(fn, *args)
 
 
 # ---------------------------------------------------------------------------------------

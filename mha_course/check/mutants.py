@@ -227,6 +227,8 @@ _OPS_TEXT = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMul
 
 
 def _text(node) -> str:
+    if isinstance(node, (ast.If, ast.While)):  # a compound statement: its header only
+        return f"{'if' if isinstance(node, ast.If) else 'while'} {_text(node.test)}:"
     return ast.unparse(node).replace(_NP, "np")
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import tempfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._files import atomic_write
 from ..mha import MHAParams
 from .model import POSITIONS, Config, Metrics, Model, check_config, init_model
 from .training import History, evaluate, train
@@ -163,27 +162,8 @@ def npz_bytes(arrays: dict) -> bytes:
 
 
 def write_npz(path, arrays: dict) -> Path:
-    """Write ``arrays`` to ``path`` atomically: a temp file in the same folder, then os.replace.
-
-    The library's writer (notebooks, ``misconceptions.make_ensemble``); the command line writes
-    with ``mha_course.tools.files.atomic_write``, which this folder may not import (layers).
-    """
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))  # write through the link
-    mode = (os.stat(path).st_mode & 0o777) if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.pid{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(npz_bytes(arrays))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes it private; a checkpoint is ordinary data
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    """Write {name: array} to ``path`` as one compressed .npz, atomically (``mha_course._files.atomic_write``)."""
+    return atomic_write(path, npz_bytes(arrays))
 
 
 def checkpoint_path(task: str) -> Path:
@@ -218,8 +198,9 @@ def checkpoint_bytes(params: Model, config: Config, history: Optional[History] =
 
 
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
-    """Write config, params (and history) to ``path`` (.npz), atomically: a temp file, then os.replace."""
-    return write_npz(path, checkpoint_arrays(params, config, history))
+    """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
+    a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
+    return atomic_write(path, checkpoint_bytes(params, config, history))
 
 
 MAX_NPZ_BYTES = 1 << 30  # what one .npz may hold once unpacked (the shipped ones hold < 2 MB)

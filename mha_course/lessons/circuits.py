@@ -86,7 +86,7 @@ def _tokens(tokens, w: np.ndarray) -> np.ndarray:
 def _earlier(tok: np.ndarray) -> np.ndarray:
     """tokens (B, T) -> (B, T, S) bool: key s < t holds the query t's token."""
     T = tok.shape[1]
-    before = np.tril(np.ones((T, T), dtype=bool), k=-1)  # (T, S): s < t
+    before = causal_mask(T) & ~np.eye(T, dtype=bool)  # (T, S): s < t (causal, not itself)
     return (tok[:, :, None] == tok[:, None, :]) & before  # (B, T, S)
 
 

@@ -24,17 +24,12 @@ import time
 import numpy as np
 
 from .. import _validate
-from ..gqa import GQAParams, KVCache, gqa_from_mha
+from ..gqa import KVCache, gqa_from_mha
 from ..mha import MHAParams
-from .model import Config, Model, cached_layer_params, forward, init_model
+from .model import Config, Model, forward, init_model
 
-__all__ = ["cached_layers", "new_caches", "forward_cached", "generate", "seconds_per_token",
+__all__ = ["new_caches", "forward_cached", "greedy_steps", "generate", "seconds_per_token",
            "step_seconds", "timing_model", "max_positions", "to_gqa"]
-
-
-def cached_layers(params: Model, config: Config) -> list[GQAParams]:
-    """Model -> one GQAParams per layer (``model.cached_layer_params``): the cache holds h_kv heads."""
-    return [cached_layer_params(params, config, layer) for layer in range(len(params.layers))]
 
 
 def max_positions(params: Model) -> int | None:
@@ -73,20 +68,33 @@ def _check_prompt(prompt, params: Model, config: Config, n_new) -> np.ndarray:
     return prompt
 
 
-def _steps(params: Model, config: Config, prompt, n_new: int, use_cache: bool):
-    """Yield the (B,) greedy next tokens one by one: with the cache, or by re-running train.forward."""
+def greedy_steps(params: Model, config: Config, prompt, n_new: int, *, use_cache: bool = True, caches=None):
+    """prompt (B, P) -> yields (next tokens (B,), their logits (B, V)) for n_new greedy steps: the one loop.
+
+    With a cache (``use_cache``, or ``caches`` given: one per layer, **appended in place**, e.g. a
+    paged cache's): a prefill, then one decode step per token; without, ``forward`` over the whole
+    sequence every step. ``generate``, ``seconds_per_token`` and ``long_context.serve`` run it.
+
+    >>> config = Config(task="previous_token", vocab=8, seq_len=12, d_model=8, h=2, n_layers=1)
+    >>> params = init_model(config)
+    >>> new = [int(t[0]) for t, _ in greedy_steps(params, config, [[1, 2]], 3)]
+    >>> new == generate(params, config, [[1, 2]], 3)[0, 2:].tolist()
+    True
+    """
     prompt = _check_prompt(prompt, params, config, n_new)
     tokens = prompt
-    if use_cache:
+    if caches is None and use_cache:
         caches = new_caches(params, config, prompt.shape[0], prompt.shape[1] + n_new)
+    if caches is not None:
         logits = forward_cached(params, prompt, config, caches)  # the prefill
     for step in range(n_new):
-        if not use_cache:
+        if caches is None:
             logits, _ = forward(params, tokens, config)  # the whole sequence, every step
-        nxt = logits[:, -1].argmax(-1)  # (B,)
+        last = logits[:, -1]  # (B, V)
+        nxt = last.argmax(-1)  # (B,)
         tokens = np.concatenate([tokens, nxt[:, None]], axis=1)
-        yield nxt
-        if use_cache and step < n_new - 1:
+        yield nxt, last
+        if caches is not None and step < n_new - 1:
             logits = forward_cached(params, nxt[:, None], config, caches)  # one decode step
 
 
@@ -103,7 +111,8 @@ def generate(params: Model, config: Config, prompt, n_new: int, *, use_cache: bo
     >>> a.shape, bool((a == generate(params, config, [[1, 2, 3]], 5, use_cache=False)).all())
     ((1, 8), True)
     """
-    new = list(_bar(_steps(params, config, prompt, n_new, use_cache), n_new, progress, use_cache))
+    new = [t for t, _ in _bar(greedy_steps(params, config, prompt, n_new, use_cache=use_cache), n_new, progress,
+                              use_cache)]
     return np.concatenate([np.asarray(prompt), np.stack(new, axis=1)], axis=1)
 
 
@@ -122,7 +131,7 @@ def seconds_per_token(params: Model, config: Config, prompt, n_new: int, *, use_
     The same loop as ``generate``; entry t is the time to produce token P + t.
     """
     seconds, last = [], time.perf_counter()
-    for _ in _bar(_steps(params, config, prompt, n_new, use_cache), n_new, progress, use_cache):
+    for _ in _bar(greedy_steps(params, config, prompt, n_new, use_cache=use_cache), n_new, progress, use_cache):
         now = time.perf_counter()
         seconds.append(now - last)
         last = now

@@ -37,9 +37,10 @@ from ..runtime import run_jobs
 from . import checkpoints
 from . import gqa as decode
 from . import model as train
+from .model import token_losses  # the one cross-entropy; still read as long_context.token_losses
 
 __all__ = ["SCHEMES", "TRAIN_LEN", "LENGTHS", "load_scheme", "length_models", "at_length", "stretched_batch", "shifted_batch",
-           "token_losses", "position_losses", "evaluate_at", "extrapolation_table", "format_table",
+           "token_losses", "evaluate_at", "extrapolation_table", "format_table",
            "rope_variants", "tuned_variants", "sink_weight", "stream_batch", "stream_position_losses",
            "PagedKVCache", "PagedSequence", "ServeResult", "serve", "split_kv_threaded",
            "QuantizedKVCache", "quantized_metrics", "quantized_kv_bytes_per_token", "uniform_share",
@@ -114,35 +115,11 @@ def shifted_batch(config, T: int, rng: np.random.Generator, n: int = 256):
                        np.concatenate([np.zeros(noise.shape, bool), b.scored], 1))
 
 
-def token_losses(logits, targets) -> np.ndarray:
-    """logits (B, T, V), targets (B, T) -> cross-entropy (B, T) in nats: logsumexp(z) - z[target].
-
-    >>> token_losses(np.zeros((1, 1, 4)), np.array([[2]])).round(4)  # uniform over 4: ln 4
-    array([[1.3863]])
-    """
-    logits = _validate.finite_array(logits, "logits")
-    if logits.ndim < 1 or logits.shape[-1] == 0:
-        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1 (one score per token)")
-    targets = _validate.token_ids(targets, logits.shape[-1], "targets")
-    if targets.shape != logits.shape[:-1]:
-        raise ValueError(f"targets has shape {targets.shape} but logits {logits.shape}; targets must be "
-                         f"{logits.shape[:-1]}: one target per position")
-    z = logits - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
-    lse = np.log(np.exp(z).sum(-1))  # (B, T)
-    return lse - np.take_along_axis(z, targets[..., None], -1)[..., 0]
-
-
-def position_losses(params, config, batch) -> np.ndarray:
-    """Model, Batch -> (T,) mean loss at each position over the sequences that score it (NaN: none do)."""
-    logits, _ = train.forward(params, batch.tokens, config)
-    return _scored_losses(logits, batch)[1]
-
-
 def _scored_losses(logits, batch) -> tuple:
-    """logits (B, T, V), Batch -> (Metrics over the scored positions, mean loss per position (T,))."""
+    """logits (B, T, V), Batch -> (Metrics over the scored positions, mean loss per position (T,)):
+    the model's one cross-entropy (``model.token_losses``, ``model.scored_metrics``)."""
     losses = token_losses(logits, batch.targets)  # (B, T)
-    accuracy = float((logits.argmax(-1) == batch.targets)[batch.scored].mean())
-    return train.Metrics(float(losses[batch.scored].mean()), accuracy), _mean_per_position(losses, batch.scored)
+    return train.scored_metrics(logits, batch, losses), _mean_per_position(losses, batch.scored)
 
 
 def _mean_per_position(losses, scored) -> np.ndarray:
@@ -464,16 +441,10 @@ def serve(params, config, prompts, n_new: int, *, max_len: int, block_size: Opti
 
 
 def _greedy(params, config, prompt, n_new: int, caches) -> tuple:
-    """One request: a prefill, then n_new greedy steps -> (tokens (P + n_new,), logits (n_new, V))."""
-    seq, picked = np.asarray(prompt)[None], []
-    out = decode.forward_cached(params, seq, config, caches)  # the prefill
-    for step in range(n_new):
-        picked.append(out[0, -1])
-        nxt = out[:, -1].argmax(-1)[:, None]  # (1, 1) greedy
-        seq = np.concatenate([seq, nxt], axis=1)
-        if step < n_new - 1:
-            out = decode.forward_cached(params, nxt, config, caches)  # one decode step
-    return seq[0], np.stack(picked)
+    """One request: ``gqa.greedy_steps`` on its paged caches -> (tokens (P + n_new,), logits (n_new, V))."""
+    prompt = np.asarray(prompt)
+    steps = list(decode.greedy_steps(params, config, prompt[None], n_new, caches=caches))  # [((1,), (1, V))]
+    return np.concatenate([prompt, [int(t[0]) for t, _ in steps]]), np.stack([logits[0] for _, logits in steps])
 
 
 # ----------------------------------------------------------------------------- split-KV, timed

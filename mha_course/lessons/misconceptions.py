@@ -141,9 +141,8 @@ def ensemble_metrics(members, seed: int = 0, n: int = 256) -> train.Metrics:
     config = members[0][0]
     batch = train.make_batch(config, np.random.default_rng(seed), n)
     probs = np.mean([softmax(train.forward(p, batch.tokens, c)[0]) for c, p in members], axis=0)  # (B, T, V)
-    picked = np.take_along_axis(probs, batch.targets[..., None], -1)[..., 0][batch.scored]  # (N,)
-    accuracy = float((probs.argmax(-1) == batch.targets)[batch.scored].mean())
-    return train.Metrics(float(-np.log(np.maximum(picked, 1e-300)).mean()), accuracy)
+    with np.errstate(divide="ignore"):  # log 0 = -inf: a token no member gives any probability
+        return train.scored_metrics(np.log(probs), batch)  # log p are logits of p: the one cross-entropy
 
 
 def residual_stream(params, config, batch) -> tuple[list, list]:

@@ -55,7 +55,7 @@ from ..positions import alibi_bias, rope_attention_factor, rope_inv_freq, sinuso
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "TASKS", "POSITIONS", "LN_EPS", "check_config",
            "make_batch", "init_model", "embed", "layer_params", "compact_grads", "cached_layer_params", "norm",
-           "forward", "ablate_head", "induction_score"]
+           "forward", "ablate_head", "induction_score", "token_losses", "scored_metrics"]
 
 TASKS = ("previous_token", "induction")
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -155,7 +155,8 @@ def make_batch(config: Config, rng: np.random.Generator, batch: Optional[int] = 
     (True, [False, True, True, True])
     """
     config = check_config(config)
-    B, T, V = batch or config.batch, config.seq_len, config.vocab
+    B = config.batch if batch is None else _validate.positive_int(batch, "batch")  # 0 is no default
+    T, V = config.seq_len, config.vocab
     tokens = rng.integers(0, V, size=(B, T))
     if config.task == "previous_token":
         targets = np.roll(tokens, 1, axis=1)
@@ -194,8 +195,11 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
 
 def embed(params: Model, tokens, config: Config, start: int = 0) -> np.ndarray:
     """tokens (B, T) ints at positions start .. start + T - 1 -> x (B, T, D): token embeddings
-    (+ learned or sinusoidal positions)."""
-    tokens = np.asarray(tokens)
+    (+ learned or sinusoidal positions). Token ids outside 0..V-1 (-1 included) are a ValueError."""
+    tokens = _validate.token_ids(tokens, params.embed.shape[0], "tokens")
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens has shape {tokens.shape}; give (B, T) token ids with T >= 1 "
+                         "(one sequence: tokens[None])")
     x = params.embed[tokens]  # (B, T) -> (B, T, D)
     if config.positions == "sinusoidal":
         return x + sinusoidal_positions(start + tokens.shape[1], config.d_model)[start:]  # (B, T, D) + (T, D)
@@ -377,3 +381,39 @@ def induction_score(weights, batch: Batch) -> np.ndarray:
     n = T - np.argmax(batch.scored, axis=1)  # (B,): the scored part starts at T - n
     b, t = np.nonzero(batch.scored)  # (N,), (N,): every scored query
     return w[b, :, t, t - n[b] + 1].mean(axis=0)  # (N, h) -> (h,)
+
+
+# ----------------------------------------------------------------------------- the loss
+def token_losses(logits, targets) -> np.ndarray:
+    """logits (B, T, V), targets (B, T) -> cross-entropy (B, T) in nats: logsumexp(z) - z[target].
+
+    >>> token_losses(np.zeros((1, 1, 4)), np.array([[2]])).round(4)  # uniform over 4: ln 4
+    array([[1.3863]])
+    """
+    logits = _validate.finite_array(logits, "logits")
+    if logits.ndim < 1 or logits.shape[-1] == 0:
+        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1 (one score per token)")
+    targets = _validate.token_ids(targets, logits.shape[-1], "targets")
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets has shape {targets.shape} but logits {logits.shape}; targets must be "
+                         f"{logits.shape[:-1]}: one target per position")
+    z = logits - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
+    lse = np.log(np.exp(z).sum(-1))  # (B, T)
+    return lse - np.take_along_axis(z, targets[..., None], -1)[..., 0]
+
+
+def scored_metrics(logits, batch: Batch, losses=None) -> Metrics:
+    """logits (B, T, V), Batch -> Metrics: the mean of ``token_losses`` and the accuracy (argmax = target)
+    over the scored positions; 0.0 and 0.0 when none is scored. ``losses`` (B, T): token_losses already
+    computed. Training, evaluation, long context and the ensembles all read their loss here.
+
+    >>> b = Batch(np.array([[1, 0]]), np.array([[1, 0]]), np.array([[True, False]]))
+    >>> round(scored_metrics(np.log(np.array([[[0.5, 0.5], [0.9, 0.1]]])), b).loss, 4)  # ln 2 at the one scored
+    0.6931
+    """
+    losses = token_losses(logits, batch.targets) if losses is None else losses  # (B, T)
+    scored = np.asarray(batch.scored, dtype=bool)
+    if not scored.any():
+        return Metrics(0.0, 0.0)
+    correct = np.asarray(logits).argmax(-1) == batch.targets  # (B, T)
+    return Metrics(float(losses[scored].mean()), float(correct[scored].mean()))

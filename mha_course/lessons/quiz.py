@@ -37,7 +37,8 @@ from ..positions import apply_rope
 from . import checkpoints, circuits, complexity, long_context, misconceptions
 
 __all__ = ["QUIZ_PATH", "MAX_CHOICES", "Question", "Feedback", "COMPUTE", "load_questions", "choice_value",
-           "format_value", "choice_index", "grade", "score", "render_text", "verify"]
+           "format_value", "choice_index", "grade", "score", "render_text", "verify", "section_anchor",
+           "interview_markdown"]
 
 QUIZ_PATH = Path(__file__).resolve().parent.parent / "data" / "quiz.json"
 
@@ -442,3 +443,48 @@ def render_text(questions) -> str:
         lines += [f"   {'abcdefgh'[i]}) {c}" for i, c in enumerate(q.choices)]
         key.append(f"{n}{'abcdefgh'[q.answer]}")
     return "\n".join(lines + ["", "answers: " + " ".join(key)])
+
+
+# ----------------------------------------------------------------------------- the interview set of notebook 11
+def section_anchor(notebook, section: str) -> str | None:
+    """notebook (.ipynb path), section "3" -> the anchor JupyterLab gives its heading ("3.-Q,-K,-V:-..."), or None.
+
+    The heading is the first markdown line ``## <section>.`` / ``## <section> ·`` of that notebook; its
+    anchor is its text with spaces as hyphens and double quotes as %22.
+    """
+    import re
+
+    path = Path(notebook)
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    pattern = re.compile(rf"^#{{2,3}}\s+{re.escape(str(section))}(\.|\s*·)\s")
+    for cell in cells:
+        if cell.get("cell_type") != "markdown":
+            continue
+        for line in "".join(cell["source"]).splitlines():
+            if pattern.match(line):
+                return line.lstrip("#").strip().replace(" ", "-").replace('"', "%22")
+    return None
+
+
+def interview_markdown(questions, notebooks_dir, per_cell: int = 12, here: str = "11_misconceptions_and_interview") -> list[str]:
+    """[Question], the notebooks' folder -> the markdown cells of notebook 11's interview set, ``per_cell`` each.
+
+    Each question in bold, its answer (the right choice and the explanation) folded in a <details>, and a
+    link to the section that demonstrates it (an anchor where its heading is found). Notebook 11 holds
+    exactly these cells; a test renders them again and compares.
+    """
+    if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
+        raise ValueError(f"per_cell={per_cell!r} must be a whole number >= 1")
+    folder = Path(notebooks_dir)
+    items = []
+    for n, q in enumerate(questions, 1):
+        anchor = section_anchor(folder / f"{q.notebook}.ipynb", q.section)
+        label = f"{q.notebook[:2]} §{q.section}" if anchor else q.notebook[:2]
+        target = "" if q.notebook == here else f"{q.notebook}.ipynb"
+        link = f"[{label}]({target}#{anchor})" if anchor else f"[{label}]({target or '#'})"
+        items.append(f"**{n}. {q.question}**\n<details><summary>Answer</summary>\n\n"
+                     f"**{q.choices[q.answer]}.** {q.explanation} See {link}.\n</details>")
+    return ["\n\n".join(items[i:i + per_cell]) for i in range(0, len(items), per_cell)]

@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from .. import _validate
+from ..attention import softmax
 from ..backward import linear_backward
 from ..block import layer_norm
 from ..runtime import blas_on_one_thread
@@ -35,6 +36,7 @@ from .model import (
     init_model,
     make_batch,
     norm,
+    scored_metrics,
 )
 
 __all__ = ["AdamState", "History", "cross_entropy", "layer_norm_backward", "loss_and_grads", "backward",
@@ -69,19 +71,17 @@ def layer_norm_backward(x, grad_y, eps: float = LN_EPS) -> np.ndarray:
     return inv * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
 
 
-def cross_entropy(logits, targets, scored):
-    """logits (B, T, V) -> mean loss over scored positions, its gradient, and the accuracy."""
-    z = logits - logits.max(-1, keepdims=True)
-    probs = np.exp(z)
-    probs /= probs.sum(-1, keepdims=True)  # (B, T, V)
-    picked = np.take_along_axis(probs, targets[..., None], -1)[..., 0]  # (B, T)
-    n = max(int(scored.sum()), 1)
-    loss = -np.log(np.maximum(picked[scored], 1e-300)).sum() / n
-    grad = probs
-    np.put_along_axis(grad, targets[..., None], picked[..., None] - 1, -1)  # p - onehot
-    grad *= scored[..., None] / n
-    accuracy = float((logits.argmax(-1) == targets)[scored].mean()) if scored.any() else 0.0
-    return float(loss), grad, accuracy
+def cross_entropy(logits, batch: Batch) -> tuple[Metrics, np.ndarray]:
+    """logits (B, T, V), Batch -> (Metrics over the scored positions, d loss / d logits (B, T, V)).
+
+    The loss is ``model.scored_metrics``' (the one cross-entropy); its gradient is
+    (softmax(logits) - onehot(target)) / n on the n scored positions, 0 elsewhere.
+    """
+    grad = softmax(logits)  # (B, T, V)
+    np.put_along_axis(grad, batch.targets[..., None], np.take_along_axis(grad, batch.targets[..., None], -1) - 1,
+                      -1)  # p - onehot
+    grad *= batch.scored[..., None] / max(int(batch.scored.sum()), 1)
+    return scored_metrics(logits, batch), grad
 
 
 def loss_and_grads(params: Model, batch: Batch, config: Config, rng=None):
@@ -100,7 +100,7 @@ def backward(params: Model, batch: Batch, config: Config, rng=None):
     tape = []
     logits, _ = forward(params, batch.tokens, config, tape=tape, rng=rng)
     x = tape.pop()[0]                                          # the last residual stream (B, T, D)
-    loss, g_logits, accuracy = cross_entropy(logits, batch.targets, batch.scored)
+    metrics_, g_logits = cross_entropy(logits, batch)
     g_x, g_unembed, _ = linear_backward(norm(x, config), params.unembed, g_logits)
     g_x = layer_norm_backward(x, g_x) if config.layer_norm else g_x
     g_layers, g_outputs = [], []
@@ -114,7 +114,7 @@ def backward(params: Model, batch: Batch, config: Config, rng=None):
     g_embed = np.zeros_like(params.embed)
     np.add.at(g_embed, batch.tokens, g_x)  # rows of embed used several times add up
     g_pos = None if params.pos is None else np.pad(g_x.sum(0), ((0, params.pos.shape[0] - T), (0, 0)))
-    return Metrics(loss, accuracy), Model(g_embed, g_pos, tuple(g_layers), g_unembed), g_outputs
+    return metrics_, Model(g_embed, g_pos, tuple(g_layers), g_unembed), g_outputs
 
 
 # ----------------------------------------------------------------------------- Adam
@@ -159,8 +159,7 @@ def metrics(params: Model, batch: Batch, config: Config, ablate=(), patch=None) 
     """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate``, ``patch``
     as in forward."""
     logits, _ = forward(params, batch.tokens, config, ablate, patch=patch)
-    loss, _, accuracy = cross_entropy(logits, batch.targets, batch.scored)
-    return Metrics(loss, accuracy)
+    return scored_metrics(logits, batch)
 
 
 def evaluate(params: Model, config: Config, rng: np.random.Generator, n: int = 256) -> Metrics:

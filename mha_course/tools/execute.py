@@ -2,7 +2,9 @@
 
 Re-execution pins BLAS to one thread (``MHA_COURSE_THREADS`` changes that), runs nbclient's own
 asynchronous kernel manager on this very interpreter (never a foreign ``python3`` kernelspec),
-stops a cell at ``--timeout`` and notices a dead kernel at once. When a notebook is done (or
+stops a cell at ``--timeout`` and notices a dead kernel at once (waiting on the kernel's sockets in
+slices of POLL_SLICE seconds, so a wake-up pyzmq loses costs half a second, not the whole cell
+timeout: the hang of issue 32). When a notebook is done (or
 stopped), every process its kernel started is killed: the kernel's process group, and any
 child that left it (``start_new_session``), so a timed-out ``sleep 301`` does not live on.
 
@@ -15,7 +17,6 @@ line naming the file, and the rest of the batch goes on.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import signal
@@ -76,6 +77,47 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+# Why every wait on the kernel's sockets is cut into slices (the hang of issue 32, seen at load 14):
+# nbclient waits for a cell's reply with ONE asyncio poll of up to --timeout seconds on the shell
+# socket. pyzmq wakes that poll from the socket's edge-triggered ZMQ_FD; once in a while that edge is
+# lost, and the reply sits in the socket (zmq.EVENTS says POLLIN, seen with gdb on a stalled run)
+# while the poll sleeps on. pyzmq reads the socket itself only when the poll's timeout fires, so the
+# cell "finished" after 600 s and the run still passed. A poll of at most POLL_SLICE seconds, repeated
+# up to the same deadline, bounds what a lost edge costs to one slice.
+POLL_SLICE = 0.5
+
+
+def _sliced_client_class():
+    """AsyncKernelClient whose channels wait in slices of POLL_SLICE seconds (see above)."""
+    from time import monotonic
+
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    from traitlets import Type
+
+    class SlicedChannel(AsyncZMQSocketChannel):
+        async def get_msg(self, timeout=None):
+            """The next message within ``timeout`` seconds (None: no limit), else queue.Empty."""
+            from queue import Empty
+
+            deadline = None if timeout is None else monotonic() + timeout
+            while True:
+                left = None if deadline is None else max(0.0, deadline - monotonic())
+                step = POLL_SLICE if left is None else min(POLL_SLICE, left)
+                if await self.socket.poll(int(step * 1000)):  # the end of a slice reads the socket itself
+                    return await self._recv()
+                if left is not None and left <= step:
+                    raise Empty
+
+    class SlicedClient(AsyncKernelClient):
+        shell_channel_class = Type(SlicedChannel)
+        iopub_channel_class = Type(SlicedChannel)
+        stdin_channel_class = Type(SlicedChannel)
+        control_channel_class = Type(SlicedChannel)
+
+    return SlicedClient
+
+
 def _current_env_kernel_manager(workdir: str):
     """An AsyncKernelManager whose kernel is ``sys.executable -m ipykernel_launcher``.
 
@@ -94,8 +136,10 @@ def _current_env_kernel_manager(workdir: str):
     ksm = KernelSpecManager(kernel_dirs=[str(spec_dir.parent)], ensure_native_kernel=False)
     # IPC sockets in ``workdir``, not TCP ports: two kernels started at once can never pick the
     # same port (and so never read each other's messages)
-    return AsyncKernelManager(kernel_name="current", kernel_spec_manager=ksm, transport="ipc",
-                              ip=str(Path(workdir) / "kernel"))
+    km = AsyncKernelManager(kernel_name="current", kernel_spec_manager=ksm, transport="ipc",
+                            ip=str(Path(workdir) / "kernel"))
+    km.client_factory = _sliced_client_class()
+    return km
 
 
 # ---------------------------------------------------------------------------------------
@@ -318,60 +362,42 @@ def write_back(path, original: bytes, data: bytes):
 
     Otherwise (it changed, or it is gone, since it was read) ``data`` goes to ``beside(path)`` and
     that path is returned: a save that landed while the notebook ran is never replaced. The file
-    is first renamed aside (one step), compared, and the new one linked in only where nothing
-    appeared since, so even a save in the last microsecond is kept.
+    is compared, given a second (hard) link, replaced in one step, and compared again through
+    that link: a save written into the file in the meantime is put back, with the result beside.
+    Only a save that replaces the file within those few microseconds could still be lost. The
+    notebook is at ``path`` at every moment, whatever interrupts this.
     """
     real = files.real_target(path)
     files.remove_stale_temporaries(real.parent)
+    try:
+        if original is None or real.read_bytes() != original:
+            return _write_beside(data, real)
+    except FileNotFoundError:
+        return _write_beside(data, real)  # deleted while it ran: not brought back
     tmp = files.stage(real, data)
     old = real.with_name(f".{real.name}.pid{os.getpid()}.before{files.TMP_SUFFIX}")
     try:
         try:
-            os.rename(real, old)
-        except FileNotFoundError:
-            old = None
-        if old is None or original is None or old.read_bytes() != original:  # changed, or gone
-            if old is not None:
-                _put_back(old, real)
-            return _write_beside(tmp, real)
-        try:
-            os.link(tmp, real)  # only if nothing is there: a save after the rename stays
-        except FileExistsError:
-            old.unlink()
-            return _write_beside(tmp, real)
-        except OSError as err:
-            if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
-                _put_back(old, real)
-                raise
-            if os.path.lexists(real):
-                old.unlink()
-                return _write_beside(tmp, real)
-            os.rename(tmp, real)  # no hard links here: the small window of a rename remains
-        old.unlink(missing_ok=True)
+            os.link(real, old)  # the file as it is now, under a second name
+        except OSError:
+            old = None  # no hard links here (or it went): the compare above is all there is
+        os.rename(tmp, real)  # one step: a reader sees the old notebook or the new one
+        if old is not None and old.read_bytes() != original:  # a save landed in the old file meanwhile
+            aside = beside(real)
+            os.link(real, aside)
+            os.rename(old, real)  # the save back where it was
+            return aside
         return None
     finally:
         tmp.unlink(missing_ok=True)
+        if old is not None:
+            old.unlink(missing_ok=True)
 
 
-def _put_back(old: Path, real: Path) -> None:
-    """The file renamed aside goes back, unless a newer save took its place (then that one stays)."""
-    try:
-        os.link(old, real)
-    except FileExistsError:
-        pass
-    except OSError:
-        if not os.path.lexists(real):
-            os.rename(old, real)
-            return
-    old.unlink(missing_ok=True)
-
-
-def _write_beside(tmp: Path, real: Path) -> Path:
+def _write_beside(data: bytes, real: Path) -> Path:
+    """``data`` as a new file beside ``real`` (never replacing one); its path."""
     target = beside(real)
-    try:
-        os.link(tmp, target)
-    except OSError:  # no hard links here
-        os.rename(tmp, target)
+    files.exclusive_write(target, data, files.file_mode(real) if real.exists() else None)
     return target
 
 
@@ -400,7 +426,7 @@ def _cmd_execute(args) -> int:
     passed, failed = [], []
     for nb in args.notebooks:
         try:
-            execute_notebook(files.check_path_arg(nb, "NOTEBOOK", "notebooks/01_attention.ipynb"),
+            execute_notebook(files.check_path_arg(nb, "NOTEBOOK", "notebooks/01_qkv.ipynb"),
                              timeout=args.timeout, retries=args.retries)
         except (NotebookRunError, files.PathError) as err:
             print(f"mha-course execute: {err}", file=sys.stderr)
@@ -411,7 +437,8 @@ def _cmd_execute(args) -> int:
     if len(args.notebooks) > 1 or failed:
         print(f"{len(passed)} of {len(args.notebooks)} notebook(s) executed"
               + (f"; passed: {', '.join(map(str, passed))}" if passed else "")
-              + (f"; failed: {', '.join(map(str, failed))}" if failed else ""),
+              + (f"; failed: {', '.join(repr(str(f)) if not str(f).strip() else str(f) for f in failed)}"
+                 if failed else ""),
               file=sys.stderr if failed else sys.stdout)
     return 1 if failed else 0
 

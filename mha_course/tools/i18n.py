@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 LANGS = ("zh_CN",)                       # the languages the course has catalogues for
 DOMAIN_GLOSSARY = "glossary"
+DOMAIN_CHECKS = "checks"              # the checkers' fixed phrases (mha_course.check.language.say)
 
 
 # ----------------------------------------------------------------------------- cutting prose into messages
@@ -272,6 +273,25 @@ def sources(base=None) -> dict:
     glossary = base / "docs" / "glossary.md"
     if glossary.exists():
         out[DOMAIN_GLOSSARY] = [(m, "glossary.md") for m in messages(glossary.read_text(encoding="utf-8"))]
+    phrases = checker_phrases(base / "mha_course" / "check")
+    if phrases:
+        out[DOMAIN_CHECKS] = phrases
+    return out
+
+
+def checker_phrases(folder) -> list[tuple[str, str]]:
+    """[(template, file)] of every ``say("...")`` in the checkers (``mha_course.check.language.say``)."""
+    import ast
+    out = []
+    for path in sorted(Path(folder).glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "say"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                out.append((node.args[0].value, f"check/{path.name}"))
     return out
 
 

@@ -440,8 +440,12 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print, 
     finally:
         for tmp in staged:
             tmp.unlink(missing_ok=True)
-    _mark(outdir, hashes)
-    _mark_language(outdir, lang)
+    try:
+        _mark(outdir, hashes)
+        _mark_language(outdir, lang)
+    except OSError as err:  # the copies are whole; only the course folder's records are missing
+        raise StudentInputError(_os_error_line(err, outdir / MARKER, "The copies are written; run again "
+                                               "to record them")) from None
     return paths
 
 
@@ -625,7 +629,10 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
         raise StudentInputError(_os_error_line(err, outdir, "Each file is whole: the old version or the new")) from None
     finally:
         if hashes:
-            _mark(outdir, hashes)
+            try:
+                _mark(outdir, hashes)
+            except OSError:
+                pass  # the files are whole; without the record a later --update treats them as edited
     return done
 
 

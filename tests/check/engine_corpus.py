@@ -190,6 +190,13 @@ CORPUS = [
     ("no_projection_weights", lambda x: mc.softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])), RIGHT),
     ("no_projection_weights", lambda x: np.swapaxes(mc.softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])),
                                                     -1, -2), ("swapped", "transpose")),
+    ("sliding_window_mask", lambda T, window: ~((lambda d: (d >= 0) & (d < window))(
+        np.arange(T)[:, None] - np.arange(T)[None, :])), ("polarity",)),
+    ("multi_head_attention", _mha_from(lambda Q, K, m: mc.softmax(np.where(True if m is None else m,
+                                                                           Q @ np.swapaxes(K, -1, -2)
+                                                                           / np.sqrt(Q.shape[-1]), -np.inf),
+                                                                  axis=-2)), ("axis -2", "over the queries",
+                                                                              "wrong axis", "axis")),
     # ---- 14 circuits
     ("composition_score", lambda W_A, W_B: float(np.linalg.norm(W_A @ W_B) / (np.linalg.norm(W_A)
                                                                              * np.linalg.norm(W_B))), RIGHT),

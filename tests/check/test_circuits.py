@@ -27,7 +27,7 @@ def prefix_loops(weights, tokens):
 
 
 def prefix_per_sequence(weights, tokens):
-    """Mean per sequence, then over the batch: the same here (every case repeats as many tokens per row)."""
+    """Mean per sequence, then over the batch: wrong when the sequences repeat different numbers of tokens."""
     scores = []
     for w, tok in zip(weights, tokens):
         T = len(tok)
@@ -65,7 +65,6 @@ def copying_trace(W):
 
 @pytest.mark.parametrize("name, fn", [
     ("prefix_matching_score", prefix_loops),
-    ("prefix_matching_score", prefix_per_sequence),
     ("composition_score", composition_einsum),
     ("composition_score", composition_trace),
     ("patched_heads", patched_where),
@@ -111,6 +110,20 @@ def prefix_before(weights, tokens):
     return total / count
 
 
+def prefix_one_occurrence(weights, tokens, last=False):
+    """Only the first (or last) earlier occurrence of the query's token: wrong when it occurs 3+ times."""
+    B, h, T, _ = weights.shape
+    total, count = np.zeros(h), 0
+    for b in range(B):
+        for t in range(T):
+            earlier = [s for s in range(t) if tokens[b, s] == tokens[b, t]]
+            if earlier:
+                s = earlier[-1] if last else earlier[0]
+                total += weights[b, :, t, s + 1]
+                count += 1
+    return total / count
+
+
 def composition_no_norms(W_A, W_B):
     return float(np.linalg.norm(W_A @ W_B))
 
@@ -150,6 +163,9 @@ def copying_svd(W):
     ("prefix_matching_score", prefix_off_by_one, "off by one: the attention on the earlier occurrences themselves"),
     ("prefix_matching_score", prefix_every_query, "averaged over every query"),
     ("prefix_matching_score", prefix_before, "off by one the other way"),
+    ("prefix_matching_score", prefix_per_sequence, "the mean of per-sequence means"),
+    ("prefix_matching_score", prefix_one_occurrence, "only the FIRST earlier occurrence"),
+    ("prefix_matching_score", lambda w, t: prefix_one_occurrence(w, t, last=True), "only the LAST earlier occurrence"),
     ("composition_score", composition_no_norms, "the composition score without the norms"),
     ("composition_score", composition_wrong_order, "the product in the wrong order"),
     ("composition_score", composition_spectral, "spectral norms"),

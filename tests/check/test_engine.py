@@ -306,20 +306,27 @@ def toy(capsys, fn, spec=TOY):
 
 
 @pytest.mark.parametrize("fn, words", [
-    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "every value is 1/sqrt(d_k) ("),
-    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value is 1/h ("),
-    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value is h ("),
-    (lambda Q, h: h * (Q @ Q.T), "every value is sqrt(d_k) ("),
-    (lambda Q, h: 2 * _pooled(Q, h), "every value is 2 times the expected one"),
-    (lambda Q, h: 1.37 * _pooled(Q, h), "every value is 1.37 times the expected one"),
-    (lambda Q, h: 0 * _pooled(Q, h), "every value is 0 (an all-zero result)"),
-    (lambda Q, h: -_pooled(Q, h) + 0 * Q[:1, :1], "the sign is flipped"),
+    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "Found: every value of result is 1/sqrt(d_k) ("),
+    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "Found: every value of result is 1/h ("),
+    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "Found: every value of result is h ("),
+    (lambda Q, h: h * (Q @ Q.T), "Found: every value of result is sqrt(d_k) ("),
+    (lambda Q, h: 2 * _pooled(Q, h), "Found: every value of result is 2 times the expected one"),
+    (lambda Q, h: -_pooled(Q, h) + 0 * Q[:1, :1], "Found: result has the opposite sign"),
 ])
-def test_a_factor_zero_or_sign_is_named_in_the_exercises_terms(capsys, fn, words):
+def test_a_factor_or_sign_is_named_in_the_exercises_terms(capsys, fn, words):
     ok, out = toy(capsys, fn)
     assert ok is False and words in out, out
+    assert "-8.6" not in out and "e-17 times" not in out and "not one of the mistakes" not in out
+
+
+@pytest.mark.parametrize("fn, words", [
+    (lambda Q, h: 1.37 * _pooled(Q, h), "every value is 1.37 times the expected one"),
+    (lambda Q, h: 0 * _pooled(Q, h), "every value is 0 (an all-zero result)"),
+])
+def test_an_unnamed_factor_or_zero_is_localised(capsys, fn, words):
+    ok, out = toy(capsys, fn)
+    assert ok is False and words in out and "not one of the mistakes I know" in out, out
     assert "Every shape is right" in out and "Print the shape" not in out, out
-    assert "-8.6" not in out and "e-17 times" not in out
 
 
 def test_shape_advice_only_when_a_shape_is_wrong(capsys):
@@ -341,7 +348,7 @@ def test_transposed_is_named(capsys):
     spec = engine.Exercise("square", lambda x: x @ np.diag(np.arange(1.0, len(x) + 1)),
                         lambda: [engine.Case((np.arange(9.0).reshape(3, 3) + 1,))], register=False)
     ok, out = toy(capsys, lambda x: (x @ np.diag(np.arange(1.0, len(x) + 1))).T, spec)
-    assert ok is False and "transposed: the row and column axes" in out, out
+    assert ok is False and "Found: result has its row and column axes swapped" in out, out
 
 
 def test_one_dimensional_results_say_entries(capsys):

@@ -5,13 +5,25 @@ import pytest
 
 from .engine_corpus import CORPUS, verdict
 
+# the two answers of the corpus the engine does not name yet (strict: the test says when they are)
+GAPS = {("cross_attention", "after the softmax"): "the mask is applied two calls down (attention_scores): "
+        "no mutant at depth 1 moves it after the softmax, and 6.4 catalogues no such mistake",
+        ("multi_head_attention", "axis -2"): "the softmax is two calls down from the reference: no mutant at "
+        "depth 1 changes its axis"}
+
+
+def _param(entry):
+    name, fn, expect = entry
+    gap = GAPS.get((name, expect[0] if expect else None))
+    return pytest.param(*entry, id=_id(entry), marks=[pytest.mark.xfail(reason=gap, strict=True)] if gap else [])
+
 
 def _id(entry):
     name, fn, expect = entry
     return f"{name}-{'right' if expect is None else expect[0]}"
 
 
-@pytest.mark.parametrize("name, fn, expect", CORPUS, ids=[_id(e) for e in CORPUS])
+@pytest.mark.parametrize("name, fn, expect", [_param(e) for e in CORPUS])
 def test_each_answer_of_the_corpus_is_judged_right(name, fn, expect):
     with np.errstate(all="ignore"):
         v, text = verdict(name, fn, expect)

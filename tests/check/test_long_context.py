@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+import mha_course as mc
 from mha_course.check import long_context as cl
 
 
@@ -38,9 +39,16 @@ def learner_slopes(rule="paper", first=1, extra=slice(0, None, 2), order="paper"
     return my_alibi_slopes
 
 
+def test_a_table_of_slopes_up_to_16_heads_is_refused(capsys):
+    """13.1's accepted wrong answer: a lookup table fits every h <= 16, never h = 20 or 33."""
+    table = {h: mc.alibi_slopes(h) for h in range(1, 17)}
+    ok, out = run(capsys, "alibi_slopes", lambda h: table.get(h, np.ones(h)))
+    assert not ok and "h=20" in out, out
+
+
 def test_alibi_right_answers_pass(capsys):
     ok, out = run(capsys, "alibi_slopes", learner_slopes())
-    assert ok and "all 8 cases match" in out
+    assert ok and "all 14 cases match" in out
 
     def recursive(h):  # the paper's own code, as a learner might copy it
         def p2(n):

@@ -265,3 +265,60 @@ def test_gallery_has_fully_masked_rows_only_for_the_left_padded_queries(T):
         assert m.shape == (T, T) and m.dtype == bool
         expected = np.arange(T) < T // 3 if name == "left padding & causal" else np.zeros(T, bool)
         np.testing.assert_array_equal(fully_masked_rows(m), expected, err_msg=name)
+
+
+# ----------------------------------------------------------------------------- one builder of causal masks
+def _calls_of(function) -> set:
+    """The names a function's body calls (``f(...)`` and ``obj.f(...)``)."""
+    import ast
+    import inspect
+    import textwrap
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    return {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+            for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+
+
+@pytest.mark.parametrize("T", [1, 2, 5, 9])
+def test_every_causal_mask_is_the_one_builder(T):
+    """causal_mask(T), cached_causal_mask(T, 0), sliding_window_mask(T, T) and prefix_lm_mask(T, 0) are
+    one mask, and each is made by masks.causal_mask (its body calls it; none builds its own)."""
+    from mha_course import attention, efficient, gqa, masks
+    want = masks.causal_mask(T)
+    assert attention.causal_mask is masks.causal_mask
+    for made in (gqa.cached_causal_mask(T, 0), efficient.sliding_window_mask(T, T), masks.prefix_lm_mask(T, 0)):
+        assert made.dtype == bool and np.array_equal(made, want)
+    for function in (gqa.cached_causal_mask, efficient.sliding_window_mask, masks.prefix_lm_mask):
+        assert "causal_mask" in _calls_of(function), function.__name__
+        assert not {"tril", "triu", "tri"} & _calls_of(function), function.__name__
+
+
+def test_no_module_of_the_core_or_the_lessons_builds_a_triangle_of_its_own():
+    """np.tril / np.triu / np.tri appear only in masks.py among the core and the lessons (the checkers
+    write wrong masks by hand on purpose; the views shade the future cells of a plot)."""
+    import ast
+    from pathlib import Path
+    package = Path(mc.__file__).parent
+    found = []
+    for path in sorted([*package.glob("*.py"), *(package / "lessons").glob("*.py")]):
+        if path.name == "masks.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("tril", "triu", "tri"):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []
+
+
+@pytest.mark.parametrize("T, offset, window", [(1, 0, None), (3, 2, None), (4, 0, 2), (2, 3, 2), (5, 1, 9)])
+def test_causal_mask_with_offset_and_window_is_its_definition(T, offset, window):
+    t = offset + np.arange(T)[:, None]
+    s = np.arange(offset + T)[None, :]
+    want = (s <= t) & ((t - s) < (window if window is not None else offset + T))
+    assert np.array_equal(mc.masks.causal_mask(T, offset, window), want)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"T": 0}, "T=0"), ({"T": 2, "offset": -1}, "offset=-1"),
+                                             ({"T": 2, "offset": 1.5}, "offset=1.5"),
+                                             ({"T": 2, "window": 0}, "window=0")])
+def test_causal_mask_refuses_bad_sizes(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        mc.masks.causal_mask(**kwargs)

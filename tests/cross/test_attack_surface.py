@@ -30,11 +30,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import attack_table as at  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from cross import attack_table as at  # noqa: E402
 
 _COMMON = dict(derandomize=True, database=None, deadline=None, print_blob=True,
                suppress_health_check=list(HealthCheck))

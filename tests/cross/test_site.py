@@ -4,9 +4,11 @@
   and so are the README (the landing page), the glossary and the instructor guide;
 - every in-book link resolves to a page, and its #anchor to an id on that page;
 - no page asks for anything outside the book (no http(s) script, stylesheet or image);
-- in Chromium, served on 127.0.0.1: every notebook page with saved sliders shows slider
-  handles (widgets drawn from their saved state, no "Error displaying widget"), the formulas
-  are typeset by MathJax (no raw ``\\(`` left), and no request leaves 127.0.0.1.
+- in Chromium, served on 127.0.0.1, on every page: no uncaught page error and no console error,
+  no request that leaves 127.0.0.1 or fails; no raw ``\\(`` in the page (navigation included) nor in
+  its title; axe-core finds no serious or critical accessibility violation; every figure has alt
+  text from its cell; every page with saved sliders shows slider handles (widgets drawn from their
+  saved state, no "Error displaying widget") and one "run this notebook" line per saved widget.
 
 The book needs the `site` extra (sphinx, myst-nb, sphinx-book-theme) and the npm packages that
 `make site` installs into build/book-npm/. Without them the tests skip with the reason, unless
@@ -116,13 +118,79 @@ def _pages(site: Path) -> list:
 
 def test_every_notebook_is_a_page(site):
     assert len(NOTEBOOKS) >= 13, [p.name for p in NOTEBOOKS]
+    landing = (site / "book" / "index.html").read_text(encoding="utf-8")
     for nb in NOTEBOOKS:
         page = site / "notebooks" / (nb.stem + ".html")
         assert page.exists(), f"{nb.name} is not in the book"
-        assert f'href="notebooks/{nb.stem}.html"' in (site / "README.html").read_text(encoding="utf-8"), (
-            f"{nb.name} is missing from the landing page's navigation")
-    for doc in ("README.html", "docs/glossary.html", "docs/instructor.html", "index.html"):
+        assert f'href="../notebooks/{nb.stem}.html"' in landing, f"{nb.name} is missing from the landing page"
+        assert (site / "notebooks" / nb.name).read_bytes() == nb.read_bytes(), f"{nb.name}: no download beside its page"
+    for doc in ("README.html", "docs/glossary.html", "docs/instructor.html", "index.html", "book/index.html"):
         assert (site / doc).exists(), doc
+    assert "book/index.html" in (site / "index.html").read_text(encoding="utf-8"), "index.html opens the landing page"
+
+
+def _widget_cells(nb_path: Path) -> int:
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    return sum(1 for c in nb["cells"] if c["cell_type"] == "code" and any(
+        "application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in c.get("outputs", [])))
+
+
+def test_every_saved_widget_says_it_moves_in_jupyterlab_with_a_link_to_run_it(site):
+    found = 0
+    for nb in NOTEBOOKS:
+        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+        lines = re.findall(r'<p class="mha-static-widget">(.*?)</p>', text)
+        assert len(lines) == _widget_cells(nb), (nb.name, len(lines), _widget_cells(nb))
+        for line in lines:
+            assert "only in JupyterLab" in line and f'href="{nb.name}" download' in line, line
+        found += len(lines)
+    assert found >= 14, found
+
+
+def test_a_hub_url_makes_the_link_open_the_notebook_on_the_hub(monkeypatch):
+    course_book = _course_book()
+    monkeypatch.setenv(course_book.HUB_VAR, "https://hub.example.org/")
+    href, text = course_book.run_link("notebooks/01_qkv")
+    assert href == "https://hub.example.org/hub/user-redirect/lab/tree/notebooks/01_qkv.ipynb"
+    assert text.startswith("run this notebook")
+    monkeypatch.delenv(course_book.HUB_VAR)
+    assert course_book.run_link("notebooks/01_qkv") == ("01_qkv.ipynb", "run this notebook (download the .ipynb)")
+
+
+def test_a_notebook_that_is_not_json_is_named_in_one_line(tmp_path):
+    course_book = _course_book()
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "00_fine.ipynb").write_text("{}")
+    (tmp_path / "notebooks" / "01_cut.ipynb").write_text('{"cells": [')
+    with pytest.raises(Exception) as err:
+        course_book.check_notebooks(tmp_path)
+    message = str(err.value)
+    assert type(err.value).__name__ == "ConfigError" and "\n" not in message
+    assert message.startswith("notebooks/01_cut.ipynb is not a notebook: it is not JSON (line 1")
+    assert "git checkout -- notebooks/01_cut.ipynb" in message
+
+
+def test_every_figure_gets_alt_text_from_its_cell(site):
+    missing = []
+    for nb in NOTEBOOKS:
+        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+        for tag in re.findall(r"<img [^>]*>", text):
+            alt = re.search(r'alt="([^"]*)"', tag)
+            if not alt or not alt.group(1).strip() or alt.group(1).endswith((".png", ".svg", ".jpg")):
+                missing.append(f"{nb.name}: {tag[:120]}")
+    assert not missing, "\n".join(missing[:20])
+    text = (site / "notebooks" / "01_qkv.html").read_text(encoding="utf-8")
+    assert 'alt="One token, four vectors: &quot;sat&quot; as an embedding and in its three roles' in text
+
+
+def _course_book():
+    pytest.importorskip("sphinx", reason="sphinx is not installed (pip install -e '.[site]')")
+    sys.path.insert(0, str(ROOT / "book"))
+    try:
+        import course_book
+    finally:
+        sys.path.remove(str(ROOT / "book"))
+    return course_book
 
 
 def test_every_link_and_anchor_resolves(site):
@@ -193,52 +261,71 @@ def served(site):
         thread.join(5)
 
 
+def _every_page(site: Path) -> list:
+    return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or p.parent != site]
+
+
 @pytest.mark.browser
-def test_pages_in_chromium_offline(served):
+def test_pages_in_chromium_offline(site, served):
     try:
+        from axe_playwright_python.sync_playwright import Axe
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _skip_or_fail("playwright is not installed (pip install -e '.[browser]')", REQUIRE_BROWSER,
-                      "MHA_COURSE_REQUIRE_BROWSER")
+        _skip_or_fail("playwright or axe-playwright-python is not installed (pip install -e '.[browser]')",
+                      REQUIRE_BROWSER, "MHA_COURSE_REQUIRE_BROWSER")
     if not Path(CHROMIUM).exists():
         _skip_or_fail(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)", REQUIRE_BROWSER,
                       "MHA_COURSE_REQUIRE_BROWSER")
-    outside, failed = [], []
-    pages = ["index.html", "docs/glossary.html"] + [f"notebooks/{nb.stem}.html" for nb in NOTEBOOKS]
+    outside, failed, errors = [], [], []
+    pages = _every_page(site)
+    assert {"book/index.html", "README.html", "docs/glossary.html", "search.html"} <= set(pages), pages
     sliders = {f"notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS}
     seen = {}
+    axe = Axe()
     with sync_playwright() as p:
         chromium = launch_chromium(p)
         try:
             page = chromium.new_page(viewport={"width": 1280, "height": 800})
             page.on("request", lambda r: r.url.startswith((served, "data:", "blob:" + served))
                     or outside.append(r.url))
-            page.on("response", lambda r: r.status >= 400 and not r.url.endswith("favicon.ico")
-                    and failed.append(f"{r.status} {r.url}"))
+            page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+            page.on("pageerror", lambda err: errors.append(f"{page.url}: uncaught {err}"))
+            page.on("console", lambda msg: msg.type == "error" and errors.append(f"{page.url}: console {msg.text}"))
             for name in pages:
                 page.goto(served + name, wait_until="load")
                 if sliders.get(name):
                     page.locator(".noUi-handle").first.wait_for(timeout=30_000)
-                page.wait_for_function(
-                    "() => !window.MathJax || !MathJax.startup || MathJax.startup.promise", timeout=30_000)
-                page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-                body = page.locator("article").inner_text()
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                       timeout=30_000)
+                page.evaluate("() => MathJax.startup.promise")
+                page.wait_for_timeout(300)  # the widget labels typeset after the page's math
+                whole = page.locator("body").inner_text()
+                # axe-core re-fetches stylesheets itself (and gets @import paths wrong): no preload
+                violations = axe.run(page, options={"resultTypes": ["violations"], "preload": False})
                 seen[name] = dict(
                     handles=page.locator(".noUi-handle").count(),
                     math=page.locator("mjx-container").count(),
-                    raw_math=len(re.findall(r"\\\(|\\\[", body)),
+                    raw_math=len(re.findall(r"\\\(|\\\[", whole)),
+                    raw_title=len(re.findall(r"\\\(|\\\[|\\[a-z]+\{|\$", page.title())),
                     widget_errors=page.locator("text=Error displaying widget").count(),
+                    no_alt=page.locator("img:not([alt]), img[alt='']").count(),
+                    serious=[(v["id"], v["impact"], len(v["nodes"])) for v in violations.response["violations"]
+                             if v["impact"] in ("serious", "critical")],
                 )
         finally:
             chromium.close()
     print("\n".join(f"{name}: {got}" for name, got in seen.items()))
+    assert not errors, "\n".join(errors[:20])
     assert not outside, f"requests left 127.0.0.1: {outside[:10]}"
     assert not failed, f"requests failed: {failed[:10]}"
     for name, got in seen.items():
         assert got["widget_errors"] == 0, (name, got)
-        assert got["raw_math"] == 0, (name, got)
+        assert got["raw_math"] == 0 and got["raw_title"] == 0, (name, got)
+        assert got["no_alt"] == 0, (name, got)
+        assert got["serious"] == [], (name, got)
         if sliders.get(name):
             assert got["handles"] >= 1, (name, got)
         if name.startswith("notebooks/"):
             assert got["math"] > 0, (name, got)
     assert seen["notebooks/01_qkv.html"]["handles"] >= 3, seen["notebooks/01_qkv.html"]
+    assert seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"

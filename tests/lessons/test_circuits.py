@@ -413,7 +413,7 @@ def test_load_trajectories_names_the_file_and_the_fix(tmp_path):
     with pytest.raises(ValueError, match="phase_change"):
         ci.load_trajectories(bad)
     with pytest.raises(ValueError, match="not a trajectory file"):
-        ci.load_trajectories(train.checkpoint_path("induction"))
+        ci.load_trajectories(checkpoints.checkpoint_path("induction"))
 
 
 # ----------------------------------------------------------------------------- what 14 adds

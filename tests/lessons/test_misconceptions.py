@@ -144,3 +144,13 @@ def test_the_ensemble_verdict_refuses_empty_lists():
     from mha_course.lessons import misconceptions as mi
     with pytest.raises(ValueError, match="at least one"):
         mi.ensemble_verdict([], mi.load_ensemble())
+
+
+def test_the_h_sweep_claims_of_11_hold_for_every_shipped_seed():
+    """11 §1: over >= 3 seeds, every run with d_k <= 4 is below every run with d_k >= 16; h = 1 and 2 overlap."""
+    from mha_course.lessons import checkpoints
+    e = checkpoints.load_experiments()
+    acc, d_k = e["h_sweep_accuracy"], 32 // e["h_sweep_hs"]
+    assert acc.shape[0] >= 3
+    assert acc[:, d_k >= 16].min() > acc[:, d_k <= 4].max()
+    assert acc[:, 0].min() <= acc[:, 1].max() and acc[:, 1].min() <= acc[:, 0].max()  # within the noise: no ranking

@@ -8,6 +8,7 @@
 import numpy as np
 import pytest
 
+import mha_course as mc
 from mha_course.lessons import checkpoints, training
 from mha_course.lessons import model as tr
 
@@ -67,3 +68,68 @@ def test_bad_config_names_the_fix(change, message):
         checkpoints.load_checkpoint("/nonexistent/x.npz")
 
 
+
+
+# ----------------------------------------------------------------------------- one loss, one greedy loop
+def _lesson_sources():
+    import ast
+    from pathlib import Path
+    folder = Path(tr.__file__).parent
+    return {p.name: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.py"))}
+
+
+def _functions_calling(attr: str, method_on_last_axis: bool = False) -> set:
+    """'module.py:function' for every function of the lessons whose body calls ``<x>.attr(...)``
+    (``method_on_last_axis``: only ``array.attr(-1)``, over the vocabulary axis, not ``np.attr(...)``)."""
+    import ast
+
+    def hit(c):
+        if not (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == attr):
+            return False
+        if not method_on_last_axis:
+            return True
+        on_np = isinstance(c.func.value, ast.Name) and c.func.value.id == "np"
+        return not on_np and len(c.args) == 1 and ast.unparse(c.args[0]) == "-1"
+    found = set()
+    for name, tree in _lesson_sources().items():
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            if any(hit(c) for c in ast.walk(fn)):
+                found.add(f"{name}:{fn.name}")
+    return found
+
+
+def test_one_cross_entropy_and_one_greedy_loop_in_the_lessons():
+    """The loss (log-sum-exp minus the target's logit) is model.token_losses; the accuracy and the greedy
+    next token (argmax over the vocabulary) are model.scored_metrics and gqa.greedy_steps; the gradient
+    (softmax - onehot) is training.cross_entropy's. Nothing else in the lessons writes them again."""
+    assert _functions_calling("take_along_axis") <= {"model.py:token_losses", "model.py:make_batch",
+                                                     "training.py:cross_entropy"}
+    assert _functions_calling("argmax", method_on_last_axis=True) == {"model.py:scored_metrics", "gqa.py:greedy_steps"}
+
+
+def test_every_loss_of_the_lessons_is_the_one_cross_entropy():
+    """training.metrics, long_context.evaluate_at and misconceptions.ensemble_metrics (one member) give the
+    numbers of model.scored_metrics on the same logits; token_losses is -log softmax at the target."""
+    from mha_course.lessons import long_context as lc
+    from mha_course.lessons import misconceptions as mi
+    config = TINY._replace(seq_len=6)
+    params = tr.init_model(config)
+    batch = tr.make_batch(config, np.random.default_rng(3), 16)
+    logits, _ = tr.forward(params, batch.tokens, config)
+    want = tr.scored_metrics(logits, batch)
+    p = mc.softmax(logits)
+    loss = -np.log(np.take_along_axis(p, batch.targets[..., None], -1)[..., 0])[batch.scored].mean()
+    assert want.loss == pytest.approx(loss, rel=1e-12)
+    assert want.accuracy == (p.argmax(-1) == batch.targets)[batch.scored].mean()
+    assert training.metrics(params, batch, config) == want
+    metrics, _ = lc.evaluate_at(params, config, config.seq_len, "stretched", seed=3, n=16)
+    assert metrics == want  # evaluate_at draws the same batch from seed 3
+    one = mi.ensemble_metrics([(config, params)], seed=3, n=16)
+    assert one.loss == pytest.approx(want.loss, rel=1e-9) and one.accuracy == want.accuracy
+
+
+def test_forward_refuses_out_of_range_tokens():
+    params = tr.init_model(TINY)
+    for bad in ([[0, -1, 2]], [[0, TINY.vocab, 1]], [[0.5, 1.0, 2.0]]):
+        with pytest.raises(ValueError, match="tokens"):
+            tr.forward(params, np.array(bad), TINY)

@@ -293,3 +293,20 @@ def test_score_with_an_unknown_id_names_it():
         quiz.score([q], {"nope": 0})
 
 
+
+
+def test_notebook_11s_interview_set_is_the_file_rendered():
+    """The interview set in 11 is ``interview_markdown`` of the quiz file: it cannot drift from the quiz."""
+    nb = json.loads((ROOT / "notebooks" / "11_misconceptions_and_interview.ipynb").read_text(encoding="utf-8"))
+    texts = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    cells = quiz.interview_markdown(QUESTIONS, ROOT / "notebooks")
+    start = texts.index(cells[0])
+    assert texts[start:start + len(cells)] == cells
+
+
+def test_every_interview_link_lands_on_a_heading():
+    for q in QUESTIONS:
+        assert quiz.section_anchor(ROOT / "notebooks" / f"{q.notebook}.ipynb", q.section), (q.id, q.notebook, q.section)
+    assert quiz.section_anchor(ROOT / "notebooks" / "01_qkv.ipynb", "99") is None
+    with pytest.raises(ValueError, match="per_cell"):
+        quiz.interview_markdown(QUESTIONS, ROOT / "notebooks", per_cell=0)

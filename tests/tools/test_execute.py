@@ -139,7 +139,7 @@ def test_an_executed_notebook_keeps_its_mode(tmp_path):
 
 def test_a_killed_runs_temporary_is_removed_by_the_next_execute(tmp_path):
     path = write_notebook(tmp_path / "x.ipynb", "print(1)")
-    run = run_subprocess("execute", [path], prelude="os.replace = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)",
+    run = run_subprocess("execute", [path], prelude="os.rename = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)",
                          timeout=240)
     assert run.returncode == -9
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # the killed run left its temporary

@@ -518,7 +518,8 @@ def _execute(session, hub_url: str, name: str, kernel, code: str) -> str:
             "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
             "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
                         "allow_stdin": False, "stop_on_error": True}}))
-        while True:
+        replied = idle = False  # the reply (shell) and the outputs (iopub) come on two channels, in any order
+        while not (replied and idle):
             raw = ws.recv()
             msg = json.loads(raw) if isinstance(raw, str) else {}
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
@@ -528,7 +529,10 @@ def _execute(session, hub_url: str, name: str, kernel, code: str) -> str:
             elif msg["msg_type"] == "error":
                 out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
             elif msg["msg_type"] == "execute_reply":
-                return "".join(out)
+                replied = True
+            elif msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        return "".join(out)
     finally:
         ws.close()
 
