@@ -28,7 +28,7 @@ __all__ = [
     "tiled_attention", "tiled_attention_steps", "naive_attention_bytes", "tiled_attention_bytes",
     "sliding_window_mask", "sliding_window_attention", "longformer_mask", "dilated_window_mask",
     "bigbird_mask", "elu_feature_map", "linear_attention", "linear_attention_quadratic",
-    "split_kv_partials", "merge_attention_partials", "split_kv_attention",
+    "split_kv_partials", "check_n_splits", "merge_attention_partials", "split_kv_attention",
 ]
 
 # ---- Tiled attention with an online softmax (FlashAttention's idea, in numpy). Taught in 10. ----
@@ -568,6 +568,20 @@ def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
 
 
 # ---- Split-KV decoding (FlashDecoding, Dao et al. 2023). Taught in 13_long_context.ipynb. ----
+def check_n_splits(n_splits, S: int) -> int:
+    """n_splits, S keys -> n_splits as an int in 1 .. S; a ValueError otherwise (a chunk needs a key:
+    no silent cap, and no work that grows with n_splits beyond S).
+
+    >>> check_n_splits(3, 7)
+    3
+    """
+    n_splits = _validate.positive_int(n_splits, "n_splits")
+    if n_splits > S:
+        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
+                         f"give 1 <= n_splits <= {S}")
+    return n_splits
+
+
 def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> n_splits partial outputs (..., T, d_v)
     and their log-sum-exps (..., T, 1), one per chunk of the keys.
@@ -586,11 +600,8 @@ def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
     ([(1, 5), (1, 5)], [(1, 1), (1, 1)])
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
-    n_splits = _validate.positive_int(n_splits, "n_splits")
     S = K.shape[-2]
-    if n_splits > S:
-        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
-                         f"give 1 <= n_splits <= {S}")
+    n_splits = check_n_splits(n_splits, S)
     if mask is not None:
         mask = np.broadcast_to(mask, (*Q.shape[:-1], S))  # (..., T, S), a view: its chunks are slices
     bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(S), n_splits)])  # (n_splits + 1,)

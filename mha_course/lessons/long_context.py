@@ -31,7 +31,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .. import _validate
-from ..efficient import check_attention_inputs, merge_attention_partials, split_kv_partials
+from ..efficient import check_attention_inputs, check_n_splits, merge_attention_partials, split_kv_partials
 from ..gqa import KVCache, RollingKVCache, cached_causal_mask, dequantize_kv, quantize_kv
 from ..runtime import run_jobs
 from . import checkpoints
@@ -451,13 +451,11 @@ def _greedy(params, config, prompt, n_new: int, caches) -> tuple:
 def split_kv_threaded(Q, K, V, n_splits: int, workers: int, mask=None) -> np.ndarray:
     """``split_kv_attention`` (the same inputs, the same numbers) with its chunks computed in parallel
     (``workers`` > 1: the package's one pool of a thread per core, BLAS on one thread inside it,
-    ``fast.run_jobs``), then merged; for timing. The same checks: 1 <= n_splits <= S."""
+    ``fast.run_jobs``), then merged; for timing. n_splits > S is refused, as by split_kv_attention."""
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
-    n_splits, workers = _validate.positive_int(n_splits, "n_splits"), _validate.positive_int(workers, "workers")
+    workers = _validate.positive_int(workers, "workers")
     S = K.shape[-2]
-    if n_splits > S:  # as split_kv_attention: every chunk needs a key
-        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
-                         f"give 1 <= n_splits <= {S}")
+    n_splits = check_n_splits(n_splits, S)
     if mask is not None:
         mask = np.broadcast_to(mask, mask.shape[:-1] + (S,))  # (..., T|1, S): sliced per chunk
     chunks = np.array_split(np.arange(S), n_splits)

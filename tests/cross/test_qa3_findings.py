@@ -63,6 +63,12 @@ def test_a_decode_step_through_tiled_attention_is_the_kv_caches_step():
 # ----------------------------------------------------------------------------- split-KV: the same inputs
 @pytest.mark.parametrize("n_splits", [1, 3, 7, 50])
 def test_split_kv_threaded_takes_what_split_kv_attention_takes(n_splits):
+    if n_splits > 7:  # more splits than keys: both refuse, with one message (no silent cap)
+        Q, K, V = _qkv(np.random.default_rng(0), 2, 7)
+        for fn in (efficient.split_kv_attention, lambda *a: lc.split_kv_threaded(*a, workers=2)):
+            with pytest.raises(ValueError, match="more than the S=7 keys"):
+                fn(Q, K, V, n_splits)
+        return
     rng = np.random.default_rng(n_splits)
     Q, K, V = _qkv(rng, 2, 7)
     mask = rng.random((2, 7)) < 0.7

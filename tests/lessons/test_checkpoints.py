@@ -64,12 +64,18 @@ def test_train_command_writes_a_checkpoint(tmp_path, capsys):
 def test_shipped_experiments_are_reproducible():
     exp = checkpoints.load_experiments()
     assert list(exp["h_sweep_hs"]) == list(checkpoints.SWEEP_HS)
-    assert exp["h_sweep_losses"].shape == (3, len(checkpoints.SWEEP_HS), checkpoints.SWEEP_STEPS)  # seeds 0, 1, 2
+    assert exp["h_sweep_losses"].shape == (3, len(checkpoints.SWEEP_HS), checkpoints.SWEEP_STEPS)
+    assert exp["seeds"].tolist() == [0, 1, 2] and exp["dropout_10_losses_seeds"].shape == (3, base_steps := 800)
+    assert base_steps == checkpoints.CHECKPOINT_CONFIGS["induction"].steps
     base = checkpoints.CHECKPOINT_CONFIGS["induction"]
     again = training.train(base._replace(h=2, steps=3, seed=1))[1].losses  # seed 1, h = 2: row 1, column 1
     assert np.allclose(again, exp["h_sweep_losses"][1, 1, :3], rtol=0, atol=1e-9)
+    again = training.train(base._replace(h=4, steps=3, seed=2))[1].losses  # seed 2, h = 4: row 2, column 2
+    assert np.allclose(again, exp["h_sweep_losses"][2, 2, :3], rtol=0, atol=1e-9)
     again = training.train(checkpoints.SCALE_CONFIG._replace(scale=False, steps=3))[1].losses
     assert np.allclose(again, exp["scale_off_losses"][:3], rtol=0, atol=1e-9)
+    again = training.train(base._replace(dropout=0.1, steps=3, seed=1))[1].losses
+    assert np.allclose(again, exp["dropout_10_losses_seeds"][1, :3], rtol=0, atol=1e-9)
     assert float(exp["one_layer_accuracy"]) < 0.5 < float(exp["dropout_0_accuracy"])
     with pytest.raises(ValueError, match="no experiments file"):
         checkpoints.load_experiments("/nonexistent/e.npz")
