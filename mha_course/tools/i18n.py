@@ -413,7 +413,7 @@ def _relink(source: str, here: str, headings: dict) -> str:
         target, anchor = m.group(1), m.group(2)
         page = Path(target).name if target else here
         new = headings.get(page, {}).get(_loose(anchor))
-        return f"]({target}#{new})" if new else m.group(0)
+        return f"]({target or here}#{new})" if new else m.group(0)  # a same-page link named by its file, too
     return re.sub(r"\]\(([^)#\s]*)#([^)\s]+)\)", fix, source)
 
 
