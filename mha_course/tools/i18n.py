@@ -384,8 +384,8 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
     headings = {path.name: _heading_map(path.stem, lang, base) for path in books}
     for path, nb in books.items():
         for cell in nb.cells:
-            if cell.cell_type == "markdown":
-                cell.source = _relink(cell.source, path.name, headings)
+            if cell.cell_type == "markdown":  # the book relinks by heading, so the JupyterLab anchors go
+                cell.source = _relink(re.sub(r' <a id="[^"]*"></a>$', "", cell.source, flags=re.M), path.name, headings)
         nbformat.write(nb, out / "notebooks" / path.name)
     return out
 
