@@ -29,6 +29,7 @@ translation: code cells, cell ids, tags and outputs are the English ones, unchan
 from __future__ import annotations
 
 import argparse
+import html
 import re
 import sys
 from pathlib import Path
@@ -120,7 +121,8 @@ def heading_anchor(english: str) -> str:
     """For a heading, an HTML anchor with the English heading's id, so that links into it still land."""
     if not re.match(r"^#{1,6}\s", english) or "\n" in english:
         return ""
-    return f' <a id="{english.lstrip("#").strip().replace(" ", "-")}"></a>'
+    anchor = html.escape(english.lstrip("#").strip().replace(" ", "-"), quote=True)  # 4.-&quot;A-legend&quot;
+    return f' <a id="{anchor}"></a>'
 
 
 def protected_parts(text: str) -> list[str]:

@@ -151,6 +151,8 @@ def test_a_translated_heading_keeps_the_english_anchor_so_links_still_land():
     zh = i18n.translate_markdown(english, {english: "## 3. 没有投影会怎样：Q = K = V = X"})
     assert zh == '## 3. 没有投影会怎样：Q = K = V = X <a id="3.-What-goes-wrong-without-projections:-Q-=-K-=-V-=-X"></a>'
     assert i18n.heading_anchor("Not a heading") == ""
+    quoted = i18n.heading_anchor('## 4. "Attention is fast"')
+    assert quoted == ' <a id="4.-&quot;Attention-is-fast&quot;"></a>', quoted  # an attribute a browser reads back
 
 
 # ----------------------------------------------------------------------------- the Chinese edition itself
