@@ -348,7 +348,10 @@ def params_of(fn) -> list[inspect.Parameter]:
 
 def exempt(qualname: str) -> bool:
     """EXEMPT by qualified name, or by the bare name of an EXEMPT entry (a moved trainer is never run)."""
-    return qualname in EXEMPT or qualname.rsplit(".", 1)[1] in {q.rsplit(".", 1)[1] for q in EXEMPT}
+    if qualname in EXEMPT or qualname.rsplit(".", 1)[1] in {q.rsplit(".", 1)[1] for q in EXEMPT}:
+        return True
+    first = (inspect.getdoc(FUNCS.get(qualname)) or "").split("\n")[0]
+    return first.startswith("Train") or "(slow" in first  # a new trainer says so in its first line
 
 
 def base_kwargs(qualname: str, fn) -> tuple[dict, dict[str, Spec], list[str]]:
@@ -556,6 +559,12 @@ EXEMPT: dict[str, str] = {
     "mha_course.lessons.long_seeds.fine_tune": _TRAINS,
     "mha_course.lessons.long_seeds.fine_tunes": _TRAINS,
     "mha_course.lessons.long_seeds.fix_models": _TRAINS,
+    "mha_course.lessons.long_seeds.base_models": _TRAINS,
+    "mha_course.lessons.long_seeds.run_seed": _TRAINS,
+    "mha_course.lessons.long_seeds.results": _TRAINS,
+    "mha_course.lessons.long_seeds.evaluate_models": "evaluates several models at 3 lengths: tests/lessons cover it",
+    "mha_course.lessons.long_seeds.evaluate_fixes": "evaluates every fix at 3 lengths: tests/lessons cover it",
+    "mha_course.lessons.long_seeds.evaluate_streams": "decodes long streams: tests/lessons cover it",
     "mha_course.lessons.checkpoints.train_checkpoint": _TRAINS,
     "mha_course.lessons.checkpoints.make_checkpoint": _WRITES,
     "mha_course.lessons.checkpoints.run_experiments": _TRAINS,
