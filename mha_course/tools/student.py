@@ -579,52 +579,8 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
     (outdir / MARKER).mkdir(exist_ok=True)
     try:
         for target, text in plan:
-            data = text.encode("utf-8")
-            kind = _existing(target, text)
-            old_sha = manifest.get(str(target.relative_to(outdir)))
-            ours = kind == "broken" or (kind == "learner" and old_sha == _sha(target.read_bytes()))
-            if kind == "same":
-                done["same"].append(target)
-                hashes[target] = _sha(data)
-                continue
-            files.remove_stale_temporaries(target.parent)
-            tmp = files.stage(target, data, files.file_mode(target))
-            try:
-                if kind == "new" and _put_new(tmp, target):
-                    done["new"].append(target)
-                    hashes[target] = _sha(data)
-                    log(f"new {target}")
-                    continue
-                if ours and _swap_ours(tmp, target, old_sha or _sha(target.read_bytes()),
-                                       outdir / MARKER / f".updating-{target.name}"):
-                    done["updated"].append(target)
-                    hashes[target] = _sha(data)
-                    log(f"updated {target}")
-                    continue
-            finally:
-                tmp.unlink(missing_ok=True)
-            beside, beside_data, state = _beside(target, text, manifest, outdir)
-            if state != "same":
-                tmp = files.stage(beside, beside_data, files.new_file_mode())
-                try:
-                    if not (_put_new(tmp, beside) if state == "new" else
-                            _swap_ours(tmp, beside, manifest[str(beside.relative_to(outdir))],
-                                       outdir / MARKER / f".updating-{beside.name}")):
-                        raise StudentCopyError(f"{beside} changed while it was written; run --update again")
-                finally:
-                    tmp.unlink(missing_ok=True)
-            hashes[beside] = _sha(beside_data)
-            done["beside"].append(beside)
-            log(f"kept your {target} (you edited it); the new version is {beside}")
-        for target, source in sorted(assets.items()):
-            if not os.path.lexists(target):
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = files.stage(target, source.read_bytes(), files.new_file_mode())
-                try:
-                    if _put_new(tmp, target):
-                        done["new"].append(target)
-                finally:
-                    tmp.unlink(missing_ok=True)
+            _update_one(target, text, manifest, outdir, done, hashes, log)
+        _add_missing_assets(assets, done)
     except OSError as err:
         raise StudentInputError(_os_error_line(err, outdir, "Each file is whole: the old version or the new")) from None
     finally:
@@ -634,6 +590,65 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
             except OSError:
                 pass  # the files are whole; without the record a later --update treats them as edited
     return done
+
+
+def _update_one(target, text, manifest, outdir, done, hashes, log) -> None:
+    """One notebook of ``update_student_copies``: same, new, replaced (ours) or written beside (theirs)."""
+    data = text.encode("utf-8")
+    kind = _existing(target, text)
+    old_sha = manifest.get(str(target.relative_to(outdir)))
+    ours = kind == "broken" or (kind == "learner" and old_sha == _sha(target.read_bytes()))
+    if kind == "same":
+        done["same"].append(target)
+        hashes[target] = _sha(data)
+        return
+    files.remove_stale_temporaries(target.parent)
+    tmp = files.stage(target, data, files.file_mode(target))
+    try:
+        if kind == "new" and _put_new(tmp, target):
+            done["new"].append(target)
+            hashes[target] = _sha(data)
+            log(f"new {target}")
+            return
+        if ours and _swap_ours(tmp, target, old_sha or _sha(target.read_bytes()),
+                               outdir / MARKER / f".updating-{target.name}"):
+            done["updated"].append(target)
+            hashes[target] = _sha(data)
+            log(f"updated {target}")
+            return
+    finally:
+        tmp.unlink(missing_ok=True)
+    _write_beside(target, text, manifest, outdir, done, hashes, log)
+
+
+def _write_beside(target, text, manifest, outdir, done, hashes, log) -> None:
+    """The learner edited ``target``: the new version lands as ``<name>.updated.ipynb`` beside it."""
+    beside, beside_data, state = _beside(target, text, manifest, outdir)
+    if state != "same":
+        tmp = files.stage(beside, beside_data, files.new_file_mode())
+        try:
+            if not (_put_new(tmp, beside) if state == "new" else
+                    _swap_ours(tmp, beside, manifest[str(beside.relative_to(outdir))],
+                               outdir / MARKER / f".updating-{beside.name}")):
+                raise StudentCopyError(f"{beside} changed while it was written; run --update again")
+        finally:
+            tmp.unlink(missing_ok=True)
+    hashes[beside] = _sha(beside_data)
+    done["beside"].append(beside)
+    log(f"kept your {target} (you edited it); the new version is {beside}")
+
+
+def _add_missing_assets(assets, done) -> None:
+    """Linked files a copy lacks are added; one that is there (the learner's or ours) is left alone."""
+    for target, source in sorted(assets.items()):
+        if not os.path.lexists(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = files.stage(target, source.read_bytes(), files.new_file_mode())
+            try:
+                if _put_new(tmp, target):
+                    done["new"].append(target)
+            finally:
+                tmp.unlink(missing_ok=True)
 
 
 def course_notebooks() -> list:

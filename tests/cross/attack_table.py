@@ -143,8 +143,8 @@ class World:
 
     @functools.cached_property
     def history(self):
-        from mha_course.lessons import model
-        _, history = model.train(self.config, snapshot_every=1)
+        from mha_course.lessons import training
+        _, history = training.train(self.config, snapshot_every=1)
         return history
 
     @functools.cached_property
@@ -346,6 +346,14 @@ def params_of(fn) -> list[inspect.Parameter]:
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != "self"]
 
 
+def exempt(qualname: str) -> bool:
+    """EXEMPT by qualified name, or by the bare name of an EXEMPT entry (a moved trainer is never run)."""
+    if qualname in EXEMPT or qualname.rsplit(".", 1)[1] in {q.rsplit(".", 1)[1] for q in EXEMPT}:
+        return True
+    first = (inspect.getdoc(FUNCS.get(qualname)) or "").split("\n")[0]
+    return first.startswith("Train") or "(slow" in first  # a new trainer says so in its first line
+
+
 def base_kwargs(qualname: str, fn) -> tuple[dict, dict[str, Spec], list[str]]:
     """(kwargs of a valid call, {param: Spec}, [required params with no Spec])."""
     kwargs, specs, missing = {}, {}, []
@@ -454,7 +462,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.lessons.complexity.score_memory_bytes": {"B": size(1)},
     LC + "load_scheme": {"name": option("rope", ("rope", "alibi"))},
     LC + "PagedSequence": {"pool": obj(lambda w: __import__("mha_course.lessons.long_context", fromlist=["x"])
-                                       .PagedKVCache(8, 2, 1, 4)), "seq": _fixed(0)},
+                                       .PagedKVCache(8, 2, 1, 4).sequence(0).pool), "seq": _fixed(0)},
     "mha_course.lessons.misconceptions.ablated_metrics": {"heads": obj(lambda w: [(0, 1)])},
     "mha_course.lessons.misconceptions.keep_only": {"keep": obj(lambda w: {0: 1})},
     "mha_course.lessons.misconceptions.ensemble_metrics": {"members": obj(lambda w: [(w.config, w.model)] * 2)},
@@ -464,15 +472,15 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
                                                    "W_h": _arr(lambda w: _rng(24).normal(size=(D, D)) * 0.3)},
     "mha_course.lessons.misconceptions.rank_correlation": {"a": _arr(lambda w: np.array([1.0, 3.0, 2.0, 5.0])),
                                                           "b": _arr(lambda w: np.array([2.0, 3.0, 1.0, 4.0]))},
-    "mha_course.lessons.model.adam_step": {"params": obj(lambda w: w.learned[1]), "grads": obj(
+    "mha_course.lessons.training.adam_step": {"params": obj(lambda w: w.learned[1]), "grads": obj(
         lambda w: w.learned[1]), "state": obj(
-        lambda w: __import__("mha_course.lessons.model", fromlist=["x"]).adam_init(w.learned[1]))},
+        lambda w: __import__("mha_course.lessons.training", fromlist=["x"]).adam_init(w.learned[1]))},
     LC + "QuantizedKVCache": {"batch": size(1)},
-    "mha_course.lessons.model.adam_init": {"params": MODEL},
-    "mha_course.lessons.model.layer_norm_backward": {"grad_y": _arr(lambda w: w.x * 0.5)},
-    "mha_course.lessons.model.npz_bytes": {"arrays": obj(lambda w: {"a": np.arange(3.0)})},
-    "mha_course.lessons.model.load_checkpoint": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
-    "mha_course.lessons.model.read_npz": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
+    "mha_course.lessons.training.adam_init": {"params": MODEL},
+    "mha_course.lessons.training.layer_norm_backward": {"grad_y": _arr(lambda w: w.x * 0.5)},
+    "mha_course.lessons.checkpoints.npz_bytes": {"arrays": obj(lambda w: {"a": np.arange(3.0)})},
+    "mha_course.lessons.checkpoints.load_checkpoint": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
+    "mha_course.lessons.checkpoints.read_npz": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
     "mha_course.lessons.model.forward": {"patch": FREE},
     "mha_course.lessons.qkv.embed": {"tokens": _fixed(["the", "cat"]), "vocab": _fixed(["cat", "the"]),
                                      "table": _arr(lambda w: _rng(25).normal(size=(2, D)))},
@@ -515,7 +523,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "model.loss_curves": {"curves": obj(lambda w: {"a": np.linspace(2.0, 1.0, 20)})},
     VW + "model.before_after_figure": {"before": WEIGHTS_1SEQ, "after": WEIGHTS_1SEQ},
     VW + "model.h_sweep_figure": {"results": obj(lambda w: __import__(
-        "mha_course.lessons.model", fromlist=["x"]).load_experiments())},
+        "mha_course.lessons.checkpoints", fromlist=["x"]).load_experiments())},
     VW + "model.ablation_figure": {"labels": _fixed(["a", "b"], "free"),
                                    "loss_increase": _arr(lambda w: np.array([0.1, 0.2])),
                                    "sharpness": _arr(lambda w: np.array([0.5, 0.9]))},
@@ -534,7 +542,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.widgets.controls.option_live_view": {"draw": _fixed(lambda **k: None, "free"),
                                                      "name": _fixed("d_k", "free"), "options": obj(lambda w: (1, 2, 4))},
     "mha_course.widgets.controls.live_view": {"draw": _fixed(lambda **k: None, "free")},
-    "mha_course.widgets.gqa.decode_times_figure": {"positions": _arr(lambda w: np.arange(20)), "with_cache": _arr(
+    "mha_course.views.gqa.decode_times_figure": {"positions": _arr(lambda w: np.arange(20)), "with_cache": _arr(
         lambda w: np.full(20, 1e-3)), "without_cache": _arr(lambda w: np.linspace(1e-3, 1e-2, 20))},
 }
 
@@ -549,16 +557,20 @@ EXEMPT: dict[str, str] = {
     "mha_course.lessons.misconceptions.make_ensemble": _WRITES,
     "mha_course.lessons.misconceptions.make_joint_models": _WRITES,
     "mha_course.lessons.training.train": _TRAINS,
+    "mha_course.lessons.long_seeds.fine_tune": _TRAINS,
+    "mha_course.lessons.long_seeds.fine_tunes": _TRAINS,
+    "mha_course.lessons.long_seeds.fix_models": _TRAINS,
+    "mha_course.lessons.long_seeds.base_models": _TRAINS,
+    "mha_course.lessons.long_seeds.run_seed": _TRAINS,
+    "mha_course.lessons.long_seeds.results": _TRAINS,
+    "mha_course.lessons.long_seeds.evaluate_models": "evaluates several models at 3 lengths: tests/lessons cover it",
+    "mha_course.lessons.long_seeds.evaluate_fixes": "evaluates every fix at 3 lengths: tests/lessons cover it",
+    "mha_course.lessons.long_seeds.evaluate_streams": "decodes long streams: tests/lessons cover it",
     "mha_course.lessons.checkpoints.train_checkpoint": _TRAINS,
     "mha_course.lessons.checkpoints.make_checkpoint": _WRITES,
     "mha_course.lessons.checkpoints.run_experiments": _TRAINS,
     "mha_course.lessons.checkpoints.save_experiments": _WRITES,
     "mha_course.lessons.checkpoints.save_checkpoint": _WRITES,
-    "mha_course.lessons.long_seeds.base_models": _TRAINS,
-    "mha_course.lessons.long_seeds.fine_tune": _TRAINS,
-    "mha_course.lessons.long_seeds.fine_tunes": _TRAINS,
-    "mha_course.lessons.long_seeds.run_seed": _TRAINS,
-    "mha_course.lessons.long_seeds.results": _TRAINS,
     "mha_course.lessons.complexity.time_sweep": "times attention: a timing is no contract; tests/lessons cover it",
     "mha_course.lessons.gqa.seconds_per_token": "times decoding: tests/lessons cover it",
     "mha_course.lessons.gqa.step_seconds": "times decoding: tests/lessons cover it",
