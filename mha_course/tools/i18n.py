@@ -147,6 +147,9 @@ def root() -> Path:
 def catalogue_path(stem: str, lang: str = "zh_CN", base=None) -> Path:
     """-> locales/<lang>/LC_MESSAGES/<stem>.po under ``base`` (default: ``root()``)."""
     check_lang(lang)
+    if not isinstance(stem, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", stem):
+        raise ValueError(f"stem={stem!r} is not a catalogue name: give a notebook's stem (e.g. '01_qkv'), "
+                         f"'{DOMAIN_GLOSSARY}' or '{DOMAIN_CHECKS}', without a folder or '.po'")
     return Path(root() if base is None else base) / "locales" / lang / "LC_MESSAGES" / f"{stem}.po"
 
 

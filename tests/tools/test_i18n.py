@@ -197,3 +197,11 @@ def test_each_glossary_term_is_translated_as_the_glossary_says():
                 if re.search(rf"(?<![\w`]){re.escape(en)}(?![\w`])", english, re.I) and not any(f in chinese for f in forms):
                     wrong.append((stem, en, forms, chinese[:60]))
     assert not wrong, f"{len(wrong)} uses of a glossary term in another Chinese form, e.g. {wrong[:5]}"
+
+
+@pytest.mark.parametrize("stem", ["../../../tmp/evil", "01_qkv.po", "a/b", "", 3])
+def test_a_catalogue_name_never_reaches_outside_locales(stem):
+    with pytest.raises(ValueError, match="catalogue name"):
+        i18n.catalogue_path(stem)
+    with pytest.raises(ValueError, match="catalogue name"):
+        i18n.untranslated(stem)
