@@ -1,4 +1,4 @@
-"""The contract breaks the attack generator still finds, one line each: the open work of issue 32's owners.
+"""The contract breaks the attack generator still finds, one line each: the open work of each callable's owner.
 
 ``test_attack_surface`` marks each callable here as an expected failure, *strict*: a callable that
 stops breaking fails the run until its line is removed, and a callable that is not listed fails

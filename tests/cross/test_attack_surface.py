@@ -256,7 +256,7 @@ def names_argument(message: str, param: str) -> bool:
 
 
 def check_contract(qualname, param, attack, outcome, result, base_result):
-    """The contract of issue 32 for one attacked call; a failure message, or None when it held."""
+    """The contract for one attacked call; a failure message, or None when it held."""
     where = f"{qualname}({param}=<{attack.label}>)"
     if outcome == "raised":
         exc = result
