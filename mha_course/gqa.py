@@ -291,7 +291,7 @@ class RollingKVCache:
         if positions == "cache" and rope_base is None:
             raise ValueError("positions='cache' moves the sinks' RoPE rotation: give the rope_base the attention "
                              "rotates with, for example rope_base=10000.0")
-        if positions == "cache":
+        if rope_base is not None:  # checked in either mode, though only positions='cache' uses it
             apply_rope(np.zeros((1, dims[2])), [0], base=rope_base)  # a ValueError for a bad base or odd d_k
         self.position_mode, self.rope_base = positions, rope_base
         dtype = np.dtype(dtype)
@@ -385,8 +385,8 @@ class RollingKVCache:
         return _read_only(K_all), _read_only(V_all)
 
     def reset(self) -> None:
-        """Forget every token (length 0)."""
-        self.__init__(*self.shape, self.window, self.sinks, self.dtype)
+        """Forget every token (length 0); the window, sinks, dtype and position mode stay."""
+        self.__init__(*self.shape, self.window, self.sinks, self.dtype, self.position_mode, self.rope_base)
 
     def __repr__(self) -> str:
         return (f"RollingKVCache(length={self.length}, window={self.window}, sinks={self.sinks}, "
@@ -483,6 +483,9 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
     if cache is not None:
         check_cache_type(cache, context)
+        if getattr(cache, "position_mode", "absolute") == "cache" and cache.rope_base != rope_base:
+            raise ValueError(f"the RollingKVCache numbers positions inside the cache with rope_base={cache.rope_base!r} "
+                             f"but this call rotates with rope_base={rope_base!r}: pass the same rope_base to both")
     start = 0 if cache is None else cache.length
     allowed = None if cache is None or T is None else cache.next_mask(T)  # (T, S): causal, or window and sinks
     x, ctx, p, h, h_kv, mask = _validate.attention_call(

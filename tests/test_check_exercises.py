@@ -291,7 +291,7 @@ def test_stage_shapes_bad_values_are_reported(capsys, value, message):
     assert message in capsys.readouterr().out
 
 
-# ---------------------------------------------------------------- the stated rules of every exercise (issue 31, item 5)
+# ---------------------------------------------------------------- the stated rules of every exercise
 def _head_queries_full(X, W_q, h, i):
     d_k = W_q.shape[1] // h
     return (X @ W_q)[..., i * d_k:(i + 1) * d_k]  # right values through the full projection

@@ -1,7 +1,7 @@
 """Checkers for notebook 05: ``flops``, ``crossover_seq_len``, ``score_bytes``, ``max_seq_len``.
 
 Every case has another T, d_model, B, h and bytes per number; counts must be ints (a float where
-the signature says ``-> int`` is refused, 4.0 included: issue 31).
+the signature says ``-> int`` is refused, 4.0 included).
 """
 from __future__ import annotations
 

@@ -146,6 +146,15 @@ def _remove_dead_temporaries(folder: Path) -> None:
                 pass
 
 
+def _set_aside_name(path: Path) -> Path:
+    """progress.json.corrupt, or .corrupt-2, -3, ... if that is taken: an earlier set-aside copy is never replaced."""
+    target, n = path.with_name(FILE + ".corrupt"), 1
+    while os.path.lexists(target):
+        n += 1
+        target = path.with_name(f"{FILE}.corrupt-{n}")
+    return target
+
+
 def record(exercise: str, *, notebook: str | None = None, passed: bool, mistake: str | None = None) -> None:
     """Keep one verdict in the learner's ``.mha-course/progress.json``; never raises, never waits.
 
@@ -172,7 +181,7 @@ def record(exercise: str, *, notebook: str | None = None, passed: bool, mistake:
             try:
                 entries = read_progress(folder)
             except ValueError:  # not ours to read: set it aside (once) and start afresh
-                os.replace(path, path.with_name(FILE + ".corrupt"))
+                os.replace(path, _set_aside_name(path))
                 entries = []
             _write(path, _updated(entries, entry))
             mine = [e for e in read_progress(folder)

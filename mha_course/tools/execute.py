@@ -4,7 +4,7 @@ Re-execution pins BLAS to one thread (``MHA_COURSE_THREADS`` changes that), runs
 asynchronous kernel manager on this very interpreter (never a foreign ``python3`` kernelspec),
 stops a cell at ``--timeout`` and notices a dead kernel at once (waiting on the kernel's sockets in
 slices of POLL_SLICE seconds, so a wake-up pyzmq loses costs half a second, not the whole cell
-timeout: the hang of issue 32). When a notebook is done (or
+timeout: the intermittent hang: a reply that sat unread in the shell socket). When a notebook is done (or
 stopped), every process its kernel started is killed: the kernel's process group, and any
 child that left it (``start_new_session``), so a timed-out ``sleep 301`` does not live on.
 
@@ -77,7 +77,7 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-# Why every wait on the kernel's sockets is cut into slices (the hang of issue 32, seen at load 14):
+# Why every wait on the kernel's sockets is cut into slices (a lost wake-up of the shell socket, seen at load 14):
 # nbclient waits for a cell's reply with ONE asyncio poll of up to --timeout seconds on the shell
 # socket. pyzmq wakes that poll from the socket's edge-triggered ZMQ_FD; once in a while that edge is
 # lost, and the reply sits in the socket (zmq.EVENTS says POLLIN, seen with gdb on a stalled run)

@@ -21,7 +21,7 @@ SCALE_FREE = ("the score is scale-invariant (a ratio of norms or of eigenvalue s
 SWAPAXES = "np.swapaxes(a, -1, -2) and np.swapaxes(a, -2, -1) are the same transpose"
 ASARRAY = "the arguments are numpy arrays already (the exercise passes arrays), so np.asarray changes nothing"
 FLOAT_OK = ("a whole float for an int: this exercise's signature does not say -> int, and 64.0 for 64 is a right "
-            "answer there (issue 22)")
+            "answer there")
 ROPE_OFF = "the RoPE branch: this exercise's function takes no rope_base (always None)"
 STAGES = "the recording of intermediate stages (stages is None here): the returned values do not depend on it"
 THREADS = ("how the work is spread over threads (run_jobs): the same jobs run, in the same order of results, "

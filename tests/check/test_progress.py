@@ -135,6 +135,16 @@ def test_a_corrupt_file_is_set_aside_and_recording_goes_on(course, content):
     assert (course / ".mha-course" / "progress.json.corrupt").read_bytes() == content
 
 
+def test_a_second_corrupt_file_never_replaces_the_first_set_aside_copy(course):
+    target = course / ".mha-course" / "progress.json"
+    for content, exercise in ((b"{FIRST", "softmax"), (b"{SECOND", "causal_mask")):
+        target.write_bytes(content)
+        progress.record(exercise, notebook="n", passed=True)
+    assert (course / ".mha-course" / "progress.json.corrupt").read_bytes() == b"{FIRST"
+    assert (course / ".mha-course" / "progress.json.corrupt-2").read_bytes() == b"{SECOND"
+    assert list(entries(course)) == [("n", "causal_mask")]
+
+
 @pytest.mark.parametrize("kwargs", [dict(exercise=3, passed=True), dict(exercise="x", passed="yes"),
                                     dict(exercise="x", passed=False, mistake=["a"]),
                                     dict(exercise="x", notebook=b"n", passed=True), dict(exercise="", passed=True)])

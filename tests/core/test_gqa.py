@@ -486,3 +486,18 @@ def test_rolling_cache_positions_cache_refuses_a_chunk_once_the_window_slid():
     with pytest.raises(ValueError, match="one token per call"):
         cache.append(np.ones((1, 1, 2, 2)), np.ones((1, 1, 2, 2)))
     assert cache.cache_positions(2).tolist() == [0, 1, 2]
+
+
+def test_a_rolling_cache_keeps_its_position_mode_through_reset_and_matches_the_call_s_rope_base():
+    """reset() keeps positions='cache' and its rope_base; a call that rotates with another base is refused."""
+    cache = mc.RollingKVCache(1, 1, 2, window=3, sinks=1, positions="cache", rope_base=1e4)
+    cache.reset()
+    assert (cache.position_mode, cache.rope_base) == ("cache", 1e4)
+    p = mc.init_gqa_params(4, 2, 1, rng=np.random.default_rng(0))
+    x = np.random.default_rng(1).normal(size=(1, 1, 4))
+    for wrong in (None, 500.0):
+        with pytest.raises(ValueError, match="rope_base"):
+            mc.grouped_query_attention(x, p, 2, 1, cache=cache, rope_base=wrong)
+    assert cache.length == 0
+    with pytest.raises(ValueError):
+        mc.RollingKVCache(1, 1, 2, window=2, rope_base="abc")

@@ -1,1 +1,1 @@
-"""Tests across the package: the attack generator of issue 32, the cache state machines, the qa3 findings."""
+"""Tests across the package: the attack generator, the cache state machines, the findings of the last attack round."""

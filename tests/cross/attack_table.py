@@ -8,7 +8,7 @@ for minutes, with the test that covers them instead).
 A valid call is built from the parameter names: ``PARAMS[name]`` gives a value of one small shared world
 (B = 1, h = 2, T = S = 4, d_model = 8, d_k = 4; a 2-layer model of d_model 8) and the *kind* of the
 argument, which says how it is attacked (``attacks(kind, value)``). The test module perturbs one argument
-of the valid call at a time and asserts the contract of issue 32.
+of the valid call at a time and asserts the public surface's contract.
 """
 from __future__ import annotations
 

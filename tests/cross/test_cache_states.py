@@ -1,4 +1,4 @@
-"""The caches under Hypothesis state machines: a refused call leaves the cache exactly as it was (issue 32).
+"""The caches under Hypothesis state machines: a refused call leaves the cache exactly as it was.
 
 Each machine runs a cache next to a plain reference (lists of the arrays appended) through valid
 appends, appends past the capacity, hostile appends (NaN, inf, the wrong batch, h_kv, d_k or rank,

@@ -1,4 +1,4 @@
-"""The qa3 findings of issue 32 that are not caches (tests/cross/test_cache_states.py has those), each held.
+"""The findings of the last attack round that are not caches (tests/cross/test_cache_states.py has those), each held.
 
 One convention (causal attention with T != S is bottom-right aligned everywhere, against PyTorch where
 it has the feature), one set of inputs for the two split-KV functions, grouped_query_attention with

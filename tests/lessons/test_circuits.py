@@ -332,7 +332,7 @@ def test_lazy_top_level_names():
         mc.no_such_name  # noqa: B018
 
 
-# ----------------------------------------------------------------------------- issue 33 / qa3: attacks on the public functions
+# ----------------------------------------------------------------------------- attacks on the public functions
 @pytest.mark.parametrize("scale", [1e-200, 1e200])
 def test_composition_score_does_not_care_about_scale(scale):
     a = np.random.default_rng(0).normal(size=(4, 4))

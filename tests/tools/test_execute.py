@@ -177,7 +177,7 @@ def test_a_file_size_limit_is_one_line_and_the_batch_goes_on(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-# ----------------------------------------------------------------------------- a save while it runs (issue 32)
+# ----------------------------------------------------------------------------- a save while it runs
 def test_a_save_that_lands_while_it_runs_is_kept_and_the_result_written_beside(tmp_path):
     """The notebook's own cell saves it (as JupyterLab would, mid-run): that save stays, the run goes beside."""
     path = tmp_path / "nb.ipynb"
@@ -211,11 +211,11 @@ def test_write_back_replaces_only_what_was_read(tmp_path):
                                                          "nb.executed.ipynb"]
 
 
-# ----------------------------------------------------------------------------- a kernel killed mid-run (issue 32)
+# ----------------------------------------------------------------------------- a kernel killed mid-run
 @pytest.mark.parametrize("how", ["os.kill(os.getpid(), signal.SIGKILL)", "os._exit(3)"])
 def test_a_kernel_killed_mid_run_ends_that_notebook_at_once_naming_it_and_the_cell(tmp_path, how):
     """With the default --timeout 600 the run must still end at once: the test's own guard (240 s) would
-    stop a run that waited for the cell timeout, as the hang of issue 32 did."""
+    stop a run that waited for the cell timeout, as the intermittent hang once did."""
     dead = write_notebook(tmp_path / "dead.ipynb", f"# the kernel dies here\nimport os, signal\n{how}")
     ok = write_notebook(tmp_path / "ok.ipynb", "print(6 * 7)")
     before = dead.read_bytes()

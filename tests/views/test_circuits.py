@@ -55,7 +55,7 @@ def test_a_live_run_with_the_loss_plot_callback():
 
 
 
-# ----------------------------------------------------------------------------- issue 33: figure properties, bad input
+# ----------------------------------------------------------------------------- figure properties, bad input
 def _figures():
     batch = train.make_batch(CONFIG, np.random.default_rng(0), 16)
     _, weights = train.forward(PARAMS, batch.tokens, CONFIG)
