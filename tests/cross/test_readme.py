@@ -76,6 +76,7 @@ COVERED = {
     "python benchmarks/bench_training.py --threads 1 --steps 100": BENCH + "its table is pasted",
     "python benchmarks/bench_training.py --steps 100": BENCH + "its table is pasted",
     "python benchmarks/bench_decode.py": BENCH + "its table is pasted",
+    "python benchmarks/bench_small_t.py 2 128 256 512 1024": BENCH + "its numbers are pasted (the floor at small T)",
     "python benchmarks/bench_decode.py --quality --h 4": BENCH + "its table is pasted",
     "python benchmarks/bench_decode.py --quality --h 4 --steps 500": BENCH + "its table is pasted",
     # the workshop hub (engineer hub's section)
