@@ -118,7 +118,9 @@ ATTACKS = [endless, bare_except_retry, ignores_sigalrm, resets_the_timer, switch
 def test_learner_code_cannot_outlast_the_limit(capsys, short_limit, attack):
     handler = signal.getsignal(signal.SIGALRM)
     ok, out, took = timed(capsys, check.softmax, attack)
-    assert ok is False and took < LIMIT + 3, (took, out)
+    # the verdict says the limit stopped it; the bound only tells "returned" from "hung" (a busy machine's
+    # scheduling never takes a minute), it measures no speed
+    assert ok is False and took < LIMIT + 60, (took, out)
     assert f"it did not finish within {LIMIT:g} s" in out, out
     assert signal.getsignal(signal.SIGALRM) == handler and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert sys.gettrace() is None or sys.gettrace() is not None and "Guard" not in repr(sys.gettrace())
