@@ -225,6 +225,21 @@ def translations(catalog) -> dict:
 
 
 # ----------------------------------------------------------------------------- translating a notebook
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_CJK_WRAP = re.compile(rf"(?<=[{_CJK}])\n[ \t]*(?=[{_CJK}])")
+
+
+def join_cjk_lines(text: str) -> str:
+    r"""A line break between two Chinese characters joined: markdown reads it as a space, which Chinese has none of.
+
+    >>> join_cjk_lines("这个老习惯，\n   在页码")
+    '这个老习惯，在页码'
+    >>> join_cjk_lines("a\nb")
+    'a\nb'
+    """
+    return _CJK_WRAP.sub("", text)
+
+
 def translate_markdown(source: str, table: dict) -> str:
     """A markdown source, {English: translation} -> the source with each translated message replaced.
 
@@ -236,7 +251,7 @@ def translate_markdown(source: str, table: dict) -> str:
         for i, b in enumerate(p):
             new = table.get(b.text) if b.translate else None
             if new and protected_parts(new) == protected_parts(b.text):
-                p[i] = Block(new + heading_anchor(b.text), True)
+                p[i] = Block(join_cjk_lines(new) + heading_anchor(b.text), True)
     tail = source[len(source.rstrip()):]
     return assemble(paragraphs) + tail
 

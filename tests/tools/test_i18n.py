@@ -215,3 +215,10 @@ def test_a_catalogue_name_never_reaches_outside_locales(stem):
         i18n.catalogue_path(stem)
     with pytest.raises(ValueError, match="catalogue name"):
         i18n.untranslated(stem)
+
+
+def test_a_wrapped_chinese_line_is_joined_without_a_space():
+    assert i18n.join_cjk_lines("这个老习惯，\n   在页码") == "这个老习惯，在页码"
+    assert i18n.join_cjk_lines("频率，\n并在 $x$\n`code`") == "频率，并在 $x$\n`code`"  # only between Chinese
+    table = {"One line,\nanother.": "一行，\n另一行。"}
+    assert i18n.translate_markdown("One line,\nanother.", table) == "一行，另一行。"
