@@ -32,6 +32,17 @@ def positive_int(value, name: str) -> int:
     return int(value)
 
 
+def positive_ints(value, name: str):
+    """``value`` as an int (a scalar) or an int64 array (an array of sizes), or raise if any is not an integer >= 1."""
+    arr = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    if arr is None or arr.ndim == 0:
+        return positive_int(value.item() if isinstance(value, np.ndarray) else value, name)
+    if arr.dtype.kind not in "iu" or arr.size == 0 or (arr < 1).any():
+        raise ValueError(f"{name}={value!r} must be positive whole numbers (got dtype {arr.dtype}, shape {arr.shape}); "
+                         f"pass sizes such as {name}=[128, 256]")
+    return arr.astype(np.int64)
+
+
 def heads(d_model: int, h) -> int:
     """Check that ``h`` is a positive integer dividing ``d_model``; return it as int."""
     h = positive_int(h, "h")

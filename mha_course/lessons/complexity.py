@@ -32,7 +32,8 @@ def projection_flops(T: int, d_model: int, S: int | None = None) -> int:
     >>> projection_flops(10, 4)  # 8·T·D² for self-attention
     1280
     """
-    S = T if S is None else S
+    T, d_model = _validate.positive_ints(T, "T"), _validate.positive_ints(d_model, "d_model")
+    S = T if S is None else _validate.positive_ints(S, "S")
     return 4 * (T + S) * d_model * d_model
 
 
@@ -42,13 +43,14 @@ def attention_flops(T: int, d_model: int, S: int | None = None) -> int:
     >>> attention_flops(10, 4)  # 4·T²·D for self-attention
     1600
     """
-    S = T if S is None else S
+    T, d_model = _validate.positive_ints(T, "T"), _validate.positive_ints(d_model, "d_model")
+    S = T if S is None else _validate.positive_ints(S, "S")
     return 4 * T * S * d_model
 
 
 def crossover_seq_len(d_model: int) -> int:
     """The seq_len where attention FLOPs equal projection FLOPs in self-attention: 2·d_model."""
-    return 2 * d_model
+    return 2 * _validate.positive_ints(d_model, "d_model")
 
 
 def ffn_flops(T: int, d_model: int, expansion: int = 4) -> int:
@@ -118,12 +120,16 @@ def decode_intensity(T: int, d_model: int, bytes_per_number: int = 2) -> float:
 
 def score_memory_bytes(B: int, h: int, T: int, S: int | None = None, dtype=np.float32) -> int:
     """Bytes of the (B, h, T, S) score (or weight) matrix: B·h·T·S·itemsize."""
-    S = T if S is None else S
+    B, h, T = (_validate.positive_ints(v, n) for v, n in ((B, "B"), (h, "h"), (T, "T")))
+    S = T if S is None else _validate.positive_ints(S, "S")
     return B * h * T * S * np.dtype(dtype).itemsize
 
 
 def param_count(d_model: int, bias: bool = False) -> int:
     """4·d_model² weights (+ 4·d_model biases); h does not appear."""
+    d_model = _validate.positive_ints(d_model, "d_model")
+    if not isinstance(bias, (bool, np.bool_)):
+        raise ValueError(f"bias={bias!r} must be True or False")
     return 4 * d_model * d_model + (4 * d_model if bias else 0)
 
 
@@ -171,8 +177,17 @@ def ledger(d_model: int, h: int, seq_len: int, batch: int = 1, dtype=np.float32)
                   score_memory_bytes(B, h, T, dtype=dtype), param_count(d_model))
 
 
+def _finite_number(n, name: str) -> float:
+    """A real, finite number (not a bool), else a ValueError naming it."""
+    import numbers
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real) or not np.isfinite(n):
+        raise ValueError(f"{name}={n!r} must be a finite number, such as {name}=1024")
+    return n
+
+
 def format_count(n: float) -> str:
     """12_345_678 -> '12.35 M' (SI prefixes, two decimals, trailing space for the unit)."""
+    n = _finite_number(n, "n")
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {prefix}"
@@ -181,6 +196,7 @@ def format_count(n: float) -> str:
 
 def format_bytes(n: float) -> str:
     """1_048_576 -> '1.00 MiB' (binary prefixes)."""
+    n = _finite_number(n, "n")
     for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {unit}"
@@ -229,7 +245,10 @@ def loglog_slope(xs, ys) -> float:
     >>> print(f"{loglog_slope([1, 2, 4, 8], [3, 12, 48, 192]):.4f}")
     2.0000
     """
-    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    try:
+        x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"xs={xs!r} and ys={ys!r} must be numbers; pass two 1-D lists of positive numbers") from None
     if x.ndim != 1 or x.shape != y.shape or x.size < 2:
         raise ValueError(f"xs and ys must be 1-D of the same length >= 2, got shapes "
                          f"{x.shape} and {y.shape}; pass one y per x")

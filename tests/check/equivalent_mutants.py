@@ -22,6 +22,7 @@ SWAPAXES = "np.swapaxes(a, -1, -2) and np.swapaxes(a, -2, -1) are the same trans
 ASARRAY = "the arguments are numpy arrays already (the exercise passes arrays), so np.asarray changes nothing"
 FLOAT_OK = ("a whole float for an int: this exercise's signature does not say -> int, and 64.0 for 64 is a right "
             "answer there")
+S_NONE = "the check of S: S is None in every case of this exercise (self-attention), so it never runs"
 ROPE_OFF = "the RoPE branch: this exercise's function takes no rope_base (always None)"
 STAGES = "the recording of intermediate stages (stages is None here): the returned values do not depend on it"
 THREADS = ("how the work is spread over threads (run_jobs): the same jobs run, in the same order of results, "
@@ -119,7 +120,11 @@ EQUIVALENT = {
     },
     "score_bytes": {"_score_bytes_ref+1 swapped-arguments: score_memory_bytes(B, h, T, dtype=np.dtype(f'f{bytes_"
                     "per_number}')) -> score_memory_bytes(h, B, T, dtype=np.dtype(f'f{bytes_per_number}'))":
-                    "B and h multiply: B * h * T^2 * bytes = h * B * T^2 * bytes"},
+                    "B and h multiply: B * h * T^2 * bytes = h * B * T^2 * bytes",
+                    **_lines("_score_bytes_ref>score_memory_bytes", (0,), ORDER + " (argument checks: they return their inputs "
+                                                                       "unchanged)"),
+                    **_lines("_score_bytes_ref>score_memory_bytes", (3,), S_NONE),
+                    },
     "online_softmax_update": {
         "online_softmax_update+14 swapped-arguments: np.maximum(state.m, scores_block.max(axis=-1, keepdims=True))"
         " -> np.maximum(scores_block.max(axis=-1, keepdims=True), state.m)": SYMMETRIC,
@@ -196,6 +201,12 @@ EQUIVALENT = {
         **_lines("multi_head_attention", (0,), ORDER + " (the argument check returns its inputs unchanged)"),
         **_lines("multi_head_attention>_forward", (11, 15), STAGES),
         **_lines("multi_head_attention>_forward", (0,), ORDER + " (the Q, K and V projections)"),
+    },
+    "flops": {
+        **_lines("_flops_ref>projection_flops", (0,), ORDER + " (argument checks: they return their inputs unchanged)"),
+        **_lines("_flops_ref>attention_flops", (0,), ORDER + " (argument checks: they return their inputs unchanged)"),
+        **_lines("_flops_ref>projection_flops", (7,), S_NONE),
+        **_lines("_flops_ref>attention_flops", (7,), S_NONE),
     },
     "head_params": {"_head_params_ref+1 floor-division: d_model // h -> d_model / h": FLOAT_OK},
     "sinusoidal_positions": {**_lines("sinusoidal_positions", (0,), ORDER + " (argument checks)")},
