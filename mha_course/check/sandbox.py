@@ -259,7 +259,11 @@ def guarded(call, limit, printed, reference=None) -> Guarded:
     What it raised is described (type, message, the learner's line) inside the limit too, since a
     learner's exception may have a ``__str__`` that loops. Nested calls share the outer limit.
     """
-    if threading.get_ident() in _GUARDS:  # inside a guarded call already: its limit holds
+    outer = _GUARDS.get(threading.get_ident())
+    if outer is not None and outer.done:  # a guard that ended without leaving: never let it stand for a limit
+        _GUARDS.pop(threading.get_ident(), None)
+        outer = None
+    if outer is not None:  # inside a guarded call already: its limit holds
         try:
             return Guarded(call())
         except _TimeUp:
