@@ -222,7 +222,7 @@ EQUIVALENT = {
         "scores>_apply_rope+33 swapped-arguments: a * cos - b * sin -> b * sin - a * cos":
             "both Q and K are rotated the same way: each rotated pair changes sign in both, and the scores "
             "(q . k) are unchanged",
-        "scores>_apply_rope+35 negation: out.astype(np.float16) if dtype == np.float16 else out -> "
+        "scores>_apply_rope+30 negation: out.astype(np.float16) if dtype == np.float16 else out -> "
         "-(out.astype(np.float16) if dtype == np.float16 else out)":
             "both Q and K are negated: q . k = (-q) . (-k)",
         **_lines("scores>_apply_rope", (0,), ORDER + " (argument checks and the dtype noted first)"),
