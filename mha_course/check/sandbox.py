@@ -252,6 +252,16 @@ class _Guard:
         _GUARDS.pop(self.tid, None)
 
 
+def _live_guard():
+    """This thread's running guard, or None. A guard that ended without leaving _GUARDS is dropped:
+    it must never stand in for a limit (the call would run with none)."""
+    guard = _GUARDS.get(threading.get_ident())
+    if guard is not None and guard.done:
+        _GUARDS.pop(threading.get_ident(), None)
+        return None
+    return guard
+
+
 def guarded(call, limit, printed, reference=None) -> Guarded:
     """call() time-limited, with its printing going to ``printed`` (a :class:`CappedText`): never
     raises, never hangs past the limit except inside one long C call (sum(range(10**9)) runs to its end).
@@ -259,11 +269,7 @@ def guarded(call, limit, printed, reference=None) -> Guarded:
     What it raised is described (type, message, the learner's line) inside the limit too, since a
     learner's exception may have a ``__str__`` that loops. Nested calls share the outer limit.
     """
-    outer = _GUARDS.get(threading.get_ident())
-    if outer is not None and outer.done:  # a guard that ended without leaving: never let it stand for a limit
-        _GUARDS.pop(threading.get_ident(), None)
-        outer = None
-    if outer is not None:  # inside a guarded call already: its limit holds
+    if _live_guard() is not None:  # inside a guarded call already: its limit holds
         try:
             return Guarded(call())
         except _TimeUp:
@@ -576,7 +582,7 @@ def signature_text(reference) -> str:
 
 
 _OWN_CODE = frozenset(f.__code__ for f in (
-    guarded, _Guard.begin, _Guard.end, _Guard.watch, _Guard.trace_from, _Guard.new_frame, _Guard.line,
+    guarded, _live_guard, _Guard.begin, _Guard.end, _Guard.watch, _Guard.trace_from, _Guard.new_frame, _Guard.line,
     _Guard.on_alarm, _TimeUp.__init__, _importing, _Capture.start, _Capture.stop, _Routed.write,
     _Routed.flush, _Routed._is_mine, *(_ASYNC or ())))
 
