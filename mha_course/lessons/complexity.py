@@ -12,6 +12,7 @@ Taught in 05_complexity.ipynb.
 """
 from __future__ import annotations
 
+import numbers
 import time
 from typing import Callable, NamedTuple, Optional
 
@@ -179,7 +180,6 @@ def ledger(d_model: int, h: int, seq_len: int, batch: int = 1, dtype=np.float32)
 
 def _finite_number(n, name: str) -> float:
     """A real, finite number (not a bool), else a ValueError naming it."""
-    import numbers
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real) or not np.isfinite(n):
         raise ValueError(f"{name}={n!r} must be a finite number, such as {name}=1024")
     return n

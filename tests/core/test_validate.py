@@ -150,3 +150,11 @@ def test_finite_finds_every_nan_and_inf_and_passes_huge_finite_values(dtype, lay
             a[where] = bad
             with pytest.raises(ValueError, match=re.escape(f"the first: x{list(where)}")):
                 _validate.finite(a, "x")
+
+
+def test_positive_ints_takes_a_size_or_an_array_of_sizes_and_refuses_the_rest():
+    assert _validate.positive_ints(np.int64(4), "T") == 4 and type(_validate.positive_ints(4, "T")) is int
+    assert _validate.positive_ints([128, 256], "T").tolist() == [128, 256]
+    for bad in (None, 0, 2.0, True, [], [1, 0], [1.0, 2.0], [True, True], "8", np.array(3.5)):
+        with pytest.raises(ValueError, match="T="):
+            _validate.positive_ints(bad, "T")

@@ -1,23 +1,9 @@
 """The path checks of the command line (tools/files.py); the writer is tested in tests/core/test_files.py."""
 import os
-import stat
-import subprocess
-import sys
 
 import pytest
 
 from mha_course.tools import files
-
-
-def mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited (and been reaped)."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 @pytest.mark.parametrize("arg", ["", "   ", "a\0b"], ids=["empty", "blank", "nul"])
