@@ -75,13 +75,15 @@ bench: $(VENV)/.installed-bench
 ## downloads the .ipynb.
 BOOK_NPM := build/book-npm
 HUB_URL  ?=
-# make site LANG=zh_CN: the Chinese book too, in build/site/zh_CN/, and a language switch on every page of both
-# (only the value zh_CN counts: LANG is also the shell's locale variable, e.g. C.UTF-8)
-BOOK_BOTH := $(if $(filter zh_CN,$(LANG)),1,)
+# make site BOOK_LANG=zh_CN: the Chinese book too, in build/site/zh_CN/, and a language switch on every page of both.
+# (Not LANG: that is the locale variable, and `make site LANG=zh_CN` would hand Sphinx a locale the
+# machine does not have, so its setlocale() fails.)
+BOOK_LANG ?=
+BOOK_BOTH := $(if $(filter zh_CN,$(BOOK_LANG)),1,)
 site: $(VENV)/.installed-site $(BOOK_NPM)/.installed
 	@rm -rf build/site.new build/site.old build/site-doctrees build/site-doctrees-zh_CN build/jupyter_execute
 	MHA_COURSE_BOOK_BOTH="$(BOOK_BOTH)" MHA_COURSE_HUB_URL="$(HUB_URL)" "$(BIN)/python" -m sphinx -b html -W --keep-going -c book -d build/site-doctrees . build/site.new
-ifeq ($(LANG),zh_CN)
+ifeq ($(BOOK_LANG),zh_CN)
 	"$(BIN)/python" -m mha_course.tools.i18n book build/book-src-zh_CN
 	MHA_COURSE_BOOK_BOTH=1 MHA_COURSE_BOOK_LANG=zh_CN MHA_COURSE_HUB_URL="$(HUB_URL)" "$(BIN)/python" -m sphinx -b html -W --keep-going -c book -d build/site-doctrees-zh_CN build/book-src-zh_CN build/site.new/zh_CN
 endif

@@ -36,7 +36,7 @@ author = "the mha-course authors"
 copyright = "the mha-course authors (MIT licence)"
 
 extensions = ["myst_nb", "course_book", "language_switch"]  # next to this file: vendoring, toctree, links; English <-> 中文
-# The Chinese book (make site LANG=zh_CN) is built from translated copies of the same pages (tools/i18n.py).
+# The Chinese book (make site BOOK_LANG=zh_CN) is built from translated copies of the same pages (tools/i18n.py).
 language = "zh_CN" if os.environ.get("MHA_COURSE_BOOK_LANG") == "zh_CN" else "en"
 root_doc = "book/index"  # the landing page, written for learners (book/index.md)
 include_patterns = ["book/index.md", "README.md", "docs/glossary.md", "docs/instructor.md",

@@ -1,6 +1,6 @@
 """Sphinx extension: a language switch on every page of the web book (English <-> 中文).
 
-The English book is built into build/site/, the Chinese one (``make site LANG=zh_CN``) into
+The English book is built into build/site/, the Chinese one (``make site BOOK_LANG=zh_CN``) into
 build/site/zh_CN/ from translated copies of the same pages (``python -m mha_course.tools.i18n book``).
 Every page carries one link, in the theme's announcement bar, to the same page in the other
 language: from ``notebooks/01_qkv.html`` to ``zh_CN/notebooks/01_qkv.html`` and back.
@@ -28,7 +28,7 @@ def switch_href(pagename: str, lang: str) -> str:
 
 
 def add_switch(app, pagename, templatename, context, doctree) -> None:
-    if os.environ.get("MHA_COURSE_BOOK_BOTH") != "1":  # only when both books are built (make site LANG=zh_CN)
+    if os.environ.get("MHA_COURSE_BOOK_BOTH") != "1":  # only when both books are built (make site BOOK_LANG=zh_CN)
         return
     lang = app.config.course_language
     other, label = OTHER[lang]

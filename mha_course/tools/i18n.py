@@ -24,7 +24,7 @@ translation: code cells, cell ids, tags and outputs are the English ones, unchan
     python -m mha_course.tools.i18n status            # messages, translated, fuzzy, per catalogue
     python -m mha_course.tools.i18n export 01_qkv     # what is left to translate, as JSON
     python -m mha_course.tools.i18n import 01_qkv zh.json   # {English: 中文} into the catalogue
-    python -m mha_course.tools.i18n book build/book-src-zh_CN   # the Chinese book's sources (make site LANG=zh_CN)
+    python -m mha_course.tools.i18n book build/book-src-zh_CN   # the Chinese book's sources (make site BOOK_LANG=zh_CN)
 """
 from __future__ import annotations
 
@@ -379,7 +379,7 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
     """Write the web book's sources in ``lang`` into ``out``: the notebooks and the glossary translated
     from their catalogues, the other pages (book/, README, the instructor guide) copied; return ``out``.
 
-    ``make site LANG=zh_CN`` builds the Chinese book from this folder with the English book's conf.
+    ``make site BOOK_LANG=zh_CN`` builds the Chinese book from this folder with the English book's conf.
     """
     import shutil
 

@@ -75,6 +75,7 @@ def test_make_course_serves_the_repository_root_and_opens_00():
 FAKE_PYTHON = """#!/bin/sh
 # a stand-in for the venv's python: `-m sphinx ... OUTDIR` writes OUTDIR/index.html, or fails half-way
 for last; do :; done
+echo "LANG=$LANG" >> "$(dirname "$0")/../../locales.log"
 mkdir -p "$last"
 echo "$BOOK_TEXT" > "$last/index.html"
 if [ -n "$BOOK_FAILS" ]; then echo "sphinx: interrupted" >&2; exit 1; fi
@@ -114,3 +115,15 @@ def test_make_site_swaps_the_new_book_in_and_a_failed_build_keeps_the_last(tmp_p
 def test_make_site_passes_the_hub_url_to_the_book(tmp_path):
     done = make(_site_folder(tmp_path), "-n", "site", "VENV=venv", "HUB_URL=https://hub.example.org")
     assert 'MHA_COURSE_HUB_URL="https://hub.example.org"' in done.stdout, done.stdout + done.stderr
+
+
+def test_the_chinese_book_is_asked_for_with_book_lang_and_leaves_the_locale_alone(tmp_path):
+    # `make site LANG=zh_CN` once handed Sphinx the locale zh_CN, which CI's machine lacks:
+    # Sphinx's setlocale() failed. The book's language has its own variable.
+    folder = _site_folder(tmp_path)
+    done = make(folder, "site", "VENV=venv", "BOOK_LANG=zh_CN", env=dict(os.environ, BOOK_TEXT="both", LANG="C.UTF-8"))
+    assert done.returncode == 0, done.stderr
+    assert (folder / "build" / "site" / "zh_CN" / "index.html").is_file(), done.stdout
+    assert 'MHA_COURSE_BOOK_BOTH="1"' in done.stdout
+    logged = (folder / "locales.log").read_text().split()
+    assert len(logged) == 3 and set(logged) == {"LANG=C.UTF-8"}, logged

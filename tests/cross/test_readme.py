@@ -37,7 +37,7 @@ COVERED = {
     # Start: the Chinese edition (中文)
     "mha-course start ~/mha-course --lang zh_CN":
         "tests/tools/test_i18n.py::test_student_copies_in_chinese_have_english_code_and_mark_the_language",
-    "make site LANG=zh_CN": "ci: the web book in Chromium",
+    "make site BOOK_LANG=zh_CN": "ci: the web book in Chromium",
     "make i18n": "tests/tools/test_i18n.py::test_every_catalogue_is_in_step_with_the_english",
     # the workshop (engineer hub's rows)
     "mha-course student --update OUTDIR":
