@@ -289,10 +289,7 @@ def attention_call(x, params, h, h_kv, mask, context, params_type, rope_base=Non
     if h_kv is None:
         g = 1
     else:
-        h_kv = positive_int(h_kv, "h_kv")
-        if h % h_kv:
-            raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: "
-                             + ", ".join(str(d) for d in divisors(h)))
+        h_kv = kv_heads(h, h_kv)
         g = h // h_kv
     what = f"d_model={D}" if h_kv is None else f"d_model={D}, h={h}, h_kv={h_kv}"
     params = projection_params(params, D, D // g, x.dtype, what, make)
@@ -344,3 +341,118 @@ def score_bias(bias, target: tuple, dtype) -> np.ndarray:
         raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
                          "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
     return b.astype(dtype, copy=False)
+
+
+# --- added by views-a: the arguments of views and widgets (an index, a count, a name, a pair of sizes, a type)
+def count(value, name: str) -> int:
+    """``value`` as an int >= 0 (a seed, a number of items), or raise naming it.
+
+    >>> count(0, "seed")
+    0
+    >>> count(-1, "seed")
+    Traceback (most recent call last):
+    ...
+    ValueError: seed=-1 must be >= 0; pass a whole number such as seed=0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number >= 0 (got {type(value).__name__}); "
+                         f"pass e.g. {name}=0")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be >= 0; pass a whole number such as {name}=0")
+    return int(value)
+
+
+def index(value, n: int, name: str, what: str) -> int:
+    """``value`` as an int in 0 .. n - 1 indexing one of the ``n`` ``what`` (heads, tokens, layers ...).
+
+    -1 is refused, not read as the last one (numpy would): an index from the end hides an off-by-one.
+
+    >>> index(1, 2, "head", "heads")
+    1
+    >>> index(-1, 2, "head", "heads")
+    Traceback (most recent call last):
+    ...
+    ValueError: head=-1 is out of range: there are 2 heads; pass head in 0..1 (-1 is not read as the last)
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number in 0..{n - 1} (got {type(value).__name__}); "
+                         f"pass e.g. {name}=0")
+    if not 0 <= value < n:
+        raise ValueError(f"{name}={value} is out of range: there are {n} {what}; pass {name} in 0..{n - 1}"
+                         + (" (-1 is not read as the last)" if value < 0 else ""))
+    return int(value)
+
+
+def choice(value, valid, name: str):
+    """``value`` if it is one of ``valid`` (names or numbers), else raise listing them; True is not 1.
+
+    >>> choice("scores", ("scores", "weights"), "stage")
+    'scores'
+    >>> choice("score", ("scores", "weights"), "stage")
+    Traceback (most recent call last):
+    ...
+    ValueError: stage='score' is not one of the valid choices: 'scores', 'weights'
+    """
+    valid = list(valid)
+    same_kind = [v for v in valid if type(v) is type(value) or (
+        isinstance(v, numbers.Number) and isinstance(value, numbers.Number)
+        and not isinstance(v, (bool, np.bool_)) and not isinstance(value, (bool, np.bool_)))]
+    try:
+        found = value in same_kind
+    except (TypeError, ValueError):  # an array compared element-wise
+        found = False
+    if not found:
+        raise ValueError(f"{name}={value!r} is not one of the valid choices: " + ", ".join(repr(v) for v in valid))
+    return value
+
+
+def names(value, valid, name: str) -> tuple:
+    """A list or tuple of names, each one of ``valid`` -> a tuple; a bare string is refused
+    (``show="h"`` would read as ``("h",)``: pass ``show=("h",)``).
+
+    >>> names(["d_model", "h"], ("d_model", "h", "seq_len"), "show")
+    ('d_model', 'h')
+    """
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name}={value!r} must be a list or tuple of names from "
+                         + ", ".join(repr(v) for v in valid) + f"; pass e.g. {name}=({next(iter(valid))!r},)")
+    return tuple(choice(v, valid, name) for v in value)
+
+
+def kv_heads(h: int, h_kv) -> int:
+    """``h_kv`` as an int dividing ``h`` (every key/value head serves h / h_kv query heads), or raise
+    naming both and the valid h_kv.
+
+    >>> kv_heads(8, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: h=8 is not divisible by h_kv=3; valid h_kv: 1, 2, 4, 8
+    """
+    h_kv = positive_int(h_kv, "h_kv")
+    if h % h_kv:
+        raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: " + ", ".join(str(d) for d in divisors(h)))
+    return h_kv
+
+
+def flag(value, name: str) -> bool:
+    """``value`` if it is a bool (numpy's too), else raise: ``buggy="no"`` would read as True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r} must be True or False (got {type(value).__name__})")
+    return bool(value)
+
+
+def instance(value, kind: type, name: str, fix: str):
+    """``value`` if it is a ``kind``, else a TypeError naming ``name``, what it got and ``fix``."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}; {fix}")
+    return value
+
+
+def vector(x, name: str, n: int | None = None) -> np.ndarray:
+    """``x`` as a non-empty 1-D float array (of length ``n`` when given): one number per point of a curve."""
+    arr = float_array(x, name)
+    if arr.ndim != 1 or arr.size == 0 or (n is not None and arr.size != n):
+        want = f"({n},)" if n is not None else "(N,) with N >= 1"
+        raise ValueError(f"{name} must be a 1-D array of shape {want}, got shape {arr.shape}; "
+                         "give one number per point")
+    return arr

@@ -18,8 +18,9 @@ from .. import _validate
 from ..heads import split_heads, valid_heads
 from ..lessons import complexity as _cx
 from ..lessons.qkv import diagonal_curve, identity_params, mean_diagonal_weight, sentence_inputs, sentence_trace
+from ..lessons.scaling import ScalingResult
 from ..mha import trace as _trace
-from .stages import flow_inputs, present_stages
+from .stages import check_trace, flow_inputs, present_stages
 from .style import HEAD_COLORS, MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color, head_grid, label_axes, new_ax
 
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAULT_TOKENS",
@@ -29,7 +30,7 @@ __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAUL
            "TOKEN_COLORS", "token_color", "head_split_sources", "split_sources_heatmaps",
            "split_bug_figure",
            # 00_overview and 01_qkv: views of the course sentence
-           "stage_flow", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure",
+           "stage_flow", "sentence_tokens", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure",
            # 04_concat_output and 05_complexity
            "DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
            "score_memory_bars", "timing_loglog", "params_figure", "ledger_figure"]
@@ -45,6 +46,11 @@ def tokens_for(n: int, tokens=None) -> list[str]:
     >>> tokens_for(3)
     ['the', 'cat', 'sat']
     """
+    n = _validate.positive_int(n, "n")
+    if tokens is not None and (isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple, np.ndarray))
+                               or np.ndim(tokens) != 1):
+        raise ValueError(f"tokens must be a list of labels, one per position, got {type(tokens).__name__} "
+                         f"{tokens!r:.60}; pass e.g. 'the cat sat'.split()")
     source = list(DEFAULT_TOKENS if tokens is None else tokens)
     if tokens is not None and len(source) != n:
         raise ValueError(f"got {len(source)} tokens for a sequence of length {n}; "
@@ -60,9 +66,9 @@ def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None
     a fully-masked row) are drawn grey. ``annotate`` writes the values into the cells
     (default: when T and S are both <= 8).
     """
-    w = np.asarray(weights, dtype=float)
+    w = _validate.float_array(weights, "weights").astype(float)
     if w.ndim != 2:
-        raise ValueError(f"attention_heatmap needs a (T, S) matrix, got shape {w.shape}; "
+        raise ValueError(f"attention_heatmap needs weights of shape (T, S), got shape {w.shape}; "
                          "pick one batch element and head, e.g. weights[0, head]")
     T, S = w.shape
     ax = new_ax(ax)
@@ -87,9 +93,10 @@ def matrix_heatmap(values, row_labels=None, ax=None, title=None, col_label="feat
 
     ``-inf`` entries (masked scores) are drawn grey. ``vlim`` fixes the symmetric range.
     """
-    v = np.asarray(values, dtype=float)
+    v = _validate.float_array(values, "values").astype(float)
     if v.ndim != 2:
-        raise ValueError(f"matrix_heatmap needs a 2-D array, got shape {v.shape}")
+        raise ValueError(f"matrix_heatmap needs values of shape (N, F), got shape {v.shape}; "
+                         "pick one batch element, e.g. values[0]")
     ax = new_ax(ax)
     finite = v[np.isfinite(v)]
     lim = vlim if vlim is not None else (float(np.abs(finite).max()) if finite.size else 1.0) or 1.0
@@ -110,8 +117,13 @@ def head_heatmaps(trace, tokens=None, batch: int = 0, axes=None, context_tokens=
 
     ``tokens`` label the queries; ``context_tokens`` the keys (default: ``tokens``).
     """
-    w = trace["weights"][batch]  # (h, T, S)
+    w = check_trace(trace)["weights"]  # (B, h, T, S)
+    batch = _validate.index(batch, w.shape[0], "batch", "sequences in the trace")
+    w = w[batch]  # (h, T, S)
     h, T, S = w.shape
+    tokens_for(T, tokens)  # checked before anything is drawn
+    if context_tokens is not None:
+        tokens_for(S, context_tokens)
     if axes is None:
         _, axes = plt.subplots(1, h, figsize=(min(3.0 * h, 16), 3.2), layout="constrained",
                                squeeze=False)
@@ -139,6 +151,9 @@ SCALED_COLOR = "#3182bd"   # scores q . k / sqrt(d_k)
 def scaling_curves(result, d_k=None, axes=None):
     """ScalingResult -> axes (3,): Var(q . k), entropy of the weights and softmax-Jacobian
     norm against d_k, without (orange) and with (blue) scaling; a dotted line marks ``d_k``."""
+    _check_result(result)
+    if d_k is not None:
+        _validate.positive_int(d_k, "d_k")
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(12, 3.4), layout="constrained")
     if len(axes) != 3:
@@ -165,12 +180,15 @@ def scaling_curves(result, d_k=None, axes=None):
     return axes
 
 
+def _check_result(result) -> ScalingResult:
+    return _validate.instance(result, ScalingResult, "result",
+                              "make one with lessons.scaling.scaling_experiment(rng)")
+
+
 def weights_bars(raw, scaled, ax=None, title=None):
     """raw, scaled (S,) softmax weights of one query -> ax: side-by-side bars per key, 0..1."""
-    raw, scaled = np.asarray(raw, dtype=float), np.asarray(scaled, dtype=float)
-    if raw.shape != scaled.shape or raw.ndim != 1:
-        raise ValueError(f"weights_bars needs two (S,) rows of equal length, got {raw.shape} "
-                         f"and {scaled.shape}")
+    raw = _validate.vector(raw, "raw")
+    scaled = _validate.vector(scaled, "scaled", raw.size)
     ax = new_ax(ax)
     keys = np.arange(raw.size)
     ax.bar(keys - 0.2, raw, width=0.4, color=RAW_COLOR, label="no scaling")
@@ -187,7 +205,7 @@ def weights_bars(raw, scaled, ax=None, title=None):
 def scaling_figure(result, d_k):
     """ScalingResult, one of its d_k -> Figure (2 x 2): the three curves with ``d_k`` marked,
     and a typical query's weights at that d_k without and with scaling (the d_k slider's view)."""
-    i = result.row(d_k)
+    i = _check_result(result).row(_validate.positive_int(d_k, "d_k"))
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.6), layout="constrained")
     scaling_curves(result, d_k=d_k, axes=[axes[0, 0], axes[0, 1], axes[1, 0]])
     weights_bars(result.example_raw[i], result.example_scaled[i], ax=axes[1, 1],
@@ -201,8 +219,9 @@ TOKEN_COLORS = ("#66c2a5", "#fc8d62", "#8da0cb", "#e78ac3", "#a6d854", "#ffd92f"
 
 
 def token_color(t: int) -> str:
-    """Position t -> its colour in the split views (a palette apart from the head colours)."""
-    return TOKEN_COLORS[t % len(TOKEN_COLORS)]
+    """Position t >= 0 -> its colour in the split views (a palette apart from the head colours, repeating
+    after 10 positions)."""
+    return TOKEN_COLORS[_validate.count(t, "t") % len(TOKEN_COLORS)]
 
 
 def head_split_sources(T: int, d_model: int, h: int, buggy: bool = False):
@@ -215,7 +234,8 @@ def head_split_sources(T: int, d_model: int, h: int, buggy: bool = False):
     >>> pos[0].tolist()  # head 0, row 1 holds position 0's second half: positions mix
     [[0, 0], [0, 0]]
     """
-    h = _validate.heads(d_model, h)
+    T, d_model = _validate.positive_int(T, "T"), _validate.positive_int(d_model, "d_model")
+    h, buggy = _validate.heads(d_model, h), _validate.flag(buggy, "buggy")
     codes = np.arange(T * d_model).reshape(1, T, d_model)  # entry (t, f) holds t * d_model + f
     if buggy:
         heads = codes.reshape(1, h, T, d_model // h)  # (1, h, T, d_k) WRONG: no transpose
@@ -229,15 +249,21 @@ def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=No
     """positions, features (h, T, d_k) -> axes (h,): one T x d_k grid per head, each cell
     coloured by the token it came from and labelled with that token and its feature index.
     A correct split has one colour per row; the bug mixes colours within a head's rows."""
-    positions, features = np.asarray(positions), np.asarray(features)
+    positions, features = _source_grid(positions, "positions"), _source_grid(features, "features")
     h, T, d_k = positions.shape
+    if features.shape != positions.shape:
+        raise ValueError(f"features has shape {features.shape} but positions has {positions.shape}; "
+                         "give both as head_split_sources returns them")
+    if positions.max() >= T:
+        raise ValueError(f"positions holds {positions.max()}, but there are only T={T} positions; "
+                         "give positions as head_split_sources returns them")
+    toks = tokens_for(T, tokens)
     if axes is None:
         _, axes = plt.subplots(1, h, figsize=(min(0.6 * d_k * h + 1.2 * h, 16), 0.45 * T + 1.2),
                                layout="constrained", squeeze=False)
         axes = axes[0]
     if len(axes) != h:
         raise ValueError(f"got {len(axes)} axes for h={h} heads; pass one axis per head")
-    toks = tokens_for(T, tokens)
     cmap = mcolors.ListedColormap([token_color(t) for t in range(T)])
     for i, ax in enumerate(axes):
         ax.imshow(positions[i], cmap=cmap, vmin=-0.5, vmax=T - 0.5, aspect="auto")
@@ -252,13 +278,24 @@ def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=No
     return axes
 
 
+def _source_grid(a, name: str) -> np.ndarray:
+    """An (h, T, d_k) array of whole numbers >= 0 (positions or features), or raise naming it."""
+    arr = np.asarray(a) if isinstance(a, (list, tuple, np.ndarray)) else None
+    if arr is None or arr.dtype.kind not in "iu" or arr.ndim != 3 or 0 in arr.shape or arr.min() < 0:
+        raise ValueError(f"{name} must be a non-empty (h, T, d_k) array of whole numbers >= 0, got "
+                         f"{type(a).__name__} {getattr(arr, 'dtype', '')} {getattr(arr, 'shape', '')}; "
+                         "give it as head_split_sources(T, d_model, h) returns it")
+    return arr
+
+
 def split_bug_figure(T: int, d_model: int, h: int, tokens=None):
     """T, d_model, h -> Figure: the correct split (top row) and the reshape-only bug (bottom)."""
+    sources = [head_split_sources(T, d_model, h, buggy=buggy) for buggy in (False, True)]  # checks the sizes
+    tokens_for(T, tokens)
     fig, axes = plt.subplots(2, h, figsize=(min(0.95 * d_model + 1.2 * h + 0.6, 16), 1.05 * T + 2),
                              layout="constrained", squeeze=False)
-    for row, buggy, label in ((0, False, "split_heads\n(reshape + transpose)"),
-                              (1, True, "reshape only (bug)")):
-        pos, feat = head_split_sources(T, d_model, h, buggy=buggy)
+    for row, (pos, feat), label in zip((0, 1), sources, ("split_heads\n(reshape + transpose)",
+                                                         "reshape only (bug)")):
         split_sources_heatmaps(pos, feat, tokens, axes=axes[row], label=label)
     return fig
 
@@ -278,6 +315,7 @@ def stage_flow(trace, ax=None):
 
     Boxes of per-head stages (h, ...) are outlined in head 0's colour.
     """
+    check_trace(trace)
     ax = new_ax(ax, figsize=(13, 3.6))
     shapes, where = trace.shapes, _flow_positions(trace.names)
     for name, (xb, yb) in where.items():
@@ -306,7 +344,7 @@ def sentence_heads_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
     The trace is ``qkv.sentence_trace(tokens_for(seq_len), d_model, h, seed)``; the view of
     the live sliders in 00_overview.ipynb.
     """
-    tokens = tokens_for(seq_len)
+    tokens = sentence_tokens(seq_len, seed)
     t = sentence_trace(tokens, d_model, h, seed)
     fig, axes = head_grid(h)
     head_heatmaps(t, tokens, axes=axes)
@@ -318,10 +356,11 @@ def sentence_heads_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
 def qkv_matrices_figure(trace, tokens=None, batch: int = 0):
     """Trace -> Figure: X, Q, K, V side by side (rows = tokens, columns = features), one colour scale."""
     names = ("X", "Q", "K", "V")
+    batch = _validate.index(batch, check_trace(trace)["X"].shape[0], "batch", "sequences in the trace")
     arrays = [trace[n][batch] for n in names]  # each (T, d_model)
+    rows = tokens_for(arrays[0].shape[0], tokens)
     lim = float(max(np.abs(a).max() for a in arrays)) or 1.0
     fig, axes = plt.subplots(1, 4, figsize=(13, 3.2), layout="constrained", sharey=True)
-    rows = tokens_for(arrays[0].shape[0], tokens)
     for i, (ax, name, a) in enumerate(zip(axes, names, arrays)):
         matrix_heatmap(a, rows, ax=ax, vlim=lim, colorbar=(i == 3),
                        title=f"{name} {trace.shapes[name]}")
@@ -336,7 +375,7 @@ def qkv_comparison_figure(d_model: int, seq_len: int, seed: int = 0):
 
     The view of the live sliders in 01_qkv.ipynb.
     """
-    tokens = tokens_for(seq_len)
+    tokens = sentence_tokens(seq_len, seed)
     X, params = sentence_inputs(tokens, d_model, seed)  # X (1, T, d_model): sentence_trace's inputs
     t, t_id = _trace(X, params, 1), _trace(X, identity_params(d_model), 1)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.9), layout="constrained",
@@ -349,6 +388,17 @@ def qkv_comparison_figure(d_model: int, seq_len: int, seed: int = 0):
     _diagonal_curve_ax(X, params, axes[2])
     fig.suptitle(f"d_model={d_model}, seq_len={seq_len}, h=1")
     return fig
+
+
+def sentence_tokens(seq_len: int, seed: int) -> list[str]:
+    """seq_len, seed -> the course sentence cut or extended to seq_len tokens, both checked (the sliders' views
+    of the sentence start here).
+
+    >>> sentence_tokens(2, seed=0)
+    ['the', 'cat']
+    """
+    _validate.count(seed, "seed")
+    return tokens_for(_validate.positive_int(seq_len, "seq_len"))
 
 
 def _diagonal_curve_ax(X, params, ax):
@@ -375,6 +425,7 @@ def _head_cmap(h: int):
 
 def _head_of_column(d_model: int, h: int) -> np.ndarray:
     """(d_model,) head index of every feature column: column j belongs to head j // d_k."""
+    d_model = _validate.positive_int(d_model, "d_model")
     return np.arange(d_model) // (d_model // _validate.heads(d_model, h))
 
 
@@ -384,9 +435,9 @@ def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vma
     A strip above the map colours column j by its head (j // d_k), so one sees whose slice
     of the output changed. ``vmax`` fixes the colour scale (share it between panels).
     """
-    d = np.abs(np.asarray(delta, dtype=float))
-    if d.ndim != 2:
-        raise ValueError(f"head_change_heatmap needs a (T, d_model) array, got shape {d.shape}; "
+    d = np.abs(_validate.float_array(delta, "delta").astype(float))
+    if d.ndim != 2 or 0 in d.shape:
+        raise ValueError(f"head_change_heatmap needs a non-empty delta of shape (T, d_model), got shape {d.shape}; "
                          "pick one batch element, e.g. delta[0]")
     owner = _head_of_column(d.shape[1], h)
     ax = new_ax(ax, figsize=(5, 3.5))
@@ -415,6 +466,7 @@ def param_blocks(d_model: int, h: int, axes=None):
     Head i uses columns i·d_k..(i+1)·d_k-1 of W_Q, W_K, W_V and the same rows of W_O:
     the heads slice four fixed matrices, so there are 4·d_model² weights whatever h is.
     """
+    d_model = _validate.positive_int(d_model, "d_model")
     owner = np.broadcast_to(_head_of_column(d_model, h), (d_model, d_model))  # (D, D)
     if axes is None:
         _, axes = plt.subplots(1, 4, figsize=(10, 2.9), layout="constrained")
@@ -439,11 +491,13 @@ def flop_curves(seq_lens, projection, attention, crossover=None, ax=None):
 
     ``crossover`` (a seq_len) draws a dashed line where the two parts cost the same.
     """
+    T = _validate.vector(seq_lens, "seq_lens")
+    projection = _validate.vector(projection, "projection", T.size)
+    attention = _validate.vector(attention, "attention", T.size)
     ax = new_ax(ax, figsize=(5.5, 3.8))
-    T = np.asarray(seq_lens, dtype=float)
-    ax.loglog(T, np.asarray(projection, dtype=float), "-", color=HEAD_COLORS[0], lw=2,
+    ax.loglog(T, projection, "-", color=HEAD_COLORS[0], lw=2,
               label="projections  8·T·d_model²  (∝ T)")
-    ax.loglog(T, np.asarray(attention, dtype=float), "-", color=HEAD_COLORS[1], lw=2,
+    ax.loglog(T, attention, "-", color=HEAD_COLORS[1], lw=2,
               label="attention  4·T²·d_model  (∝ T²)")
     if crossover is not None:
         ax.axvline(crossover, color="black", ls="--", lw=1)
@@ -462,8 +516,9 @@ def score_memory_bars(hs, nbytes, current_h=None, ax=None):
 
     The bar of ``current_h`` is drawn in the first head colour, the others in grey.
     """
+    hs = [int(v) for v in np.atleast_1d(_validate.positive_ints(hs, "hs"))]
+    mib = _validate.vector(nbytes, "nbytes", len(hs)) / 2**20
     ax = new_ax(ax, figsize=(4.5, 3.5))
-    mib = np.asarray(nbytes, dtype=float) / 2**20
     colors = [HEAD_COLORS[0] if h == current_h else "#bbbbbb" for h in hs]
     ax.bar([str(h) for h in hs], mib, color=colors)
     ax.set_yscale("log")
@@ -480,8 +535,9 @@ def score_memory_bars(hs, nbytes, current_h=None, ax=None):
 def timing_loglog(seq_lens, seconds, slope=None, ax=None):
     """seq_lens (N,), seconds (N,) -> ax: measured times on log-log axes with slope-1 and
     slope-2 guide lines through the last point (and the fitted ``slope`` in the legend)."""
+    T = _validate.vector(seq_lens, "seq_lens")
+    t = _validate.vector(seconds, "seconds", T.size)
     ax = new_ax(ax, figsize=(5.5, 3.8))
-    T, t = np.asarray(seq_lens, dtype=float), np.asarray(seconds, dtype=float)
     label = "measured" + (f" (fitted slope {slope:.2f})" if slope is not None else "")
     ax.loglog(T, t, "o-", color=HEAD_COLORS[0], lw=2, label=label)
     for p, style in ((1, ":"), (2, "--")):
@@ -503,6 +559,8 @@ def params_figure(d_model: int, h: int):
 
     The view of 04_concat_output's sliders: the count is 4·d_model² whatever h is.
     """
+    d_model = _validate.positive_int(d_model, "d_model")
+    h = _validate.heads(d_model, h)
     fig, axes = plt.subplots(1, 4, figsize=(10, 2.9), layout="constrained")
     param_blocks(d_model, h, axes=axes)
     fig.suptitle(f"d_model={d_model}, h={h}, d_k={d_model // h}:  4·{d_model}² = "

@@ -26,7 +26,7 @@ def averaged_weights_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
     ['head 0', 'head 1', 'mean of 2 heads']
     >>> plt.close(fig)
     """
-    tokens = plots.tokens_for(seq_len)
+    tokens = plots.sentence_tokens(seq_len, seed)
     w = sentence_trace(tokens, d_model, h, seed)["weights"][0]  # (h, T, T)
     shown = min(h, MAX_HEADS_SHOWN)
     fig, axes = plt.subplots(1, shown + 1, figsize=(2.9 * (shown + 1), 3.3), layout="constrained")

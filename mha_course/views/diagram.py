@@ -16,9 +16,11 @@ Taught in 00_overview.ipynb (the explorer's Architecture and State modes).
 """
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
-from .stages import STAGE_TABLE
+from .. import _validate
+from .stages import STAGE_TABLE, check_trace
 
 __all__ = ["Box", "Arrow", "BOXES", "ARROWS", "WIDTH", "HEIGHT", "lit", "diagram_labels",
            "box_params", "shape_text"]
@@ -101,14 +103,16 @@ ARROWS = {
 }
 
 
-def lit(stage) -> tuple:
-    """stage name (or None) -> (box, arrows) that light up when the State mode shows it.
+def lit(stage=None) -> tuple:
+    """stage name (or None: no stage) -> (box, arrows) that light up when the State mode shows it.
 
     >>> lit("Q_heads"), lit(None)
     (('split', ('Q_heads',)), (None, ()))
     """
-    view = STAGE_TABLE.get(stage)
-    return (None, ()) if view is None else (view.box, view.arrows)
+    if stage is None:
+        return None, ()
+    view = STAGE_TABLE[_validate.choice(stage, STAGE_TABLE, "stage")]
+    return view.box, view.arrows
 
 # The arrows that carry a Trace stage (the rest carry X or the block output).
 _ARROW_STAGE = {"X_Q": "X", "X_K": "X", "X_V": "X", "residual": "X", "block_output": "output"}
@@ -122,6 +126,7 @@ def box_params(d_model: int) -> dict:
     >>> box_params(16)["W_Q"], box_params(16)["add_norm"], sum(box_params(16).values())
     (256, 32, 1056)
     """
+    d_model = _validate.positive_int(d_model, "d_model")
     learned = {"W_Q": d_model * d_model, "W_K": d_model * d_model, "W_V": d_model * d_model,
                "W_O": d_model * d_model, "add_norm": 2 * d_model}
     return {name: learned.get(name, 0) for name in BOXES}
@@ -133,6 +138,9 @@ def shape_text(shape) -> str:
     >>> shape_text((3,)), shape_text((1, 4, 6, 4))
     ('(3)', '(1, 4, 6, 4)')
     """
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"shape={shape!r} must be a tuple of whole numbers >= 0, e.g. an array's .shape")
     return "(" + ", ".join(str(n) for n in shape) + ")"
 
 
@@ -148,7 +156,7 @@ def diagram_labels(trace) -> dict:
     >>> labels["arrows"]["Q_heads"], labels["params"]["W_Q"]
     ('(1, 4, 6, 4)', '256 params')
     """
-    shapes = trace.shapes
+    shapes = check_trace(trace).shapes
     arrows = {name: shape_text(shapes[_ARROW_STAGE.get(name, name)]) for name in ARROWS}
     counts = box_params(trace.d_model)
     params = {name: f"{n:,} params" for name, n in counts.items()}
@@ -163,3 +171,4 @@ def diagram_labels(trace) -> dict:
         "title": (f"d_model = {trace.d_model}, h = {trace.h}, d_k = {trace.d_k}, "
                   f"seq_len = {shapes['X'][1]}"),
     }
+

@@ -9,10 +9,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import _validate
+from ..lessons.training import History
 from .attention import attention_heatmap
 from .style import head_color, new_ax
 
-__all__ = ["smooth", "loss_curves", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
+__all__ = ["smooth", "loss_curves", "layer_weights", "token_labels", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
            "ablation_figure", "LiveLossPlot"]
 
 
@@ -22,7 +24,10 @@ def smooth(values, window: int) -> np.ndarray:
     >>> smooth([1.0, 3.0, 5.0, 7.0], 2)
     array([1., 2., 4., 6.])
     """
-    v = np.asarray(values, dtype=float)
+    v = _validate.float_array(values, "values").astype(float)
+    if v.ndim != 1:
+        raise ValueError(f"values must be a 1-D array of shape (steps,), got shape {v.shape}")
+    window = _validate.positive_int(window, "window")
     c = np.cumsum(np.insert(v, 0, 0.0))
     n = np.minimum(np.arange(1, len(v) + 1), window)
     return (c[1:] - c[np.arange(1, len(v) + 1) - n]) / n
@@ -30,9 +35,14 @@ def smooth(values, window: int) -> np.ndarray:
 
 def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
     """{label: losses (steps,)} -> ax: each curve smoothed over ``window`` steps, loss on a log axis."""
+    _validate.instance(curves, dict, "curves", "pass {label: losses}, e.g. {'loss': history.losses}")
+    if not curves:
+        raise ValueError("curves is empty; pass at least one {label: losses}")
+    smoothed = {label: smooth(_validate.vector(losses, f"curves[{label!r}]"), window)
+                for label, losses in curves.items()}
     ax = new_ax(ax, (5, 3.2))
-    for i, (label, losses) in enumerate(curves.items()):
-        ax.plot(smooth(losses, window), label=label, color=head_color(i))
+    for i, (label, losses) in enumerate(smoothed.items()):
+        ax.plot(losses, label=label, color=head_color(i))
     ax.set_yscale("log")
     ax.set_xlabel("training step")
     ax.set_ylabel("cross-entropy (nats)")
@@ -43,18 +53,62 @@ def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
     return ax
 
 
-def model_heatmaps(weights, tokens, axes=None, title: str = "", copy_start=None):
+def layer_weights(weights, name: str = "weights") -> list[np.ndarray]:
+    """weights [(h, T, T)] * L of one sequence (a list or an (L, h, T, T) array) -> L checked float arrays.
+
+    >>> [w.shape for w in layer_weights([np.full((2, 3, 3), 1 / 3)] * 2)]
+    [(2, 3, 3), (2, 3, 3)]
+    """
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple, np.ndarray)) or len(weights) == 0:
+        raise ValueError(f"{name} must be a non-empty list of (h, T, T) arrays, one per layer, got "
+                         f"{type(weights).__name__}; pass e.g. [w[0] for w in weights_by_layer]")
+    layers = [_validate.float_array(w, f"{name}[{i}]") for i, w in enumerate(weights)]
+    first = layers[0].shape
+    if len(first) != 3 or first[1] != first[2] or 0 in first or any(w.shape != first for w in layers):
+        raise ValueError(f"{name} must hold one (h, T, T) array per layer, all of one shape, got shapes "
+                         f"{[w.shape for w in layers]}; pick one sequence, e.g. [w[0] for w in weights_by_layer]")
+    return layers
+
+
+def token_labels(tokens, T: int, vocab=None) -> list[str]:
+    """tokens (T,) whole-number ids >= 0 (below ``vocab`` when given) -> their labels ['3', '0', ...].
+
+    >>> token_labels([3, 0], 2, vocab=4)
+    ['3', '0']
+    """
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple, np.ndarray)):
+        raise ValueError(f"tokens must be the (T,) token ids of the sequence, got {type(tokens).__name__}; "
+                         "pass e.g. batch.tokens[0]")
+    if vocab is None:  # any id >= 0 labels a position
+        ids = np.asarray(tokens)
+        if ids.dtype.kind in "iu" and ids.size and ids.min() < 0:
+            raise ValueError(f"tokens holds the id {ids.min()}; token ids are >= 0 (numpy would read a negative "
+                             "id from the end): give the sequence's ids, e.g. batch.tokens[0]")
+        ids = _validate.token_ids(tokens, np.iinfo(np.int64).max)
+    else:
+        ids = _validate.token_ids(tokens, _validate.positive_int(vocab, "vocab"))
+    if ids.shape != (T,):
+        raise ValueError(f"tokens has shape {ids.shape} but the weights are for T={T} positions; "
+                         "give the ids of that one sequence, e.g. batch.tokens[0]")
+    return [str(int(t)) for t in ids]
+
+
+def model_heatmaps(weights, tokens, axes=None, title: str = "", copy_start=None, vocab=None):
     """weights [(h, T, T)] * L of one sequence, tokens (T,) -> axes (L, h): one heatmap per head.
 
     Keys in the query's future (the causal mask) are grey. Tokens label the left column's
     queries and the bottom row's keys only (one label per position is plenty for the grid).
     ``copy_start`` (a position) draws where the second copy of an induction sequence starts:
     a line under the row of its first query and beside the column of its first key.
+    ``vocab`` (the model's): when given, every id must be below it.
     """
-    L, h = len(weights), weights[0].shape[0]
+    weights = layer_weights(weights)
+    L, (h, T, _) = len(weights), weights[0].shape
+    labels = token_labels(tokens, T, vocab)
+    if copy_start is not None:
+        _validate.index(copy_start, T, "copy_start", "positions")
     if axes is None:
         _, axes = _grid(L, h, 3.0, 2.9)
-    labels = [str(int(t)) for t in tokens]
     future = np.triu(np.ones((len(labels),) * 2, dtype=bool), k=1)
     for layer, w in enumerate(weights):
         for head in range(h):
@@ -89,15 +143,25 @@ def _outer_labels_only(ax, bottom: bool, left: bool) -> None:
         ax.set_ylabel("")
 
 
-def before_after_figure(before, after, tokens, copy_start=None):
+def before_after_figure(before, after, tokens, copy_start=None, vocab=None):
     """weights before and after training ([(h, T, T)] * L each) -> Figure: L rows, 2h columns.
 
     ``copy_start``: the position where the repeated part starts, marked in red on every heatmap.
+    ``vocab`` (the model's): when given, every id must be below it.
     """
-    L, h = len(before), before[0].shape[0]
+    before, after = layer_weights(before, "before"), layer_weights(after, "after")
+    if len(after) != len(before) or after[0].shape != before[0].shape:
+        raise ValueError(f"after has {len(after)} layers of {after[0].shape} but before has {len(before)} of "
+                         f"{before[0].shape}; give the same model's weights on the same sequence")
+    L, (h, T, _) = len(before), before[0].shape
+    token_labels(tokens, T, vocab)
+    if copy_start is not None:
+        _validate.index(copy_start, T, "copy_start", "positions")
     fig, axes = _grid(L, 2 * h, 3.3, 3.3)
-    model_heatmaps(before, tokens, axes=[row[:h] for row in axes], title="before: ", copy_start=copy_start)
-    model_heatmaps(after, tokens, axes=[row[h:] for row in axes], title="after: ", copy_start=copy_start)
+    model_heatmaps(before, tokens, axes=[row[:h] for row in axes], title="before: ", copy_start=copy_start,
+                   vocab=vocab)
+    model_heatmaps(after, tokens, axes=[row[h:] for row in axes], title="after: ", copy_start=copy_start,
+                   vocab=vocab)
     fig.colorbar(axes[0][-1].images[0], ax=axes[:, -1].tolist(), fraction=0.05, label="weight")
     if copy_start is not None:
         fig.text(0.5, 0.01, f"red lines: the second copy starts at position {copy_start} (solid: its first query, "
@@ -105,14 +169,21 @@ def before_after_figure(before, after, tokens, copy_start=None):
     return fig
 
 
-def snapshot_figure(history, tokens, step: int):
-    """History with snapshots, tokens (T,), a snapshot step -> Figure of every head at that step."""
+def snapshot_figure(history, tokens, step: int, vocab=None):
+    """History with snapshots, tokens (T,), a snapshot step -> Figure of every head at that step.
+
+    ``vocab`` (the model's): when given, every id must be below it.
+    """
+    _validate.instance(history, History, "history", "pass the History that training.train(...) returned")
     steps = [int(s) for s in history.snapshot_steps]
-    if step not in steps:
-        raise ValueError(f"no snapshot at step {step}; snapshots were kept at steps {steps}")
+    if not steps:
+        raise ValueError("history has no snapshots; train with snapshot_every > 0")
+    if isinstance(step, (bool, np.bool_)) or step not in steps:
+        raise ValueError(f"no snapshot at step {step!r}; snapshots were kept at steps {steps}")
     w = history.snapshot_weights[steps.index(step)]  # (L, h, T, T)
+    token_labels(tokens, w.shape[-1], vocab)
     fig, axes = _grid(w.shape[0], w.shape[1], 2.8, 2.7)
-    model_heatmaps(list(w), tokens, axes=axes)
+    model_heatmaps(list(w), tokens, axes=axes, vocab=vocab)
     fig.colorbar(axes[0][-1].images[0], ax=axes[:, -1].tolist(), fraction=0.05, label="weight")
     fig.suptitle(f"attention on one sequence at training step {step}")
     return fig
@@ -120,7 +191,14 @@ def snapshot_figure(history, tokens, step: int):
 
 def h_sweep_figure(results: dict, h=None):
     """run_experiments' arrays, the h to highlight -> Figure: loss curves by h, final loss against h."""
+    keys = ("h_sweep_hs", "h_sweep_losses", "h_sweep_final")
+    if not hasattr(results, "keys") or not set(keys) <= set(results.keys()):
+        raise ValueError(f"results must hold {', '.join(keys)} (as checkpoints.load_experiments() returns), "
+                         f"got {type(results).__name__}" + (f" with {sorted(results.keys())}" if hasattr(results, "keys")
+                                                             else ""))
     hs, curves, final = results["h_sweep_hs"], results["h_sweep_losses"], results["h_sweep_final"]
+    if h is not None:
+        _validate.choice(h, [int(v) for v in hs], "h")
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), layout="constrained")
     styles = ("-", "--", "-.", ":")
     for i, hh in enumerate(hs):  # every h its own colour and dash; the chosen one drawn thick and on top
@@ -144,6 +222,10 @@ def h_sweep_figure(results: dict, h=None):
 
 def ablation_figure(labels, loss_increase, sharpness, ax=None):
     """(n,) labels, loss increases (nats), mean max weights -> ax: a scatter of importance vs looks."""
+    loss_increase = _validate.vector(loss_increase, "loss_increase")
+    sharpness = _validate.vector(sharpness, "sharpness", loss_increase.size)
+    if not isinstance(labels, (list, tuple, np.ndarray)) or len(labels) != loss_increase.size:
+        raise ValueError(f"labels must hold one label per head ({loss_increase.size}), got {labels!r:.80}")
     ax = new_ax(ax, (5, 3.4))
     ax.scatter(sharpness, loss_increase, color="#1f77b4", zorder=3)
     for x, y, label in zip(sharpness, loss_increase, labels):
@@ -163,6 +245,7 @@ class LiveLossPlot:
     """
 
     def __init__(self, every: int = 25, title: str = "training loss"):
+        every = _validate.positive_int(every, "every")
         self.every, self.title, self.losses, self._handle = every, title, [], None
 
     def figure(self):

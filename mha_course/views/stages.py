@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["StageView", "STAGE_TABLE", "present_stages", "flow_inputs"]
+from .. import _validate
+from ..mha import Trace
+
+__all__ = ["StageView", "STAGE_TABLE", "stage_names", "check_trace", "present_stages", "flow_inputs"]
 
 
 class StageView(NamedTuple):
@@ -115,7 +118,7 @@ def present_stages(names) -> dict:
     >>> list(present_stages(["X", "Q", "output"]))
     ['X', 'Q', 'output']
     """
-    names = set(names)
+    names = set(stage_names(names))
     return {name: view for name, view in STAGE_TABLE.items() if name in names}
 
 
@@ -128,9 +131,28 @@ def flow_inputs(name: str, names) -> tuple:
     >>> flow_inputs("scores", ["Q_heads", "K_heads", "Q_rope", "K_rope", "scores"])
     ('Q_rope', 'K_rope')
     """
-    names, found = set(names), []
+    _validate.choice(name, STAGE_TABLE, "name")
+    names, found = set(stage_names(names)), []
     for source in STAGE_TABLE[name].inputs:
         for s in (source,) if source in names else flow_inputs(source, names):
             if s not in found:
                 found.append(s)
     return tuple(found)
+
+
+def stage_names(names) -> tuple:
+    """Stage names (a Trace's ``names``: any list, tuple, set or dict of them) -> a tuple, each checked
+    against the stage table (a misspelled stage would silently vanish from a view).
+
+    >>> stage_names({"X": 0, "Q": 1})
+    ('X', 'Q')
+    """
+    if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple, set, frozenset, dict)):
+        raise ValueError(f"names={names!r} must be a list of stage names (a Trace's names), got "
+                         f"{type(names).__name__}; pass e.g. trace.names")
+    return tuple(_validate.choice(n, STAGE_TABLE, "names") for n in names)
+
+
+def check_trace(trace) -> Trace:
+    """``trace`` if it is a Trace (what every view of one forward pass reads), else a TypeError saying how to make one."""
+    return _validate.instance(trace, Trace, "trace", "make one with mha_course.trace(x, params, h)")

@@ -9,6 +9,9 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+
+from .. import _validate
 
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax",
            "label_axes", "head_grid"]
@@ -19,9 +22,14 @@ MASKED_COLOR = "#d9d9d9"
 HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
+
 def head_color(i: int) -> str:
-    """Head index -> its colour, the same in every plot of the course."""
-    return HEAD_COLORS[i % len(HEAD_COLORS)]
+    """Head index i >= 0 -> its colour, the same in every plot of the course (they repeat after 10 heads).
+
+    >>> head_color(0) == head_color(10)
+    True
+    """
+    return HEAD_COLORS[_validate.count(i, "i") % len(HEAD_COLORS)]
 
 
 def new_ax(ax, figsize=(4, 3.5)):
@@ -36,6 +44,7 @@ def label_axes(ax, rows, cols, row_label, col_label):
 
     Up to 8 column labels are turned 45 degrees; more are turned upright (90 degrees), each
     under its own column, so that long token lists do not run into each other."""
+    _validate.instance(ax, Axes, "ax", "pass a matplotlib Axes, e.g. the second value of plt.subplots()")
     if rows is not None:
         ax.set_yticks(range(len(rows)), rows)
     if cols is not None:
@@ -49,6 +58,7 @@ def label_axes(ax, rows, cols, row_label, col_label):
 
 def head_grid(h: int, ncols: int = 4):
     """h -> (Figure, h axes) laid out in rows of at most ``ncols`` heatmaps."""
+    h, ncols = _validate.positive_int(h, "h"), _validate.positive_int(ncols, "ncols")
     ncols = min(h, ncols)
     nrows = -(-h // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 3.0 * nrows + 0.4),

@@ -520,8 +520,11 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "long_context.stream_loss_curves": {"curves": obj(lambda w: {"a": np.linspace(1.0, 2.0, 8)})},
     VW + "long_context.sink_weight_bars": {"weights": obj(lambda w: {"rope": np.full((2, H), 0.3)})},
     VW + "long_context.length_view": {"model": obj(lambda w: w.long_models["rope"])},
+    # the model's vocabulary, so an id past it is refused (the views alone cannot know it)
+    **{VW + f"model.{name}": {"vocab": size(8)} for name in ("model_heatmaps", "snapshot_figure")},
+    VW + "model.before_after_figure": {"before": WEIGHTS_1SEQ, "after": WEIGHTS_1SEQ, "vocab": size(8)},
+    VW + "model.token_labels": {"T": size(8), "vocab": size(8)},
     VW + "model.loss_curves": {"curves": obj(lambda w: {"a": np.linspace(2.0, 1.0, 20)})},
-    VW + "model.before_after_figure": {"before": WEIGHTS_1SEQ, "after": WEIGHTS_1SEQ},
     VW + "model.h_sweep_figure": {"results": obj(lambda w: __import__(
         "mha_course.lessons.checkpoints", fromlist=["x"]).load_experiments())},
     VW + "model.ablation_figure": {"labels": _fixed(["a", "b"], "free"),
@@ -531,11 +534,15 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "positions.leak_heatmap": {"report": obj(lambda w: mc.leak_probe(lambda x: x, T, rng=_rng(28)))},
     VW + "positions.patch_attention": {"weights": _arr(lambda w: np.full(4, 0.25))},
     VW + "stages.present_stages": {"names": obj(lambda w: w.trace.names)},
+    VW + "stages.stage_names": {"names": obj(lambda w: w.trace.names)},
     VW + "stages.flow_inputs": {"name": option("scores", ("scores",)), "names": obj(lambda w: w.trace.names)},
     VW + "style.label_axes": {"ax": obj(lambda w: __import__("matplotlib.pyplot", fromlist=["x"]).subplots()[1]),
                               "rows": _fixed(list("ab"), "free"), "cols": _fixed(list("ab"), "free"),
                               "row_label": _fixed("r", "free"), "col_label": _fixed("c", "free")},
     VW + "style.new_ax": {"ax": _fixed(None, "free")},
+    # any head index or position >= 0 has a colour (the palettes repeat): no upper bound to attack
+    VW + "style.head_color": {"i": count(1)},
+    VW + "attention.token_color": {"t": count(1)},
     "mha_course.widgets.controls.LiveView": {"draw": _fixed(lambda **k: None, "free"), "controls": obj(
         lambda w: __import__("mha_course.widgets.controls", fromlist=["x"]).SizeControls())},
     "mha_course.widgets.controls.OptionControls": {"name": _fixed("d_k", "free"), "options": obj(lambda w: (1, 2, 4))},
