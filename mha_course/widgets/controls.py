@@ -3,6 +3,9 @@
 The rule the controls keep: h only ever takes values that divide d_model. When d_model
 changes, h's options become the divisors of the new d_model and h moves to the nearest
 one (``nearest_valid_h``), in one step, so a view redraws once, never with an invalid h.
+Sizes given to a constructor are checked before any widget is built: an h that does not
+divide d_model, a seq_len outside its range or an unknown name in ``show`` is refused
+with a ValueError that names the values and the valid ones (never a traitlets TraitError).
 
 Every live view wraps a pure function ``draw(**sizes) -> Figure`` that the notebook also
 calls once directly (the static view that GitHub shows and nbval checks).
@@ -13,8 +16,10 @@ from typing import Callable
 
 import ipywidgets as W
 import matplotlib.pyplot as plt
+import numpy as np
 from IPython.display import display
 
+from .. import _validate
 from ..heads import nearest_valid_h, valid_heads
 
 __all__ = ["Controls", "SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view"]
@@ -41,6 +46,32 @@ class Controls:
         display(self.box)
 
 
+SIZES = ("d_model", "h", "seq_len")  # the sizes SizeControls can show
+
+
+def seq_len_bounds(seq_len_range) -> tuple[int, int]:
+    """seq_len_range (lo, hi) -> (lo, hi), checked: whole numbers with 1 <= lo <= hi.
+
+    >>> seq_len_bounds((1, 16))
+    (1, 16)
+    """
+    if isinstance(seq_len_range, (str, bytes)) or not isinstance(seq_len_range, (list, tuple)) or len(seq_len_range) != 2:
+        raise ValueError(f"seq_len_range={seq_len_range!r} must be a pair (lo, hi), e.g. seq_len_range=(1, 16)")
+    lo, hi = (_validate.positive_int(v, "seq_len_range") for v in seq_len_range)
+    if lo > hi:
+        raise ValueError(f"seq_len_range={seq_len_range!r} has lo > hi; pass (lo, hi) with lo <= hi")
+    return lo, hi
+
+
+def in_range(seq_len, lo: int, hi: int) -> int:
+    """seq_len as an int in lo..hi (the slider's range), refused outside it (a slider would clamp it)."""
+    seq_len = _validate.positive_int(seq_len, "seq_len")
+    if not lo <= seq_len <= hi:
+        raise ValueError(f"seq_len={seq_len} is outside the slider's range {lo}..{hi}; pass a seq_len in it "
+                         f"or widen seq_len_range")
+    return seq_len
+
+
 class SizeControls(Controls):
     """Sliders for the sizes a lesson needs: any of ``d_model``, ``h``, ``seq_len``.
 
@@ -56,9 +87,18 @@ class SizeControls(Controls):
     def __init__(self, d_model: int = 16, h: int = 4, seq_len: int = 6,
                  d_model_options=(4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64),
                  seq_len_range=(1, 16), show=("d_model", "h", "seq_len")):
+        # every size checked before a widget is built
+        d_model = _validate.positive_int(d_model, "d_model")
+        if isinstance(d_model_options, (str, bytes)) or not isinstance(d_model_options, (list, tuple)):
+            raise ValueError(f"d_model_options={d_model_options!r} must be a list of sizes, e.g. (8, 16, 32)")
+        d_model_options = [int(v) for v in np.atleast_1d(_validate.positive_ints(list(d_model_options),
+                                                                                  "d_model_options"))]
         if d_model not in d_model_options:
-            d_model_options = tuple(sorted({*d_model_options, d_model}))
-        h = nearest_valid_h(d_model, h)
+            d_model_options = sorted({*d_model_options, d_model})
+        h = _validate.heads(d_model, h)
+        lo, hi = seq_len_bounds(seq_len_range)
+        seq_len = in_range(seq_len, lo, hi)
+        shown = _validate.names(show, SIZES, "show")
         self.d_model = W.SelectionSlider(options=list(d_model_options), value=d_model,
                                          description="d_model", continuous_update=False,
                                          style=_STYLE, layout=_LAYOUT)
@@ -67,7 +107,7 @@ class SizeControls(Controls):
         self.seq_len = W.IntSlider(value=seq_len, min=seq_len_range[0], max=seq_len_range[1],
                                    description="seq_len", continuous_update=False,
                                    style=_STYLE, layout=_LAYOUT)
-        self.shown = tuple(show)
+        self.shown = shown
         self._callbacks: list[Callable] = []
         self._busy = False
         self.d_model.observe(self._on_d_model, "value")
@@ -81,18 +121,22 @@ class SizeControls(Controls):
         return {"d_model": self.d_model.value, "h": self.h.value, "seq_len": self.seq_len.value}
 
     def set(self, **sizes) -> None:
-        """Change sizes from code; h snaps to the nearest divisor of d_model. One redraw."""
+        """Change sizes from code, as the sliders would: h snaps to the nearest divisor of d_model (the
+        only values its slider offers). One redraw. Every size is checked before any slider moves."""
+        _validate.names(list(sizes), SIZES, "set()")
+        if "d_model" in sizes and (isinstance(sizes["d_model"], bool) or sizes["d_model"] not in self.d_model.options):
+            raise ValueError(f"d_model={sizes['d_model']!r} is not one of this control's "
+                             f"options {list(self.d_model.options)}")
+        h = _validate.positive_int(sizes["h"], "h") if "h" in sizes else None
+        seq_len = in_range(sizes["seq_len"], self.seq_len.min, self.seq_len.max) if "seq_len" in sizes else None
         self._busy = True
         try:
             if "d_model" in sizes:
-                if sizes["d_model"] not in self.d_model.options:
-                    raise ValueError(f"d_model={sizes['d_model']} is not one of this control's "
-                                     f"options {list(self.d_model.options)}")
                 self.d_model.value = sizes["d_model"]
-            if "h" in sizes:
-                self.h.value = nearest_valid_h(self.d_model.value, sizes["h"])
-            if "seq_len" in sizes:
-                self.seq_len.value = sizes["seq_len"]
+            if h is not None:
+                self.h.value = nearest_valid_h(self.d_model.value, h)
+            if seq_len is not None:
+                self.seq_len.value = seq_len
         finally:
             self._busy = False
         self._fire()
@@ -117,6 +161,9 @@ class LiveView:
     """
 
     def __init__(self, draw: Callable, controls: SizeControls):
+        if not callable(draw):
+            raise TypeError(f"draw must be a function draw(**sizes) -> Figure, got {type(draw).__name__}")
+        _validate.instance(controls, Controls, "controls", "pass e.g. SizeControls(d_model=16, h=4)")
         self.draw = draw
         self.controls = controls
         self.output = W.Output()
@@ -158,12 +205,14 @@ class OptionControls(Controls):
     """
 
     def __init__(self, name: str, options, value=None):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"name={name!r} must be the draw function's argument name, e.g. 'd_k'")
+        if not isinstance(options, (list, tuple, range, np.ndarray)):
+            raise ValueError(f"options={options!r} must be a list of the slider's values, e.g. [1, 2, 4, 8]")
         options = list(options)
         if not options:
             raise ValueError(f"OptionControls({name!r}) needs at least one option")
-        value = options[0] if value is None else value
-        if value not in options:
-            raise ValueError(f"{name}={value!r} is not one of the options {options}")
+        value = options[0] if value is None else _validate.choice(value, options, name)
         self.name = name
         self.slider = W.SelectionSlider(options=options, value=value, description=name,
                                         continuous_update=False, style=_STYLE, layout=_LAYOUT)
@@ -181,11 +230,7 @@ class OptionControls(Controls):
         """Change the option from code, e.g. ``controls.set(d_k=64)``."""
         if set(value) != {self.name}:
             raise ValueError(f"set() takes only {self.name}=..., got {sorted(value)}")
-        new = value[self.name]
-        if new not in self.slider.options:
-            raise ValueError(f"{self.name}={new!r} is not one of the options "
-                             f"{list(self.slider.options)}")
-        self.slider.value = new
+        self.slider.value = _validate.choice(value[self.name], self.slider.options, self.name)
 
 
 def option_live_view(draw: Callable, name: str, options, value=None) -> LiveView:

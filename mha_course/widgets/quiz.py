@@ -13,8 +13,10 @@ Taught in 11_misconceptions_and_interview.ipynb.
 from __future__ import annotations
 
 import html
+import numbers
 
 import ipywidgets as widgets
+import numpy as np
 
 from ..lessons import quiz
 
@@ -29,6 +31,10 @@ class QuizWidget:
     """
 
     def __init__(self, questions=None):
+        if questions is not None and (isinstance(questions, (str, bytes)) or not isinstance(questions, (list, tuple))
+                                      or not all(isinstance(q, quiz.Question) for q in questions)):
+            raise ValueError(f"questions must be a list of quiz.Question, got {type(questions).__name__} "
+                             f"{questions!r:.60}; pass quiz.load_questions() or leave it out for every question")
         self.questions = list(quiz.load_questions() if questions is None else questions)
         if not self.questions:
             raise ValueError("QuizWidget needs at least one question; pass quiz.load_questions()")
@@ -68,8 +74,10 @@ class QuizWidget:
         return f"score: {right} / {answered} answered ({len(self.questions)} questions)"
 
     def go(self, n: int) -> None:
-        """Show question ``n`` (wrapped into range), with its earlier answer if there was one."""
-        self.current = n % len(self.questions)
+        """Show question ``n`` (wrapped into range: -1 is the last), with its earlier answer if there was one."""
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
+            raise ValueError(f"n={n!r} must be a whole number (a question's index), got {type(n).__name__}")
+        self.current = int(n) % len(self.questions)
         q = self.question
         self._title.value = (f"<b>{self.current + 1}. {html.escape(q.question)}</b> "
                              f"<small>({q.notebook} §{q.section})</small>")

@@ -230,46 +230,6 @@ BREAKS: dict[str, str] = {
         "mha_course.positions.check_rope(rope_base=<None>) was accepted silently (returned NoneType); want a ValueError naming 'rope_base'",
     'mha_course.positions.rope_attention_factor':
         "mha_course.positions.rope_attention_factor(scaling=<None>) was accepted silently (returned float); want a ValueError naming 'scaling'",
-    'mha_course.views.attention.flop_curves':
-        "mha_course.views.attention.flop_curves(seq_lens=<None>) raised without naming 'seq_lens': ValueError: x and y must have same first dimension, but have shapes (1",
-    'mha_course.views.attention.head_heatmaps':
-        "mha_course.views.attention.head_heatmaps(tokens=<string>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
-    'mha_course.views.attention.head_split_sources':
-        "mha_course.views.attention.head_split_sources(T=<None>) raised an internal message: TypeError: unsupported operand type(s) for *: 'NoneType' and 'int'",
-    'mha_course.views.attention.matrix_heatmap':
-        "mha_course.views.attention.matrix_heatmap(values=<None>) raised without naming 'values': ValueError: matrix_heatmap needs a 2-D array, got shape ()",
-    'mha_course.views.attention.param_blocks':
-        "mha_course.views.attention.param_blocks(d_model=<None>) raised an internal message: TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
-    'mha_course.views.attention.params_figure':
-        "mha_course.views.attention.params_figure(d_model=<None>) raised an internal message: TypeError: unsupported operand type(s) for -: 'NoneType' and 'int'",
-    'mha_course.views.attention.qkv_comparison_figure':
-        "mha_course.views.attention.qkv_comparison_figure(seq_len=<float>) raised without naming 'seq_len': TypeError: slice indices must be integers or None or have an ",
-    'mha_course.views.attention.qkv_matrices_figure':
-        "mha_course.views.attention.qkv_matrices_figure(tokens=<string>) was accepted silently (returned Figure); want a ValueError naming 'tokens'",
-    'mha_course.views.attention.scaling_curves':
-        "mha_course.views.attention.scaling_curves(d_k=<float>) was accepted silently (returned ndarray); want a ValueError naming 'd_k'",
-    'mha_course.views.attention.scaling_figure':
-        "mha_course.views.attention.scaling_figure(result=<None>) raised AttributeError: 'NoneType' object has no attribute 'row'; want ValueError/TypeError naming 'resu",
-    'mha_course.views.attention.score_memory_bars':
-        "mha_course.views.attention.score_memory_bars(hs=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.views.attention.sentence_heads_figure':
-        "mha_course.views.attention.sentence_heads_figure(seq_len=<None>) raised an internal message: TypeError: 'NoneType' object cannot be interpreted as an integer",
-    'mha_course.views.attention.split_bug_figure':
-        "mha_course.views.attention.split_bug_figure(T=<None>) raised an internal message: TypeError: unsupported operand type(s) for *: 'float' and 'NoneType'",
-    'mha_course.views.attention.split_sources_heatmaps':
-        'mha_course.views.attention.split_sources_heatmaps(features=<empty axis>) raised IndexError: index 0 is out of bounds for axis 2 with size 0; want ValueError/Typ',
-    'mha_course.views.attention.stage_flow':
-        "mha_course.views.attention.stage_flow(trace=<None>) raised AttributeError: 'NoneType' object has no attribute 'shapes'; want ValueError/TypeError naming 'trace'",
-    'mha_course.views.attention.timing_loglog':
-        "mha_course.views.attention.timing_loglog(seq_lens=<None>) raised without naming 'seq_lens': ValueError: x and y must have same first dimension, but have shapes ",
-    'mha_course.views.attention.token_color':
-        "mha_course.views.attention.token_color(t=<None>) raised an internal message: TypeError: unsupported operand type(s) for %: 'NoneType' and 'int'",
-    'mha_course.views.attention.tokens_for':
-        "mha_course.views.attention.tokens_for(n=<None>) raised an internal message: TypeError: 'NoneType' object cannot be interpreted as an integer",
-    'mha_course.views.attention.weights_bars':
-        "mha_course.views.attention.weights_bars(raw=<None>) raised without naming 'raw': ValueError: weights_bars needs two (S,) rows of equal length, got () and (4,)",
-    'mha_course.views.bridge.averaged_weights_figure':
-        "mha_course.views.bridge.averaged_weights_figure(seq_len=<None>) raised an internal message: TypeError: 'NoneType' object cannot be interpreted as an integer",
     'mha_course.views.circuits.ablation_figure':
         "mha_course.views.circuits.ablation_figure(losses=<None>) raised an internal message: TypeError: object of type 'NoneType' has no len()",
     'mha_course.views.circuits.circuit_heatmap':
@@ -292,14 +252,6 @@ BREAKS: dict[str, str] = {
         "mha_course.views.circuits.step_figure(step=<one past the end>) was accepted silently (returned Figure); want a ValueError naming 'step'",
     'mha_course.views.circuits.token_text':
         "mha_course.views.circuits.token_text(tokens=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.views.diagram.box_params':
-        "mha_course.views.diagram.box_params(d_model=<None>) raised an internal message: TypeError: unsupported operand type(s) for *: 'NoneType' and 'NoneType'",
-    'mha_course.views.diagram.diagram_labels':
-        "mha_course.views.diagram.diagram_labels(trace=<None>) raised AttributeError: 'NoneType' object has no attribute 'shapes'; want ValueError/TypeError naming 'trac",
-    'mha_course.views.diagram.lit':
-        "mha_course.views.diagram.lit(stage=<None>) was accepted silently (returned tuple); want a ValueError naming 'stage'",
-    'mha_course.views.diagram.shape_text':
-        "mha_course.views.diagram.shape_text(shape=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
     'mha_course.views.efficient.io_bytes_curves':
         "mha_course.views.efficient.io_bytes_curves(seq_lens=<None>) raised without naming 'seq_lens': TypeError: int() argument must be a string, a bytes-like object or",
     'mha_course.views.efficient.measured_curves':
@@ -328,22 +280,6 @@ BREAKS: dict[str, str] = {
         "mha_course.views.long_context.stream_loss_curves(curves=<None>) raised AttributeError: 'NoneType' object has no attribute 'values'; want ValueError/TypeError na",
     'mha_course.views.long_context.window_mask':
         "mha_course.views.long_context.window_mask(mask=<None>) raised IndexError: tuple index out of range; want ValueError/TypeError naming 'mask'",
-    'mha_course.views.model.LiveLossPlot':
-        "mha_course.views.model.LiveLossPlot(every=<bool>) was accepted silently (returned LiveLossPlot); want a ValueError naming 'every'",
-    'mha_course.views.model.ablation_figure':
-        "mha_course.views.model.ablation_figure(loss_increase=<None>) raised without naming 'loss_increase': ValueError: x and y must be the same size",
-    'mha_course.views.model.before_after_figure':
-        "mha_course.views.model.before_after_figure(before=<None>) raised an internal message: TypeError: object of type 'NoneType' has no len()",
-    'mha_course.views.model.h_sweep_figure':
-        "mha_course.views.model.h_sweep_figure(h=<float>) raised without naming 'h': ValueError: 2.5 is not in list",
-    'mha_course.views.model.loss_curves':
-        "mha_course.views.model.loss_curves(curves=<None>) raised AttributeError: 'NoneType' object has no attribute 'items'; want ValueError/TypeError naming 'curves'",
-    'mha_course.views.model.model_heatmaps':
-        "mha_course.views.model.model_heatmaps(tokens=<token out of range>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
-    'mha_course.views.model.smooth':
-        "mha_course.views.model.smooth(values=<None>) raised without naming 'values': TypeError: len() of unsized object",
-    'mha_course.views.model.snapshot_figure':
-        "mha_course.views.model.snapshot_figure(history=<None>) raised AttributeError: 'NoneType' object has no attribute 'snapshot_steps'; want ValueError/TypeError nam",
     'mha_course.views.positions.leak_heatmap':
         "mha_course.views.positions.leak_heatmap(report=<None>) raised AttributeError: 'NoneType' object has no attribute 'moved'; want ValueError/TypeError naming 'repo",
     'mha_course.views.positions.mask_gallery':
@@ -362,28 +298,12 @@ BREAKS: dict[str, str] = {
         "mha_course.views.positions.score_offset_heatmap(grid=<None>) raised AttributeError: 'NoneType' object has no attribute 'shape'; want ValueError/TypeError naming",
     'mha_course.views.positions.sinusoid_figure':
         "mha_course.views.positions.sinusoid_figure(seq_len=<None>) raised without naming 'seq_len': ValueError: T=None must be a positive integer (got NoneType); pass a",
-    'mha_course.views.stages.flow_inputs':
-        "mha_course.views.stages.flow_inputs(name=<None>) raised KeyError: None; want ValueError/TypeError naming 'name'",
-    'mha_course.views.stages.present_stages':
-        "mha_course.views.stages.present_stages(names=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.views.style.head_color':
-        "mha_course.views.style.head_color(i=<None>) raised an internal message: TypeError: unsupported operand type(s) for %: 'NoneType' and 'int'",
-    'mha_course.views.style.head_grid':
-        "mha_course.views.style.head_grid(h=<None>) raised without naming 'h': TypeError: '<' not supported between instances of 'int' and 'NoneType'",
-    'mha_course.views.style.label_axes':
-        "mha_course.views.style.label_axes(ax=<None>) raised AttributeError: 'NoneType' object has no attribute 'set_yticks'; want ValueError/TypeError naming 'ax'",
     'mha_course.widgets.circuits.PatternControls':
         "mha_course.widgets.circuits.PatternControls(n_layers=<None>) raised an internal message: TypeError: 'NoneType' object cannot be interpreted as an integer",
     'mha_course.widgets.circuits.pattern_live_view':
         "mha_course.widgets.circuits.pattern_live_view(head=<string>) raised without naming 'head': TypeError: not all arguments converted during string formatting",
     'mha_course.widgets.circuits.step_live_view':
         "mha_course.widgets.circuits.step_live_view(trajectories=<None>) raised an internal message: TypeError: 'NoneType' object is not subscriptable",
-    'mha_course.widgets.controls.LiveView':
-        "mha_course.widgets.controls.LiveView(controls=<None>) raised AttributeError: 'NoneType' object has no attribute 'box'; want ValueError/TypeError naming 'control",
-    'mha_course.widgets.controls.OptionControls':
-        "mha_course.widgets.controls.OptionControls(options=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.widgets.controls.option_live_view':
-        "mha_course.widgets.controls.option_live_view(options=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
     'mha_course.widgets.gqa.KVControls':
         "mha_course.widgets.gqa.KVControls(h=<zero>) raised TraitError: Invalid selection: value not found; want ValueError/TypeError naming 'h'",
     'mha_course.widgets.gqa.grouping_live_view':
@@ -392,8 +312,6 @@ BREAKS: dict[str, str] = {
         "mha_course.widgets.long_context.length_live_view(models=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
     'mha_course.widgets.long_context.scaling_live_view':
         "mha_course.widgets.long_context.scaling_live_view(config=<None>) raised AttributeError: 'NoneType' object has no attribute 'seq_len'; want ValueError/TypeError ",
-    'mha_course.widgets.quiz.QuizWidget':
-        "mha_course.widgets.quiz.QuizWidget(questions=<int>) raised an internal message: TypeError: 'int' object is not iterable",
 }
 
 # Callables whose valid call the table cannot yet build (no Spec for a parameter, or a call that raises).
