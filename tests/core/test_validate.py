@@ -158,3 +158,61 @@ def test_positive_ints_takes_a_size_or_an_array_of_sizes_and_refuses_the_rest():
     for bad in (None, 0, 2.0, True, [], [1, 0], [1.0, 2.0], [True, True], "8", np.array(3.5)):
         with pytest.raises(ValueError, match="T="):
             _validate.positive_ints(bad, "T")
+
+
+# --- added by views-a: the validators of the views' and widgets' arguments
+def test_count_takes_whole_numbers_from_zero_and_refuses_the_rest():
+    assert _validate.count(0, "seed") == 0 and _validate.count(np.int64(3), "seed") == 3
+    for bad in (-1, 0.5, True, "0", None):
+        with pytest.raises(ValueError, match="seed="):
+            _validate.count(bad, "seed")
+
+
+def test_index_refuses_minus_one_past_the_end_and_non_integers_naming_the_range():
+    assert _validate.index(np.int64(1), 2, "head", "heads") == 1
+    with pytest.raises(ValueError, match=r"head=-1 is out of range: there are 2 heads; pass head in 0\.\.1 \(-1 is not"):
+        _validate.index(-1, 2, "head", "heads")
+    with pytest.raises(ValueError, match=r"head=2 is out of range: there are 2 heads; pass head in 0\.\.1$"):
+        _validate.index(2, 2, "head", "heads")
+    for bad in (0.0, True, "0", None):
+        with pytest.raises(ValueError, match=r"head=.* must be a whole number in 0\.\.1"):
+            _validate.index(bad, 2, "head", "heads")
+
+
+def test_choice_lists_the_valid_choices_and_does_not_take_true_for_one():
+    assert _validate.choice("h", ("d_model", "h"), "show") == "h"
+    assert _validate.choice(np.int64(2), [1, 2, 4], "d_k") == 2 and _validate.choice(2, [1.0, 2.0], "f") == 2
+    with pytest.raises(ValueError, match="show='hh' is not one of the valid choices: 'd_model', 'h'"):
+        _validate.choice("hh", ("d_model", "h"), "show")
+    for bad in (True, "1", np.array([1, 2]), {"a": 1}, None):
+        with pytest.raises(ValueError, match="d_k=.* is not one of the valid choices: 1, 2, 4"):
+            _validate.choice(bad, [1, 2, 4], "d_k")
+
+
+def test_names_takes_a_list_of_valid_names_never_a_bare_string():
+    assert _validate.names(["h"], ("d_model", "h"), "show") == ("h",)
+    with pytest.raises(ValueError, match="show='h' must be a list or tuple of names from 'd_model', 'h'"):
+        _validate.names("h", ("d_model", "h"), "show")
+    with pytest.raises(ValueError, match="show='hh' is not one of the valid choices"):
+        _validate.names(("d_model", "hh"), ("d_model", "h"), "show")
+
+
+def test_kv_heads_names_both_values_and_the_valid_h_kv():
+    assert _validate.kv_heads(8, np.int64(2)) == 2
+    with pytest.raises(ValueError, match="h=8 is not divisible by h_kv=3; valid h_kv: 1, 2, 4, 8"):
+        _validate.kv_heads(8, 3)
+    with pytest.raises(ValueError, match="h_kv=0 must be >= 1"):
+        _validate.kv_heads(8, 0)
+
+
+def test_flag_instance_and_vector_refuse_what_would_be_misread():
+    assert _validate.flag(np.bool_(True), "buggy") is True
+    for bad in ("no", 2, None):
+        with pytest.raises(ValueError, match="buggy=.* must be True or False"):
+            _validate.flag(bad, "buggy")
+    with pytest.raises(TypeError, match="trace must be a dict, got str; make one"):
+        _validate.instance("x", dict, "trace", "make one")
+    assert _validate.vector([1, 2], "xs", 2).dtype == np.float64
+    for bad in ([], [[1.0]], [1.0, 2.0, 3.0], "spam", None):
+        with pytest.raises(ValueError, match="xs"):
+            _validate.vector(bad, "xs", 2)

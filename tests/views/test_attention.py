@@ -42,3 +42,76 @@ def test_the_split_bug_figure_shows_positions_mixed_into_heads():
     wrong = plots.head_split_sources(4, 8, 2, buggy=True)
     assert not np.array_equal(np.asarray(right[0]), np.asarray(wrong[0]))
     plt.close("all")
+
+
+# --- issue 32: every argument is checked before anything is drawn
+def _trace(B=1):
+    rng = np.random.default_rng(2)
+    return mc.trace(rng.normal(size=(B, 4, 8)), mc.init_params(8, rng=rng), 2)
+
+
+def _no_new_figure(call):
+    """call() must raise ValueError/TypeError without leaving a figure behind -> the exception."""
+    before = plt.get_fignums()
+    with pytest.raises((ValueError, TypeError)) as info:
+        call()
+    assert plt.get_fignums() == before, "a figure was drawn before the arguments were checked"
+    return info.value
+
+
+def test_views_of_a_trace_refuse_anything_else_with_a_type_error():
+    for view in (plots.head_heatmaps, plots.qkv_matrices_figure, plots.stage_flow):
+        for bad in (None, "trace", 3, {"weights": np.zeros((1, 2, 4, 4))}):
+            err = _no_new_figure(lambda: view(bad))
+            assert isinstance(err, TypeError) and "trace must be a Trace" in str(err)  # was AttributeError
+
+
+@pytest.mark.parametrize("batch", [-1, 2, 0.0, True, "0"])
+def test_a_batch_index_out_of_range_is_refused_not_read_from_the_end(batch):
+    for view in (plots.head_heatmaps, plots.qkv_matrices_figure):
+        err = _no_new_figure(lambda: view(_trace(B=2), batch=batch))  # was IndexError, or -1 read as the last
+        assert "batch=" in str(err) and "0..1" in str(err)
+
+
+def test_token_labels_are_a_list_one_per_position_never_a_string():
+    t = _trace()
+    assert "tokens must be a list of labels" in str(_no_new_figure(lambda: plots.head_heatmaps(t, tokens="spam")))
+    assert "got 3 tokens" in str(_no_new_figure(lambda: plots.qkv_matrices_figure(t, tokens=["a", "b", "c"])))
+    assert "tokens must be a list" in str(_no_new_figure(lambda: plots.split_bug_figure(4, 8, 2, tokens="spam")))
+    for n in (0, -1, 2.0, True, None):
+        with pytest.raises(ValueError, match="n="):
+            plots.tokens_for(n)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: plots.split_bug_figure(4, 8, 3), "h=3"),           # was: Number of columns must be ...
+    (lambda: plots.split_bug_figure(None, 8, 2), "T=None"),     # was: unsupported operand type(s)
+    (lambda: plots.params_figure(8.0, 2), "d_model=8.0"),
+    (lambda: plots.sentence_heads_figure(16, 4, -1), "seq_len=-1"),  # was accepted: an empty sentence
+    (lambda: plots.sentence_heads_figure(16, 4, 6, seed=True), "seed=True"),
+    (lambda: plots.qkv_comparison_figure(16, 6, seed=-1), "seed=-1"),  # was numpy's "expected non-negative"
+    (lambda: plots.head_split_sources(4, 8, 2, buggy="no"), "buggy='no'"),  # was read as True
+    (lambda: plots.scaling_curves(None), "result must be a ScalingResult"),
+    (lambda: plots.token_color(-1), "t=-1"),
+])
+def test_sizes_seeds_and_flags_are_refused_naming_the_argument(call, name):
+    assert name in str(_no_new_figure(call))
+
+
+def test_curves_need_one_number_per_point_in_every_array():
+    three = np.array([4.0, 8.0, 16.0])
+    assert "projection must be a numeric array, got NoneType" in str(
+        _no_new_figure(lambda: plots.flop_curves(three, None, three)))  # was: x and y must have same first dimension
+    assert "attention must be a 1-D array of shape (3,)" in str(
+        _no_new_figure(lambda: plots.flop_curves(three, three, three[:2])))
+    assert "seconds must be a 1-D array of shape (3,)" in str(
+        _no_new_figure(lambda: plots.timing_loglog(three, three[:2])))
+    assert "seq_lens must be a 1-D array" in str(_no_new_figure(lambda: plots.timing_loglog([], [])))
+    assert "nbytes" in str(_no_new_figure(lambda: plots.score_memory_bars([1, 2], "spam")))
+    assert "raw must be" in str(_no_new_figure(lambda: plots.weights_bars(None, three)))
+    assert "values must be a numeric array" in str(_no_new_figure(lambda: plots.matrix_heatmap("spam")))
+    assert "delta" in str(_no_new_figure(lambda: plots.head_change_heatmap(np.zeros((4, 0)), 2)))  # was numpy's
+    grid = np.zeros((2, 4, 4), int)
+    assert "features must be a non-empty (h, T, d_k) array" in str(
+        _no_new_figure(lambda: plots.split_sources_heatmaps(grid, grid[..., :0])))  # was IndexError
+    assert "positions holds 9" in str(_no_new_figure(lambda: plots.split_sources_heatmaps(grid + 9, grid)))

@@ -21,3 +21,19 @@ def test_parameter_counts_add_up_to_four_d_model_squared_plus_the_norm():
 def test_lit_and_shape_text():
     assert diagram.lit(None) == (None, ()) and diagram.lit("Q_heads") == ("split", ("Q_heads",))
     assert diagram.shape_text((3,)) != diagram.shape_text((1, 4, 6, 4))
+
+
+# --- issue 32: a stage, a size, a shape and a trace are checked
+def test_lit_refuses_a_misspelled_stage_and_the_rest_is_checked_too():
+    import pytest
+    for bad in ("Q_head", "scores ", 3):
+        with pytest.raises(ValueError, match="stage=.* is not one of the valid choices: 'X', 'Q'"):
+            diagram.lit(bad)  # was (None, ()): nothing lit, silently
+    for bad in (0, -1, 16.0, True, None):
+        with pytest.raises(ValueError, match="d_model="):
+            diagram.box_params(bad)
+    for bad in ("(1, 2)", None, (1, -2), (1.5,)):
+        with pytest.raises(ValueError, match="shape=.* must be a tuple of whole numbers"):
+            diagram.shape_text(bad)
+    with pytest.raises(TypeError, match="trace must be a Trace, got NoneType"):
+        diagram.diagram_labels(None)  # was AttributeError

@@ -81,3 +81,59 @@ def test_the_live_run_of_notebook_08_trains_with_a_progress_bar_and_a_live_loss_
     params, history = training.train(CONFIG, callback=live, progress=True, snapshot_every=2)
     assert len(history.losses) == CONFIG.steps and [int(s) for s in history.snapshot_steps] == [0, 2]
     plt.close("all")
+
+
+# --- issue 32: token ids, layer weights, windows, steps and h are checked before anything is drawn
+W2 = [np.full((2, 4, 4), 0.25)] * 2  # 2 layers of 2 heads, T = 4
+RESULTS = {"h_sweep_hs": np.array([1, 2, 4]), "h_sweep_losses": np.ones((2, 3, 30)),
+           "h_sweep_final": np.ones((2, 3))}
+
+
+def _refused(call, match):
+    before = plt.get_fignums()
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+    assert plt.get_fignums() == before, "a figure was drawn before the arguments were checked"
+
+
+@pytest.mark.parametrize("tokens, match", [
+    ([0, 1, -1, 2], "holds the id -1"),              # was drawn as the label '-1'
+    ([0, 1, 6, 2], r"outside 0\.\.5 \(vocab=6\)"),   # past the model's vocabulary (given)
+    ([0.5, 1, 2, 3], "whole-number token ids"),
+    ([True, False, True, True], "whole-number token ids"),
+    ([0, 1, 2], r"tokens has shape \(3,\) but the weights are for T=4"),
+    ("spam", "tokens must be the"),                  # was: invalid literal for int()
+    (None, "tokens must be the"),
+])
+def test_token_ids_are_whole_numbers_in_the_vocabulary_one_per_position(tokens, match):
+    _refused(lambda: pt.model_heatmaps(W2, tokens, vocab=6), match)
+    _refused(lambda: pt.before_after_figure(W2, W2, tokens, vocab=6), match)
+    assert pt.token_labels([0, 1, 5, 2], 4, vocab=6) == ["0", "1", "5", "2"]
+    assert pt.token_labels([0, 1, 99, 2], 4) == ["0", "1", "99", "2"]  # without vocab any id >= 0 is a label
+
+
+@pytest.mark.parametrize("weights, match", [
+    (None, "weights must be a non-empty list"), ("spam", "weights must be a non-empty list"), ([], "non-empty"),
+    ([np.zeros((2, 4, 3))], r"one \(h, T, T\) array per layer"), ([np.zeros((2, 4, 4)), np.zeros((1, 4, 4))], "of one shape"),
+])
+def test_layer_weights_are_one_h_t_t_array_per_layer(weights, match):
+    _refused(lambda: pt.model_heatmaps(weights, [0, 1, 2, 3]), match)
+    _refused(lambda: pt.before_after_figure(W2, W2[:1], [0, 1, 2, 3]), "after has 1 layers")
+
+
+def test_windows_steps_h_and_curves_are_refused_naming_them():
+    for window in (0, -1, 2.5, True, "2"):
+        with pytest.raises(ValueError, match="window="):
+            pt.smooth([1.0, 2.0], window)  # 0 gave NaN, -1 an IndexError
+    _refused(lambda: pt.loss_curves(None), "curves must be a dict")  # was AttributeError
+    _refused(lambda: pt.loss_curves({"a": "spam"}), "curves\\['a'\\]")
+    _refused(lambda: pt.h_sweep_figure(RESULTS, h=3), "h=3 is not one of the valid choices: 1, 2, 4")
+    _refused(lambda: pt.h_sweep_figure(RESULTS, h=True), "h=True is not one of")  # was drawn as h=1
+    _refused(lambda: pt.h_sweep_figure({"h_sweep_hs": [1]}, h=1), "results must hold h_sweep_hs, h_sweep_losses")
+    _refused(lambda: pt.snapshot_figure(None, [0, 1], 0), "history must be a History")
+    _refused(lambda: pt.ablation_figure(["a"], [0.1, 0.2], [0.5, 0.9]), "labels must hold one label per head")
+    _refused(lambda: pt.ablation_figure(["a", "b"], [0.1, 0.2], None), "sharpness")
+    _refused(lambda: pt.model_heatmaps(W2, [0, 1, 2, 3], copy_start=4), "copy_start=4 is out of range")
+    for every in (0, 2.5, True, "5"):
+        with pytest.raises(ValueError, match="every="):
+            pt.LiveLossPlot(every=every)

@@ -77,3 +77,18 @@ def test_the_state_mode_steps_through_every_stage_of_a_rope_trace():
     infos = [ex.stage_info(rope, i) for i in range(len(rope))]
     assert [i.name for i in infos] == rope.names
     assert diagram.lit("Q_rope") == (STAGE_TABLE["Q_rope"].box, STAGE_TABLE["Q_rope"].arrows)
+
+
+# --- issue 32: a misspelled stage is refused, listing the stages
+def test_a_misspelled_stage_name_is_a_value_error_listing_the_stages():
+    from mha_course.views import stages
+    for bad in ("score", "SCORES", 3, None):
+        with pytest.raises(ValueError, match="name=.* is not one of the valid choices: 'X', 'Q'"):
+            stages.flow_inputs(bad, stages.STAGE_TABLE)  # was KeyError
+    with pytest.raises(ValueError, match="names='weight' is not one of the valid choices"):
+        stages.present_stages(["X", "weight"])  # was dropped silently
+    for bad in ("X", None, 3):
+        with pytest.raises(ValueError, match="names=.* must be a list of stage names"):
+            stages.present_stages(bad)
+    with pytest.raises(TypeError, match="trace must be a Trace"):
+        stages.check_trace("trace")

@@ -44,3 +44,16 @@ def test_many_column_labels_stand_upright_under_their_columns():
         assert [lab.get_rotation() for lab in labels] == [rotation] * n, n
         assert all(lab.get_ha() == ("center" if n > 8 else "right") for lab in labels)
         plt.close(fig)
+
+
+# --- issue 32: indices and sizes are whole numbers; ax is an Axes
+def test_head_colours_grids_and_labels_refuse_what_they_cannot_draw():
+    import pytest
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(ValueError, match="i="):
+            style.head_color(bad)  # -1 was read as the last colour
+    for h, ncols in ((0, 4), (3, 0), (2.0, 4), (3, -1)):
+        with pytest.raises(ValueError, match="h=|ncols="):
+            style.head_grid(h, ncols)  # was ZeroDivisionError or matplotlib's "figure size must be positive"
+    with pytest.raises(TypeError, match="ax must be a Axes, got NoneType"):
+        style.label_axes(None, ["a"], ["b"], "query", "key")  # was AttributeError

@@ -5,6 +5,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -13,7 +15,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import mha_course as mc  # noqa: E402
 from mha_course.views import attention as plots  # noqa: E402
-from mha_course.widgets import SizeControls, live_view  # noqa: E402
+from mha_course.widgets import LiveView, OptionControls, SizeControls, live_view, option_live_view  # noqa: E402
 
 OPTIONS = (4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
 
@@ -54,6 +56,80 @@ def test_one_callback_per_change():
 def test_set_rejects_unknown_d_model():
     with pytest.raises(ValueError, match="d_model=13 is not one of"):
         SizeControls().set(d_model=13)
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The ipywidgets built during a test (a refused size must build none)."""
+    import ipywidgets as W
+    made = []
+    monkeypatch.setattr(W.Widget, "_widget_construction_callback", made.append)
+    return made
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(d_model=8, h=3), "d_model=8 is not divisible by h=3; valid h: 1, 2, 4, 8"),  # was snapped to 4
+    (dict(d_model=12, h=0), "h=0 must be >= 1"),
+    (dict(d_model=8.0), "d_model=8.0 must be a positive integer"),
+    (dict(d_model="8"), "d_model='8' must be a positive integer"),  # was: '<' not supported ... 'str'
+])
+def test_a_size_that_does_not_fit_is_refused_naming_both_before_any_widget(built, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SizeControls(**kwargs)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        live_view(lambda **_: None, **kwargs)
+    assert built == [], "a widget was built before the sizes were checked"
+    SizeControls(d_model=8, h=4)
+    assert built, "the fixture sees widgets being built"
+
+
+@pytest.mark.parametrize("seq_len", [0, 17, 4.5, True])
+def test_a_seq_len_outside_the_slider_is_refused_not_clamped(built, seq_len):
+    with pytest.raises(ValueError, match="seq_len"):
+        SizeControls(seq_len=seq_len, seq_len_range=(1, 16))  # the IntSlider would clamp 17 to 16
+    assert built == []
+    controls = SizeControls(seq_len=6)
+    with pytest.raises(ValueError, match="seq_len"):
+        controls.set(seq_len=seq_len)
+    assert controls.values["seq_len"] == 6
+    for bad in ((4, 2), (0, 3), "1-16", (1, 2, 3)):
+        with pytest.raises(ValueError, match="seq_len_range"):
+            SizeControls(seq_len_range=bad)
+
+
+def test_a_misspelled_show_name_is_refused_listing_the_valid_ones(built):
+    with pytest.raises(ValueError, match="show='hh' is not one of the valid choices: 'd_model', 'h', 'seq_len'"):
+        live_view(lambda d_model, h: None, d_model=8, h=2, show=("d_model", "hh"))  # was AttributeError: 'hh'
+    with pytest.raises(ValueError, match="show='h' must be a list or tuple"):
+        SizeControls(show="h")
+    assert built == []
+    with pytest.raises(ValueError, match=re.escape("set()='hh' is not one of the valid choices")):
+        SizeControls().set(hh=2)  # was ignored silently
+
+
+def test_set_checks_every_size_before_moving_a_slider():
+    controls = SizeControls(d_model=12, h=4)
+    calls = []
+    controls.on_change(lambda **v: calls.append(v))
+    with pytest.raises(ValueError, match="h=2.5 must be a positive integer"):
+        controls.set(d_model=16, h=2.5)
+    with pytest.raises(ValueError, match="d_model=True is not one of"):
+        controls.set(d_model=True)
+    assert controls.values == {"d_model": 12, "h": 4, "seq_len": 6} and calls == []
+
+
+def test_live_view_and_option_controls_refuse_what_they_cannot_use():
+    with pytest.raises(TypeError, match="controls must be a Controls, got NoneType"):
+        LiveView(lambda **_: None, None)  # was AttributeError: 'NoneType' object has no attribute 'box'
+    with pytest.raises(TypeError, match="draw must be a function"):
+        LiveView("draw", SizeControls())
+    for options in ("124", None, 3):
+        with pytest.raises(ValueError, match="options="):
+            option_live_view(lambda d_k: None, "d_k", options)
+    with pytest.raises(ValueError, match="d_k=True is not one of the valid choices: 1, 2"):
+        OptionControls("d_k", [1, 2], value=True)
+    with pytest.raises(ValueError, match="d_k=3 is not one of the valid choices: 1, 2"):
+        OptionControls("d_k", [1, 2]).set(d_k=3)
 
 
 def test_live_view_redraws_with_the_shown_sizes():

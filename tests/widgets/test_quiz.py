@@ -67,3 +67,20 @@ def test_the_widget_survives_a_float_answer_and_moving_around():
     with pytest.raises(ValueError):
         w.answer(True)
 
+
+
+@pytest.mark.parametrize("questions", ["spam", 3, [Q, "not a question"]])
+def test_widget_refuses_questions_that_are_not_questions(questions):
+    pytest.importorskip("ipywidgets")
+    from mha_course.widgets.quiz import QuizWidget
+    with pytest.raises(ValueError, match="questions must be a list of quiz.Question"):
+        QuizWidget(questions)  # was AttributeError: 'str' object has no attribute 'question'
+
+
+def test_widget_go_wraps_whole_numbers_and_refuses_the_rest():
+    w = _widget()
+    w.go(-1)
+    assert w.current == 1
+    for bad in (0.5, True, "1"):
+        with pytest.raises(ValueError, match="n=.* must be a whole number"):
+            w.go(bad)
