@@ -38,8 +38,12 @@ def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
     _validate.instance(curves, dict, "curves", "pass {label: losses}, e.g. {'loss': history.losses}")
     if not curves:
         raise ValueError("curves is empty; pass at least one {label: losses}")
-    smoothed = {label: smooth(_validate.vector(losses, f"curves[{label!r}]"), window)
-                for label, losses in curves.items()}
+    smoothed = {}
+    for label, losses in curves.items():
+        losses = _validate.float_array(losses, f"curves[{label!r}]")
+        if losses.ndim != 1:
+            raise ValueError(f"curves[{label!r}] must be a 1-D array of losses (steps,), got shape {losses.shape}")
+        smoothed[label] = smooth(losses, window)
     ax = new_ax(ax, (5, 3.2))
     for i, (label, losses) in enumerate(smoothed.items()):
         ax.plot(losses, label=label, color=head_color(i))
