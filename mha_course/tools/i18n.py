@@ -183,34 +183,46 @@ def template(pairs, domain: str, lang: str = "zh_CN"):
     return cat
 
 
-def read_catalogue(path):
-    """The Babel Catalog at ``path`` (a .po file); an empty one if the file is missing."""
+def read_catalogue(path, missing_ok: bool = False):
+    """The Babel Catalog at ``path`` (a .po file).
+
+    A missing file is a ValueError naming it, unless ``missing_ok`` (then an empty catalogue: a
+    notebook not yet extracted, or shown in English). A file that is not a valid catalogue is a
+    ValueError naming the file and Babel's reason, with the fix.
+    """
     from babel.messages.catalog import Catalog
-    from babel.messages.pofile import read_po
+    from babel.messages.pofile import PoFileError, read_po
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a catalogue: give the path of a .po file")
     if not path.exists():
-        return Catalog(charset="utf-8")
-    with path.open("rb") as f:
-        return read_po(f, abort_invalid=True)
+        if missing_ok:
+            return Catalog(charset="utf-8")
+        raise ValueError(f"{path}: no such catalogue; run `python -m mha_course.tools.i18n update` to extract "
+                         f"it from the notebooks, or check the stem (e.g. '01_qkv')")
+    try:
+        with path.open("rb") as f:
+            return read_po(f, abort_invalid=True)
+    except (PoFileError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a valid gettext catalogue ({err}); restore it from git "
+                         f"(git checkout -- {path}) or fix the line named") from None
 
 
 def write_catalogue(path, catalog) -> Path:
-    """Write ``catalog`` to ``path`` as a .po file, atomically (one write, then a rename)."""
+    """Write ``catalog`` to ``path`` as a .po file, atomically (the package's one writer: a temporary
+    file, then a rename), with the mode of the file it replaces. A folder at ``path`` is refused."""
     import io
-    import os
-    import tempfile
 
     from babel.messages.pofile import write_po
+
+    from . import files
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: give the path of the .po file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     write_po(buf, catalog, width=0, omit_header=False, include_lineno=False, ignore_obsolete=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(buf.getvalue())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    return files.atomic_write(path, buf.getvalue())
 
 
 def merged(old, new_template):
@@ -262,7 +274,7 @@ def translated(nb, stem: str, lang: str = "zh_CN", base=None):
     noted in ``metadata["mha_course"]["lang"]``."""
     import copy
     check_lang(lang)
-    table = translations(read_catalogue(catalogue_path(stem, lang, base)))
+    table = translations(read_catalogue(catalogue_path(stem, lang, base), missing_ok=True))
     out = copy.deepcopy(nb)
     for cell in out["cells"]:
         if cell["cell_type"] == "markdown":
@@ -322,7 +334,7 @@ def update(lang: str = "zh_CN", base=None, log=print) -> list[Status]:
     out = []
     for stem, pairs in sources(base).items():
         path = catalogue_path(stem, lang, base)
-        cat = merged(read_catalogue(path), template(pairs, stem, lang))
+        cat = merged(read_catalogue(path, missing_ok=True), template(pairs, stem, lang))
         write_catalogue(path, cat)
         out.append(status(stem, cat))
         log(_status_line(out[-1]))
@@ -394,7 +406,7 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
             shutil.copy2(base / rel, out / rel)
     glossary = base / "docs" / "glossary.md"
     if glossary.exists():
-        table = translations(read_catalogue(catalogue_path(DOMAIN_GLOSSARY, lang, base)))
+        table = translations(read_catalogue(catalogue_path(DOMAIN_GLOSSARY, lang, base), missing_ok=True))
         (out / "docs").mkdir(parents=True, exist_ok=True)
         (out / "docs" / "glossary.md").write_text(translate_markdown(glossary.read_text(encoding="utf-8"), table),
                                                  encoding="utf-8")
@@ -419,7 +431,7 @@ def _loose(text: str) -> str:
 
 def _heading_map(stem: str, lang: str, base) -> dict:
     """{loose key of an English heading: the translated heading's anchor} for one notebook."""
-    table = translations(read_catalogue(catalogue_path(stem, lang, base)))
+    table = translations(read_catalogue(catalogue_path(stem, lang, base), missing_ok=True))
     out = {}
     for english, text in table.items():
         if re.match(r"^#{1,6}\s", english) and "\n" not in english:
@@ -471,7 +483,7 @@ def main(argv=None) -> int:
     if args.command == "update":
         statuses = update(args.lang)
     else:
-        statuses = [status(stem, read_catalogue(catalogue_path(stem, args.lang))) for stem in sources()]
+        statuses = [status(stem, read_catalogue(catalogue_path(stem, args.lang), missing_ok=True)) for stem in sources()]
         for s in statuses:
             print(_status_line(s))
     total = sum(s.messages for s in statuses)

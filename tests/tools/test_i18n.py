@@ -222,3 +222,29 @@ def test_a_wrapped_chinese_line_is_joined_without_a_space():
     assert i18n.join_cjk_lines("频率，\n并在 $x$\n`code`") == "频率，并在 $x$\n`code`"  # only between Chinese
     table = {"One line,\nanother.": "一行，\n另一行。"}
     assert i18n.translate_markdown("One line,\nanother.", table) == "一行，另一行。"
+
+
+def test_a_missing_or_broken_catalogue_is_one_line_naming_it(tmp_path):
+    missing = tmp_path / "locales" / "zh_CN" / "LC_MESSAGES" / "01_qkv.po"
+    with pytest.raises(ValueError, match="no such catalogue"):
+        i18n.read_catalogue(missing)
+    assert len(i18n.read_catalogue(missing, missing_ok=True)) == 0
+    with pytest.raises(ValueError, match="no such catalogue"):
+        i18n.untranslated("01_qkv", base=tmp_path)  # a translator's typo'd stem is not "all done"
+    broken = tmp_path / "broken.po"
+    broken.write_text('msgid "unterminated\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"broken\.po is not a valid gettext catalogue.*git checkout"):
+        i18n.read_catalogue(broken)
+    with pytest.raises(ValueError, match="is a folder"):
+        i18n.read_catalogue(tmp_path)
+
+
+def test_a_catalogue_is_written_whole_and_never_onto_a_folder(tmp_path):
+    folder = tmp_path / "podir"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        i18n.write_catalogue(folder, i18n.template([("Hello.", "c1")], "d"))
+    assert folder.is_dir() and not list(tmp_path.glob(".*tmp"))
+    path = i18n.write_catalogue(tmp_path / "x.po", i18n.template([("Hello.", "c1")], "d"))
+    assert [m.id for m in i18n.read_catalogue(path) if m.id] == ["Hello."]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["podir", "x.po"]
