@@ -436,18 +436,12 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
         if (base / rel).exists():
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / rel, out / rel)
-    landing = base / "book" / "index.md"
-    if landing.exists():
-        table = translations(read_catalogue(catalogue_path(DOMAIN_BOOK, lang, base), missing_ok=True))
-        (out / "book").mkdir(parents=True, exist_ok=True)
-        (out / "book" / "index.md").write_text(translate_page(landing.read_text(encoding="utf-8"), table),
-                                              encoding="utf-8")
-    glossary = base / "docs" / "glossary.md"
-    if glossary.exists():
-        table = translations(read_catalogue(catalogue_path(DOMAIN_GLOSSARY, lang, base), missing_ok=True))
-        (out / "docs").mkdir(parents=True, exist_ok=True)
-        (out / "docs" / "glossary.md").write_text(translate_markdown(glossary.read_text(encoding="utf-8"), table),
-                                                 encoding="utf-8")
+    for rel, domain, translate in (("book/index.md", DOMAIN_BOOK, translate_page),
+                                   ("docs/glossary.md", DOMAIN_GLOSSARY, translate_markdown)):
+        if (base / rel).exists():
+            table = translations(read_catalogue(catalogue_path(domain, lang, base), missing_ok=True))
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(translate((base / rel).read_text(encoding="utf-8"), table), encoding="utf-8")
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     books = {path: translated(nbformat.read(path, as_version=4), path.stem, lang, base)
              for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
