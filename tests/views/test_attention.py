@@ -44,7 +44,7 @@ def test_the_split_bug_figure_shows_positions_mixed_into_heads():
     plt.close("all")
 
 
-# --- issue 32: every argument is checked before anything is drawn
+# --- hostile arguments: every argument is checked before anything is drawn
 def _trace(B=1):
     rng = np.random.default_rng(2)
     return mc.trace(rng.normal(size=(B, 4, 8)), mc.init_params(8, rng=rng), 2)

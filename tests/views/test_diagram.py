@@ -23,7 +23,7 @@ def test_lit_and_shape_text():
     assert diagram.shape_text((3,)) != diagram.shape_text((1, 4, 6, 4))
 
 
-# --- issue 32: a stage, a size, a shape and a trace are checked
+# --- hostile arguments: a stage, a size, a shape and a trace are checked
 def test_lit_refuses_a_misspelled_stage_and_the_rest_is_checked_too():
     import pytest
     for bad in ("Q_head", "scores ", 3):

@@ -83,7 +83,7 @@ def test_the_live_run_of_notebook_08_trains_with_a_progress_bar_and_a_live_loss_
     plt.close("all")
 
 
-# --- issue 32: token ids, layer weights, windows, steps and h are checked before anything is drawn
+# --- hostile arguments: token ids, layer weights, windows, steps and h are checked before anything is drawn
 W2 = [np.full((2, 4, 4), 0.25)] * 2  # 2 layers of 2 heads, T = 4
 RESULTS = {"h_sweep_hs": np.array([1, 2, 4]), "h_sweep_losses": np.ones((2, 3, 30)),
            "h_sweep_final": np.ones((2, 3))}

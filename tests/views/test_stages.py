@@ -79,7 +79,7 @@ def test_the_state_mode_steps_through_every_stage_of_a_rope_trace():
     assert diagram.lit("Q_rope") == (STAGE_TABLE["Q_rope"].box, STAGE_TABLE["Q_rope"].arrows)
 
 
-# --- issue 32: a misspelled stage is refused, listing the stages
+# --- hostile arguments: a misspelled stage is refused, listing the stages
 def test_a_misspelled_stage_name_is_a_value_error_listing_the_stages():
     from mha_course.views import stages
     for bad in ("score", "SCORES", 3, None):

@@ -46,7 +46,7 @@ def test_many_column_labels_stand_upright_under_their_columns():
         plt.close(fig)
 
 
-# --- issue 32: indices and sizes are whole numbers; ax is an Axes
+# --- hostile arguments: indices and sizes are whole numbers; ax is an Axes
 def test_head_colours_grids_and_labels_refuse_what_they_cannot_draw():
     import pytest
     for bad in (-1, 1.5, True, None):
