@@ -7,6 +7,7 @@ nothing inside the computation re-checks.
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
@@ -344,3 +345,54 @@ def score_bias(bias, target: tuple, dtype) -> np.ndarray:
         raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
                          "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
     return b.astype(dtype, copy=False)
+
+
+# --- added by core
+def flag(value, name: str) -> bool:
+    """``value`` as a bool, or a ValueError naming ``name``: only True and False (a 2 or a "yes" is no flag).
+
+    >>> flag(np.True_, "causal")
+    True
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r} must be True or False (got {type(value).__name__})")
+    return bool(value)
+
+
+def generator(rng, name: str = "rng") -> np.random.Generator:
+    """``rng`` if it is a numpy Generator, else a ValueError naming ``name`` and the fix."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{name} must be a numpy Generator, got {type(rng).__name__}; "
+                         f"pass {name}=np.random.default_rng(0)")
+    return rng
+
+
+def physical_memory() -> int | None:
+    """Bytes of memory of this machine, or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def fits_in_memory(nbytes: int, what: str, fix: str) -> int:
+    """``nbytes`` if this machine could hold that many bytes, else a ValueError naming the size, the memory and
+    ``fix`` (numpy's own MemoryError names a shape, not the argument that asked for it).
+
+    >>> fits_in_memory(10**18, "the cache", "give a smaller max_len")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the cache needs 1e+18 bytes (888 PiB) but this machine has ...
+    """
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        raise ValueError(f"{what} needs {nbytes:.3g} bytes ({_binary(nbytes)}) but this machine has "
+                         f"{_binary(total)} of memory; {fix}")
+    return nbytes
+
+
+def _binary(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024

@@ -58,8 +58,17 @@ def online_softmax_start(T: int, d_v: int, batch: tuple = (), dtype=np.float64) 
     array([-inf, -inf])
     """
     T, d_v = _validate.positive_int(T, "T"), _validate.positive_int(d_v, "d_v")
+    batch = _batch_axes(batch)
     return SoftmaxState(np.full((*batch, T, 1), -np.inf, dtype), np.zeros((*batch, T, 1), dtype),
                         np.zeros((*batch, T, d_v), dtype))
+
+
+def _batch_axes(batch) -> tuple:
+    """online_softmax_start's ``batch``: a tuple of whole numbers >= 1 (the leading axes), checked."""
+    if not isinstance(batch, (tuple, list)):
+        raise ValueError(f"batch={batch!r} must be a tuple of the leading axes' sizes, e.g. batch=(B, h) or "
+                         f"batch=({batch!r},) for one axis; () for none")
+    return tuple(_validate.positive_int(n, "batch") for n in batch)
 
 
 def online_softmax_update(state: SoftmaxState, scores_block, V_block) -> SoftmaxState:
@@ -119,6 +128,9 @@ def online_softmax_result(state: SoftmaxState) -> np.ndarray:
     >>> online_softmax_result(s)
     array([[1.]])
     """
+    if not isinstance(state, SoftmaxState):
+        raise ValueError(f"state must be a SoftmaxState, got {type(state).__name__}; start one with "
+                         "online_softmax_start(T, d_v) and update it with online_softmax_update")
     return state.acc / np.where(state.l == 0, 1, state.l)
 
 
@@ -260,7 +272,8 @@ def naive_attention_bytes(T: int, S: int, d_k: int, d_v: int, itemsize: int = 4)
     >>> naive_attention_bytes(1024, 1024, 64, 64) / 2**20
     17.0
     """
-    T, S, d_k, d_v = (_validate.positive_int(v, n) for v, n in ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v")))
+    T, S, d_k, d_v, itemsize = (_validate.positive_int(v, n) for v, n in
+                                 ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v"), (itemsize, "itemsize")))
     return itemsize * (4 * T * S + (T + S) * d_k + S * d_v + T * d_v)
 
 
@@ -278,7 +291,8 @@ def tiled_attention_bytes(T: int, S: int, d_k: int, d_v: int, block_rows: int, i
     >>> tiled_attention_bytes(1024, 1024, 64, 64, block_rows=1024) / 2**20
     1.0
     """
-    T, S, d_k, d_v = (_validate.positive_int(v, n) for v, n in ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v")))
+    T, S, d_k, d_v, itemsize = (_validate.positive_int(v, n) for v, n in
+                                 ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v"), (itemsize, "itemsize")))
     n_blocks = -(-T // _validate.positive_int(block_rows, "block_rows"))
     return itemsize * (T * (d_k + d_v) + n_blocks * S * (d_k + d_v))
 
@@ -302,7 +316,7 @@ def sliding_window_mask(T: int, window: int) -> np.ndarray:
            [0, 1, 1, 0],
            [0, 0, 1, 1]])
     """
-    return causal_mask(T, window=window)  # (T, T): the one builder (masks.py)
+    return causal_mask(T, window=_validate.positive_int(window, "window"))  # (T, T): the one builder (masks.py)
 
 
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
@@ -362,13 +376,13 @@ def longformer_mask(T: int, window: int, global_tokens) -> np.ndarray:
            [1, 0, 0, 0, 1]])
     """
     mask = np.abs(_offsets(T)) < _validate.positive_int(window, "window")
-    g = _token_indices(global_tokens, T)
+    g = _token_indices(global_tokens, T, "global_tokens")
     mask[g, :] = True  # global tokens see everything
     mask[:, g] = True  # and everything sees them
     return mask
 
 
-def _token_indices(tokens, T: int) -> np.ndarray:
+def _token_indices(tokens, T: int, name: str) -> np.ndarray:
     """tokens -> 1-D int array of positions in 0..T-1, or a ValueError naming the bad ones.
 
     Whole numbers only: True is not position 1, and 1.7 is no position at all.
@@ -378,12 +392,12 @@ def _token_indices(tokens, T: int) -> np.ndarray:
         isinstance(t, (bool, np.bool_)) for t in np.asarray(tokens, dtype=object).reshape(-1)))  # [0, True]
     if has_bool or not (np.issubdtype(arr.dtype, np.integer) or (
             np.issubdtype(arr.dtype, np.floating) and np.isfinite(arr).all() and (arr == np.round(arr)).all())):
-        raise ValueError(f"token positions must be whole numbers, got {arr.tolist()!r} (dtype {arr.dtype}); "
+        raise ValueError(f"{name} must be whole-number token positions, got {arr.tolist()!r} (dtype {arr.dtype}); "
                          "give indices of the sequence such as [0, 5]")
     idx = arr.astype(int)
     bad = arr[(arr < 0) | (arr >= T)]
     if bad.size:
-        raise ValueError(f"token positions {bad.tolist()} lie outside 0..T-1 = 0..{T - 1}; "
+        raise ValueError(f"{name} holds positions {bad.tolist()} outside 0..T-1 = 0..{T - 1}; "
                          "give positions of the sequence")
     return idx
 
@@ -416,6 +430,7 @@ def bigbird_mask(T: int, window: int, n_global: int, n_random: int, *, rng: np.r
     ((8, 8), True, True)
     """
     T = _validate.positive_int(T, "T")
+    rng = _validate.generator(rng, "rng")
     if not all(isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and 0 <= n <= T
                for n in (n_global, n_random)):
         raise ValueError(f"n_global={n_global!r} and n_random={n_random!r} must be whole numbers in 0..T={T}")
@@ -432,12 +447,15 @@ _CHUNK = 64
 
 
 def elu_feature_map(x) -> np.ndarray:
-    """x (...) -> phi(x) = elu(x) + 1, same shape: x + 1 for x > 0, exp(x) otherwise; always > 0.
+    """x (...) -> phi(x) = elu(x) + 1, same shape: x + 1 for x > 0, exp(x) otherwise.
+
+    Positive in exact arithmetic; in floating point exp(x) underflows to 0 below about -745 (float64),
+    never to a negative number. x must be finite (phi(inf) = inf would give inf / inf in linear attention).
 
     >>> elu_feature_map(np.array([-1.0, 0.0, 2.0])).round(4)
     array([0.3679, 1.    , 3.    ])
     """
-    x = _validate.float_array(x, "x")
+    x = _validate.finite_array(x, "x")
     return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
 
 
@@ -575,7 +593,7 @@ def check_n_splits(n_splits, S: int) -> int:
     >>> check_n_splits(3, 7)
     3
     """
-    n_splits = _validate.positive_int(n_splits, "n_splits")
+    n_splits, S = _validate.positive_int(n_splits, "n_splits"), _validate.positive_int(S, "S")
     if n_splits > S:
         raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
                          f"give 1 <= n_splits <= {S}")
@@ -634,6 +652,11 @@ def _partials(outs, lses) -> tuple[list, list]:
     if not outs or len(outs) != len(lses):
         raise ValueError(f"outs has {len(outs)} partial outputs and lses {len(lses)} log-sum-exps; give one lse per "
                          "output, at least one of each (as split_kv_partials returns them)")
+    for value, name in ((outs, "outs"), (lses, "lses")):
+        kinds = [np.asarray(v).dtype.kind for v in value]
+        if "b" in kinds:
+            raise ValueError(f"{name}[{kinds.index('b')}] is boolean; {name} hold numbers (partial outputs and their "
+                             "log-sum-exps, as split_kv_partials returns them), not masks")
     outs = [_validate.finite_array(o, f"outs[{i}]") for i, o in enumerate(outs)]
     lses = [_validate.float_array(l, f"lses[{i}]") for i, l in enumerate(lses)]
     for i, (o, l) in enumerate(zip(outs, lses)):

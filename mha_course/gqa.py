@@ -71,7 +71,7 @@ def kv_heads(h: int, h_kv) -> int:
     >>> kv_heads(8, 2)
     2
     """
-    h_kv = _validate.positive_int(h_kv, "h_kv")
+    h, h_kv = _validate.positive_int(h, "h"), _validate.positive_int(h_kv, "h_kv")
     if h % h_kv:
         valid = ", ".join(str(d) for d in valid_kv_heads(h))
         raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: {valid}")
@@ -108,6 +108,9 @@ def gqa_from_mha(params: MHAParams, h: int, h_kv: int) -> GQAParams:
     >>> gqa_from_mha(p, 4, 1).W_k.shape
     (8, 2)
     """
+    if not isinstance(params, MHAParams):
+        raise ValueError(f"params must be an MHAParams, got {type(params).__name__}; make one with "
+                         "init_params(d_model, rng=np.random.default_rng(0))")
     D = np.shape(params.W_q)[0]
     h = _validate.heads(D, h)
     h_kv = kv_heads(h, h_kv)
@@ -133,6 +136,9 @@ class _Cache:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
+        nbytes = sum(B * n * max_len * w for B, n, w in shapes) * dtype.itemsize
+        _validate.fits_in_memory(nbytes, f"{type(self).__name__} with max_len={max_len}",
+                                 "give a max_len of the tokens you will generate (prompt + new ones)")
         self.max_len = max_len
         self.length = 0
         self._buffers = tuple(np.zeros((B, n, max_len, w), dtype) for B, n, w in shapes)
@@ -292,7 +298,7 @@ class RollingKVCache:
             raise ValueError("positions='cache' moves the sinks' RoPE rotation: give the rope_base the attention "
                              "rotates with, for example rope_base=10000.0")
         if rope_base is not None:  # checked in either mode, though only positions='cache' uses it
-            apply_rope(np.zeros((1, dims[2])), [0], base=rope_base)  # a ValueError for a bad base or odd d_k
+            check_rope(dims[2], rope_base)  # a ValueError naming a bad rope_base or an odd d_k
         self.position_mode, self.rope_base = positions, rope_base
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
@@ -328,8 +334,13 @@ class RollingKVCache:
         """(n,) the positions of the held keys as a query at absolute position t sees them: absolute, or
         with ``positions="cache"`` numbered inside the cache: the sinks 0 .. sinks - 1, then the window,
         everything after the sinks moved down by the gap max(0, t - (sinks + window - 1)), the query
-        to t - gap. The distances query - key are what RoPE sees.
+        to t - gap. The distances query - key are what RoPE sees. ``t``: a whole number, at least the last
+        position held (a query sees only keys at or before it).
         """
+        last = int(self._positions[-1]) if self._positions.size else 0
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) or t < last:
+            raise ValueError(f"t={t!r} must be a whole number >= {last} (the last position held): the position "
+                             "of a query that may see every key held")
         return self._positions - np.where(self._positions < self.sinks, 0, self._gap(t))
 
     def _gap(self, t: int) -> int:
@@ -480,6 +491,7 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     if not isinstance(params, GQAParams):  # a GQAParams(*mha_params) is the h_kv = h case
         raise ValueError(f"params must be a GQAParams, got {type(params).__name__}; make one with "
                          "init_gqa_params(d_model, h, h_kv, rng=np.random.default_rng(0))")
+    h_kv = _validate.positive_int(h_kv, "h_kv")  # None would make attention_call check multi-head parameters
     B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
     if cache is not None:
         check_cache_type(cache, context)
@@ -490,7 +502,7 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     allowed = None if cache is None or T is None else cache.next_mask(T)  # (T, S): causal, or window and sinks
     x, ctx, p, h, h_kv, mask = _validate.attention_call(
         x, params, h, h_kv, mask, context, GQAParams, rope_base, S=None if allowed is None else allowed.shape[1])
-    check_rope(rope_base, rope_scaling, x.shape[2] // h)
+    check_rope(x.shape[2] // h, rope_base, rope_scaling)
     if cache is not None:
         _check_cache(cache, B, h_kv, x.shape[2] // h)
         mask = allowed if mask is None else mask & allowed
@@ -545,6 +557,9 @@ def mla_to_mha(params: MLAParams) -> MHAParams:
     >>> int(np.linalg.matrix_rank(mla_to_mha(p).W_k))  # rank d_c: a low-rank key projection
     3
     """
+    if not isinstance(params, MLAParams):
+        raise ValueError(f"params must be MLAParams, got {type(params).__name__}; make them with "
+                         "init_mla_params(d_model, h, d_latent, rng=np.random.default_rng(0))")
     return MHAParams(params.W_q, params.W_dkv @ params.W_uk, params.W_dkv @ params.W_uv, params.W_o)
 
 
@@ -691,7 +706,8 @@ def kv_cache_table(layers: int, d_model: int, h: int, h_kv: int, seq_lens, bytes
                  ("MQA", f"1 K + 1 V head of {d_k}", kv_cache_bytes_per_token(layers, 1, d_k, bytes_per_number)),
                  ("MLA", f"a latent of {d_c} + a RoPE key of {d_r}",
                   mla_cache_bytes_per_token(layers, d_c, d_r, bytes_per_number))]
-    lens = [_validate.positive_int(n, "seq_len") for n in seq_lens]
+    lens = _validate.positive_ints(seq_lens, "seq_lens")
+    lens = [int(n) for n in np.atleast_1d(lens)]
     return [CacheCost(name, what, b, tuple(b * n for n in lens)) for name, what, b in per_token]
 
 

@@ -70,7 +70,13 @@ def init_params(d_model: int, *, rng: np.random.Generator, bias: bool = False,
 
 
 def count_params(params: MHAParams) -> int:
-    """MHAParams -> number of scalars: 4 d_model^2 (+ 4 d_model with biases), whatever h is."""
+    """MHAParams -> number of scalars: 4 d_model^2 (+ 4 d_model with biases), whatever h is.
+
+    Any parameter tuple of the package (GQAParams, MLAParams) counts the same way: every array in it.
+    """
+    if not isinstance(params, tuple) or not hasattr(params, "_fields"):
+        raise ValueError(f"params must be an MHAParams (or another parameter tuple of the package), got "
+                         f"{type(params).__name__}; make one with init_params(d_model, rng=np.random.default_rng(0))")
     return int(sum(np.size(p) for p in params if p is not None))
 
 
@@ -112,8 +118,14 @@ class Trace:
     """
 
     def __init__(self, stages, h: int, mask):
+        if isinstance(stages, (str, bytes)) or not hasattr(stages, "__iter__"):
+            raise ValueError(f"stages must be a sequence of Stage, got {type(stages).__name__}; "
+                             "a Trace is made by trace(x, params, h)")
         self.stages: tuple = tuple(stages)
-        self.h = h
+        if not all(isinstance(s, Stage) for s in self.stages):
+            raise ValueError("stages must hold Stage tuples (name, array, shape, symbol); a Trace is made by "
+                             "trace(x, params, h)")
+        self.h = _validate.positive_int(h, "h")
         self.mask = None if mask is None else np.array(mask)  # a read-only copy, like the stages
         if self.mask is not None:
             self.mask.setflags(write=False)
@@ -215,7 +227,7 @@ def _checked(x, params, h, mask, context, rope_base, rope_scaling, bias) -> dict
     """The one check of a call: the keyword arguments of ``_forward`` (but the kernel), validated."""
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
-    check_rope(rope_base, rope_scaling, x.shape[2] // h)
+    check_rope(x.shape[2] // h, rope_base, rope_scaling)
     bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
     return dict(x=x, p=params, h=h, mask=mask, context=context, rope_base=rope_base, rope_scaling=rope_scaling,
                 bias=bias)

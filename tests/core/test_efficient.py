@@ -381,7 +381,7 @@ def test_longformer_dilated_and_bigbird_patterns():
     base = mc.longformer_mask(32, 2, [0, 1])
     assert (bb >= base).all() and (bb.sum(-1) <= base.sum(-1) + 3).all() and (bb.sum() > base.sum())
     assert np.array_equal(bb, mc.bigbird_mask(32, 2, 2, 3, rng=np.random.default_rng(0)))  # seeded
-    with pytest.raises(ValueError, match=r"token positions \[10\]"):
+    with pytest.raises(ValueError, match=r"global_tokens holds positions \[10\]"):
         mc.longformer_mask(10, 2, [10])
     with pytest.raises(ValueError, match="n_random=40"):
         mc.bigbird_mask(8, 2, 1, 40, rng=np.random.default_rng(0))
@@ -389,7 +389,7 @@ def test_longformer_dilated_and_bigbird_patterns():
 
 @pytest.mark.parametrize("tokens", [[1.7], [True], [0, True], np.array([np.nan]), ["1"], [[0.5]]])
 def test_longformer_refuses_token_positions_that_are_not_whole_numbers(tokens):
-    with pytest.raises(ValueError, match="token positions must be whole numbers"):
+    with pytest.raises(ValueError, match="global_tokens must be whole-number token positions"):
         mc.longformer_mask(5, 1, tokens)
 
 
@@ -526,3 +526,53 @@ def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, t
     assert data["setting"] == "no thread variable set"
     assert [(r["seq_len"], r["method"]) for r in data["rows"]] == [(128, "in-place"), (128, "tiled"), (128, "sliding")]
     assert all(r["seconds"] > 0 and 0 < r["peak_gib"] < 4 for r in data["rows"])
+
+
+# ---- issue 32, round 3: the attack generator's and the blind attacker's findings
+def test_the_online_softmax_start_and_result_refuse_what_is_not_theirs():
+    assert mc.online_softmax_start(2, 3, batch=(4, 5)).acc.shape == (4, 5, 2, 3)
+    for bad in (3, "spam", (2, 0), (2.5,), (True,)):
+        with pytest.raises(ValueError, match="batch="):
+            mc.online_softmax_start(2, 3, batch=bad)
+    for bad in (None, "spam", 3, (np.zeros((1, 1)),) * 3):
+        with pytest.raises(ValueError, match="state must be a SoftmaxState"):
+            mc.online_softmax_result(bad)
+
+
+@pytest.mark.parametrize("fn", [mc.naive_attention_bytes, lambda *a, **k: mc.tiled_attention_bytes(*a, 2, **k)])
+def test_byte_counts_refuse_an_itemsize_that_is_no_size(fn):
+    assert fn(4, 4, 4, 4, itemsize=2) * 2 == fn(4, 4, 4, 4, itemsize=4)
+    for bad in (0, -1, 4.5, True, "4"):
+        with pytest.raises(ValueError, match="itemsize="):
+            fn(4, 4, 4, 4, itemsize=bad)
+
+
+def test_masks_refuse_a_missing_window_and_a_missing_rng():
+    with pytest.raises(ValueError, match="window=None"):
+        mc.sliding_window_mask(4, None)
+    for bad in (None, 0, "spam"):
+        with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+            mc.bigbird_mask(8, 2, 1, 2, rng=bad)
+    with pytest.raises(ValueError, match="global_tokens must be whole-number"):
+        mc.longformer_mask(5, 1, None)
+
+
+def test_check_n_splits_names_a_bad_number_of_keys():
+    assert efficient.check_n_splits(3, np.int64(7)) == 3
+    for bad in (None, 7.5, "7", 0):
+        with pytest.raises(ValueError, match="S="):
+            efficient.check_n_splits(3, bad)
+
+
+def test_elu_feature_map_refuses_inf_and_underflows_to_zero_never_below():
+    with pytest.raises(ValueError, match="x has 1 non-finite"):
+        mc.elu_feature_map(np.array([np.inf]))
+    phi = mc.elu_feature_map(np.array([-1e308, -800.0, 1e308]))
+    assert phi.tolist() == [0.0, 0.0, 1e308] and np.isfinite(phi).all()
+
+
+def test_merge_refuses_boolean_partials():
+    with pytest.raises(ValueError, match=r"lses\[0\] is boolean"):
+        efficient.merge_attention_partials([np.array([[1.0]])], [np.array([[True]])])
+    with pytest.raises(ValueError, match=r"outs\[0\] is boolean"):
+        efficient.merge_attention_partials([np.array([[True]])], [np.array([[0.0]])])

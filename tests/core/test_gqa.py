@@ -501,3 +501,52 @@ def test_a_rolling_cache_keeps_its_position_mode_through_reset_and_matches_the_c
     assert cache.length == 0
     with pytest.raises(ValueError):
         mc.RollingKVCache(1, 1, 2, window=2, rope_base="abc")
+
+
+# ---- issue 32, round 3: the attack generator's and the blind attacker's findings
+def test_conversions_refuse_what_is_not_their_parameters():
+    mha, mla = mc.init_params(8, rng=np.random.default_rng(0)), mc.init_mla_params(8, 2, 4, rng=np.random.default_rng(0))
+    for bad in (None, "spam", mla):
+        with pytest.raises(ValueError, match="params must be an MHAParams"):
+            mc.gqa_from_mha(bad, 2, 1)
+    for bad in (None, "spam", mha):
+        with pytest.raises(ValueError, match="params must be MLAParams"):
+            mc.mla_to_mha(bad)
+    assert mc.gqa_from_mha(mha, 4, 4).W_k.shape == (8, 8)  # h_kv = h changes nothing
+    np.testing.assert_array_equal(mc.gqa_from_mha(mha, 4, 4).W_k, mha.W_k)
+
+
+def test_kv_heads_and_gqa_name_a_missing_head_count():
+    for bad in (None, 2.0, "2", True):
+        with pytest.raises(ValueError, match="h="):
+            gqa.kv_heads(bad, 1)
+    p = mc.init_gqa_params(8, 2, 1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="h_kv=None"):  # not a multi-head call's "W_k has shape (8, 4)"
+        mc.grouped_query_attention(np.ones((1, 3, 8)), p, 2, None)
+
+
+def test_kv_cache_table_takes_a_length_or_lengths_and_refuses_none():
+    rows = mc.kv_cache_table(2, 8, 4, 2, [4, 8])
+    assert [r.total_bytes for r in mc.kv_cache_table(2, 8, 4, 2, 4)] == [r.total_bytes[:1] for r in rows]
+    for bad in ([], "s", [4, 0], [4.5], None):
+        with pytest.raises(ValueError, match="seq_lens="):
+            mc.kv_cache_table(2, 8, 4, 2, bad)
+
+
+@pytest.mark.parametrize("make", [lambda n: mc.KVCache(1, 1, 2, n), lambda n: mc.LatentCache(1, 4, n)])
+def test_a_cache_larger_than_the_machine_is_refused_naming_its_size(make):
+    with pytest.raises(ValueError, match=r"max_len=1000000000000000 needs .* bytes .* but this machine has"):
+        make(10 ** 15)
+    assert make(16).length == 0
+
+
+def test_rolling_cache_names_rope_base_and_refuses_a_query_before_its_keys():
+    with pytest.raises(ValueError, match="rope_base='abc'"):
+        mc.RollingKVCache(1, 1, 2, window=2, rope_base="abc")
+    cache = mc.RollingKVCache(1, 1, 2, window=2, sinks=1, positions="cache", rope_base=1e4)
+    for _ in range(4):
+        cache.append(np.ones((1, 1, 1, 2)), np.ones((1, 1, 1, 2)))
+    assert cache.positions.tolist() == [0, 2, 3] and cache.cache_positions(3).tolist() == [0, 1, 2]
+    for bad in (-5, 2, 3.0, True, None):
+        with pytest.raises(ValueError, match="t="):
+            cache.cache_positions(bad)

@@ -443,6 +443,28 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
         "outs": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[0])),
         "lses": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[1]))},
     "mha_course.positions.patchify": {"patch": size(2)},
+    "mha_course.positions.dynamic_rope_scaling": {"scaling": Spec(lambda w: {"type": "ntk", "factor": 2.0,
+                                                                            "original_max_position": 8}, "scaling"),
+                                                  "seq_len": size(16)},
+    "mha_course.positions.rotate": {"x": _arr(lambda w: w.qkv("Q")), "angles": _arr(
+        lambda w: mc.positions.rope_angles(np.arange(T), DK))},
+    # An optional mask or context is passed in the valid call, so that its "same numbers" attacks are
+    # compared with a call that has it (not with the call without it).
+    "mha_course.attention.scaled_dot_product_attention": {"mask": PARAMS["mask"]},
+    "mha_course.backward.mha_backward": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
+    "mha_course.efficient.tiled_attention": {"mask": PARAMS["mask"]},
+    "mha_course.efficient.split_kv_partials": {"mask": PARAMS["mask"]},
+    "mha_course.efficient.split_kv_attention": {"mask": PARAMS["mask"]},
+    "mha_course.gqa.grouped_query_attention": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
+    "mha_course.masks.causal_mask": {"window": size(2)},
+    "mha_course.masks.fully_masked_rows": {"mask": obj(lambda w: mc.causal_mask(T))},  # any (..., T, S) is valid
+    "mha_course.gqa.RollingKVCache": {"positions": option("absolute", ("absolute", "cache"))},
+    "mha_course.mha.multi_head_attention": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
+    "mha_course.gqa.mla_attention": {"mask": PARAMS["mask"]},
+    "mha_course.gqa.kv_cache_table": {"d_latent": size(4), "d_rope": count(2)},
+    "mha_course.gqa.quantize_kv": {"bits": option(8, range(2, 17))},  # 2 to 16 bits, as documented
+    "mha_course.masks.mask_as": {"mask": obj(lambda w: mc.causal_mask(T))},  # any shape is valid
+    "mha_course.masks.document_mask": {"doc_ids": _arr(lambda w: np.array([0, 0, 1, 1]))},  # labels: no upper bound
     "mha_course.lessons.bridge.params_from_torch_state": {"state": obj(lambda w: __import__(
         "mha_course.lessons.bridge", fromlist=["x"]).torch_state_dict(w.mha_params))},
     CI + "positional_qk_circuit": {"config": obj(lambda w: w.learned[0]), "params": obj(lambda w: w.learned[1])},
