@@ -531,22 +531,3 @@ def test_kv_cache_table_takes_a_length_or_lengths_and_refuses_none():
     for bad in ([], "s", [4, 0], [4.5], None):
         with pytest.raises(ValueError, match="seq_lens="):
             mc.kv_cache_table(2, 8, 4, 2, bad)
-
-
-@pytest.mark.parametrize("make", [lambda n: mc.KVCache(1, 1, 2, n), lambda n: mc.LatentCache(1, 4, n)])
-def test_a_cache_larger_than_the_machine_is_refused_naming_its_size(make):
-    with pytest.raises(ValueError, match=r"max_len=1000000000000000 needs .* bytes .* but this machine has"):
-        make(10 ** 15)
-    assert make(16).length == 0
-
-
-def test_rolling_cache_names_rope_base_and_refuses_a_query_before_its_keys():
-    with pytest.raises(ValueError, match="rope_base='abc'"):
-        mc.RollingKVCache(1, 1, 2, window=2, rope_base="abc")
-    cache = mc.RollingKVCache(1, 1, 2, window=2, sinks=1, positions="cache", rope_base=1e4)
-    for _ in range(4):
-        cache.append(np.ones((1, 1, 1, 2)), np.ones((1, 1, 1, 2)))
-    assert cache.positions.tolist() == [0, 2, 3] and cache.cache_positions(3).tolist() == [0, 1, 2]
-    for bad in (-5, 2, 3.0, True, None):
-        with pytest.raises(ValueError, match="t="):
-            cache.cache_positions(bad)
