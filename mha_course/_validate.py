@@ -396,3 +396,18 @@ def _binary(n: float) -> str:
         if n < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
         n /= 1024
+
+
+def named_tuple(value, name: str, fix: str = "make them with init_params(d_model, rng=np.random.default_rng(0))"):
+    """``value`` if it is a NamedTuple (the parameter tuples of the package), else a ValueError naming ``name``."""
+    if not isinstance(value, tuple) or not hasattr(value, "_fields"):
+        raise ValueError(f"{name} must be a parameter tuple (MHAParams, GQAParams, ...), got {type(value).__name__}; "
+                         f"{fix}")
+    return value
+
+
+def items_of(value, kind: type, name: str, fix: str) -> tuple:
+    """``value`` (a list or tuple) as a tuple whose items are all ``kind``, else a ValueError naming ``name``."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, kind) for v in value):
+        raise ValueError(f"{name} must be a sequence of {kind.__name__}, got {type(value).__name__}; {fix}")
+    return tuple(value)

@@ -3,8 +3,10 @@
 Taught in 10_efficient_attention.ipynb: ``tiled_attention`` (exact, an online softmax over key
 blocks: FlashAttention's idea, with ``online_softmax_update`` as its single step and byte counts
 of the IO argument), ``sliding_window_attention`` (a band of T x window scores) with the sparse
-patterns of Longformer and BigBird as masks. ``linear_attention`` (the elu + 1 kernel, O(T)) lives in
-``linear_attn.py`` and split-KV decoding (13) in ``split_kv.py``; both are importable from here too.
+patterns of Longformer and BigBird as masks, and ``linear_attention`` (the elu + 1 kernel, O(T)), and
+split-KV decoding (FlashDecoding, taught in 13). This module holds the exact ones, computed in pieces
+(tiles, a band, chunks of keys); the sparse patterns and linear attention, which attend to fewer pairs or
+through another kernel, are in ``subquadratic.py`` and importable from here too.
 The fast sibling of the textbook attention that the core runs on is ``fast.fast_attention``.
 
 Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
@@ -12,7 +14,6 @@ Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -20,10 +21,16 @@ import numpy as np
 from . import _validate
 from .attention import check_attention_inputs
 from .fast import exp_needs_no_shift, fast_attention
-from .linear_attn import elu_feature_map, linear_attention, linear_attention_quadratic
-from .masks import causal_mask
 from .runtime import run_jobs
-from .split_kv import check_n_splits, merge_attention_partials, split_kv_attention, split_kv_partials
+from .subquadratic import (
+    bigbird_mask,
+    dilated_window_mask,
+    elu_feature_map,
+    linear_attention,
+    linear_attention_quadratic,
+    longformer_mask,
+    sliding_window_mask,
+)
 
 __all__ = [
     "fast_attention",  # the core's fast sibling (fast.py), still importable from here
@@ -166,7 +173,7 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     block_size = _validate.positive_int(block_size, "block_size")
-    causal = _flag(causal, "causal")
+    causal = _validate.flag(causal, "causal")
     batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
     Qs = np.multiply(Q, Q.dtype.type(1 / math.sqrt(d_k)), order="C")  # scaled once, contiguous for BLAS
     shift = not exp_needs_no_shift(Qs, K, V)  # True: keep a running max
@@ -186,12 +193,6 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     run_jobs(run, [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)],
              parallel=math.prod(batch) * T * S > _TILE_ENTRIES)  # more than one tile of work: use every core
     return out
-
-
-def _flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name}={value!r} must be True or False")
-    return bool(value)
 
 
 def _tiled_rows(q, K, V1, block_size: int, allowed, band, shift: bool) -> np.ndarray:
@@ -300,28 +301,7 @@ def tiled_attention_bytes(T: int, S: int, d_k: int, d_v: int, block_rows: int, i
     return itemsize * (T * (d_k + d_v) + n_blocks * S * (d_k + d_v))
 
 
-# ---- Sliding windows and sparse patterns (Longformer, BigBird). Taught in 10. ----
-
-def _offsets(T: int) -> np.ndarray:
-    """T -> (T, T) ints t - s (query t, key s): how far back key s lies from query t."""
-    T = _validate.positive_int(T, "T")
-    return np.arange(T)[:, None] - np.arange(T)[None, :]
-
-
-def sliding_window_mask(T: int, window: int) -> np.ndarray:
-    """T, window -> (T, T) bool: query t may attend keys s with t - window < s <= t.
-
-    Each query sees itself and the window - 1 keys before it; window >= T is the causal mask.
-
-    >>> sliding_window_mask(4, 2).astype(int)
-    array([[1, 0, 0, 0],
-           [1, 1, 0, 0],
-           [0, 1, 1, 0],
-           [0, 0, 1, 1]])
-    """
-    return causal_mask(T, window=_validate.positive_int(window, "window"))  # (T, T): the one builder (masks.py)
-
-
+# ---- Sliding-window attention on the tiles (the patterns are in subquadratic.py). Taught in 10. ----
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
     """Q (..., T, d_k), K (..., T, d_k), V (..., T, d_v) -> out (..., T, d_v); query t sees its last ``window`` keys.
 
@@ -367,77 +347,128 @@ def _self_attention_len(Q, K, name: str) -> int:
     return Q.shape[-2]
 
 
-def longformer_mask(T: int, window: int, global_tokens) -> np.ndarray:
-    """T, window, global_tokens (indices) -> (T, T) bool: a symmetric window |t - s| < window,
-    plus global tokens that attend every position and that every position attends (Longformer).
+# ---- Split-KV decoding (FlashDecoding, Dao et al. 2023). Taught in 13_long_context.ipynb. ----
+def check_n_splits(n_splits, S: int) -> int:
+    """n_splits, S keys -> n_splits as an int in 1 .. S; a ValueError otherwise (a chunk needs a key:
+    no silent cap, and no work that grows with n_splits beyond S).
 
-    >>> longformer_mask(5, 1, [0]).astype(int)
-    array([[1, 1, 1, 1, 1],
-           [1, 1, 0, 0, 0],
-           [1, 0, 1, 0, 0],
-           [1, 0, 0, 1, 0],
-           [1, 0, 0, 0, 1]])
+    >>> check_n_splits(3, 7)
+    3
     """
-    mask = np.abs(_offsets(T)) < _validate.positive_int(window, "window")
-    g = _token_indices(global_tokens, T, "global_tokens")
-    mask[g, :] = True  # global tokens see everything
-    mask[:, g] = True  # and everything sees them
-    return mask
+    n_splits, S = _validate.positive_int(n_splits, "n_splits"), _validate.positive_int(S, "S")
+    if n_splits > S:
+        raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
+                         f"give 1 <= n_splits <= {S}")
+    return n_splits
 
 
-def _token_indices(tokens, T: int, name: str) -> np.ndarray:
-    """tokens -> 1-D int array of positions in 0..T-1, or a ValueError naming the bad ones.
+def split_kv_partials(Q, K, V, n_splits: int, mask=None) -> tuple[list, list]:
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> n_splits partial outputs (..., T, d_v)
+    and their log-sum-exps (..., T, 1), one per chunk of the keys.
 
-    Whole numbers only: True is not position 1, and 1.7 is no position at all.
+    Chunk c holds keys ``np.array_split(range(S), n_splits)[c]`` (contiguous, sizes differ by at
+    most one; ``1 <= n_splits <= S``, so no chunk is empty). As in Flash-Decoding, each chunk's
+    scores are computed inside the chunk, from its own keys: at most (..., T, S / n_splits) scores
+    live at once (never the whole T x S matrix), plus the n_splits outputs. Its output is the
+    softmax-weighted mean of its values alone, and lse = log sum exp(scores of the chunk); a chunk
+    the mask blocks entirely gives lse = -inf and a zero output. Each chunk is independent: on a
+    GPU, one block of threads each.
+
+    >>> rng = np.random.default_rng(0)
+    >>> outs, lses = split_kv_partials(rng.normal(size=(1, 4)), rng.normal(size=(5, 4)), np.eye(5), 2)
+    >>> [o.shape for o in outs], [l.shape for l in lses]
+    ([(1, 5), (1, 5)], [(1, 1), (1, 1)])
     """
-    arr = np.asarray(tokens).reshape(-1)
-    has_bool = arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(
-        isinstance(t, (bool, np.bool_)) for t in np.asarray(tokens, dtype=object).reshape(-1)))  # [0, True]
-    if has_bool or not (np.issubdtype(arr.dtype, np.integer) or (
-            np.issubdtype(arr.dtype, np.floating) and np.isfinite(arr).all() and (arr == np.round(arr)).all())):
-        raise ValueError(f"{name} must be whole-number token positions, got {arr.tolist()!r} (dtype {arr.dtype}); "
-                         "give indices of the sequence such as [0, 5]")
-    idx = arr.astype(int)
-    bad = arr[(arr < 0) | (arr >= T)]
-    if bad.size:
-        raise ValueError(f"{name} holds positions {bad.tolist()} outside 0..T-1 = 0..{T - 1}; "
-                         "give positions of the sequence")
-    return idx
+    Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
+    S = K.shape[-2]
+    n_splits = check_n_splits(n_splits, S)
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*Q.shape[:-1], S))  # (..., T, S), a view: its chunks are slices
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.arange(S), n_splits)])  # (n_splits + 1,)
+    outs, lses = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):  # chunk c: keys lo .. hi - 1
+        k, v = K[..., lo:hi, :], V[..., lo:hi, :]  # (..., c, d_k), (..., c, d_v): views
+        s = Q @ np.swapaxes(k, -1, -2)  # (..., T, d_k) x (..., d_k, c) -> (..., T, c), the chunk's scores
+        s /= math.sqrt(Q.shape[-1])  # in place, as every step below: one (..., T, c) array per chunk
+        if mask is not None:
+            s[~mask[..., lo:hi]] = -np.inf  # True = may attend
+        m = s.max(axis=-1, keepdims=True)  # (..., T, 1); -inf: nothing allowed
+        shift = np.where(np.isfinite(m), m, 0.0)
+        s -= shift
+        p = np.exp(s, out=s)  # (..., T, c)
+        total = p.sum(axis=-1, keepdims=True)  # (..., T, 1)
+        outs.append((p @ v) / np.where(total > 0, total, 1.0))  # (..., T, c) x (..., c, d_v) -> (..., T, d_v)
+        with np.errstate(divide="ignore"):
+            lses.append(np.where(total > 0, shift + np.log(total), -np.inf))  # (..., T, 1)
+        del s, p  # freed before the next chunk's scores are made
+    return outs, lses
 
 
-def dilated_window_mask(T: int, window: int, dilation: int) -> np.ndarray:
-    """T, window, dilation -> (T, T) bool: query t sees keys t, t - dilation, ..., t - (window - 1) dilation.
+def _partials(outs, lses) -> tuple[list, list]:
+    """The checks of merge_attention_partials: as many lses as outputs (at least one), every output
+    (..., T, d_v) finite and of one shape, every lse (..., T, 1) finite or -inf (a chunk with no key)."""
+    for value, name in ((outs, "outs"), (lses, "lses")):
+        if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+            raise TypeError(f"{name} must be a list (one entry per chunk), got {type(value).__name__}; "
+                            "pass the two lists split_kv_partials returns")
+    if not outs or len(outs) != len(lses):
+        raise ValueError(f"outs has {len(outs)} partial outputs and lses {len(lses)} log-sum-exps; give one lse per "
+                         "output, at least one of each (as split_kv_partials returns them)")
+    for value, name in ((outs, "outs"), (lses, "lses")):
+        kinds = [np.asarray(v).dtype.kind for v in value]
+        if "b" in kinds:
+            raise ValueError(f"{name}[{kinds.index('b')}] is boolean; {name} hold numbers (partial outputs and their "
+                             "log-sum-exps, as split_kv_partials returns them), not masks")
+    outs = [_validate.finite_array(o, f"outs[{i}]") for i, o in enumerate(outs)]
+    lses = [_validate.float_array(l, f"lses[{i}]") for i, l in enumerate(lses)]
+    for i, (o, l) in enumerate(zip(outs, lses)):
+        if o.ndim < 2 or o.shape != outs[0].shape:
+            raise ValueError(f"outs[{i}] has shape {o.shape}; every partial output is (..., T, d_v) of one shape "
+                             f"({outs[0].shape})")
+        if l.shape != o.shape[:-1] + (1,):
+            raise ValueError(f"lses[{i}] has shape {l.shape} but outs[{i}] {o.shape}; an lse is (..., T, 1): "
+                             f"{o.shape[:-1] + (1,)}, one per query row (keepdims=True)")
+        if np.isnan(l).any() or (l == np.inf).any():
+            raise ValueError(f"lses[{i}] holds NaN or +inf; a log-sum-exp is finite, or -inf for a chunk whose keys "
+                             "are all masked")
+    return outs, lses
 
-    The same number of keys as a sliding window, spread over (window - 1) * dilation + 1 positions
-    (Longformer's dilated windows; dilation=1 is ``sliding_window_mask``).
 
-    >>> dilated_window_mask(5, 2, 2).astype(int)
-    array([[1, 0, 0, 0, 0],
-           [0, 1, 0, 0, 0],
-           [1, 0, 1, 0, 0],
-           [0, 1, 0, 1, 0],
-           [0, 0, 1, 0, 1]])
+def merge_attention_partials(outs, lses) -> np.ndarray:
+    """n partial outputs (..., T, d_v) and their lses (..., T, 1) -> out (..., T, d_v), exactly.
+
+    lse = log sum_c exp(lse_c) and out = sum_c exp(lse_c - lse) · out_c: each chunk's output
+    weighted by its share of the softmax's denominator. Chunks with lse_c = -inf weigh 0; a
+    row whose chunks are all -inf (every key masked) gives zeros, as in scaled_dot_product_attention.
+
+    >>> merge_attention_partials([np.array([[1.0]]), np.array([[3.0]])], [np.zeros((1, 1))] * 2)
+    array([[2.]])
     """
-    d, dilation = _offsets(T), _validate.positive_int(dilation, "dilation")
-    return (d >= 0) & (d % dilation == 0) & (d // dilation < _validate.positive_int(window, "window"))
+    outs, lses = _partials(outs, lses)
+    lse_all = np.stack(lses)  # (n, ..., T, 1)
+    m = lse_all.max(axis=0)  # (..., T, 1)
+    shift = np.where(np.isfinite(m), m, 0.0)
+    w = np.exp(lse_all - shift)  # (n, ..., T, 1): exp(lse_c - max)
+    total = w.sum(axis=0)  # (..., T, 1)
+    merged = sum(w_c * o for w_c, o in zip(w, outs))  # (..., T, d_v)
+    return (merged / np.where(total > 0, total, 1.0)).astype(np.result_type(*outs), copy=False)
 
 
-def bigbird_mask(T: int, window: int, n_global: int, n_random: int, *, rng: np.random.Generator) -> np.ndarray:
-    """T, window, n_global, n_random -> (T, T) bool: BigBird's sparse pattern.
+def split_kv_attention(Q, K, V, n_splits: int, mask=None) -> np.ndarray:
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v), n_splits -> out (..., T, d_v).
 
-    A symmetric window |t - s| < window, the first ``n_global`` tokens global (see
-    ``longformer_mask``), and ``n_random`` keys drawn at random for every query.
+    FlashDecoding's split-KV attention (Dao et al. 2023): the keys are cut into n_splits chunks
+    (``split_kv_partials``: a partial output and its log-sum-exp per chunk, computed in
+    parallel), then merged exactly (``merge_attention_partials``). The result equals
+    ``scaled_dot_product_attention``'s output for any 1 <= n_splits <= S, whether or not it divides S
+    (more splits than keys is a ValueError: a chunk needs a key).
+    It helps when B · h is small and S long: one query per head leaves the other cores idle
+    unless the keys are split too.
 
-    >>> m = bigbird_mask(8, 2, 1, 2, rng=np.random.default_rng(0))
-    >>> m.shape, bool(m[:, 0].all()), bool(m[0].all())
-    ((8, 8), True, True)
+    >>> from mha_course.attention import scaled_dot_product_attention
+    >>> rng = np.random.default_rng(0)
+    >>> Q, K, V = rng.normal(size=(2, 1, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3))
+    >>> bool(np.allclose(split_kv_attention(Q, K, V, 3), scaled_dot_product_attention(Q, K, V)[0]))
+    True
     """
-    T = _validate.positive_int(T, "T")
-    rng = _validate.generator(rng, "rng")
-    if not all(isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and 0 <= n <= T
-               for n in (n_global, n_random)):
-        raise ValueError(f"n_global={n_global!r} and n_random={n_random!r} must be whole numbers in 0..T={T}")
-    mask = longformer_mask(T, window, np.arange(n_global))
-    picks = np.argsort(rng.random((T, T)), axis=-1)[:, :n_random]  # (T, n_random) distinct keys per query
-    mask[np.arange(T)[:, None], picks] = True
-    return mask
+    return merge_attention_partials(*split_kv_partials(Q, K, V, n_splits, mask))

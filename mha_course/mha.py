@@ -70,14 +70,8 @@ def init_params(d_model: int, *, rng: np.random.Generator, bias: bool = False,
 
 
 def count_params(params: MHAParams) -> int:
-    """MHAParams -> number of scalars: 4 d_model^2 (+ 4 d_model with biases), whatever h is.
-
-    Any parameter tuple of the package (GQAParams, MLAParams) counts the same way: every array in it.
-    """
-    if not isinstance(params, tuple) or not hasattr(params, "_fields"):
-        raise ValueError(f"params must be an MHAParams (or another parameter tuple of the package), got "
-                         f"{type(params).__name__}; make one with init_params(d_model, rng=np.random.default_rng(0))")
-    return int(sum(np.size(p) for p in params if p is not None))
+    """MHAParams (or any parameter tuple of the package) -> number of scalars: 4 d_model^2 (+ 4 d_model with biases)."""
+    return int(sum(np.size(p) for p in _validate.named_tuple(params, "params") if p is not None))
 
 
 # Stage names in the order the forward pass produces them, with their symbolic shapes
@@ -118,13 +112,7 @@ class Trace:
     """
 
     def __init__(self, stages, h: int, mask):
-        if isinstance(stages, (str, bytes)) or not hasattr(stages, "__iter__"):
-            raise ValueError(f"stages must be a sequence of Stage, got {type(stages).__name__}; "
-                             "a Trace is made by trace(x, params, h)")
-        self.stages: tuple = tuple(stages)
-        if not all(isinstance(s, Stage) for s in self.stages):
-            raise ValueError("stages must hold Stage tuples (name, array, shape, symbol); a Trace is made by "
-                             "trace(x, params, h)")
+        self.stages: tuple = _validate.items_of(stages, Stage, "stages", "a Trace is made by trace(x, params, h)")
         self.h = _validate.positive_int(h, "h")
         self.mask = None if mask is None else np.array(mask)  # a read-only copy, like the stages
         if self.mask is not None:

@@ -430,7 +430,7 @@ def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, t
     assert all(r["seconds"] > 0 and 0 < r["peak_gib"] < 4 for r in data["rows"])
 
 
-# ---- issue 32, round 3: the attack generator's and the blind attacker's findings
+# ---- the third round of attacks: the attack generator's and the blind attacker's findings
 def test_the_online_softmax_start_and_result_refuse_what_is_not_theirs():
     assert mc.online_softmax_start(2, 3, batch=(4, 5)).acc.shape == (4, 5, 2, 3)
     for bad in (3, "spam", (2, 0), (2.5,), (True,)):
@@ -457,3 +457,26 @@ def test_masks_refuse_a_missing_window_and_a_missing_rng():
             mc.bigbird_mask(8, 2, 1, 2, rng=bad)
     with pytest.raises(ValueError, match="global_tokens must be whole-number"):
         mc.longformer_mask(5, 1, None)
+
+
+def test_split_kv_attention_is_the_merge_of_its_partials():
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3))
+    outs, lses = efficient.split_kv_partials(Q, K, V, 3)
+    np.testing.assert_allclose(efficient.merge_attention_partials(outs, lses), mc.split_kv_attention(Q, K, V, 3))
+    np.testing.assert_allclose(mc.split_kv_attention(Q, K, V, 3), mc.scaled_dot_product_attention(Q, K, V)[0],
+                               atol=1e-12)
+
+
+def test_check_n_splits_names_a_bad_number_of_keys():
+    assert efficient.check_n_splits(3, np.int64(7)) == 3
+    for bad in (None, 7.5, "7", 0):
+        with pytest.raises(ValueError, match="S="):
+            efficient.check_n_splits(3, bad)
+
+
+def test_merge_refuses_boolean_partials():
+    with pytest.raises(ValueError, match=r"lses\[0\] is boolean"):
+        efficient.merge_attention_partials([np.array([[1.0]])], [np.array([[True]])])
+    with pytest.raises(ValueError, match=r"outs\[0\] is boolean"):
+        efficient.merge_attention_partials([np.array([[True]])], [np.array([[0.0]])])

@@ -503,7 +503,7 @@ def test_a_rolling_cache_keeps_its_position_mode_through_reset_and_matches_the_c
         mc.RollingKVCache(1, 1, 2, window=2, rope_base="abc")
 
 
-# ---- issue 32, round 3: the attack generator's and the blind attacker's findings
+# ---- the third round of attacks: the attack generator's and the blind attacker's findings
 def test_conversions_refuse_what_is_not_their_parameters():
     mha, mla = mc.init_params(8, rng=np.random.default_rng(0)), mc.init_mla_params(8, 2, 4, rng=np.random.default_rng(0))
     for bad in (None, "spam", mla):

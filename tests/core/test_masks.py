@@ -324,7 +324,7 @@ def test_causal_mask_refuses_bad_sizes(kwargs, message):
         mc.masks.causal_mask(**kwargs)
 
 
-# ---- issue 32, round 3: the attack generator's findings
+# ---- the third round of attacks: the attack generator's findings
 def test_document_mask_refuses_a_causal_that_is_no_flag_and_negative_ids():
     for bad in (2, "yes", None):
         with pytest.raises(ValueError, match="causal="):

@@ -83,7 +83,7 @@ def test_the_parameters_do_not_depend_on_h():
         mc.multi_head_attention(np.ones((1, 2, 12)), p, 5)
 
 
-# ---- issue 32, round 3: the attack generator's findings
+# ---- the third round of attacks: the attack generator's findings
 def test_a_trace_is_made_of_stages_and_a_head_count():
     t = mc.trace(np.ones((1, 3, 8)), mc.init_params(8, rng=np.random.default_rng(0)), 2)
     assert mc.Trace(t.stages, np.int64(2), None).h == 2
@@ -98,5 +98,5 @@ def test_a_trace_is_made_of_stages_and_a_head_count():
 def test_count_params_counts_any_parameter_tuple_and_refuses_the_rest():
     assert mc.count_params(mc.init_gqa_params(8, 2, 1, rng=np.random.default_rng(0))) == 2 * 64 + 2 * 32
     for bad in (None, 3, "spam", (np.ones(3),)):
-        with pytest.raises(ValueError, match="params must be an MHAParams"):
+        with pytest.raises(ValueError, match="params must be a parameter tuple"):
             mc.count_params(bad)

@@ -369,7 +369,7 @@ def test_apply_rope_gives_float16_back_for_float16():
     assert np.allclose(out, apply_rope(x.astype(np.float32), np.arange(3)), atol=2e-3)
 
 
-# ---- issue 32, round 3: the attack generator's and the blind attacker's findings
+# ---- the third round of attacks: the attack generator's and the blind attacker's findings
 def test_check_rope_names_rope_base_and_rope_scaling_and_takes_no_rope():
     assert mc.positions.check_rope(4) is None  # rope_base=None: no RoPE, nothing to check
     for bad in (float("nan"), float("inf"), "spam", 1.0, True):

@@ -26,7 +26,7 @@ import mha_course as mc
 
 # ----------------------------------------------------------------------------- the surface
 CORE_MODULES = ("mha_course", "mha_course.efficient", "mha_course.gqa", "mha_course.positions", "mha_course.kvcache",
-                "mha_course.linear_attn", "mha_course.split_kv")
+                "mha_course.subquadratic")
 PACKAGES = ("mha_course.lessons", "mha_course.views", "mha_course.widgets")
 
 
@@ -440,7 +440,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
                                      "scale": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[1])},
     CI + "duplicate_token_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
     CI + "prefix_matching_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
-    "mha_course.split_kv.merge_attention_partials": {
+    "mha_course.efficient.merge_attention_partials": {
         "outs": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[0])),
         "lses": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[1]))},
     "mha_course.positions.patchify": {"patch": size(2)},
@@ -454,8 +454,8 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.attention.scaled_dot_product_attention": {"mask": PARAMS["mask"]},
     "mha_course.backward.mha_backward": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
     "mha_course.efficient.tiled_attention": {"mask": PARAMS["mask"]},
-    "mha_course.split_kv.split_kv_partials": {"mask": PARAMS["mask"]},
-    "mha_course.split_kv.split_kv_attention": {"mask": PARAMS["mask"]},
+    "mha_course.efficient.split_kv_partials": {"mask": PARAMS["mask"]},
+    "mha_course.efficient.split_kv_attention": {"mask": PARAMS["mask"]},
     "mha_course.gqa.grouped_query_attention": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
     "mha_course.masks.causal_mask": {"window": size(2)},
     "mha_course.masks.fully_masked_rows": {"mask": obj(lambda w: mc.causal_mask(T))},  # any (..., T, S) is valid

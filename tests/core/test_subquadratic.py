@@ -1,21 +1,21 @@
-"""Linear attention (mha_course/linear_attn.py): equal to its quadratic form, O(T) memory, causal
-bottom-right as everywhere, finite for far-off inputs, and not softmax attention.
-
-Importable from mha_course.efficient too (the names of notebook 10).
+"""Linear attention and the sparse patterns (mha_course/subquadratic.py). Linear attention: equal to its
+quadratic form, O(T) memory, causal bottom-right as everywhere, finite for far-off inputs, and not softmax
+attention. The patterns (sliding window, Longformer, BigBird) are tested in test_efficient.py with the
+sliding-window kernel. Everything is importable from mha_course.efficient too (the names of notebook 10).
 """
 import numpy as np
 import pytest
 
 import mha_course as mc
 from _mha_checks import assert_close
-from mha_course import efficient, linear_attn, runtime
+from mha_course import efficient, runtime, subquadratic
 
 from .test_efficient import TOL64, exact, peak_bytes, qkv
 
 
 def test_the_names_stay_importable_from_efficient():
-    for name in linear_attn.__all__:
-        assert getattr(efficient, name) is getattr(linear_attn, name)
+    for name in subquadratic.__all__:
+        assert getattr(efficient, name) is getattr(subquadratic, name)
 
 
 @pytest.mark.parametrize("T", [1, 5, 63, 64, 65, 200])
@@ -85,9 +85,9 @@ def test_linear_attention_says_what_cannot_be_represented():
 def test_linear_attention_runs_heads_on_the_pool(monkeypatch, causal):
     import threading
     names = []
-    real = linear_attn._linear_one
+    real = subquadratic._linear_one
     monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
-    monkeypatch.setattr(linear_attn, "_linear_one", lambda *a: names.append(threading.current_thread().name) or real(*a))
+    monkeypatch.setattr(subquadratic, "_linear_one", lambda *a: names.append(threading.current_thread().name) or real(*a))
     rng = np.random.default_rng(21)
     Q, K, V = qkv(rng, (2, 3), 700, 700, d_k=64, d_v=4)  # more than one tile of work: the pool
     out = mc.linear_attention(Q, K, V, causal)

@@ -1,10 +1,13 @@
-"""Linear attention (Katharopoulos et al., 2020): a kernel in place of the softmax, O(T) (numpy only).
+"""Attention over fewer pairs, or through a cheaper kernel: sparse patterns and linear attention (numpy only).
 
-out_t = phi(q_t) (phi(K)^T V) / (phi(q_t) phi(K)^T 1) with phi = elu + 1: multiplying phi(K)^T V first,
-a (d_k, d_v) matrix, never forms the T x S matrix. ``linear_attention`` is the O(T) form (causal by
-prefix sums, chunk by chunk), ``linear_attention_quadratic`` the O(T S) form it is tested against. It
-is not softmax attention: a different kernel. Importable from ``mha_course.efficient`` too.
+- The sparse patterns, as masks (True = may attend): a sliding window (``sliding_window_mask``; its
+  banded kernel is ``efficient.sliding_window_attention``), Longformer's window with global tokens and
+  dilated windows, BigBird's window, global and random keys.
+- Linear attention (Katharopoulos et al., 2020): out_t = phi(q_t) (phi(K)^T V) / (phi(q_t) phi(K)^T 1)
+  with phi = elu + 1, never forming the T x S matrix (``linear_attention``, O(T); its O(T S) form
+  ``linear_attention_quadratic``). Not softmax attention: a different kernel.
 
+Everything here is importable from ``mha_course.efficient`` too (the names of notebook 10).
 Shapes: ``...`` batch axes, ``T`` queries, ``S`` keys, ``d_k`` query/key size, ``d_v`` value size.
 
 Taught in 10_efficient_attention.ipynb.
@@ -12,6 +15,7 @@ Taught in 10_efficient_attention.ipynb.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -20,7 +24,109 @@ from .attention import check_attention_inputs
 from .masks import causal_mask
 from .runtime import run_jobs
 
-__all__ = ["elu_feature_map", "linear_attention", "linear_attention_quadratic"]
+__all__ = ["sliding_window_mask", "longformer_mask", "dilated_window_mask", "bigbird_mask",
+           "elu_feature_map", "linear_attention", "linear_attention_quadratic"]
+
+
+# ---- Sliding windows and sparse patterns (Longformer, BigBird). Taught in 10. ----
+
+def _offsets(T: int) -> np.ndarray:
+    """T -> (T, T) ints t - s (query t, key s): how far back key s lies from query t."""
+    T = _validate.positive_int(T, "T")
+    return np.arange(T)[:, None] - np.arange(T)[None, :]
+
+
+def sliding_window_mask(T: int, window: int) -> np.ndarray:
+    """T, window -> (T, T) bool: query t may attend keys s with t - window < s <= t.
+
+    Each query sees itself and the window - 1 keys before it; window >= T is the causal mask.
+
+    >>> sliding_window_mask(4, 2).astype(int)
+    array([[1, 0, 0, 0],
+           [1, 1, 0, 0],
+           [0, 1, 1, 0],
+           [0, 0, 1, 1]])
+    """
+    return causal_mask(T, window=_validate.positive_int(window, "window"))  # (T, T): the one builder (masks.py)
+
+
+def longformer_mask(T: int, window: int, global_tokens) -> np.ndarray:
+    """T, window, global_tokens (indices) -> (T, T) bool: a symmetric window |t - s| < window,
+    plus global tokens that attend every position and that every position attends (Longformer).
+
+    >>> longformer_mask(5, 1, [0]).astype(int)
+    array([[1, 1, 1, 1, 1],
+           [1, 1, 0, 0, 0],
+           [1, 0, 1, 0, 0],
+           [1, 0, 0, 1, 0],
+           [1, 0, 0, 0, 1]])
+    """
+    mask = np.abs(_offsets(T)) < _validate.positive_int(window, "window")
+    g = _token_indices(global_tokens, T, "global_tokens")
+    mask[g, :] = True  # global tokens see everything
+    mask[:, g] = True  # and everything sees them
+    return mask
+
+
+def _token_indices(tokens, T: int, name: str) -> np.ndarray:
+    """tokens -> 1-D int array of positions in 0..T-1, or a ValueError naming the bad ones.
+
+    Whole numbers only: True is not position 1, and 1.7 is no position at all.
+    """
+    arr = np.asarray(tokens).reshape(-1)
+    has_bool = arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(
+        isinstance(t, (bool, np.bool_)) for t in np.asarray(tokens, dtype=object).reshape(-1)))  # [0, True]
+    if has_bool or not (np.issubdtype(arr.dtype, np.integer) or (
+            np.issubdtype(arr.dtype, np.floating) and np.isfinite(arr).all() and (arr == np.round(arr)).all())):
+        raise ValueError(f"{name} must be whole-number token positions, got {arr.tolist()!r} (dtype {arr.dtype}); "
+                         "give indices of the sequence such as [0, 5]")
+    idx = arr.astype(int)
+    bad = arr[(arr < 0) | (arr >= T)]
+    if bad.size:
+        raise ValueError(f"{name} holds positions {bad.tolist()} outside 0..T-1 = 0..{T - 1}; "
+                         "give positions of the sequence")
+    return idx
+
+
+def dilated_window_mask(T: int, window: int, dilation: int) -> np.ndarray:
+    """T, window, dilation -> (T, T) bool: query t sees keys t, t - dilation, ..., t - (window - 1) dilation.
+
+    The same number of keys as a sliding window, spread over (window - 1) * dilation + 1 positions
+    (Longformer's dilated windows; dilation=1 is ``sliding_window_mask``).
+
+    >>> dilated_window_mask(5, 2, 2).astype(int)
+    array([[1, 0, 0, 0, 0],
+           [0, 1, 0, 0, 0],
+           [1, 0, 1, 0, 0],
+           [0, 1, 0, 1, 0],
+           [0, 0, 1, 0, 1]])
+    """
+    d, dilation = _offsets(T), _validate.positive_int(dilation, "dilation")
+    return (d >= 0) & (d % dilation == 0) & (d // dilation < _validate.positive_int(window, "window"))
+
+
+def bigbird_mask(T: int, window: int, n_global: int, n_random: int, *, rng: np.random.Generator) -> np.ndarray:
+    """T, window, n_global, n_random -> (T, T) bool: BigBird's sparse pattern.
+
+    A symmetric window |t - s| < window, the first ``n_global`` tokens global (see
+    ``longformer_mask``), and ``n_random`` keys drawn at random for every query.
+
+    >>> m = bigbird_mask(8, 2, 1, 2, rng=np.random.default_rng(0))
+    >>> m.shape, bool(m[:, 0].all()), bool(m[0].all())
+    ((8, 8), True, True)
+    """
+    T = _validate.positive_int(T, "T")
+    rng = _validate.generator(rng, "rng")
+    if not all(isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and 0 <= n <= T
+               for n in (n_global, n_random)):
+        raise ValueError(f"n_global={n_global!r} and n_random={n_random!r} must be whole numbers in 0..T={T}")
+    mask = longformer_mask(T, window, np.arange(n_global))
+    picks = np.argsort(rng.random((T, T)), axis=-1)[:, :n_random]  # (T, n_random) distinct keys per query
+    mask[np.arange(T)[:, None], picks] = True
+    return mask
+
+
+# ---- Linear attention (Katharopoulos et al., 2020). Taught in 10. ----
 
 # Queries per chunk in causal linear_attention: exact causal sums inside a chunk, prefix sums between.
 _CHUNK = 64
