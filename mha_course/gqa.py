@@ -31,7 +31,16 @@ import numpy as np
 from . import _validate
 from .fast import attend
 from .heads import combine_heads, split_heads
-from .kvcache import KVCache, LatentCache, RollingKVCache, cached_causal_mask, dequantize_kv, quantize_kv
+from .kvcache import (
+    FIT_FIX,
+    ROLLING_POSITIONS,
+    KVCache,
+    LatentCache,
+    RollingKVCache,
+    cached_causal_mask,
+    dequantize_kv,
+    quantize_kv,
+)
 from .mha import MHAParams, init_params, linear, rope_heads
 from .positions import check_rope
 
@@ -39,7 +48,7 @@ __all__ = ["GQAParams", "init_gqa_params", "gqa_from_mha", "valid_kv_heads", "kv
            "cached_causal_mask", "grouped_query_attention", "MLAParams", "init_mla_params",
            "mla_to_mha", "LatentCache", "mla_attention", "kv_cache_bytes_per_token",
            "mla_cache_bytes_per_token", "CacheCost", "kv_cache_table", "RollingKVCache", "quantize_kv",
-           "dequantize_kv"]
+           "dequantize_kv", "FIT_FIX", "ROLLING_POSITIONS"]
 
 
 # ----------------------------------------------------------------------------- parameters

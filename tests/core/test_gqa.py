@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import assert_close, assert_dtype, random_allowed, require_torch
-from mha_course import gqa
+from mha_course import gqa, kvcache
 
 PROFILE = settings(derandomize=True, database=None, deadline=None, max_examples=30,
                    suppress_health_check=[HealthCheck.too_slow])
@@ -254,7 +254,7 @@ def test_the_decode_check_catches_the_learner_bugs(monkeypatch, bug, target, wro
     rng = np.random.default_rng(KINDS[kind])
     x, p = _problem(rng, 2, 9, 32, 8, KINDS[kind])
     assert decode_error(gqa.grouped_query_attention, x, p, 8, KINDS[kind], rope, 4) <= 1e-10
-    monkeypatch.setattr(gqa, target, wrong)
+    monkeypatch.setattr(kvcache if target == "cached_causal_mask" else gqa, target, wrong)  # where it is called
     assert decode_error(gqa.grouped_query_attention, x, p, 8, KINDS[kind], rope, 4) > 1e-3, bug
 
 
