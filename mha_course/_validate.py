@@ -7,6 +7,7 @@ nothing inside the computation re-checks.
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
@@ -456,3 +457,58 @@ def vector(x, name: str, n: int | None = None) -> np.ndarray:
         raise ValueError(f"{name} must be a 1-D array of shape {want}, got shape {arr.shape}; "
                          "give one number per point")
     return arr
+
+
+# --- added by core
+def generator(rng, name: str = "rng") -> np.random.Generator:
+    """``rng`` if it is a numpy Generator, else a ValueError naming ``name`` and the fix."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{name} must be a numpy Generator, got {type(rng).__name__}; "
+                         f"pass {name}=np.random.default_rng(0)")
+    return rng
+
+
+def physical_memory() -> int | None:
+    """Bytes of memory of this machine, or None where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def fits_in_memory(nbytes: int, what: str, fix: str) -> int:
+    """``nbytes`` if this machine could hold that many bytes, else a ValueError naming the size, the memory and
+    ``fix`` (numpy's own MemoryError names a shape, not the argument that asked for it).
+
+    >>> fits_in_memory(10**18, "the cache", "give a smaller max_len")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the cache needs 1e+18 bytes (888 PiB) but this machine has ...
+    """
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        raise ValueError(f"{what} needs {nbytes:.3g} bytes ({_binary(nbytes)}) but this machine has "
+                         f"{_binary(total)} of memory; {fix}")
+    return nbytes
+
+
+def _binary(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+
+
+def named_tuple(value, name: str, fix: str = "make them with init_params(d_model, rng=np.random.default_rng(0))"):
+    """``value`` if it is a NamedTuple (the parameter tuples of the package), else a ValueError naming ``name``."""
+    if not isinstance(value, tuple) or not hasattr(value, "_fields"):
+        raise ValueError(f"{name} must be a parameter tuple (MHAParams, GQAParams, ...), got {type(value).__name__}; "
+                         f"{fix}")
+    return value
+
+
+def items_of(value, kind: type, name: str, fix: str) -> tuple:
+    """``value`` (a list or tuple) as a tuple whose items are all ``kind``, else a ValueError naming ``name``."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, kind) for v in value):
+        raise ValueError(f"{name} must be a sequence of {kind.__name__}, got {type(value).__name__}; {fix}")
+    return tuple(value)

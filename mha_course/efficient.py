@@ -3,7 +3,10 @@
 Taught in 10_efficient_attention.ipynb: ``tiled_attention`` (exact, an online softmax over key
 blocks: FlashAttention's idea, with ``online_softmax_update`` as its single step and byte counts
 of the IO argument), ``sliding_window_attention`` (a band of T x window scores) with the sparse
-patterns of Longformer and BigBird as masks, and ``linear_attention`` (the elu + 1 kernel, O(T)).
+patterns of Longformer and BigBird as masks, and ``linear_attention`` (the elu + 1 kernel, O(T)), and
+split-KV decoding (FlashDecoding, taught in 13). This module holds the exact ones, computed in pieces
+(tiles, a band, chunks of keys); the sparse patterns and linear attention, which attend to fewer pairs or
+through another kernel, are in ``subquadratic.py`` and importable from here too.
 The fast sibling of the textbook attention that the core runs on is ``fast.fast_attention``.
 
 Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
@@ -11,7 +14,6 @@ Mask convention: boolean, **True = may attend**, broadcastable to (..., T, S).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -19,8 +21,16 @@ import numpy as np
 from . import _validate
 from .attention import check_attention_inputs
 from .fast import exp_needs_no_shift, fast_attention
-from .masks import causal_mask
 from .runtime import run_jobs
+from .subquadratic import (
+    bigbird_mask,
+    dilated_window_mask,
+    elu_feature_map,
+    linear_attention,
+    linear_attention_quadratic,
+    longformer_mask,
+    sliding_window_mask,
+)
 
 __all__ = [
     "fast_attention",  # the core's fast sibling (fast.py), still importable from here
@@ -58,8 +68,17 @@ def online_softmax_start(T: int, d_v: int, batch: tuple = (), dtype=np.float64) 
     array([-inf, -inf])
     """
     T, d_v = _validate.positive_int(T, "T"), _validate.positive_int(d_v, "d_v")
+    batch = _batch_axes(batch)
     return SoftmaxState(np.full((*batch, T, 1), -np.inf, dtype), np.zeros((*batch, T, 1), dtype),
                         np.zeros((*batch, T, d_v), dtype))
+
+
+def _batch_axes(batch) -> tuple:
+    """online_softmax_start's ``batch``: a tuple of whole numbers >= 1 (the leading axes), checked."""
+    if not isinstance(batch, (tuple, list)):
+        raise ValueError(f"batch={batch!r} must be a tuple of the leading axes' sizes, e.g. batch=(B, h) or "
+                         f"batch=({batch!r},) for one axis; () for none")
+    return tuple(_validate.positive_int(n, "batch") for n in batch)
 
 
 def online_softmax_update(state: SoftmaxState, scores_block, V_block) -> SoftmaxState:
@@ -119,6 +138,9 @@ def online_softmax_result(state: SoftmaxState) -> np.ndarray:
     >>> online_softmax_result(s)
     array([[1.]])
     """
+    if not isinstance(state, SoftmaxState):
+        raise ValueError(f"state must be a SoftmaxState, got {type(state).__name__}; start one with "
+                         "online_softmax_start(T, d_v) and update it with online_softmax_update")
     return state.acc / np.where(state.l == 0, 1, state.l)
 
 
@@ -151,7 +173,7 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     """
     Q, K, V, mask = check_attention_inputs(Q, K, V, mask)
     block_size = _validate.positive_int(block_size, "block_size")
-    causal = _flag(causal, "causal")
+    causal = _validate.flag(causal, "causal")
     batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
     Qs = np.multiply(Q, Q.dtype.type(1 / math.sqrt(d_k)), order="C")  # scaled once, contiguous for BLAS
     shift = not exp_needs_no_shift(Qs, K, V)  # True: keep a running max
@@ -171,12 +193,6 @@ def tiled_attention(Q, K, V, mask=None, block_size: int = 256, *, causal: bool =
     run_jobs(run, [(b, slice(t, t + rows)) for b in np.ndindex(*batch) for t in range(0, T, rows)],
              parallel=math.prod(batch) * T * S > _TILE_ENTRIES)  # more than one tile of work: use every core
     return out
-
-
-def _flag(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name}={value!r} must be True or False")
-    return bool(value)
 
 
 def _tiled_rows(q, K, V1, block_size: int, allowed, band, shift: bool) -> np.ndarray:
@@ -260,7 +276,8 @@ def naive_attention_bytes(T: int, S: int, d_k: int, d_v: int, itemsize: int = 4)
     >>> naive_attention_bytes(1024, 1024, 64, 64) / 2**20
     17.0
     """
-    T, S, d_k, d_v = (_validate.positive_int(v, n) for v, n in ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v")))
+    T, S, d_k, d_v, itemsize = (_validate.positive_int(v, n) for v, n in
+                                 ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v"), (itemsize, "itemsize")))
     return itemsize * (4 * T * S + (T + S) * d_k + S * d_v + T * d_v)
 
 
@@ -278,33 +295,13 @@ def tiled_attention_bytes(T: int, S: int, d_k: int, d_v: int, block_rows: int, i
     >>> tiled_attention_bytes(1024, 1024, 64, 64, block_rows=1024) / 2**20
     1.0
     """
-    T, S, d_k, d_v = (_validate.positive_int(v, n) for v, n in ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v")))
+    T, S, d_k, d_v, itemsize = (_validate.positive_int(v, n) for v, n in
+                                 ((T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v"), (itemsize, "itemsize")))
     n_blocks = -(-T // _validate.positive_int(block_rows, "block_rows"))
     return itemsize * (T * (d_k + d_v) + n_blocks * S * (d_k + d_v))
 
 
-# ---- Sliding windows and sparse patterns (Longformer, BigBird). Taught in 10. ----
-
-def _offsets(T: int) -> np.ndarray:
-    """T -> (T, T) ints t - s (query t, key s): how far back key s lies from query t."""
-    T = _validate.positive_int(T, "T")
-    return np.arange(T)[:, None] - np.arange(T)[None, :]
-
-
-def sliding_window_mask(T: int, window: int) -> np.ndarray:
-    """T, window -> (T, T) bool: query t may attend keys s with t - window < s <= t.
-
-    Each query sees itself and the window - 1 keys before it; window >= T is the causal mask.
-
-    >>> sliding_window_mask(4, 2).astype(int)
-    array([[1, 0, 0, 0],
-           [1, 1, 0, 0],
-           [0, 1, 1, 0],
-           [0, 0, 1, 1]])
-    """
-    return causal_mask(T, window=window)  # (T, T): the one builder (masks.py)
-
-
+# ---- Sliding-window attention on the tiles (the patterns are in subquadratic.py). Taught in 10. ----
 def sliding_window_attention(Q, K, V, window: int) -> np.ndarray:
     """Q (..., T, d_k), K (..., T, d_k), V (..., T, d_v) -> out (..., T, d_v); query t sees its last ``window`` keys.
 
@@ -350,223 +347,6 @@ def _self_attention_len(Q, K, name: str) -> int:
     return Q.shape[-2]
 
 
-def longformer_mask(T: int, window: int, global_tokens) -> np.ndarray:
-    """T, window, global_tokens (indices) -> (T, T) bool: a symmetric window |t - s| < window,
-    plus global tokens that attend every position and that every position attends (Longformer).
-
-    >>> longformer_mask(5, 1, [0]).astype(int)
-    array([[1, 1, 1, 1, 1],
-           [1, 1, 0, 0, 0],
-           [1, 0, 1, 0, 0],
-           [1, 0, 0, 1, 0],
-           [1, 0, 0, 0, 1]])
-    """
-    mask = np.abs(_offsets(T)) < _validate.positive_int(window, "window")
-    g = _token_indices(global_tokens, T)
-    mask[g, :] = True  # global tokens see everything
-    mask[:, g] = True  # and everything sees them
-    return mask
-
-
-def _token_indices(tokens, T: int) -> np.ndarray:
-    """tokens -> 1-D int array of positions in 0..T-1, or a ValueError naming the bad ones.
-
-    Whole numbers only: True is not position 1, and 1.7 is no position at all.
-    """
-    arr = np.asarray(tokens).reshape(-1)
-    has_bool = arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(
-        isinstance(t, (bool, np.bool_)) for t in np.asarray(tokens, dtype=object).reshape(-1)))  # [0, True]
-    if has_bool or not (np.issubdtype(arr.dtype, np.integer) or (
-            np.issubdtype(arr.dtype, np.floating) and np.isfinite(arr).all() and (arr == np.round(arr)).all())):
-        raise ValueError(f"token positions must be whole numbers, got {arr.tolist()!r} (dtype {arr.dtype}); "
-                         "give indices of the sequence such as [0, 5]")
-    idx = arr.astype(int)
-    bad = arr[(arr < 0) | (arr >= T)]
-    if bad.size:
-        raise ValueError(f"token positions {bad.tolist()} lie outside 0..T-1 = 0..{T - 1}; "
-                         "give positions of the sequence")
-    return idx
-
-
-def dilated_window_mask(T: int, window: int, dilation: int) -> np.ndarray:
-    """T, window, dilation -> (T, T) bool: query t sees keys t, t - dilation, ..., t - (window - 1) dilation.
-
-    The same number of keys as a sliding window, spread over (window - 1) * dilation + 1 positions
-    (Longformer's dilated windows; dilation=1 is ``sliding_window_mask``).
-
-    >>> dilated_window_mask(5, 2, 2).astype(int)
-    array([[1, 0, 0, 0, 0],
-           [0, 1, 0, 0, 0],
-           [1, 0, 1, 0, 0],
-           [0, 1, 0, 1, 0],
-           [0, 0, 1, 0, 1]])
-    """
-    d, dilation = _offsets(T), _validate.positive_int(dilation, "dilation")
-    return (d >= 0) & (d % dilation == 0) & (d // dilation < _validate.positive_int(window, "window"))
-
-
-def bigbird_mask(T: int, window: int, n_global: int, n_random: int, *, rng: np.random.Generator) -> np.ndarray:
-    """T, window, n_global, n_random -> (T, T) bool: BigBird's sparse pattern.
-
-    A symmetric window |t - s| < window, the first ``n_global`` tokens global (see
-    ``longformer_mask``), and ``n_random`` keys drawn at random for every query.
-
-    >>> m = bigbird_mask(8, 2, 1, 2, rng=np.random.default_rng(0))
-    >>> m.shape, bool(m[:, 0].all()), bool(m[0].all())
-    ((8, 8), True, True)
-    """
-    T = _validate.positive_int(T, "T")
-    if not all(isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and 0 <= n <= T
-               for n in (n_global, n_random)):
-        raise ValueError(f"n_global={n_global!r} and n_random={n_random!r} must be whole numbers in 0..T={T}")
-    mask = longformer_mask(T, window, np.arange(n_global))
-    picks = np.argsort(rng.random((T, T)), axis=-1)[:, :n_random]  # (T, n_random) distinct keys per query
-    mask[np.arange(T)[:, None], picks] = True
-    return mask
-
-
-# ---- Linear attention (Katharopoulos et al., 2020). Taught in 10. ----
-
-# Queries per chunk in causal linear_attention: exact causal sums inside a chunk, prefix sums between.
-_CHUNK = 64
-
-
-def elu_feature_map(x) -> np.ndarray:
-    """x (...) -> phi(x) = elu(x) + 1, same shape: x + 1 for x > 0, exp(x) otherwise; always > 0.
-
-    >>> elu_feature_map(np.array([-1.0, 0.0, 2.0])).round(4)
-    array([0.3679, 1.    , 3.    ])
-    """
-    x = _validate.float_array(x, "x")
-    return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
-
-
-def _scaled_features(x, axes) -> np.ndarray:
-    """x (...) -> phi(x) / max phi(x) over ``axes``: entries in (0, 1], the largest exactly 1.
-
-    Linear attention does not change when phi(q_t) is multiplied by a positive number (it
-    stands in the numerator and the denominator), nor when all of phi(K) is: dividing by the
-    max keeps Q - 800 from underflowing to 0 / 0 and large entries from overflowing.
-    """
-    top = x.max(axis=axes, keepdims=True)  # phi is increasing: the max of phi(x) is phi(max x)
-    positive = top > 0
-    log_top = np.where(positive, np.log1p(np.maximum(top, 0)), top)  # log phi(max x)
-    return np.where(x > 0, (x + 1) / np.where(positive, top + 1, 1), np.exp(np.minimum(x, 0) - log_top))
-
-
-def _features(Q, K):
-    """phi(Q) scaled per query row, phi(K) scaled per batch item: the same linear attention, in range."""
-    return _scaled_features(Q, -1), _scaled_features(K, (-2, -1))
-
-
-def _ratio(num, den, dtype) -> np.ndarray:
-    """num / den of linear attention, or a ValueError when the features cannot represent it."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = num / den
-    if not np.isfinite(out).all():
-        raise ValueError(f"linear attention cannot be computed in {np.dtype(dtype)} for these inputs: for some "
-                         "queries phi(q) . phi(k) underflows to 0 for every key, or phi(K)^T V overflows; "
-                         "compute in float64 (Q.astype(np.float64), ...) or bring Q, K and V to a smaller scale")
-    return out.astype(dtype, copy=False)
-
-
-def linear_attention(Q, K, V, causal: bool = False) -> np.ndarray:
-    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), in O(T) time and memory.
-
-    Attention with the kernel phi(q) . phi(k) (phi = ``elu_feature_map``) in place of
-    exp(q . k / sqrt(d_k)): out_t = phi(q_t) (phi(K)^T V) / (phi(q_t) phi(K)^T 1). Multiplying
-    phi(K)^T V first, a (d_k, d_v) matrix, reassociates the quadratic (phi(Q) phi(K)^T) V and
-    never forms the T x S matrix. ``causal``: query t sums keys s <= S - T + t only (bottom-right
-    aligned, as everywhere in the package: with T = S, keys s <= t), through prefix sums of
-    phi(k_s) v_s^T carried from chunk to chunk; a query that sees no key gives zeros. Equal to
-    ``linear_attention_quadratic``; not equal to softmax attention (a different kernel).
-    Batch items (heads) run on the pool of ``fast.run_jobs``. phi(q_t) and phi(K) are divided by their largest entry first (which changes nothing) so that
-    far-off inputs neither underflow nor overflow; what still cannot be represented raises ValueError.
-
-    >>> rng = np.random.default_rng(0)
-    >>> Q, K, V = rng.normal(size=(5, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
-    >>> bool(np.allclose(linear_attention(Q, K, V, causal=True), linear_attention_quadratic(Q, K, V, causal=True)))
-    True
-    """
-    Q, K, V, _ = check_attention_inputs(Q, K, V)
-    causal = _flag(causal, "causal")
-    batch, (T, d_k), (S, d_v) = Q.shape[:-2], Q.shape[-2:], V.shape[-2:]
-    K, V = np.broadcast_to(K, (*batch, S, d_k)), np.broadcast_to(V, (*batch, S, d_v))  # views
-    out = np.empty((*batch, T, d_v), dtype=Q.dtype)
-
-    def run(b):  # one batch item (one head): its own features, its (d_k, d_v) sums
-        out[b] = _linear_one(Q[b], K[b], V[b], causal)
-
-    run_jobs(run, list(np.ndindex(*batch)), parallel=math.prod(batch) * (T + S) * d_k > _TILE_ENTRIES)
-    return out
-
-
-def _linear_one(q, k, v, causal: bool) -> np.ndarray:
-    """q (T, d_k), k (S, d_k), v (S, d_v) of one batch item -> its linear attention (T, d_v)."""
-    fq, fk = _features(q, k)  # (T, d_k), (S, d_k)
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
-        if causal:
-            T, S = len(q), len(k)
-            out = np.zeros((T, v.shape[-1]), q.dtype)
-            if T > S:  # bottom-right: the first T - S queries see no key
-                out[T - S:] = _causal_linear(fq[T - S:], fk, v)
-                return out
-            kv0, z0 = fk[:S - T].T @ v[:S - T], fk[:S - T].sum(axis=0)[:, None]  # the keys every query sees
-            return _causal_linear(fq, fk[S - T:], v[S - T:], kv0, z0)
-        kv = fk.T @ v  # (d_k, S) x (S, d_v) -> (d_k, d_v)
-        z = fk.sum(axis=0)[:, None]  # (d_k, 1): the normaliser's sum of phi(k)
-        return _ratio(fq @ kv, fq @ z, q.dtype)  # (T, d_v) / (T, 1)
-
-
-def _causal_linear(fQ, fK, V, kv=None, z=None) -> np.ndarray:
-    """phi(Q), phi(K) (..., T, d_k), V (..., T, d_v) -> causal linear attention, chunk by chunk;
-    ``kv`` (d_k, d_v), ``z`` (d_k, 1): the sums of keys every query sees before these (None: none)."""
-    batch, (T, d_k), d_v = fQ.shape[:-2], fK.shape[-2:], V.shape[-1]
-    dtype = fQ.dtype
-    if kv is None:
-        kv = np.zeros((*np.broadcast_shapes(fK.shape[:-2], V.shape[:-2]), d_k, d_v), dtype)  # prefix sum of phi(k) v^T
-        z = np.zeros((*fK.shape[:-2], d_k, 1), dtype)  # prefix sum of phi(k)
-    num, den = np.empty((*batch, T, d_v), dtype), np.empty((*batch, T, 1), dtype)
-    within = causal_mask(_CHUNK)
-    for c in range(0, T, _CHUNK):
-        q, k, v = fQ[..., c:c + _CHUNK, :], fK[..., c:c + _CHUNK, :], V[..., c:c + _CHUNK, :]
-        n = q.shape[-2]
-        a = np.where(within[:n, :n], q @ np.swapaxes(k, -1, -2), 0)  # (..., n, n) causal inside the chunk
-        num[..., c:c + n, :] = q @ kv + a @ v  # earlier chunks through the prefix sums, this chunk exactly
-        den[..., c:c + n, :] = q @ z + a.sum(axis=-1, keepdims=True)
-        kv = kv + np.swapaxes(k, -1, -2) @ v  # (..., d_k, n) x (..., n, d_v)
-        z = z + k.sum(axis=-2)[..., :, None]
-    return _ratio(num, den, dtype)
-
-
-def linear_attention_quadratic(Q, K, V, causal: bool = False) -> np.ndarray:
-    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v): linear attention the slow way.
-
-    A = phi(Q) phi(K)^T, a (..., T, S) matrix (if ``causal``: zero where s > S - T + t), then
-    out = A V / A 1: the same numbers as ``linear_attention`` in O(T S) time and memory,
-    the form it is tested against.
-
-    >>> linear_attention_quadratic(np.zeros((1, 2)), np.zeros((3, 2)), np.arange(3.0)[:, None])
-    array([[1.]])
-    """
-    Q, K, V, _ = check_attention_inputs(Q, K, V)
-    fQ, fK = _features(Q, K)
-    A = fQ @ np.swapaxes(fK, -1, -2)  # (..., T, S), all >= 0
-    T, S = Q.shape[-2], K.shape[-2]
-    causal = _flag(causal, "causal")
-    seen = slice(max(0, T - S) if causal else 0, T)  # causal, bottom-right: only the last min(T, S) queries see keys
-    if causal:
-        n = T - seen.start                                      # the queries that see a key: the last min(T, S)
-        allowed = np.zeros((T, S), bool)
-        allowed[seen] = causal_mask(n, offset=S - n)            # query t sees keys s <= S - T + t (bottom-right)
-        A = np.where(allowed, A, 0)
-    out = np.zeros(np.broadcast_shapes(A.shape[:-1], V.shape[:-2] + (T,)) + (V.shape[-1],), Q.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by _ratio
-        a = A[..., seen, :]
-        out[..., seen, :] = _ratio(a @ V, a.sum(axis=-1, keepdims=True), Q.dtype)  # (..., T, S) x (..., S, d_v)
-    return out
-
-
 # ---- Split-KV decoding (FlashDecoding, Dao et al. 2023). Taught in 13_long_context.ipynb. ----
 def check_n_splits(n_splits, S: int) -> int:
     """n_splits, S keys -> n_splits as an int in 1 .. S; a ValueError otherwise (a chunk needs a key:
@@ -575,7 +355,7 @@ def check_n_splits(n_splits, S: int) -> int:
     >>> check_n_splits(3, 7)
     3
     """
-    n_splits = _validate.positive_int(n_splits, "n_splits")
+    n_splits, S = _validate.positive_int(n_splits, "n_splits"), _validate.positive_int(S, "S")
     if n_splits > S:
         raise ValueError(f"n_splits={n_splits} is more than the S={S} keys: every chunk needs at least one key; "
                          f"give 1 <= n_splits <= {S}")
@@ -634,6 +414,11 @@ def _partials(outs, lses) -> tuple[list, list]:
     if not outs or len(outs) != len(lses):
         raise ValueError(f"outs has {len(outs)} partial outputs and lses {len(lses)} log-sum-exps; give one lse per "
                          "output, at least one of each (as split_kv_partials returns them)")
+    for value, name in ((outs, "outs"), (lses, "lses")):
+        kinds = [np.asarray(v).dtype.kind for v in value]
+        if "b" in kinds:
+            raise ValueError(f"{name}[{kinds.index('b')}] is boolean; {name} hold numbers (partial outputs and their "
+                             "log-sum-exps, as split_kv_partials returns them), not masks")
     outs = [_validate.finite_array(o, f"outs[{i}]") for i, o in enumerate(outs)]
     lses = [_validate.float_array(l, f"lses[{i}]") for i, l in enumerate(lses)]
     for i, (o, l) in enumerate(zip(outs, lses)):

@@ -137,8 +137,12 @@ def document_mask(doc_ids, causal: bool = False) -> np.ndarray:
     if ids.ndim not in (1, 2) or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
         raise ValueError(f"doc_ids must be a non-empty (T,) or (B, T) array of integer document ids, "
                          f"got {ids.tolist()!r} (dtype {ids.dtype}); e.g. [0, 0, 0, 1, 1] for two documents")
+    if ids.min() < 0:  # -1 often marks padding elsewhere: here it would be one more document, seen by its peers
+        raise ValueError(f"doc_ids holds {ids.min()}: document ids are whole numbers >= 0 (a -1 for padding would "
+                         "make the padding one more document); give padding tokens an id of their own and block "
+                         "them with padding_mask")
     same = ids[..., :, None] == ids[..., None, :]  # (..., T, 1) == (..., 1, T) -> (..., T, T)
-    if causal:
+    if _validate.flag(causal, "causal"):
         same &= causal_mask(ids.shape[-1])
     return same if ids.ndim == 1 else same[:, None]  # (B, T, T) -> (B, 1, T, T)
 
@@ -222,6 +226,10 @@ def leak_probe(attn_fn: Callable, T: int, *, rng: np.random.Generator, d: int = 
     [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     """
     T, d = _validate.positive_int(T, "T"), _validate.positive_int(d, "d")
+    rng = _validate.generator(rng, "rng")
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (int, float, np.number)) or not 0 <= tol < np.inf:
+        raise ValueError(f"tol={tol!r} must be a finite number >= 0: how far (relative to the output's scale) an "
+                         "output may move and still count as unmoved, e.g. tol=1e-6")
     allowed = _allowed(mask, T)
     shape = (T, d) if batch is None else (_validate.positive_int(batch, "batch"), T, d)
     x = rng.normal(size=shape)
@@ -243,7 +251,12 @@ def _allowed(mask, T: int) -> np.ndarray:
     if mask is None:
         return causal_mask(T)
     keep = _keep_mask(mask)
-    if keep.ndim < 2 or math.prod(keep.shape[:-2]) != 1 or np.broadcast_shapes(keep.shape[-2:], (T, T)) != (T, T):
+    try:
+        fits = keep.ndim >= 2 and math.prod(keep.shape[:-2]) == 1 and \
+            np.broadcast_shapes(keep.shape[-2:], (T, T)) == (T, T)
+    except ValueError:  # shapes that do not broadcast
+        fits = False
+    if not fits:
         raise ValueError(f"mask of shape {keep.shape} does not describe one (T, T) = ({T}, {T}) pattern; "
                          "give a (T, T) mask, or one sequence's padding_mask([length], T)")
     return np.broadcast_to(keep.reshape(keep.shape[-2:]), (T, T)) | np.eye(T, dtype=bool)

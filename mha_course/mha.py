@@ -70,8 +70,8 @@ def init_params(d_model: int, *, rng: np.random.Generator, bias: bool = False,
 
 
 def count_params(params: MHAParams) -> int:
-    """MHAParams -> number of scalars: 4 d_model^2 (+ 4 d_model with biases), whatever h is."""
-    return int(sum(np.size(p) for p in params if p is not None))
+    """MHAParams (or any parameter tuple of the package) -> number of scalars: 4 d_model^2 (+ 4 d_model with biases)."""
+    return int(sum(np.size(p) for p in _validate.named_tuple(params, "params") if p is not None))
 
 
 # Stage names in the order the forward pass produces them, with their symbolic shapes
@@ -112,8 +112,8 @@ class Trace:
     """
 
     def __init__(self, stages, h: int, mask):
-        self.stages: tuple = tuple(stages)
-        self.h = h
+        self.stages: tuple = _validate.items_of(stages, Stage, "stages", "a Trace is made by trace(x, params, h)")
+        self.h = _validate.positive_int(h, "h")
         self.mask = None if mask is None else np.array(mask)  # a read-only copy, like the stages
         if self.mask is not None:
             self.mask.setflags(write=False)
@@ -215,7 +215,7 @@ def _checked(x, params, h, mask, context, rope_base, rope_scaling, bias) -> dict
     """The one check of a call: the keyword arguments of ``_forward`` (but the kernel), validated."""
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
-    check_rope(rope_base, rope_scaling, x.shape[2] // h)
+    check_rope(x.shape[2] // h, rope_base, rope_scaling)
     bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
     return dict(x=x, p=params, h=h, mask=mask, context=context, rope_base=rope_base, rope_scaling=rope_scaling,
                 bias=bias)

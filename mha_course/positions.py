@@ -89,7 +89,7 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved",
     True
     """
     dtype = np.asarray(x).dtype  # float16 is rotated in float32 and given back as float16
-    x = _validate.float_array(x, "x")
+    x = _validate.finite_array(x, "x")  # a NaN or inf feature would be rotated into its pair partner
     if x.ndim < 2:
         raise ValueError(f"x must be at least 2-D (..., T, d_k), got shape {x.shape}; "
                          "a single vector is x[None]")
@@ -102,17 +102,35 @@ def apply_rope(x, positions, base: float = 10000.0, layout: str = "interleaved",
     return out.astype(np.float16) if dtype == np.float16 else out
 
 
-def check_rope(rope_base, rope_scaling, d_k: int) -> None:
-    """Refuse a ``rope_scaling`` without ``rope_base`` (it would be ignored), and check both once."""
+def check_rope(d_k: int, rope_base=None, rope_scaling=None) -> None:
+    """d_k, rope_base, rope_scaling of an attention call -> None, or a ValueError naming the bad one.
+
+    ``rope_base=None`` is no RoPE; a ``rope_scaling`` without ``rope_base`` is refused (it would be
+    ignored). The one check of the pair, made once at the entry of an attention call.
+
+    >>> check_rope(4, 10000.0, {"type": "linear", "factor": 2.0}) is None
+    True
+    """
+    d_k = _validate.positive_int(d_k, "d_k")
     if rope_scaling is not None and rope_base is None:
         raise ValueError(f"rope_scaling={rope_scaling!r} needs rope_base: the scaling stretches RoPE's rotations, "
                          "and without rope_base there are none; pass rope_base=10000.0 too, or drop rope_scaling")
     if rope_base is not None:
-        rope_inv_freq(d_k, rope_base, rope_scaling)  # a ValueError naming a bad base or scaling
+        _base(rope_base, "rope_base")
+        _scaling(rope_scaling, name="rope_scaling")
+        rope_inv_freq(d_k, rope_base, rope_scaling)  # a ValueError naming an odd d_k
 
 
 def rotate(x: np.ndarray, angles: np.ndarray, layout: str = "interleaved") -> np.ndarray:
-    """x (..., T, d_k) float, angles (T, d_k // 2) -> x rotated: ``apply_rope`` on checked inputs (the pipeline's path)."""
+    """x (..., T, d_k) float, angles (T, d_k // 2) -> x rotated (..., T, d_k): ``apply_rope`` with the angles given.
+
+    The pipeline's path (``mha.rope_heads``): pair i of position t turns by ``angles[t, i]``. Only the
+    types and shapes are checked here (no pass over the values): a NaN angle gives NaN features.
+
+    >>> rotate(np.array([[1.0, 0.0]]), np.array([[np.pi / 2]])).round(6).tolist()
+    [[0.0, 1.0]]
+    """
+    x, angles = _rotation_inputs(x, angles, layout)
     cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
     a, b = _pair_views(x, layout)  # the two members of every pair, (..., T, d_k/2) each
     out = np.empty_like(x)
@@ -120,6 +138,21 @@ def rotate(x: np.ndarray, angles: np.ndarray, layout: str = "interleaved") -> np
     out_a[...] = a * cos - b * sin  # a 2-D rotation of (a, b) by the angle
     out_b[...] = a * sin + b * cos
     return out
+
+
+def _rotation_inputs(x, angles, layout):
+    """rotate's checks: x a float array (..., T, d_k), d_k even, angles (T, d_k // 2) real, a known layout."""
+    if not (isinstance(x, np.ndarray) and x.dtype.kind == "f"):
+        x = _validate.float_array(x, "x")
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ValueError(f"x has shape {x.shape}; rotate needs (..., T, d_k) with d_k even (features turn in pairs)")
+    angles = _validate.float_array(angles, "angles")
+    want = (x.shape[-2], x.shape[-1] // 2)
+    if angles.shape != want:
+        raise ValueError(f"angles has shape {angles.shape} but x {x.shape} needs {want}: one angle per position "
+                         "and feature pair, as rope_angles(positions, d_k) makes them")
+    _check_layout(layout)
+    return x, angles
 
 
 def rope_score_grid(q, k, T: int, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
@@ -183,10 +216,10 @@ def _even_d_k(d_k) -> int:
     return d_k
 
 
-def _base(base) -> float:
+def _base(base, name: str = "base") -> float:
     if isinstance(base, (bool, np.bool_)) or not isinstance(base, numbers.Real) or not np.isfinite(base) \
             or base <= 1:
-        raise ValueError(f"base={base!r} must be a finite number > 1 (base^(-2j/d_k) must fall with j, and "
+        raise ValueError(f"{name}={base!r} must be a finite number > 1 (base^(-2j/d_k) must fall with j, and "
                          "base = 1 turns every pair alike); the usual value is 10000.0")
     return float(base)
 
@@ -242,11 +275,11 @@ def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
       linear in the turns r. ``ramp="reference"`` (the default) is the authors' code and Hugging
       Face's ``_compute_yarn_parameters``: the pair indices where r = beta_fast and r = beta_slow,
       rounded down and up and clamped to [0, d_k - 1], with a ramp linear in the pair index j between.
-      On a large model (L in the thousands) the two keep and interpolate the same pairs at the
-      ends and differ only between (linear in r against linear in j, i.e. in log r); at L = 16
-      the index of beta_fast is negative (no pair turns 32 times), its floor is clamped to 0, and
-      pair 0 (2.5 turns) is kept by the code where the paper's gamma = 0.05 interpolates it 95%.
-
+      On a large model (L in the thousands) the two keep and interpolate the same pairs at the ends and differ
+      only between (linear in r against linear in j); at L = 16 the index of beta_fast is negative, its floor is
+      clamped to 0, and pair 0 (2.5 turns) is kept by the code where the paper's gamma = 0.05 interpolates it 95%;
+      at L = 1 the paper interpolates every pair and the code still keeps pair 0; at L ~ 1e12 (d_k = 8, every pair
+      turning more than beta_fast times) the paper keeps every pair and the code's clamps interpolate them all.
     Dynamic scaling (§3.3) is ``dynamic_rope_scaling(scaling, seq_len)``: s set from the length read.
 
     >>> rope_inv_freq(4, base=100.0).tolist()
@@ -274,13 +307,13 @@ def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
         return np.exp(-2.0 * j / d_k * (math.log(base) + d_k / (d_k - 2) * math.log(s))) if d_k > 2 else plain / s
     L = float(scaling["original_max_position"])
     fast, slow = float(scaling.get("beta_fast", 32.0)), float(scaling.get("beta_slow", 1.0))
+
+    def dim(turns):  # the (fractional) pair index that turns ``turns`` times over L positions (in logs: no 0 or inf)
+        return d_k * (math.log(L) - math.log(turns) - math.log(2 * math.pi)) / (2 * math.log(base))
     if scaling.get("ramp", "reference") == "paper":
         turns = L * plain / (2 * math.pi)  # (d_k/2,): r_j, the turns of pair j over L positions
         keep = np.clip((turns - slow) / (fast - slow), 0.0, 1.0)  # gamma(r): 1 keep .. 0 interpolate
         return plain * keep + plain / s * (1 - keep)
-
-    def dim(turns):  # the (fractional) pair index that turns ``turns`` times over L positions
-        return d_k * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
     low = max(math.floor(dim(fast)), 0)
     high = min(math.ceil(dim(slow)), d_k - 1)  # the paper's code and Hugging Face clamp to dim - 1
     if low == high:
@@ -304,6 +337,9 @@ def dynamic_rope_scaling(scaling, seq_len: int):
     """
     kind, _ = _scaling(scaling, dynamic=True)
     seq_len = _validate.positive_int(seq_len, "seq_len")
+    if seq_len >= MAX_POSITION:
+        raise ValueError(f"seq_len={seq_len} is 2**53 or more: no position that far is exact in float64; "
+                         "give the length of the sequence read, below 2**53")
     L = float(scaling["original_max_position"])
     if seq_len <= L:
         return None
@@ -311,7 +347,7 @@ def dynamic_rope_scaling(scaling, seq_len: int):
     return {**static, "factor": seq_len / L}
 
 
-def rope_attention_factor(scaling) -> float:
+def rope_attention_factor(scaling=None) -> float:
     """scaling (None or a dict of ``rope_inv_freq``) -> the factor queries and keys are multiplied by.
 
     1.0, except for YaRN: 0.1 · ln(s) + 1 (Peng et al. 2023; 1.0 for s <= 1). Multiplying q and k
@@ -329,8 +365,8 @@ def _real(v) -> bool:
     return not isinstance(v, (bool, np.bool_)) and isinstance(v, numbers.Real) and bool(np.isfinite(v))
 
 
-def _scaling(scaling, dynamic: bool = False) -> tuple:
-    """(type or None, factor) of a checked scaling dict; a ValueError names a valid one.
+def _scaling(scaling, dynamic: bool = False, name: str = "scaling") -> tuple:
+    """(type or None, factor) of a checked scaling dict; a ValueError names it (as ``name``) and a valid one.
 
     ``dynamic``: the dict of ``dynamic_rope_scaling`` (NTK or YaRN, ``original_max_position`` required)."""
     if scaling is None and not dynamic:
@@ -338,32 +374,35 @@ def _scaling(scaling, dynamic: bool = False) -> tuple:
     example = ('{"type": "linear", "factor": 2.0} or {"type": "yarn", "factor": 2.0, '
                '"original_max_position": 16}')
     if not isinstance(scaling, dict) or scaling.get("type") not in ROPE_SCALINGS:
-        raise ValueError(f"scaling={scaling!r} must be None or a dict with type in {ROPE_SCALINGS}, "
+        raise ValueError(f"{name}={scaling!r} must be None or a dict with type in {ROPE_SCALINGS}, "
                          f"for example {example}")
     kind = scaling["type"]
     if dynamic and kind == "linear":
-        raise ValueError("dynamic scaling is NTK's or YaRN's (Peng et al. 2023 §3.3); got type 'linear': "
+        raise ValueError(f"{name}: dynamic scaling is NTK's or YaRN's (Peng et al. 2023 §3.3); got type 'linear': "
                          "use {'type': 'ntk', 'original_max_position': L} or a 'yarn' dict")
     allowed = _SCALING_KEYS[kind] + (("original_max_position",) if dynamic else ())
     unknown = sorted(str(k) for k in scaling if k not in allowed)
     if unknown:
-        raise ValueError(f"scaling has unknown key(s) {unknown} for type {kind!r}; valid keys: {list(allowed)}")
+        raise ValueError(f"{name} has unknown key(s) {unknown} for type {kind!r}; valid keys: {list(allowed)}")
     s = scaling.get("factor", 1.0 if dynamic else None)
     if not _real(s) or s <= 0:
-        raise ValueError(f"scaling factor={s!r} must be a positive finite number (the length ratio new / "
+        raise ValueError(f"{name} factor={s!r} must be a positive finite number (the length ratio new / "
                          f"trained); for example {example}")
+    if s < np.finfo(np.float64).tiny:  # 1 / s would overflow: every frequency inf
+        raise ValueError(f"{name} factor={s!r} is below {np.finfo(np.float64).tiny:.3g} (a subnormal number): "
+                         f"dividing the frequencies by it overflows to inf; a factor is a length ratio, e.g. 2.0")
     if kind == "yarn" or dynamic:
         L = scaling.get("original_max_position")
         if not _real(L) or not L > 0:
-            raise ValueError(f"{kind} needs original_max_position (the training length L) > 0 and finite, "
+            raise ValueError(f"{name} of type {kind!r} needs original_max_position (the training length L) > 0 and finite, "
                              f"got {L!r}; for example {example}")
     if kind == "yarn":
         fast, slow = scaling.get("beta_fast", 32.0), scaling.get("beta_slow", 1.0)
         if not (_real(fast) and _real(slow) and fast > slow > 0):
-            raise ValueError(f"yarn needs finite beta_fast > beta_slow > 0, got beta_fast={fast!r}, "
+            raise ValueError(f"{name}: yarn needs finite beta_fast > beta_slow > 0, got beta_fast={fast!r}, "
                              f"beta_slow={slow!r}; the paper's values are 32 and 1")
         if scaling.get("ramp", "reference") not in YARN_RAMPS:
-            raise ValueError(f"yarn ramp={scaling.get('ramp')!r} is not one of {YARN_RAMPS} ('reference': the "
+            raise ValueError(f"{name}: yarn ramp={scaling.get('ramp')!r} is not one of {YARN_RAMPS} ('reference': the "
                              "authors' and Hugging Face's code, 'paper': gamma(r) of Peng et al. §3.2)")
     return kind, float(s)
 

@@ -55,12 +55,12 @@ NOTEBOOKS = {
                                    "views.model widgets.controls",
                                    "softmax_backward scale_backward matmul_backward split_heads_backward "
                                    "shared_input_backward adam_step", "08_heads_that_learn"),
-    "09_kv_cache_and_gqa": _lesson("gqa", "lessons.gqa lessons.model lessons.training lessons.checkpoints "
+    "09_kv_cache_and_gqa": _lesson("gqa kvcache", "lessons.gqa lessons.model lessons.training lessons.checkpoints "
                                    "lessons.complexity "
                                    "views.gqa widgets.gqa",
                                    "kv_append kv_bytes_per_token kv_head_index offset_causal_mask",
                                    "09_kv_cache_and_gqa"),
-    "10_efficient_attention": _lesson("efficient fast", "lessons.model lessons.checkpoints lessons.complexity "
+    "10_efficient_attention": _lesson("efficient subquadratic fast", "lessons.model lessons.checkpoints lessons.complexity "
                                       "views.efficient views.positions",
                                       "online_softmax_update tiled_attention sliding_window_mask linear_attention",
                                       "10_efficient_attention"),
@@ -72,7 +72,7 @@ NOTEBOOKS = {
     "12_from_numpy_to_pytorch": _lesson("mha masks", "lessons.bridge lessons.qkv views.attention views.bridge "
                                         "widgets.controls",
                                         "torch_state_dict torch_attn_mask torch_attention", "12_from_numpy_to_pytorch"),
-    "13_long_context": _lesson("positions gqa efficient", "lessons.long_context lessons.long_seeds lessons.model "
+    "13_long_context": _lesson("positions gqa kvcache efficient", "lessons.long_context lessons.long_seeds lessons.model "
                                "lessons.checkpoints views.long_context widgets.long_context",
                                "alibi_slopes interpolated_inv_freq lse_merge", "13_long_context"),
     "14_circuits": _lesson("mha", "lessons.circuits lessons.misconceptions lessons.model lessons.training "

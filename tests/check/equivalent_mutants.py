@@ -72,7 +72,7 @@ EQUIVALENT = {
     "mask_as": {"mask_as>_keep_mask+2 dropped-call: np.asarray(mask) -> mask": ASARRAY},
     "document_mask": {
         "<lambda>>_document_mask+14 dropped-call: np.asarray(doc_ids) -> doc_ids": ASARRAY,
-        "<lambda>>_document_mask+20 constant: ids.shape[-1] -> ids.shape[0]":
+        "<lambda>>_document_mask+24 constant: ids.shape[-1] -> ids.shape[0]":
             "doc_ids is (T,) in this exercise, so axis 0 is axis -1",
     },
     "cross_attention": {"_cross_reference+1 dropped-call: np.asarray(keep, bool) -> keep":

@@ -20,16 +20,16 @@ from mha_course import efficient, fast, runtime
 TOL64 = 1e-10
 
 
-def _qkv(rng, batch, T, S, d_k=8, d_v=5, dtype=np.float64):
+def qkv(rng, batch, T, S, d_k=8, d_v=5, dtype=np.float64):
     return (rng.normal(size=(*batch, T, d_k)).astype(dtype), rng.normal(size=(*batch, S, d_k)).astype(dtype),
             rng.normal(size=(*batch, S, d_v)).astype(dtype))
 
 
-def _exact(Q, K, V, mask=None):
+def exact(Q, K, V, mask=None):
     return mc.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
-def _peak_bytes(fn) -> int:
+def peak_bytes(fn) -> int:
     """Peak bytes allocated while fn() runs (numpy reports its buffers to tracemalloc)."""
     tracemalloc.start()
     try:
@@ -44,13 +44,13 @@ def _peak_bytes(fn) -> int:
 @pytest.mark.parametrize("kind", ["none", "causal", "random", "fully masked rows"])
 def test_tiled_equals_textbook(T, S, block, kind):
     rng = np.random.default_rng(T * 100 + S)
-    Q, K, V = _qkv(rng, (2, 3), T, S)
+    Q, K, V = qkv(rng, (2, 3), T, S)
     mask = {"none": None, "causal": np.tril(np.ones((T, S), bool)),
             "random": random_allowed(rng, (2, 3, T, S)), "fully masked rows": rng.random((2, 3, T, S)) < 0.2}[kind]
     if kind == "fully masked rows":
         mask[0, 1, 0] = False  # at least one row with no allowed key at all
     out = mc.tiled_attention(Q, K, V, mask, block_size=block)
-    assert_close(out, _exact(Q, K, V, mask), np.float64, f"tiled {kind}", tol=TOL64)
+    assert_close(out, exact(Q, K, V, mask), np.float64, f"tiled {kind}", tol=TOL64)
     if kind == "fully masked rows":
         assert np.all(out[0, 1, 0] == 0)
 
@@ -61,19 +61,19 @@ def test_tiled_broadcasts_batch_and_keeps_float32():
     K, V = rng.normal(size=(4, 12, 8)).astype(np.float32), rng.normal(size=(1, 12, 3)).astype(np.float32)
     out = mc.tiled_attention(Q, K, V, block_size=5)
     assert out.dtype == np.float32 and out.shape == (2, 4, 10, 3)
-    assert_close(out, _exact(Q, K, V), np.float32, "tiled float32")
+    assert_close(out, exact(Q, K, V), np.float32, "tiled float32")
 
 
 def test_tiled_large_logits_do_not_overflow():
     rng = np.random.default_rng(2)
-    Q, K, V = _qkv(rng, (), 12, 30)
+    Q, K, V = qkv(rng, (), 12, 30)
     Q *= 200  # scores in the thousands: only the running max keeps exp finite
-    assert_close(mc.tiled_attention(Q, K, V, block_size=4), _exact(Q, K, V), np.float64, "large logits", tol=TOL64)
+    assert_close(mc.tiled_attention(Q, K, V, block_size=4), exact(Q, K, V), np.float64, "large logits", tol=TOL64)
 
 
 def test_tiled_matches_torch():
     rng = np.random.default_rng(3)
-    Q, K, V = _qkv(rng, (2, 2), 17, 17)
+    Q, K, V = qkv(rng, (2, 2), 17, 17)
     allowed = random_allowed(rng, (2, 2, 17, 17))
     assert_close(mc.tiled_attention(Q, K, V, allowed, block_size=4), torch_sdpa(Q, K, V, allowed=allowed)[0],
                  np.float64, "tiled vs torch")
@@ -81,10 +81,10 @@ def test_tiled_matches_torch():
 
 def test_tiled_never_makes_a_T_by_S_array():
     rng = np.random.default_rng(4)
-    Q, K, V = _qkv(rng, (), 1024, 1024, d_k=16, d_v=16)
+    Q, K, V = qkv(rng, (), 1024, 1024, d_k=16, d_v=16)
     full = 1024 * 1024 * 8
-    assert _peak_bytes(lambda: mc.tiled_attention(Q, K, V, block_size=128)) < full / 4
-    assert _peak_bytes(lambda: _exact(Q, K, V)) >= full  # the probe sees a T x S array when there is one
+    assert peak_bytes(lambda: mc.tiled_attention(Q, K, V, block_size=128)) < full / 4
+    assert peak_bytes(lambda: exact(Q, K, V)) >= full  # the probe sees a T x S array when there is one
 
 
 def test_tiled_uses_the_in_place_update_and_skips_blocked_tiles(monkeypatch):
@@ -92,7 +92,7 @@ def test_tiled_uses_the_in_place_update_and_skips_blocked_tiles(monkeypatch):
     real = efficient._online_update_inplace
     monkeypatch.setattr(efficient, "_online_update_inplace", lambda *a: calls.append(1) or real(*a))
     rng = np.random.default_rng(5)
-    Q, K, V = _qkv(rng, (), 64, 64)
+    Q, K, V = qkv(rng, (), 64, 64)
     Q *= 1000  # scores beyond float64 exp's range: the running max is needed
     mc.tiled_attention(Q, K, V, mc.causal_mask(64), block_size=16)  # one block of rows, 4 key blocks
     assert len(calls) == 4
@@ -108,10 +108,10 @@ def test_tiled_skips_the_running_max_when_the_bound_allows(monkeypatch):
     monkeypatch.setattr(efficient, "_online_update_inplace", lambda *a: calls.append(1) or real_update(*a))
     monkeypatch.setattr(efficient, "exp_needs_no_shift", lambda *a: proofs.append(real_bound(*a)) or proofs[-1])
     rng = np.random.default_rng(15)
-    Q, K, V = _qkv(rng, (2,), 40, 50, dtype=np.float32)
+    Q, K, V = qkv(rng, (2,), 40, 50, dtype=np.float32)
     out = mc.tiled_attention(Q, K, V, block_size=8)
     assert proofs == [True] and calls == []
-    assert_close(out, _exact(Q, K, V), np.float32, "tiled without the running max")
+    assert_close(out, exact(Q, K, V), np.float32, "tiled without the running max")
 
 
 @pytest.mark.parametrize("scale", [1.0, 100.0])  # 100: the running-max path
@@ -124,7 +124,7 @@ def test_exp_bound_refuses_what_would_overflow(scale):
     assert fast.exp_needs_no_shift(Q, K, V / np.float32(1e20), 0.5) == (scale == 1.0)
     out = mc.tiled_attention(Q, K, V)
     assert np.isfinite(out).all()
-    assert_close(out, _exact(Q, K, V), np.float32, "large values", tol=1e14)  # 1e20 to float32 rounding
+    assert_close(out, exact(Q, K, V), np.float32, "large values", tol=1e14)  # 1e20 to float32 rounding
 
 
 def test_the_exp_bound_holds_whenever_it_says_so():
@@ -146,23 +146,23 @@ def test_tiled_causal_equals_the_masked_textbook_and_skips_tiles_above_the_diago
     real = efficient._online_update_inplace
     monkeypatch.setattr(efficient, "_online_update_inplace", lambda m, a, s, v: entries.append(s.size) or real(m, a, s, v))
     rng = np.random.default_rng(T * S)
-    Q, K, V = _qkv(rng, (2,), T, S)
+    Q, K, V = qkv(rng, (2,), T, S)
     Q *= 1000  # scores beyond float64 exp's range: the running-max path, so every computed tile is counted
     causal = np.tril(np.ones((T, S), bool), k=S - T)  # bottom-right: query t sees keys 0..S - T + t
     if T <= S:
         assert np.array_equal(causal, mc.cached_causal_mask(T, S - T))  # the decode step's mask
     out = mc.tiled_attention(Q, K, V, block_size=block, causal=True)
-    assert_close(out, _exact(Q, K, V, causal), np.float64, "tiled causal", tol=TOL64 * 100)
+    assert_close(out, exact(Q, K, V, causal), np.float64, "tiled causal", tol=TOL64 * 100)
     # each key block is computed only for the rows that see one of its keys: the diagonal tiles at most
     assert 0 < sum(entries) <= 2 * (causal.sum() + T * block)
 
 
 def test_tiled_causal_with_a_mask_is_their_conjunction():
     rng = np.random.default_rng(17)
-    Q, K, V = _qkv(rng, (2,), 30, 30)
+    Q, K, V = qkv(rng, (2,), 30, 30)
     mask = random_allowed(rng, (2, 30, 30))
     out = mc.tiled_attention(Q, K, V, mask, block_size=7, causal=True)
-    assert_close(out, _exact(Q, K, V, mask & mc.causal_mask(30)), np.float64, "mask & causal", tol=TOL64)
+    assert_close(out, exact(Q, K, V, mask & mc.causal_mask(30)), np.float64, "mask & causal", tol=TOL64)
     with pytest.raises(ValueError, match="causal='yes' must be True or False"):
         mc.tiled_attention(Q, K, V, causal="yes")
 
@@ -183,13 +183,13 @@ def test_tiled_runs_big_inputs_on_a_pool_with_blas_on_one_thread(monkeypatch):
     monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: inside.append(
         (threading.current_thread().name, _blas_threads())) or real_rows(*a))
     rng = np.random.default_rng(6)
-    Q, K, V = _qkv(rng, (4,), 600, 600, d_k=4, d_v=2)
+    Q, K, V = qkv(rng, (4,), 600, 600, d_k=4, d_v=2)
     with threadpool_limits(limits=2, user_api="blas"):  # as a learner's kernel with no thread variable
         out = mc.tiled_attention(Q, K, V, block_size=128)
         assert _blas_threads() == 2  # restored
     assert len(inside) == 4 and {n for _, n in inside} == {1}
     assert all(name.startswith("mha_course") for name, _ in inside)
-    assert_close(out, _exact(Q, K, V), np.float64, "tiled on threads", tol=TOL64)
+    assert_close(out, exact(Q, K, V), np.float64, "tiled on threads", tol=TOL64)
 
 
 def test_small_inputs_run_serially(monkeypatch):
@@ -199,7 +199,7 @@ def test_small_inputs_run_serially(monkeypatch):
     monkeypatch.setattr(efficient, "_tiled_rows", lambda *a: names.append(threading.current_thread().name)
                         or real_rows(*a))
     rng = np.random.default_rng(18)
-    Q, K, V = _qkv(rng, (2,), 30, 30)
+    Q, K, V = qkv(rng, (2,), 30, 30)
     mc.tiled_attention(Q, K, V)
     mc.sliding_window_attention(Q, K, V, 4)
     assert set(names) == {threading.current_thread().name}
@@ -215,9 +215,9 @@ def test_tiled_rejects_a_bad_block_size():
 @given(T=st.integers(1, 12), S=st.integers(1, 12), block=st.integers(1, 13), seed=st.integers(0, 2**16))
 def test_tiled_property(T, S, block, seed):
     rng = np.random.default_rng(seed)
-    Q, K, V = _qkv(rng, (2,), T, S, d_k=3, d_v=2)
+    Q, K, V = qkv(rng, (2,), T, S, d_k=3, d_v=2)
     mask = rng.random((2, T, S)) < 0.7
-    assert_close(mc.tiled_attention(Q, K, V, mask, block), _exact(Q, K, V, mask), np.float64, "tiled", tol=TOL64)
+    assert_close(mc.tiled_attention(Q, K, V, mask, block), exact(Q, K, V, mask), np.float64, "tiled", tol=TOL64)
 
 
 # ----------------------------------------------------------------------------- the online softmax step
@@ -258,11 +258,11 @@ def test_forgetting_the_rescale_is_wrong_on_these_inputs():
 
 def test_steps_converge_to_the_exact_output():
     rng = np.random.default_rng(9)
-    Q, K, V = _qkv(rng, (), 3, 10)
+    Q, K, V = qkv(rng, (), 3, 10)
     steps = mc.tiled_attention_steps(Q, K, V, block_size=4)
     assert len(steps) == 3
-    assert_close(mc.online_softmax_result(steps[-1]), _exact(Q, K, V), np.float64, "last step", tol=TOL64)
-    assert_close(mc.online_softmax_result(steps[0]), _exact(Q[:, :], K[:4], V[:4]), np.float64, "first step",
+    assert_close(mc.online_softmax_result(steps[-1]), exact(Q, K, V), np.float64, "last step", tol=TOL64)
+    assert_close(mc.online_softmax_result(steps[0]), exact(Q[:, :], K[:4], V[:4]), np.float64, "first step",
                  tol=TOL64)
 
 
@@ -317,8 +317,8 @@ def test_sliding_window_mask_definition():
 @pytest.mark.parametrize("T,window", [(1, 1), (10, 1), (10, 3), (17, 16), (12, 12), (8, 20)])
 def test_sliding_window_attention_equals_masked_full(T, window):
     rng = np.random.default_rng(T + window)
-    Q, K, V = _qkv(rng, (2, 2), T, T)
-    expected = _exact(Q, K, V, mc.sliding_window_mask(T, window))
+    Q, K, V = qkv(rng, (2, 2), T, T)
+    expected = exact(Q, K, V, mc.sliding_window_mask(T, window))
     assert_close(mc.sliding_window_attention(Q, K, V, window), expected, np.float64, "window", tol=TOL64)
 
 
@@ -330,9 +330,9 @@ def test_sliding_window_property(T, window, batch, dtype, scale, seed):
     """Equal to the masked full computation for any length, window, batch, dtype and score size
     (1000: beyond exp's range, so the running max is used)."""
     rng = np.random.default_rng(seed)
-    Q, K, V = _qkv(rng, batch, T, T, d_k=3, d_v=2, dtype=dtype)
+    Q, K, V = qkv(rng, batch, T, T, d_k=3, d_v=2, dtype=dtype)
     Q *= dtype(scale)
-    expected = _exact(Q, K, V, mc.sliding_window_mask(T, window))
+    expected = exact(Q, K, V, mc.sliding_window_mask(T, window))
     out = mc.sliding_window_attention(Q, K, V, window)
     assert out.dtype == dtype and out.shape == expected.shape
     assert_close(out, expected, dtype, "window", tol=(TOL64 if dtype == np.float64 else 2e-5) * max(1.0, scale))
@@ -342,9 +342,9 @@ def test_sliding_window_tiles_span_many_blocks(monkeypatch):
     """Windows wider than a tile and queries spread over several jobs still give the masked result."""
     monkeypatch.setattr(efficient, "_TILE_ENTRIES", 256)  # tiny jobs: rows = max(block, 256 // (4 block))
     rng = np.random.default_rng(19)
-    Q, K, V = _qkv(rng, (2,), 300, 300)
+    Q, K, V = qkv(rng, (2,), 300, 300)
     for window in (1, 37, 64, 299, 500):
-        expected = _exact(Q, K, V, mc.sliding_window_mask(300, window))
+        expected = exact(Q, K, V, mc.sliding_window_mask(300, window))
         assert_close(mc.sliding_window_attention(Q, K, V, window), expected, np.float64, f"w={window}", tol=TOL64)
 
 
@@ -357,7 +357,7 @@ def test_sliding_window_memory_grows_as_T_times_window():
     for T in (1024, 4096):
         Q, K, V = (rng.standard_normal((1, h, T, d), dtype=np.float32) for _ in range(3))
         out_bytes = Q.nbytes
-        peaks[T] = _peak_bytes(lambda: mc.sliding_window_attention(Q, K, V, w)) - out_bytes
+        peaks[T] = peak_bytes(lambda: mc.sliding_window_attention(Q, K, V, w)) - out_bytes
         band = h * T * w * 4  # one (h, T, window) float32 array: what the strided version made several of
         assert peaks[T] < min(band / 2, 8 << 20)
     assert peaks[4096] < 2 * peaks[1024] + (1 << 20)  # the working set does not grow with T
@@ -381,7 +381,7 @@ def test_longformer_dilated_and_bigbird_patterns():
     base = mc.longformer_mask(32, 2, [0, 1])
     assert (bb >= base).all() and (bb.sum(-1) <= base.sum(-1) + 3).all() and (bb.sum() > base.sum())
     assert np.array_equal(bb, mc.bigbird_mask(32, 2, 2, 3, rng=np.random.default_rng(0)))  # seeded
-    with pytest.raises(ValueError, match=r"token positions \[10\]"):
+    with pytest.raises(ValueError, match=r"global_tokens holds positions \[10\]"):
         mc.longformer_mask(10, 2, [10])
     with pytest.raises(ValueError, match="n_random=40"):
         mc.bigbird_mask(8, 2, 1, 40, rng=np.random.default_rng(0))
@@ -389,7 +389,7 @@ def test_longformer_dilated_and_bigbird_patterns():
 
 @pytest.mark.parametrize("tokens", [[1.7], [True], [0, True], np.array([np.nan]), ["1"], [[0.5]]])
 def test_longformer_refuses_token_positions_that_are_not_whole_numbers(tokens):
-    with pytest.raises(ValueError, match="token positions must be whole numbers"):
+    with pytest.raises(ValueError, match="global_tokens must be whole-number token positions"):
         mc.longformer_mask(5, 1, tokens)
 
 
@@ -408,104 +408,6 @@ def test_bigbird_accepts_numpy_whole_numbers_and_refuses_the_rest():
             mc.bigbird_mask(8, 2, bad, 2, rng=rng())
 
 
-# ----------------------------------------------------------------------------- linear attention
-@pytest.mark.parametrize("T", [1, 5, 63, 64, 65, 200])
-@pytest.mark.parametrize("causal", [False, True])
-def test_linear_attention_equals_its_quadratic_form(T, causal):
-    rng = np.random.default_rng(T)
-    Q, K, V = _qkv(rng, (2, 3), T, T)
-    assert_close(mc.linear_attention(Q, K, V, causal), mc.linear_attention_quadratic(Q, K, V, causal),
-                 np.float64, f"linear causal={causal}", tol=TOL64)
-
-
-def test_linear_attention_cross_attention_and_float32():
-    rng = np.random.default_rng(11)
-    Q, K, V = _qkv(rng, (3,), 7, 19, dtype=np.float32)
-    out = mc.linear_attention(Q, K, V)
-    assert out.dtype == np.float32
-    assert_close(out, mc.linear_attention_quadratic(Q, K, V), np.float32, "linear float32")
-
-
-def test_linear_attention_is_a_different_kernel_from_softmax():
-    rng = np.random.default_rng(12)
-    Q, K, V = _qkv(rng, (), 30, 30)
-    assert np.abs(mc.linear_attention(Q, K, V) - _exact(Q, K, V)).max() > 1e-3
-    x = np.linspace(-5, 5, 11)
-    phi = mc.elu_feature_map(x)
-    assert (phi > 0).all() and np.allclose(phi[x > 0], x[x > 0] + 1) and np.allclose(phi[x <= 0], np.exp(x[x <= 0]))
-
-
-def test_causal_linear_attention_has_no_T_by_T_array_and_is_causal():
-    rng = np.random.default_rng(13)
-    Q, K, V = _qkv(rng, (), 2048, 2048, d_k=8, d_v=8)
-    assert _peak_bytes(lambda: mc.linear_attention(Q, K, V, causal=True)) < 2048 * 2048 * 8 / 8
-    V2 = V.copy()
-    V2[1000:] += 1  # change the future of position 999
-    a, b = mc.linear_attention(Q, K, V, True), mc.linear_attention(Q, K, V2, True)
-    assert np.array_equal(a[:1000], b[:1000]) and not np.allclose(a[1000:], b[1000:])
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_linear_attention_of_far_off_queries_is_finite_and_unchanged(causal):
-    """Q - 800 in float32: phi(q) = exp(q) underflows to 0 and the ratio to 0 / 0 without the
-    rescaling. For queries <= 0, phi(q - a) = exp(-a) phi(q): the output must not change."""
-    rng = np.random.default_rng(20)
-    Q = -np.abs(rng.normal(size=(2, 30, 8))).astype(np.float32) - 1
-    K, V = rng.normal(size=(2, 30, 8)).astype(np.float32), rng.normal(size=(2, 30, 3)).astype(np.float32)
-    for f in (mc.linear_attention, mc.linear_attention_quadratic):
-        near, far = f(Q, K, V, causal), f(Q - np.float32(800), K, V, causal)
-        assert np.isfinite(far).all()
-        assert_close(far, near, np.float32, f"{f.__name__} of Q - 800", tol=1e-5)
-        huge = f(Q, K * np.float32(1e30), V, causal)  # phi(K) = K + 1 near 1e30: no overflow after rescaling
-        assert np.isfinite(huge).all()
-
-
-def test_linear_attention_says_what_cannot_be_represented():
-    Q = np.array([[0.0, -200.0]], np.float32)  # phi(q) = (1, e^-200): 0 in float32
-    K = np.array([[-200.0, 0.0]] * 3, np.float32)  # phi(k) = (e^-200, 1): phi(q) . phi(k) = 0 for every key
-    V = np.ones((3, 2), np.float32)
-    for f in (mc.linear_attention, mc.linear_attention_quadratic):
-        with pytest.raises(ValueError, match="cannot be computed in float32 .* compute in float64"):
-            f(Q, K, V)
-        assert np.allclose(f(Q.astype(np.float64), K, V), 1.0)  # the same inputs in float64: exact
-    with pytest.raises(ValueError, match="phi\\(K\\)\\^T V overflows"):
-        mc.linear_attention(np.ones((1, 2), np.float32), np.ones((4, 2), np.float32), np.full((4, 1), 3e38, np.float32))
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_linear_attention_runs_heads_on_the_pool(monkeypatch, causal):
-    import threading
-    names = []
-    real = efficient._linear_one
-    monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
-    monkeypatch.setattr(efficient, "_linear_one", lambda *a: names.append(threading.current_thread().name) or real(*a))
-    rng = np.random.default_rng(21)
-    Q, K, V = _qkv(rng, (2, 3), 700, 700, d_k=64, d_v=4)  # more than one tile of work: the pool
-    out = mc.linear_attention(Q, K, V, causal)
-    assert len(names) == 6 and all(n.startswith("mha_course") for n in names)
-    assert_close(out, mc.linear_attention_quadratic(Q, K, V, causal), np.float64, "linear on the pool", tol=TOL64)
-
-
-@pytest.mark.parametrize("T,S", [(2, 3), (1, 70), (5, 3), (130, 129)])
-def test_causal_linear_attention_with_T_not_S_is_bottom_right_as_everywhere(T, S):
-    """Query t sees keys 0..S - T + t (cached_causal_mask, tiled_attention(causal=True)); a query that sees
-    no key (T > S) gives zeros, as in scaled_dot_product_attention."""
-    rng = np.random.default_rng(T * S)
-    Q, K, V = _qkv(rng, (2,), T, S)
-    allowed = np.tril(np.ones((T, S), bool), k=S - T)
-    out = mc.linear_attention(Q, K, V, causal=True)
-    assert_close(out, mc.linear_attention_quadratic(Q, K, V, causal=True), np.float64, "chunked", tol=TOL64)
-    fq, fk = mc.elu_feature_map(Q), mc.elu_feature_map(K)
-    A = np.where(allowed, fq @ np.swapaxes(fk, -1, -2), 0)  # the definition, unscaled
-    seen = allowed.any(-1)
-    want = np.where(seen[:, None], A @ V / np.where(seen[:, None], A.sum(-1, keepdims=True), 1), 0)
-    assert_close(out, want, np.float64, "definition", tol=TOL64 * 100)
-    if T <= S:
-        assert_close(mc.tiled_attention(Q, K, V, causal=True, block_size=4),
-                     mc.scaled_dot_product_attention(Q, K, V, mc.cached_causal_mask(T, S - T))[0],
-                     np.float64, "tiled decode", tol=TOL64 * 100)
-
-
 # ----------------------------------------------------------------------------- the benchmark script
 def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, tmp_path):
     """benchmarks/bench_efficient.py on a tiny sweep: the table, the command, the targets and its json."""
@@ -515,7 +417,7 @@ def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, t
     bench = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "bench_efficient.py"))
     rng = np.random.default_rng(14)
     Q, K, V = (rng.standard_normal((1, 2, 64, 8), dtype=np.float32) for _ in range(3))
-    assert_close(bench["in_place_naive"](Q, K, V), _exact(Q, K, V), np.float32, "in-place naive")
+    assert_close(bench["in_place_naive"](Q, K, V), exact(Q, K, V), np.float32, "in-place naive")
     out_file = tmp_path / "bench.json"
     bench["main"](["--seq-lens", "128", "--methods", "in-place", "tiled", "sliding", "--repeats", "1",
                    "--rounds", "1", "--out", str(out_file)])
@@ -526,3 +428,55 @@ def test_benchmark_runs_points_in_fresh_processes_and_prints_its_table(capsys, t
     assert data["setting"] == "no thread variable set"
     assert [(r["seq_len"], r["method"]) for r in data["rows"]] == [(128, "in-place"), (128, "tiled"), (128, "sliding")]
     assert all(r["seconds"] > 0 and 0 < r["peak_gib"] < 4 for r in data["rows"])
+
+
+# ---- the third round of attacks: the attack generator's and the blind attacker's findings
+def test_the_online_softmax_start_and_result_refuse_what_is_not_theirs():
+    assert mc.online_softmax_start(2, 3, batch=(4, 5)).acc.shape == (4, 5, 2, 3)
+    for bad in (3, "spam", (2, 0), (2.5,), (True,)):
+        with pytest.raises(ValueError, match="batch="):
+            mc.online_softmax_start(2, 3, batch=bad)
+    for bad in (None, "spam", 3, (np.zeros((1, 1)),) * 3):
+        with pytest.raises(ValueError, match="state must be a SoftmaxState"):
+            mc.online_softmax_result(bad)
+
+
+@pytest.mark.parametrize("fn", [mc.naive_attention_bytes, lambda *a, **k: mc.tiled_attention_bytes(*a, 2, **k)])
+def test_byte_counts_refuse_an_itemsize_that_is_no_size(fn):
+    assert fn(4, 4, 4, 4, itemsize=2) * 2 == fn(4, 4, 4, 4, itemsize=4)
+    for bad in (0, -1, 4.5, True, "4"):
+        with pytest.raises(ValueError, match="itemsize="):
+            fn(4, 4, 4, 4, itemsize=bad)
+
+
+def test_masks_refuse_a_missing_window_and_a_missing_rng():
+    with pytest.raises(ValueError, match="window=None"):
+        mc.sliding_window_mask(4, None)
+    for bad in (None, 0, "spam"):
+        with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+            mc.bigbird_mask(8, 2, 1, 2, rng=bad)
+    with pytest.raises(ValueError, match="global_tokens must be whole-number"):
+        mc.longformer_mask(5, 1, None)
+
+
+def test_split_kv_attention_is_the_merge_of_its_partials():
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3))
+    outs, lses = efficient.split_kv_partials(Q, K, V, 3)
+    np.testing.assert_allclose(efficient.merge_attention_partials(outs, lses), mc.split_kv_attention(Q, K, V, 3))
+    np.testing.assert_allclose(mc.split_kv_attention(Q, K, V, 3), mc.scaled_dot_product_attention(Q, K, V)[0],
+                               atol=1e-12)
+
+
+def test_check_n_splits_names_a_bad_number_of_keys():
+    assert efficient.check_n_splits(3, np.int64(7)) == 3
+    for bad in (None, 7.5, "7", 0):
+        with pytest.raises(ValueError, match="S="):
+            efficient.check_n_splits(3, bad)
+
+
+def test_merge_refuses_boolean_partials():
+    with pytest.raises(ValueError, match=r"lses\[0\] is boolean"):
+        efficient.merge_attention_partials([np.array([[1.0]])], [np.array([[True]])])
+    with pytest.raises(ValueError, match=r"outs\[0\] is boolean"):
+        efficient.merge_attention_partials([np.array([[True]])], [np.array([[0.0]])])

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import mha_course as mc
 from _mha_checks import assert_close, assert_dtype, random_allowed, require_torch
-from mha_course import gqa
+from mha_course import gqa, kvcache
 
 PROFILE = settings(derandomize=True, database=None, deadline=None, max_examples=30,
                    suppress_health_check=[HealthCheck.too_slow])
@@ -254,7 +254,7 @@ def test_the_decode_check_catches_the_learner_bugs(monkeypatch, bug, target, wro
     rng = np.random.default_rng(KINDS[kind])
     x, p = _problem(rng, 2, 9, 32, 8, KINDS[kind])
     assert decode_error(gqa.grouped_query_attention, x, p, 8, KINDS[kind], rope, 4) <= 1e-10
-    monkeypatch.setattr(gqa, target, wrong)
+    monkeypatch.setattr(kvcache if target == "cached_causal_mask" else gqa, target, wrong)  # where it is called
     assert decode_error(gqa.grouped_query_attention, x, p, 8, KINDS[kind], rope, 4) > 1e-3, bug
 
 
@@ -501,3 +501,33 @@ def test_a_rolling_cache_keeps_its_position_mode_through_reset_and_matches_the_c
     assert cache.length == 0
     with pytest.raises(ValueError):
         mc.RollingKVCache(1, 1, 2, window=2, rope_base="abc")
+
+
+# ---- the third round of attacks: the attack generator's and the blind attacker's findings
+def test_conversions_refuse_what_is_not_their_parameters():
+    mha, mla = mc.init_params(8, rng=np.random.default_rng(0)), mc.init_mla_params(8, 2, 4, rng=np.random.default_rng(0))
+    for bad in (None, "spam", mla):
+        with pytest.raises(ValueError, match="params must be an MHAParams"):
+            mc.gqa_from_mha(bad, 2, 1)
+    for bad in (None, "spam", mha):
+        with pytest.raises(ValueError, match="params must be MLAParams"):
+            mc.mla_to_mha(bad)
+    assert mc.gqa_from_mha(mha, 4, 4).W_k.shape == (8, 8)  # h_kv = h changes nothing
+    np.testing.assert_array_equal(mc.gqa_from_mha(mha, 4, 4).W_k, mha.W_k)
+
+
+def test_kv_heads_and_gqa_name_a_missing_head_count():
+    for bad in (None, 2.0, "2", True):
+        with pytest.raises(ValueError, match="h="):
+            gqa.kv_heads(bad, 1)
+    p = mc.init_gqa_params(8, 2, 1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="h_kv=None"):  # not a multi-head call's "W_k has shape (8, 4)"
+        mc.grouped_query_attention(np.ones((1, 3, 8)), p, 2, None)
+
+
+def test_kv_cache_table_takes_a_length_or_lengths_and_refuses_none():
+    rows = mc.kv_cache_table(2, 8, 4, 2, [4, 8])
+    assert [r.total_bytes for r in mc.kv_cache_table(2, 8, 4, 2, 4)] == [r.total_bytes[:1] for r in rows]
+    for bad in ([], "s", [4, 0], [4.5], None):
+        with pytest.raises(ValueError, match="seq_lens="):
+            mc.kv_cache_table(2, 8, 4, 2, bad)

@@ -322,3 +322,26 @@ def test_causal_mask_with_offset_and_window_is_its_definition(T, offset, window)
 def test_causal_mask_refuses_bad_sizes(kwargs, message):
     with pytest.raises(ValueError, match=message):
         mc.masks.causal_mask(**kwargs)
+
+
+# ---- the third round of attacks: the attack generator's findings
+def test_document_mask_refuses_a_causal_that_is_no_flag_and_negative_ids():
+    for bad in (2, "yes", None):
+        with pytest.raises(ValueError, match="causal="):
+            document_mask([0, 0, 1], causal=bad)
+    with pytest.raises(ValueError, match="doc_ids holds -1"):
+        document_mask([0, -1, -1])
+    np.testing.assert_array_equal(document_mask([4, 4, 9]), document_mask([0, 0, 1]))  # labels, not positions
+
+
+def test_leak_probe_names_a_bad_rng_tol_and_mask():
+    fn = lambda x: x.cumsum(axis=-2)  # noqa: E731 - causal by construction
+    assert leak_probe(fn, 4, rng=np.random.default_rng(0)).ok
+    for bad in (None, 0, "spam"):
+        with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+            leak_probe(fn, 4, rng=bad)
+    for bad in (float("nan"), float("inf"), -1.0, "spam", True):
+        with pytest.raises(ValueError, match="tol="):
+            leak_probe(fn, 4, rng=np.random.default_rng(0), tol=bad)
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 3\) does not describe one"):
+        leak_probe(fn, 4, rng=np.random.default_rng(0), mask=np.ones((4, 3), bool))

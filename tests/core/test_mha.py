@@ -81,3 +81,22 @@ def test_the_parameters_do_not_depend_on_h():
         assert mc.multi_head_attention(np.ones((1, 2, 12)), p, h)[1].shape == (1, h, 2, 2)
     with pytest.raises(ValueError, match="valid h: 1, 2, 3, 4, 6, 12"):
         mc.multi_head_attention(np.ones((1, 2, 12)), p, 5)
+
+
+# ---- the third round of attacks: the attack generator's findings
+def test_a_trace_is_made_of_stages_and_a_head_count():
+    t = mc.trace(np.ones((1, 3, 8)), mc.init_params(8, rng=np.random.default_rng(0)), 2)
+    assert mc.Trace(t.stages, np.int64(2), None).h == 2
+    for bad in (True, 0, 2.5, "2", None):
+        with pytest.raises(ValueError, match="h="):
+            mc.Trace(t.stages, bad, None)
+    for bad in (None, 3, "spam", [1, 2]):
+        with pytest.raises(ValueError, match="stages must"):
+            mc.Trace(bad, 2, None)
+
+
+def test_count_params_counts_any_parameter_tuple_and_refuses_the_rest():
+    assert mc.count_params(mc.init_gqa_params(8, 2, 1, rng=np.random.default_rng(0))) == 2 * 64 + 2 * 32
+    for bad in (None, 3, "spam", (np.ones(3),)):
+        with pytest.raises(ValueError, match="params must be a parameter tuple"):
+            mc.count_params(bad)

@@ -367,3 +367,89 @@ def test_apply_rope_gives_float16_back_for_float16():
     out = apply_rope(x, np.arange(3))
     assert out.dtype == np.float16
     assert np.allclose(out, apply_rope(x.astype(np.float32), np.arange(3)), atol=2e-3)
+
+
+# ---- the third round of attacks: the attack generator's and the blind attacker's findings
+def test_check_rope_names_rope_base_and_rope_scaling_and_takes_no_rope():
+    assert mc.positions.check_rope(4) is None  # rope_base=None: no RoPE, nothing to check
+    for bad in (float("nan"), float("inf"), "spam", 1.0, True):
+        with pytest.raises(ValueError, match="rope_base="):
+            mc.positions.check_rope(4, bad)
+    with pytest.raises(ValueError, match="rope_scaling has unknown key"):
+        mc.positions.check_rope(4, 10000.0, {"type": "linear", "factor": 2.0, "beta_fst": 3.0})
+    with pytest.raises(ValueError, match="d_k="):
+        mc.positions.check_rope(-1)
+
+
+def test_a_bad_rope_base_of_a_backward_pass_is_named_as_rope_base():
+    p = mc.init_params(8, rng=np.random.default_rng(0))
+    x = np.ones((1, 3, 8))
+    with pytest.raises(ValueError, match="rope_base=nan"):
+        mc.mha_backward(x, p, 2, np.ones_like(x), rope_base=float("nan"))
+
+
+def test_a_subnormal_scaling_factor_is_refused_not_turned_into_inf():
+    with pytest.raises(ValueError, match="subnormal"):
+        mc.rope_inv_freq(8, scaling={"type": "linear", "factor": 1e-320})
+    assert np.isfinite(mc.rope_inv_freq(8, scaling={"type": "linear", "factor": 1e-300})).all()
+
+
+def test_dynamic_scaling_refuses_a_length_past_float64_positions():
+    ntk = {"type": "ntk", "original_max_position": 16}
+    for huge in (2 ** 53, 10 ** 400):
+        with pytest.raises(ValueError, match="seq_len="):
+            dynamic_rope_scaling(ntk, huge)
+    assert dynamic_rope_scaling(ntk, 2 ** 52)["factor"] == 2 ** 52 / 16
+
+
+@pytest.mark.parametrize("fast,slow", [(1e308, 1.0), (32.0, 1e-308), (1e308, 1e-308)])
+def test_yarn_betas_far_apart_give_finite_frequencies_in_either_ramp(fast, slow):
+    for ramp in ("reference", "paper"):
+        r = mc.rope_inv_freq(8, scaling={"type": "yarn", "factor": 4.0, "original_max_position": 16,
+                                         "beta_fast": fast, "beta_slow": slow, "ramp": ramp})
+        assert np.isfinite(r).all() and (r > 0).all()
+
+
+def test_yarn_ramps_at_the_extreme_lengths_differ_only_as_documented():
+    """L = 1: no pair turns once; the paper interpolates every pair, the reference code keeps pair 0 (its
+    clamp). L = 1e12: every pair turns more than beta_fast times; the paper keeps every pair, the code's
+    clamps interpolate them all (Hugging Face's _compute_yarn_parameters does the same)."""
+    plain = mc.rope_inv_freq(8)
+    ratio = {}
+    for L in (1, 1e12):
+        for ramp in ("reference", "paper"):
+            r = mc.rope_inv_freq(8, scaling={"type": "yarn", "factor": 4.0, "original_max_position": L, "ramp": ramp})
+            ratio[L, ramp] = r / plain
+    np.testing.assert_allclose(ratio[1, "paper"], 0.25)
+    np.testing.assert_allclose(ratio[1, "reference"], [1.0, 0.25, 0.25, 0.25])
+    np.testing.assert_allclose(ratio[1e12, "paper"], 1.0)
+    np.testing.assert_allclose(ratio[1e12, "reference"], 0.25)
+    assert np.allclose(ratio[1e12, "reference"], hf_compute_yarn_inv_freq(8, 10000.0, 4.0, 1e12) / plain)
+
+
+def test_apply_rope_refuses_nan_and_inf_features():
+    for bad in (np.nan, np.inf):
+        x = np.ones((2, 4))
+        x[1, 2] = bad
+        with pytest.raises(ValueError, match=r"x has 1 non-finite value \(the first: x\[1, 2\]"):
+            apply_rope(x, [0, 1])
+
+
+def test_rotate_is_apply_rope_with_the_angles_given_and_checks_their_shapes():
+    x = np.random.default_rng(0).normal(size=(2, 3, 4))
+    np.testing.assert_allclose(mc.positions.rotate(x, rope_angles(np.arange(3), 4)), apply_rope(x, np.arange(3)))
+    np.testing.assert_allclose(mc.positions.rotate(x.tolist(), rope_angles(np.arange(3), 4)), apply_rope(x, np.arange(3)))
+    with pytest.raises(ValueError, match=r"angles has shape \(3, 1\)"):
+        mc.positions.rotate(x, np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="x must be a numeric array"):
+        mc.positions.rotate("spam", np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="d_k even"):
+        mc.positions.rotate(np.ones((3, 5)), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="layout="):
+        mc.positions.rotate(x, rope_angles(np.arange(3), 4), "half")
+
+
+def test_rope_attention_factor_of_no_scaling_is_one_by_default():
+    assert mc.rope_attention_factor() == 1.0 == mc.rope_attention_factor(None)
+    with pytest.raises(ValueError, match="scaling="):
+        mc.rope_attention_factor("yarn")

@@ -216,3 +216,31 @@ def test_flag_instance_and_vector_refuse_what_would_be_misread():
     for bad in ([], [[1.0]], [1.0, 2.0, 3.0], "spam", None):
         with pytest.raises(ValueError, match="xs"):
             _validate.vector(bad, "xs", 2)
+
+
+# --- added by core
+def test_flag_generator_named_tuple_and_items_of_refuse_what_they_do_not_hold():
+    assert _validate.flag(np.True_, "causal") is True
+    for bad in (1, 2, "yes", None):
+        with pytest.raises(ValueError, match="causal="):
+            _validate.flag(bad, "causal")
+    rng = np.random.default_rng(0)
+    assert _validate.generator(rng) is rng
+    with pytest.raises(ValueError, match="rng must be a numpy Generator, got int"):
+        _validate.generator(0)
+    p = mc.init_params(4, rng=rng)
+    assert _validate.named_tuple(p, "params") is p
+    with pytest.raises(ValueError, match="params must be a parameter tuple"):
+        _validate.named_tuple((1, 2), "params")
+    assert _validate.items_of([1, 2], int, "n", "fix") == (1, 2)
+    for bad in ("ab", [1, "a"], 3):
+        with pytest.raises(ValueError, match="n must be a sequence of int"):
+            _validate.items_of(bad, int, "n", "fix")
+
+
+def test_fits_in_memory_refuses_more_than_the_machine_holds():
+    total = _validate.physical_memory()
+    assert total is None or total > 2 ** 20
+    assert _validate.fits_in_memory(1024, "a cache", "fix") == 1024
+    with pytest.raises(ValueError, match=r"a cache needs 1e\+18 bytes \(888 PiB\) but this machine has .*; fix"):
+        _validate.fits_in_memory(10 ** 18, "a cache", "fix")

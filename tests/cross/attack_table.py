@@ -25,7 +25,8 @@ import numpy as np
 import mha_course as mc
 
 # ----------------------------------------------------------------------------- the surface
-CORE_MODULES = ("mha_course", "mha_course.efficient", "mha_course.gqa", "mha_course.positions")
+CORE_MODULES = ("mha_course", "mha_course.efficient", "mha_course.gqa", "mha_course.positions", "mha_course.kvcache",
+                "mha_course.subquadratic")
 PACKAGES = ("mha_course.lessons", "mha_course.views", "mha_course.widgets")
 
 
@@ -435,7 +436,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.positions.rope_inv_freq": {"scaling": Spec(lambda w: {"type": "linear", "factor": 2.0}, "scaling")},
     "mha_course.positions.apply_rope": {"scaling": Spec(lambda w: {"type": "linear", "factor": 2.0}, "scaling")},
     "mha_course.positions.rope_angles": {"scaling": Spec(lambda w: {"type": "linear", "factor": 2.0}, "scaling")},
-    "mha_course.gqa.dequantize_kv": {"q": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[0]),
+    "mha_course.kvcache.dequantize_kv": {"q": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[0]),
                                      "scale": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[1])},
     CI + "duplicate_token_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
     CI + "prefix_matching_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
@@ -443,6 +444,28 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
         "outs": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[0])),
         "lses": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[1]))},
     "mha_course.positions.patchify": {"patch": size(2)},
+    "mha_course.positions.dynamic_rope_scaling": {"scaling": Spec(lambda w: {"type": "ntk", "factor": 2.0,
+                                                                            "original_max_position": 8}, "scaling"),
+                                                  "seq_len": size(16)},
+    "mha_course.positions.rotate": {"x": _arr(lambda w: w.qkv("Q")), "angles": _arr(
+        lambda w: mc.positions.rope_angles(np.arange(T), DK))},
+    # An optional mask or context is passed in the valid call, so that its "same numbers" attacks are
+    # compared with a call that has it (not with the call without it).
+    "mha_course.attention.scaled_dot_product_attention": {"mask": PARAMS["mask"]},
+    "mha_course.backward.mha_backward": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
+    "mha_course.efficient.tiled_attention": {"mask": PARAMS["mask"]},
+    "mha_course.efficient.split_kv_partials": {"mask": PARAMS["mask"]},
+    "mha_course.efficient.split_kv_attention": {"mask": PARAMS["mask"]},
+    "mha_course.gqa.grouped_query_attention": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
+    "mha_course.masks.causal_mask": {"window": size(2)},
+    "mha_course.masks.fully_masked_rows": {"mask": obj(lambda w: mc.causal_mask(T))},  # any (..., T, S) is valid
+    "mha_course.kvcache.RollingKVCache": {"positions": option("absolute", ("absolute", "cache"))},
+    "mha_course.mha.multi_head_attention": {"mask": PARAMS["mask"], "context": _arr(lambda w: w.x)},
+    "mha_course.gqa.mla_attention": {"mask": PARAMS["mask"]},
+    "mha_course.gqa.kv_cache_table": {"d_latent": size(4), "d_rope": count(2)},
+    "mha_course.kvcache.quantize_kv": {"bits": option(8, range(2, 17))},  # 2 to 16 bits, as documented
+    "mha_course.masks.mask_as": {"mask": obj(lambda w: mc.causal_mask(T))},  # any shape is valid
+    "mha_course.masks.document_mask": {"doc_ids": _arr(lambda w: np.array([0, 0, 1, 1]))},  # labels: no upper bound
     "mha_course.lessons.bridge.params_from_torch_state": {"state": obj(lambda w: __import__(
         "mha_course.lessons.bridge", fromlist=["x"]).torch_state_dict(w.mha_params))},
     CI + "positional_qk_circuit": {"config": obj(lambda w: w.learned[0]), "params": obj(lambda w: w.learned[1])},

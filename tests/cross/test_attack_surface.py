@@ -325,7 +325,7 @@ def test_the_surface_is_found_by_introspection():
     modules = {q.rsplit(".", 1)[0] for q in TARGETS}
     for pkg in ("mha_course.lessons.", "mha_course.views.", "mha_course.widgets."):
         assert any(m.startswith(pkg) for m in modules), pkg
-    assert {"mha_course.attention.scaled_dot_product_attention", "mha_course.gqa.KVCache"} <= set(TARGETS)
+    assert {"mha_course.attention.scaled_dot_product_attention", "mha_course.kvcache.KVCache"} <= set(TARGETS)
     assert len(TARGETS) > 250
     assert set(at.EXEMPT) <= set(at.FUNCS), set(at.EXEMPT) - set(at.FUNCS)
 
