@@ -6,6 +6,7 @@ nothing inside the computation re-checks.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -344,3 +345,97 @@ def score_bias(bias, target: tuple, dtype) -> np.ndarray:
         raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
                          "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
     return b.astype(dtype, copy=False)
+
+
+# --- added by lessons-a: the recurring scalar kinds of the lessons (a count, an index, a number, a flag,
+# a Generator, a path), each refused with a message that names the argument and the fix
+def count(value, name: str) -> int:
+    """``value`` as an int >= 0 (a seed, an offset, a number of cached tokens); bools and floats refused.
+
+    >>> count(0, "start")
+    0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number >= 0 (got {type(value).__name__}); "
+                         f"pass e.g. {name}=0")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be >= 0; pass a whole number such as {name}=0")
+    return int(value)
+
+
+def index(value, n: int, name: str, what: str = "") -> int:
+    """``value`` as an int in 0 .. n - 1; -1 is refused (numpy would read it as the last one), as are bools,
+    floats and anything past the end. ``what`` names the things counted ("layers", "heads").
+
+    >>> index(1, 2, "layer", "layers")
+    1
+    >>> index(-1, 2, "layer", "layers")
+    Traceback (most recent call last):
+    ...
+    ValueError: layer=-1 is out of range: there are 2 layers, so layer must be in 0..1 (-1 is not read as the last)
+    """
+    what = what or f"values of {name}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number in 0..{n - 1} (got {type(value).__name__}); "
+                         f"pass e.g. {name}=0")
+    if not 0 <= value < n:
+        raise ValueError(f"{name}={value} is out of range: there are {n} {what}, so {name} must be in 0..{n - 1}"
+                         + (" (-1 is not read as the last)" if value < 0 else ""))
+    return int(value)
+
+
+def number(value, name: str, low=None, high=None, *, low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` as a finite float within [low, high] (``low_open``/``high_open``: that end excluded);
+    NaN, inf, bools, strings and None refused.
+
+    >>> number(0.9, "b1", 0, 1, high_open=True)
+    0.9
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name}={value!r} must be a finite number (got {type(value).__name__}); "
+                         f"pass e.g. {name}={_example(low, high, low_open)}")
+    value = float(value)
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        left = "(" if low_open else "["
+        right = ")" if high_open else "]"
+        span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+        raise ValueError(f"{name}={value} is outside {span}; pass e.g. {name}={_example(low, high, low_open)}")
+    return value
+
+
+def _example(low, high, low_open: bool):
+    if low is not None and high is not None:
+        return (low + high) / 2
+    if low is not None:
+        return low + 1 if low_open else low
+    return 1.0 if high is None else high - 1
+
+
+def flag(value, name: str) -> bool:
+    """``value`` as a bool: True/False only (a string "no" or the number 2 is refused, not read as truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r} must be True or False (got {type(value).__name__})")
+    return bool(value)
+
+
+def generator(rng, name: str = "rng", optional: bool = False):
+    """``rng`` if it is a numpy Generator (or None when ``optional``), else a ValueError with the fix."""
+    if rng is None and optional:
+        return None
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{name} must be a numpy Generator, got {type(rng).__name__}; "
+                         f"pass {name}=np.random.default_rng(0)")
+    return rng
+
+
+def path(value, name: str = "path"):
+    """``value`` as a pathlib.Path: a str or os.PathLike, not empty; None, numbers and bytes refused."""
+    import os
+    from pathlib import Path
+
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value):
+        raise ValueError(f"{name}={value!r} must be a file path (a str or pathlib.Path, got {type(value).__name__}); "
+                         f"pass e.g. {name}='checkpoints/model.npz'")
+    return Path(value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _validate
 from ..mha import MHAParams
 
 __all__ = ["torch_state_dict", "params_from_torch_state", "mean_peak_weight", "STATE_KEYS",
@@ -183,7 +184,7 @@ def mean_peak_weight(weights) -> float:
     >>> mean_peak_weight(np.array([[1.0, 0.0], [0.5, 0.5]]))
     0.75
     """
-    w = np.asarray(weights, dtype=float)
+    w = _validate.float_array(weights, "weights")
     if w.ndim < 2 or w.shape[-1] == 0:
         raise ValueError(f"weights must have shape (..., T, S) with S >= 1, got {w.shape}")
     return float(w.max(axis=-1).mean())

@@ -178,25 +178,28 @@ def ledger(d_model: int, h: int, seq_len: int, batch: int = 1, dtype=np.float32)
                   score_memory_bytes(B, h, T, dtype=dtype), param_count(d_model))
 
 
-def _finite_number(n, name: str) -> float:
-    """A real, finite number (not a bool), else a ValueError naming it."""
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real) or not np.isfinite(n):
-        raise ValueError(f"{name}={n!r} must be a finite number, such as {name}=1024")
-    return n
+def _whole_number(n, name: str) -> int:
+    """A count of FLOPs or bytes: a whole number >= 0 (an int, or a float such as 2.0**30 that is one);
+    bools, NaN, inf, negative and fractional values refused (4.5 would print as "4", silently rounded)."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real) or not np.isfinite(n) \
+            or n < 0 or n != int(n):
+        raise ValueError(f"{name}={n!r} must be a whole number >= 0 (a count of FLOPs or bytes), such as "
+                         f"{name}=1024")
+    return int(n)
 
 
-def format_count(n: float) -> str:
+def format_count(n: int) -> str:
     """12_345_678 -> '12.35 M' (SI prefixes, two decimals, trailing space for the unit)."""
-    n = _finite_number(n, "n")
+    n = _whole_number(n, "n")
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {prefix}"
     return f"{n:.0f} "
 
 
-def format_bytes(n: float) -> str:
+def format_bytes(n: int) -> str:
     """1_048_576 -> '1.00 MiB' (binary prefixes)."""
-    n = _finite_number(n, "n")
+    n = _whole_number(n, "n")
     for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {unit}"

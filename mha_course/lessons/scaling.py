@@ -67,7 +67,9 @@ def softmax_jacobian(p) -> np.ndarray:
     array([[ 0.25, -0.25],
            [-0.25,  0.25]])
     """
-    p = np.asarray(p, dtype=float)
+    p = _validate.float_array(p, "p")
+    if p.ndim == 0:
+        raise ValueError(f"p has shape {p.shape}; give softmax weights (..., S), one row per query")
     outer = p[..., :, None] * p[..., None, :]  # (..., S, 1) * (..., 1, S) -> (..., S, S)
     return np.eye(p.shape[-1]) * p[..., None, :] - outer
 
@@ -152,6 +154,4 @@ def scaling_experiment(rng: np.random.Generator, d_k_values=POWERS_OF_TWO,
 
 
 def _check_rng(rng) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}; "
-                         "pass rng=np.random.default_rng(0)")
+    _validate.generator(rng)

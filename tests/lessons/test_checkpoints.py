@@ -40,12 +40,13 @@ def test_checkpoint_round_trip_and_atomic_write(tmp_path):
     path = checkpoints.save_checkpoint(tmp_path / "m.npz", params, TINY._replace(h_kv=1), history)
     config, loaded, hist = checkpoints.load_checkpoint(path)
     assert config == TINY._replace(h_kv=1) and hist.snapshot_weights.shape == (3, 2, 2, 6, 6)
-    for a, b in zip(checkpoints.checkpoint_arrays(params, TINY).values(), checkpoints.checkpoint_arrays(loaded, TINY).values()):
+    one_kv = TINY._replace(h_kv=1)
+    for a, b in zip(checkpoints.checkpoint_arrays(params, one_kv).values(), checkpoints.checkpoint_arrays(loaded, one_kv).values()):
         assert np.array_equal(a, b)
     assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temp file left behind
     with mock.patch.object(tr.np, "savez_compressed", side_effect=OSError("disk full")):
         with pytest.raises(OSError):
-            checkpoints.save_checkpoint(path, params, TINY, history)
+            checkpoints.save_checkpoint(path, params, one_kv, history)
     assert checkpoints.load_checkpoint(path)[0] == TINY._replace(h_kv=1)  # the old file is whole
     assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]
 

@@ -91,8 +91,11 @@ def _functions_calling(attr: str, method_on_last_axis: bool = False) -> set:
         on_np = isinstance(c.func.value, ast.Name) and c.func.value.id == "np"
         return not on_np and len(c.args) == 1 and ast.unparse(c.args[0]) == "-1"
     found = set()
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
     for name, tree in _lesson_sources().items():
-        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        functions = [n for n in ast.walk(tree) if isinstance(n, defs)]
+        nested = {id(inner) for fn in functions for inner in ast.walk(fn) if inner is not fn and isinstance(inner, defs)}
+        for fn in (f for f in functions if id(f) not in nested):  # a nested loop counts as its outer function's
             if any(hit(c) for c in ast.walk(fn)):
                 found.add(f"{name}:{fn.name}")
     return found
