@@ -158,3 +158,55 @@ def test_positive_ints_takes_a_size_or_an_array_of_sizes_and_refuses_the_rest():
     for bad in (None, 0, 2.0, True, [], [1, 0], [1.0, 2.0], [True, True], "8", np.array(3.5)):
         with pytest.raises(ValueError, match="T="):
             _validate.positive_ints(bad, "T")
+
+
+# --- added by lessons-a: count, index, number, flag, generator, path
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.integers(-10**6, 10**6), st.integers(1, 50))
+def test_index_accepts_exactly_0_to_n_minus_1(value, n):
+    if 0 <= value < n:
+        assert _validate.index(value, n, "layer") == value
+    else:
+        with pytest.raises(ValueError, match=rf"layer={value} is out of range: there are {n}"):
+            _validate.index(value, n, "layer")
+
+
+@pytest.mark.parametrize("bad", [True, np.bool_(False), 0.0, None, "0"])
+def test_index_and_count_refuse_what_is_no_whole_number(bad):
+    with pytest.raises(ValueError, match="head=.* must be a whole number"):
+        _validate.index(bad, 4, "head", "heads")
+    with pytest.raises(ValueError, match="start=.* must be a whole number >= 0"):
+        _validate.count(bad, "start")
+    assert _validate.count(np.int64(3), "start") == 3 and type(_validate.count(np.int64(3), "start")) is int
+
+
+@pytest.mark.parametrize("value, kwargs, ok", [
+    (0.5, dict(low=0, high=1), True), (0.0, dict(low=0, low_open=True), False), (1.0, dict(high=1, high_open=True), False),
+    (1.0, dict(high=1), True), (np.float32(2.0), {}, True), (float("nan"), {}, False), (float("-inf"), {}, False),
+    (True, {}, False), ("1", {}, False), (None, {}, False),
+])
+def test_number_is_a_finite_real_within_its_bounds(value, kwargs, ok):
+    if ok:
+        assert _validate.number(value, "lr", **kwargs) == float(value)
+    else:
+        with pytest.raises(ValueError, match="lr="):
+            _validate.number(value, "lr", **kwargs)
+
+
+def test_flag_generator_and_path_refuse_by_name_with_the_fix():
+    assert _validate.flag(np.bool_(True), "causal") is True
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="causal=.* must be True or False"):
+            _validate.flag(bad, "causal")
+    rng = np.random.default_rng(0)
+    assert _validate.generator(rng) is rng and _validate.generator(None, optional=True) is None
+    for bad in (None, 0, np.random.RandomState(0)):
+        with pytest.raises(ValueError, match=re.escape("pass rng=np.random.default_rng(0)")):
+            _validate.generator(bad)
+    assert str(_validate.path("a/b.npz")) == "a/b.npz"
+    for bad in (None, 3, b"a.npz", ""):
+        with pytest.raises(ValueError, match="path=.* must be a file path"):
+            _validate.path(bad)

@@ -202,3 +202,11 @@ def test_the_even_heads_condition_decides_the_fast_path(heads, expect_fast):
     finally:
         torch._native_multi_head_attention = original
     assert bool(calls) is expect_fast
+
+
+@pytest.mark.parametrize("bad", ["spam", None, [[1.0, "a"]]])
+def test_mean_peak_weight_refuses_what_is_no_array_of_weights_by_name(bad):
+    """A string was numpy's 'could not convert string to float'."""
+    from mha_course.lessons.bridge import mean_peak_weight
+    with pytest.raises(ValueError, match="weights"):
+        mean_peak_weight(bad)

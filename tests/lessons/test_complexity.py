@@ -227,3 +227,16 @@ def test_notebook_05s_timing_claims_hold_in_the_shipped_results():
     assert 1.7 <= cx.loglog_slope(T[fit], floor[fit]) <= 2.5
     assert np.all(np.diff(floor[fit]) > 0)                      # doubling T never made it faster
     assert set(bench["settings"]) == {"blas1", "default"} and bench["command"].startswith("python benchmarks/")
+
+
+@pytest.mark.parametrize("fn", [cx.format_count, cx.format_bytes])
+@pytest.mark.parametrize("bad", [-1, 4.5, True, float("nan"), "1024", None])
+def test_formatting_a_count_refuses_what_is_no_count(fn, bad):
+    """A negative count printed as '-1 ', and 4.5 bytes as '4 B' (silently rounded)."""
+    with pytest.raises(ValueError, match=r"\bn="):
+        fn(bad)
+
+
+@pytest.mark.parametrize("n", [0, 1023, 2**30, float(2**40), np.int64(5)])
+def test_formatting_takes_whole_counts_in_any_number_type(n):
+    assert cx.format_bytes(n) == cx.format_bytes(int(n)) and cx.format_count(n) == cx.format_count(int(n))

@@ -209,3 +209,11 @@ def test_option_live_view_redraws_with_the_slider_value():
     view.controls.set(d_k=4)
     assert drawn == [4]
     assert view.redraw() is not None and drawn == [4, 4]
+
+
+@pytest.mark.parametrize("bad", [None, "spam", 0.5])
+def test_softmax_jacobian_refuses_what_is_no_row_of_weights(bad):
+    """None was an IndexError (a 0-d array indexed), a string numpy's 'could not convert'."""
+    for fn in (scaling.softmax_jacobian, scaling.jacobian_norm):
+        with pytest.raises(ValueError, match=r"\bp\b"):
+            fn(bad)
