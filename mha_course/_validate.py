@@ -430,12 +430,44 @@ def generator(rng, name: str = "rng", optional: bool = False):
     return rng
 
 
-def path(value, name: str = "path"):
-    """``value`` as a pathlib.Path: a str or os.PathLike, not empty; None, numbers and bytes refused."""
+def path(value, name: str = "path", for_writing: bool = False):
+    """``value`` as a pathlib.Path: a str or os.PathLike, not empty; None, numbers and bytes refused.
+    ``for_writing``: also refused when it is a folder or its folder does not exist (before anything is written)."""
     import os
     from pathlib import Path
 
-    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value):
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value) \
+            or not isinstance(os.fspath(value), str):
         raise ValueError(f"{name}={value!r} must be a file path (a str or pathlib.Path, got {type(value).__name__}); "
                          f"pass e.g. {name}='checkpoints/model.npz'")
-    return Path(value)
+    value = Path(value)
+    if for_writing and value.is_dir():
+        raise ValueError(f"{name}={str(value)!r} is a folder; give the path of a file in it, e.g. "
+                         f"{name}={str(value / 'model.npz')!r}")
+    if for_writing and not value.absolute().parent.is_dir():
+        raise ValueError(f"{name}={str(value)!r}: its folder {str(value.absolute().parent)!r} does not exist; "
+                         "create it first (mkdir -p) or choose another path")
+    return value
+
+
+MAX_BYTES = 1 << 32  # 4 GiB: more than any array of the course needs (its largest are a few hundred MB)
+
+
+def allocation(n_bytes: int, what: str, fix: str) -> int:
+    """``n_bytes`` if an array that size may be allocated (at most MAX_BYTES), else a ValueError naming
+    ``what`` holds it and ``fix``: a clear refusal instead of a MemoryError (or minutes of swapping).
+
+    >>> allocation(8 * 10**12, "tokens (10**12, 1)", "ask for fewer sequences")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens (10**12, 1) would take 7.28 TiB, more than the 4 GiB this course allows one array; ...
+    """
+    if n_bytes > MAX_BYTES:
+        size, unit = float(n_bytes), "B"
+        for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+            size /= 1024
+            if size < 1024:
+                break
+        raise ValueError(f"{what} would take {size:.2f} {unit}, more than the {MAX_BYTES >> 30} GiB this course "
+                         f"allows one array; {fix}")
+    return int(n_bytes)

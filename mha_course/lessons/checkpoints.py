@@ -82,7 +82,7 @@ def train_checkpoint(task: str, progress: bool = False, parent: Optional[Model] 
 
 def make_checkpoint(task: str, path, progress: bool = False) -> tuple[Path, Metrics]:
     """task, path -> (path written, Metrics on fresh data): trains CHECKPOINT_CONFIGS[task] and saves it."""
-    _task(task), _validate.path(path)  # refused before minutes of training, not after
+    _task(task), _validate.path(path, for_writing=True)  # refused before minutes of training, not after
     config, params, history, metrics = train_checkpoint(task, progress)
     return save_checkpoint(path, params, config, history), metrics
 
@@ -167,7 +167,7 @@ def npz_bytes(arrays: dict) -> bytes:
 def write_npz(path, arrays: dict) -> Path:
     """Write {name: array} to ``path`` as one compressed .npz, atomically (``mha_course._files.atomic_write``):
     the arrays are checked and packed before anything is written, so a refused call leaves the file as it was."""
-    path = _validate.path(path)
+    path = _validate.path(path, for_writing=True)
     return atomic_write(path, npz_bytes(arrays))
 
 
@@ -182,7 +182,11 @@ def check_arrays(arrays, name: str = "arrays") -> dict:
         if not isinstance(key, str) or not key or "/" in key:
             raise ValueError(f"{name} has the key {key!r}; each name must be a non-empty str without '/' "
                              "(it becomes a file name inside the .npz)")
-        a = np.asarray(value)
+        try:
+            a = np.asarray(value)
+        except ValueError:
+            raise ValueError(f"{name}[{key!r}] is not a rectangular array (ragged nested lists?); give every row "
+                             "the same length") from None
         if a.dtype.kind not in "biufU":
             raise ValueError(f"{name}[{key!r}] holds {a.dtype} values; an .npz here holds numbers, bools or text "
                              "only (an object array would be pickled)")
@@ -232,7 +236,7 @@ def save_checkpoint(path, params: Model, config: Config, history: Optional[Histo
     """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
     a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode). Everything
     is checked and packed before the file is touched: a refused call leaves it as it was."""
-    path = _validate.path(path)
+    path = _validate.path(path, for_writing=True)
     return atomic_write(path, checkpoint_bytes(params, config, history))
 
 

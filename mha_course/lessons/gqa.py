@@ -42,7 +42,10 @@ def new_caches(params: Model, config: Config, batch: int, max_len: int) -> list[
     """One empty KVCache (batch, h_kv, d_k, max_len) per layer, float64 like the model."""
     config = check_config(config)
     params = check_model(params, config)
-    h_kv = config.h_kv
+    h_kv, d_k = config.h_kv, config.d_model // config.h
+    batch, max_len = _validate.positive_int(batch, "batch"), _validate.positive_int(max_len, "max_len")
+    _validate.allocation(2 * 8 * batch * h_kv * d_k * max_len, f"a KV cache of max_len={max_len} tokens per layer",
+                         "make the caches for the tokens you will decode (max_len = prompt + new tokens)")
     return [KVCache(batch, h_kv, config.d_model // config.h, max_len) for _ in params.layers]
 
 

@@ -172,11 +172,14 @@ def check_model(params, config: Optional[Config] = None, name: str = "params") -
         if np.shape(getattr(params, field)) != want:
             raise ValueError(f"{name}.{field} has shape {np.shape(getattr(params, field))}, but config (vocab={V}, "
                              f"d_model={D}) needs {want}; {fix}")
+        _float_weights(getattr(params, field), f"{name}.{field}")
     learned = config.positions == "learned"
     if learned != (params.pos is not None) or (learned and (np.ndim(params.pos) != 2 or np.shape(params.pos)[1] != D)):
         raise ValueError(f"{name}.pos has shape {np.shape(params.pos) if params.pos is not None else None}, but "
                          f"config.positions={config.positions!r} needs "
                          + (f"a (positions, {D}) table" if learned else "None (no learned table)") + f"; {fix}")
+    if learned:
+        _float_weights(params.pos, f"{name}.pos")
     if not isinstance(params.layers, (tuple, list)) or len(params.layers) != L:
         got = len(params.layers) if isinstance(params.layers, (tuple, list)) else type(params.layers).__name__
         raise ValueError(f"{name}.layers holds {got} layers, but config.n_layers={L}; {fix}")
@@ -189,7 +192,17 @@ def check_model(params, config: Optional[Config] = None, name: str = "params") -
             if (a is not None or field.startswith("W")) and np.shape(a) != want:
                 raise ValueError(f"{name}.layers[{i}].{field} has shape {np.shape(a)}, but config (d_model={D}, "
                                  f"h={config.h}, h_kv={config.h_kv}) needs {want}; {fix}")
+            if a is not None:
+                _float_weights(a, f"{name}.layers[{i}].{field}")
     return params
+
+
+def _float_weights(a, name: str) -> None:
+    """One weight array of a Model: a numpy array of finite floats (a NaN would spread to every logit)."""
+    if not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+        raise ValueError(f"{name} is {type(a).__name__} {getattr(a, 'dtype', '')}, expected a numpy array of floats; "
+                         "make params with train.init_model(config)")
+    _validate.finite(a, name)
 
 
 def check_tokens(tokens, config: Config, name: str = "tokens") -> np.ndarray:
@@ -235,6 +248,8 @@ def make_batch(config: Config, rng: np.random.Generator, batch: Optional[int] = 
     rng = _validate.generator(rng)
     B = config.batch if batch is None else _validate.positive_int(batch, "batch")  # 0 is no default
     T, V = config.seq_len, config.vocab
+    _validate.allocation(8 * B * max(T, V), f"a batch of {B} sequences of {T} tokens (vocab {V})",
+                         "ask for fewer sequences (batch=...)")
     tokens = rng.integers(0, V, size=(B, T))
     if config.task == "previous_token":
         targets = np.roll(tokens, 1, axis=1)
@@ -263,6 +278,10 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
     rng = np.random.default_rng(config.seed) if _validate.generator(rng, optional=True) is None else rng
     V, D, T = config.vocab, config.d_model, config.seq_len
     kv = D // config.h * config.h_kv
+    table = V * D + (T * D if config.positions == "learned" else 0)
+    _validate.allocation(8 * max(table, config.n_layers * 2 * D * (D + kv)),
+                         f"a model of vocab={V}, seq_len={T}, d_model={D}, n_layers={config.n_layers}",
+                         "choose smaller sizes in the config")
     embedding = rng.normal(size=(V, D))
     pos = rng.normal(size=(T, D)) if config.positions == "learned" else None
     sizes = ((D, D), (D, kv), (D, kv), (D, D))
@@ -282,6 +301,8 @@ def embed(params: Model, tokens, config: Config, start: int = 0) -> np.ndarray:
 def _embed(params: Model, tokens: np.ndarray, config: Config, start: int) -> np.ndarray:
     x = params.embed[tokens]  # (B, T) -> (B, T, D)
     if config.positions == "sinusoidal":
+        _validate.allocation(8 * (start + tokens.shape[1]) * config.d_model, f"the sinusoidal table of start={start} + "
+                             f"{tokens.shape[1]} positions", "start closer to 0")
         return x + sinusoidal_positions(start + tokens.shape[1], config.d_model)[start:]  # (B, T, D) + (T, D)
     if params.pos is None:
         return x
@@ -422,6 +443,7 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     tokens = check_tokens(tokens, config)
     _one_mode(caches=caches, core=core, tape=tape, traces=traces, patch=patch)
     rng = _check_dropout_rng(rng, tape, config)
+    _check_modes(core, traces, tape, patch)
     for layer, head in _ablate_pairs(ablate):
         params = ablate_head(params, config, layer, head)
     start = 0 if caches is None else _check_caches(caches, config)
@@ -444,7 +466,7 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
             t = trace(a, p, h, mask, **pos)
             if traces is not None:
                 traces.append(t)
-            out, w = (t.output if patch is None else patch(layer, t)), t.weights
+            out, w = (t.output if patch is None else _patched(patch(layer, t), x.shape, layer)), t.weights
         else:
             out, w = multi_head_attention(a, p, h, mask, **pos)  # (B, T, D), (B, h, T, S)
         x = x + out                               # the residual stream
@@ -464,6 +486,27 @@ def _check_dropout_rng(rng, tape, config: Config):
         raise ValueError(f"config.dropout={config.dropout} draws dropout masks: pass rng=np.random.default_rng(0) "
                          "with tape")
     return rng
+
+
+def _check_modes(core, traces, tape, patch) -> None:
+    """forward's mode arguments: core and patch functions, traces a list, tape an empty list."""
+    for name, fn in (("core", core), ("patch", patch)):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name}={fn!r} must be a function (see forward's docstring), or None")
+    if traces is not None and not isinstance(traces, list):
+        raise ValueError(f"traces={traces!r} must be a list that receives each layer's Trace: pass traces=[]")
+    if tape is not None and (not isinstance(tape, list) or tape):
+        raise ValueError(f"tape must be an empty list that receives each layer's pullback, got {type(tape).__name__} "
+                         f"of {len(tape) if isinstance(tape, list) else 'no'} items: pass tape=[]")
+
+
+def _patched(out, shape: tuple, layer: int) -> np.ndarray:
+    """What forward's ``patch`` returned for one layer: a finite (B, T, D) array, never broadcast."""
+    out = _validate.finite_array(out, f"patch's output at layer {layer}")
+    if out.shape != shape:
+        raise ValueError(f"patch returned shape {out.shape} at layer {layer}; it must return what the layer adds to "
+                         f"the residual stream, {shape} (B, T, D), e.g. trace.output")
+    return out
 
 
 def _ablate_pairs(ablate) -> list:
@@ -517,7 +560,11 @@ def _core_layer(a, p: MHAParams, h: int, core, mask, pos: dict) -> np.ndarray:
                          "use a model with positions other than 'alibi'")
 
     def swapped(Q, K, V, mask, bias=None, scores=None):  # the kernel interface: (heads out, weights)
-        return core(Q, K, V, mask), None
+        out = _validate.finite_array(core(Q, K, V, mask), "core's output")
+        if out.shape != V.shape:
+            raise ValueError(f"core returned shape {out.shape}; it must return one output per query and head, "
+                             f"{V.shape} (B, h, T, d_k), as softmax attention does")
+        return out, None
     return multi_head_attention(a, p, h, mask, attend=swapped, **pos)[0]  # (B, T, D)
 
 
@@ -547,7 +594,7 @@ def _dropout_keep(rng, shape, p: float):
 def induction_score(weights, batch: Batch) -> np.ndarray:
     """weights (B, h, T, T), induction Batch -> (h,): mean weight, over the scored queries, on the key
     that FOLLOWED the query's token in the first copy (position t - n + 1: what comes next)."""
-    w = _validate.float_array(weights, "weights")
+    w = _validate.finite_array(weights, "weights")
     batch = check_batch(batch)
     B, T = batch.tokens.shape
     if w.ndim != 4 or w.shape[0] != B or w.shape[2:] != (T, T) or w.shape[1] == 0:

@@ -196,6 +196,16 @@ def _check_tree(tree, name: str, like=None, like_name: str = "params"):
     return walk(tree, like, name)
 
 
+def _squares_fit(grads) -> None:
+    """Adam squares every gradient: refuse one whose square would be inf (v = inf, silently frozen steps)."""
+    leaves = []
+    _tree_map(lambda g: leaves.append((float(np.abs(g).max(initial=0.0)), g.dtype)), grads)
+    for big, dtype in leaves:
+        if big > np.sqrt(np.finfo(dtype).max):
+            raise ValueError(f"grads hold {big:.3g}, whose square overflows {dtype} (Adam keeps g**2): the training "
+                             "has diverged; lower lr, or clip the gradients first")
+
+
 def adam_init(params) -> AdamState:
     """params (any tree of float arrays: a Model, a tuple, an array) -> AdamState with zero moments, step 0."""
     params = _check_tree(params, "params")
@@ -216,6 +226,7 @@ def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: f
     """
     params = _check_tree(params, "params")
     grads = _check_tree(grads, "grads", params)
+    _squares_fit(grads)
     if not isinstance(state, AdamState):
         raise ValueError(f"state must be an AdamState, got {type(state).__name__}; start with "
                          "state = training.adam_init(params), then pass the state each step returns")
