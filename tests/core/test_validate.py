@@ -210,3 +210,15 @@ def test_flag_generator_and_path_refuse_by_name_with_the_fix():
     for bad in (None, 3, b"a.npz", ""):
         with pytest.raises(ValueError, match="path=.* must be a file path"):
             _validate.path(bad)
+
+
+def test_allocation_and_a_path_for_writing_refuse_before_anything_happens(tmp_path):
+    assert _validate.allocation(_validate.MAX_BYTES, "x", "fix") == _validate.MAX_BYTES
+    with pytest.raises(ValueError, match=r"x would take 4\.00 GiB, more than the 4 GiB .*; fix"):
+        _validate.allocation(_validate.MAX_BYTES + 1, "x", "fix")
+    assert _validate.path(tmp_path / "a.npz", for_writing=True) == tmp_path / "a.npz"
+    with pytest.raises(ValueError, match="is a folder"):
+        _validate.path(tmp_path, for_writing=True)
+    with pytest.raises(ValueError, match="does not exist; create it first"):
+        _validate.path(tmp_path / "no" / "a.npz", for_writing=True)
+    assert _validate.path(tmp_path, for_writing=False) == tmp_path  # reading a folder is the reader's to refuse

@@ -133,3 +133,15 @@ def test_a_task_that_is_no_name_is_refused_before_training():
             checkpoints.checkpoint_path(bad)
         with pytest.raises(ValueError, match="no shipped checkpoint for task="):
             checkpoints.make_checkpoint(bad, "unused.npz")
+
+
+def test_writing_to_a_folder_or_into_a_missing_folder_is_refused_in_one_line(tmp_path):
+    """They were an IsADirectoryError about a temporary file and a FileNotFoundError."""
+    for bad, named in ((tmp_path, "is a folder"), (tmp_path / "no" / "m.npz", "does not exist")):
+        with pytest.raises(ValueError, match=named):
+            checkpoints.write_npz(bad, {"a": np.zeros(2)})
+        with pytest.raises(ValueError, match=named):
+            checkpoints.save_checkpoint(bad, tr.init_model(TINY), TINY)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="not a rectangular array"):
+        checkpoints.npz_bytes({"a": [[1], [1, 2]]})

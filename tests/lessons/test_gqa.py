@@ -217,3 +217,11 @@ def test_timing_model_checks_its_seed(seed):
     """A negative seed was numpy's 'expected non-negative integer'; True was read as 1."""
     with pytest.raises(ValueError, match="seed="):
         decode.timing_model(CONFIGS["mha"], 10, seed)
+
+
+def test_caches_too_big_to_allocate_are_refused_with_the_fix():
+    config = CONFIGS["mha"]
+    with pytest.raises(ValueError, match="max_len = prompt"):
+        decode.new_caches(train.init_model(config), config, 1, 10**15)
+    with pytest.raises(ValueError, match="max_len=0 must be >= 1"):
+        decode.new_caches(train.init_model(config), config, 1, 0)

@@ -306,3 +306,41 @@ def test_compact_grads_refuses_what_is_no_gradient_of_layer_params():
     assert tr.compact_grads(g, TINY).W_k.shape == (4, 4)
     with pytest.raises(ValueError, match=re.escape("g.W_k has shape (4, 2)")):
         tr.compact_grads(g._replace(W_k=g.W_k[:, :2]), TINY)
+
+
+def test_what_patch_and_core_return_is_checked_never_broadcast():
+    """A patch returning (D,) was broadcast over every position without a word; a core of the wrong shape
+    was a matmul error from numpy's insides."""
+    params, batch = _tiny()
+    with pytest.raises(ValueError, match=re.escape("patch returned shape (4,) at layer 0")):
+        tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: np.zeros(4))
+    with pytest.raises(ValueError, match="patch's output at layer 0 has"):
+        tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: t.output * np.nan)
+    with pytest.raises(ValueError, match=re.escape("core returned shape (3, 2, 6, 1)")):
+        tr.forward(params, batch.tokens, TINY, core=lambda Q, K, V, mask: Q[..., :1])
+    for kwargs, named in (({"patch": 3}, "patch=3 must be a function"), ({"core": 3}, "core=3 must be a function"),
+                          ({"traces": 3}, "traces=3 must be a list"), ({"tape": [1]}, "tape must be an empty list")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            tr.forward(params, batch.tokens, TINY, **kwargs)
+    same = tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: t.output)[0]
+    assert np.allclose(same, tr.forward(params, batch.tokens, TINY)[0], rtol=0, atol=1e-12)
+
+
+def test_a_model_holds_finite_float_arrays():
+    params, batch = _tiny()
+    for bad, named in ((params._replace(unembed=np.full((4, 6), np.nan)), "params.unembed has 24 non-finite"),
+                       (params._replace(embed=np.zeros((6, 4), int)), "params.embed is ndarray int64"),
+                       (params._replace(embed=np.full((6, 4), "a")), "params.embed is ndarray <U1")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            tr.forward(bad, batch.tokens, TINY)
+
+
+def test_sizes_that_would_not_fit_in_memory_are_refused_before_allocating():
+    """A MemoryError (or minutes of swapping) became one line naming the sizes."""
+    with pytest.raises(ValueError, match="more than the 4 GiB this course allows one array"):
+        tr.init_model(TINY._replace(vocab=10**12, task="previous_token"))
+    with pytest.raises(ValueError, match="ask for fewer sequences"):
+        tr.make_batch(TINY, np.random.default_rng(0), 10**12)
+    sinus = TINY._replace(positions="sinusoidal")
+    with pytest.raises(ValueError, match="start closer to 0"):
+        tr.embed(tr.init_model(sinus), np.zeros((1, 2), int), sinus, 10**12)

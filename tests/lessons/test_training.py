@@ -184,3 +184,13 @@ def test_check_history_refuses_a_history_of_another_config():
         training.check_history(history, TINY._replace(n_layers=1))
     with pytest.raises(ValueError, match="history.losses has 1 non-finite value"):
         training.check_history(history._replace(losses=np.array([1.0, np.nan])), TINY)
+
+
+def test_adam_refuses_gradients_whose_square_overflows():
+    """v = g**2 became inf and the step silently 0 (m / sqrt(inf))."""
+    p = np.zeros(2)
+    with pytest.raises(ValueError, match="whose square overflows float64"):
+        training.adam_step(p, np.array([1e200, 0.0]), training.adam_init(p), lr=0.1)
+    p32 = np.zeros(2, np.float32)
+    with pytest.raises(ValueError, match="whose square overflows float32"):
+        training.adam_step(p32, np.array([1e20, 0.0], np.float32), training.adam_init(p32), lr=0.1)
