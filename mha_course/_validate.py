@@ -6,6 +6,7 @@ nothing inside the computation re-checks.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import os
 
@@ -344,9 +345,16 @@ def score_bias(bias, target: tuple, dtype) -> np.ndarray:
     return b.astype(dtype, copy=False)
 
 
-# --- added by views-a: the arguments of views and widgets (an index, a count, a name, a pair of sizes, a type)
+# The recurring scalar and container kinds of the lessons, views and widgets: a count, an index, a choice,
+# a number, a flag, a Generator, a path, an allocation, a type, a sequence. Each refuses with a message
+# that names the argument and the fix.
+def is_whole(value) -> bool:
+    """True for a whole number (an int or a numpy integer; a bool is no number here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def count(value, name: str) -> int:
-    """``value`` as an int >= 0 (a seed, a number of items), or raise naming it.
+    """``value`` as an int >= 0 (a seed, an offset, a number of cached tokens), or raise naming it.
 
     >>> count(0, "seed")
     0
@@ -355,7 +363,7 @@ def count(value, name: str) -> int:
     ...
     ValueError: seed=-1 must be >= 0; pass a whole number such as seed=0
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    if not is_whole(value):
         raise ValueError(f"{name}={value!r} must be a whole number >= 0 (got {type(value).__name__}); "
                          f"pass e.g. {name}=0")
     if value < 0:
@@ -363,10 +371,11 @@ def count(value, name: str) -> int:
     return int(value)
 
 
-def index(value, n: int, name: str, what: str) -> int:
+def index(value, n: int, name: str, what: str = "") -> int:
     """``value`` as an int in 0 .. n - 1 indexing one of the ``n`` ``what`` (heads, tokens, layers ...).
 
-    -1 is refused, not read as the last one (numpy would): an index from the end hides an off-by-one.
+    -1 is refused, not read as the last one (numpy would): an index from the end hides an off-by-one;
+    so are bools (True is not 1) and floats.
 
     >>> index(1, 2, "head", "heads")
     1
@@ -375,48 +384,57 @@ def index(value, n: int, name: str, what: str) -> int:
     ...
     ValueError: head=-1 is out of range: there are 2 heads; pass head in 0..1 (-1 is not read as the last)
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    there = f"there are {n} {what}; " if what else ""
+    if not is_whole(value):
         raise ValueError(f"{name}={value!r} must be a whole number in 0..{n - 1} (got {type(value).__name__}); "
-                         f"pass e.g. {name}=0")
+                         f"{there}pass e.g. {name}=0")
     if not 0 <= value < n:
-        raise ValueError(f"{name}={value} is out of range: there are {n} {what}; pass {name} in 0..{n - 1}"
+        raise ValueError(f"{name}={value} is out of range: {there}pass {name} in 0..{n - 1}"
                          + (" (-1 is not read as the last)" if value < 0 else ""))
     return int(value)
 
 
+def _same_kind(option, value) -> bool:
+    """``value`` can name ``option``: both strings, both bools, or both numbers (True is not 1), and a whole
+    number for a whole-number option (16.0 is no length; 4 names the factor 4.0)."""
+    kinds = [(isinstance(v, str), isinstance(v, (bool, np.bool_)), isinstance(v, numbers.Number)) for v in (option, value)]
+    return kinds[0] == kinds[1] and (is_whole(value) or not is_whole(option))
+
+
 def choice(value, valid, name: str):
-    """``value`` if it is one of ``valid`` (names or numbers), else raise listing them; True is not 1.
+    """The member of ``valid`` that ``value`` names, or raise listing them (exact: 'RoPE' is not 'rope',
+    True is not 1; 4 names 4.0, 16.0 names no whole-number option).
 
     >>> choice("scores", ("scores", "weights"), "stage")
     'scores'
     >>> choice("score", ("scores", "weights"), "stage")
     Traceback (most recent call last):
     ...
-    ValueError: stage='score' is not one of the valid choices: 'scores', 'weights'
+    ValueError: stage='score' is not one of the valid choices: 'scores', 'weights'; pass one of them
     """
-    valid = list(valid)
-    same_kind = [v for v in valid if type(v) is type(value) or (
-        isinstance(v, numbers.Number) and isinstance(value, numbers.Number)
-        and not isinstance(v, (bool, np.bool_)) and not isinstance(value, (bool, np.bool_)))]
-    try:
-        found = value in same_kind
-    except (TypeError, ValueError):  # an array compared element-wise
-        found = False
-    if not found:
-        raise ValueError(f"{name}={value!r} is not one of the valid choices: " + ", ".join(repr(v) for v in valid))
-    return value
+    valid = tuple(valid)
+    if not isinstance(value, np.ndarray):
+        for o in valid:
+            try:
+                if _same_kind(o, value) and bool(o == value):
+                    return o
+            except (TypeError, ValueError):  # values that cannot be compared name no choice
+                pass
+    shown = ", ".join(repr(o) for o in valid[:12]) + (f", ... ({len(valid)} in all)" if len(valid) > 12 else "")
+    raise ValueError(f"{name}={value!r:.60} is not one of the valid choices: {shown}; pass one of them")
 
 
-def names(value, valid, name: str) -> tuple:
+def names(value, valid, name: str = "show") -> tuple:
     """A list or tuple of names, each one of ``valid`` -> a tuple; a bare string is refused
     (``show="h"`` would read as ``("h",)``: pass ``show=("h",)``).
 
     >>> names(["d_model", "h"], ("d_model", "h", "seq_len"), "show")
     ('d_model', 'h')
     """
+    valid = tuple(valid)
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
         raise ValueError(f"{name}={value!r} must be a list or tuple of names from "
-                         + ", ".join(repr(v) for v in valid) + f"; pass e.g. {name}=({next(iter(valid))!r},)")
+                         + ", ".join(repr(v) for v in valid) + f"; pass e.g. {name}=({valid[0]!r},)")
     return tuple(choice(v, valid, name) for v in value)
 
 
@@ -435,17 +453,122 @@ def kv_heads(h: int, h_kv) -> int:
     return h_kv
 
 
+def number(value, name: str, low=None, high=None, *, low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` as a finite float within [low, high] (``low_open``/``high_open``: that end excluded);
+    NaN, inf, bools, strings and None refused.
+
+    >>> number(0.9, "b1", 0, 1, high_open=True)
+    0.9
+    >>> number(float("nan"), "sharpness")
+    Traceback (most recent call last):
+    ...
+    ValueError: sharpness=nan must be a finite number (got float); pass e.g. sharpness=1.0
+    """
+    finite_value = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if finite_value:
+        try:
+            finite_value = math.isfinite(value)
+        except OverflowError:  # an int too large for a float
+            finite_value = False
+    if not finite_value:
+        raise ValueError(f"{name}={value!r:.40} must be a finite number (got {type(value).__name__}); "
+                         f"pass e.g. {name}={_example(low, high, low_open)}")
+    value = float(value)
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        left = "(" if low_open else "["
+        right = ")" if high_open else "]"
+        span = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+        raise ValueError(f"{name}={value} is outside {span}; pass e.g. {name}={_example(low, high, low_open)}")
+    return value
+
+
+def _example(low, high, low_open: bool):
+    if low is not None and high is not None:
+        return (low + high) / 2
+    if low is not None:
+        return low + 1 if low_open else low
+    return 1.0 if high is None else high - 1
+
+
 def flag(value, name: str) -> bool:
-    """``value`` if it is a bool (numpy's too), else raise: ``buggy="no"`` would read as True."""
+    """``value`` as a bool: True/False only (numpy's too); ``buggy="no"`` or 2 would read as True.
+
+    >>> flag(np.True_, "causal")
+    True
+    """
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name}={value!r} must be True or False (got {type(value).__name__})")
     return bool(value)
 
 
-def instance(value, kind: type, name: str, fix: str):
-    """``value`` if it is a ``kind``, else a TypeError naming ``name``, what it got and ``fix``."""
+def generator(rng, name: str = "rng", optional: bool = False):
+    """``rng`` if it is a numpy Generator (or None when ``optional``), else a ValueError with the fix."""
+    if rng is None and optional:
+        return None
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{name} must be a numpy Generator, got {type(rng).__name__}; "
+                         f"pass {name}=np.random.default_rng(0)")
+    return rng
+
+
+def instance(value, kind, name: str, make: str):
+    """``value`` if it is a ``kind`` (a class or a tuple of them), else a TypeError naming ``name``, what
+    it got and how to ``make`` one.
+
+    >>> instance("x", int, "n", "pass n=4")
+    Traceback (most recent call last):
+    ...
+    TypeError: n must be an int, got str ('x'); pass n=4
+    """
     if not isinstance(value, kind):
-        raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}; {fix}")
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = " or ".join(k.__name__ for k in kinds)
+        article = "an" if wanted[0].lower() in "aeiou" else "a"
+        raise TypeError(f"{name} must be {article} {wanted}, got {type(value).__name__} ({value!r:.40}); {make}")
+    return value
+
+
+def named_tuple(value, name: str, fix: str = "make them with init_params(d_model, rng=np.random.default_rng(0))"):
+    """``value`` if it is a NamedTuple (the parameter tuples of the package), else a ValueError naming ``name``."""
+    if not isinstance(value, tuple) or not hasattr(value, "_fields"):
+        raise ValueError(f"{name} must be a parameter tuple (MHAParams, GQAParams, ...), got {type(value).__name__}; "
+                         f"{fix}")
+    return value
+
+
+def items(value, name: str, example: str) -> list:
+    """``value`` (a list, a tuple or a 1-D array: not a string, a dict or a lone number) as a list, else a TypeError
+    naming ``name`` and an ``example``.
+
+    >>> items(("a", "b"), "tokens", "['the', 'cat']")
+    ['a', 'b']
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list, got {type(value).__name__} ({value!r:.40}); pass e.g. "
+                        f"{name}={example}")
+    return list(value)
+
+
+def items_of(value, kind: type, name: str, fix: str) -> tuple:
+    """``value`` (a list or tuple) as a tuple whose items are all ``kind``, else a ValueError naming ``name``."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, kind) for v in value):
+        raise ValueError(f"{name} must be a sequence of {kind.__name__}, got {type(value).__name__}; {fix}")
+    return tuple(value)
+
+
+def mapping(value, name: str, layout: str) -> dict:
+    """``value`` if it is a non-empty dict, else raise showing the ``layout`` expected.
+
+    >>> mapping({"a": 1}, "curves", "{label: losses (T,)}")
+    {'a': 1}
+    """
+    if not isinstance(value, dict) or not value:
+        got = "an empty dict" if isinstance(value, dict) else type(value).__name__
+        raise ValueError(f"{name} must be a non-empty dict {layout}, got {got}; pass one entry or more")
     return value
 
 
@@ -459,13 +582,40 @@ def vector(x, name: str, n: int | None = None) -> np.ndarray:
     return arr
 
 
-# --- added by core
-def generator(rng, name: str = "rng") -> np.random.Generator:
-    """``rng`` if it is a numpy Generator, else a ValueError naming ``name`` and the fix."""
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"{name} must be a numpy Generator, got {type(rng).__name__}; "
-                         f"pass {name}=np.random.default_rng(0)")
-    return rng
+def array(x, name: str, n: int, layout: str) -> np.ndarray:
+    """``x`` as a float array (``float_array``) of exactly ``n`` dimensions ``layout``, none of them empty.
+
+    >>> array([[1, 2]], "matrix", 2, "(N, M)").shape
+    (1, 2)
+    """
+    arr = float_array(x, name)
+    if arr.ndim != n:
+        raise ValueError(f"{name} must be {n}-D {layout}, got shape {arr.shape}; pass an array of that layout")
+    if 0 in arr.shape:
+        raise ValueError(f"{name} has an empty axis, shape {arr.shape} {layout}; there is nothing to draw")
+    return arr
+
+
+def path(value, name: str = "path", for_writing: bool = False):
+    """``value`` as a pathlib.Path: a str or os.PathLike, not empty; None, numbers and bytes refused.
+    ``for_writing``: also refused when it is a folder or its folder does not exist (before anything is written)."""
+    from pathlib import Path
+
+    if not isinstance(value, (str, os.PathLike)) or (isinstance(value, str) and not value) \
+            or not isinstance(os.fspath(value), str):
+        raise ValueError(f"{name}={value!r} must be a file path (a str or pathlib.Path, got {type(value).__name__}); "
+                         f"pass e.g. {name}='checkpoints/model.npz'")
+    value = Path(value)
+    if for_writing and value.is_dir():
+        raise ValueError(f"{name}={str(value)!r} is a folder; give the path of a file in it, e.g. "
+                         f"{name}={str(value / 'model.npz')!r}")
+    if for_writing and not value.absolute().parent.is_dir():
+        raise ValueError(f"{name}={str(value)!r}: its folder {str(value.absolute().parent)!r} does not exist; "
+                         "create it first (mkdir -p) or choose another path")
+    return value
+
+
+MAX_BYTES = 1 << 32  # 4 GiB: more than any array of the course needs (its largest are a few hundred MB)
 
 
 def physical_memory() -> int | None:
@@ -476,39 +626,29 @@ def physical_memory() -> int | None:
         return None
 
 
-def fits_in_memory(nbytes: int, what: str, fix: str) -> int:
-    """``nbytes`` if this machine could hold that many bytes, else a ValueError naming the size, the memory and
-    ``fix`` (numpy's own MemoryError names a shape, not the argument that asked for it).
-
-    >>> fits_in_memory(10**18, "the cache", "give a smaller max_len")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: the cache needs 1e+18 bytes (888 PiB) but this machine has ...
-    """
-    total = physical_memory()
-    if total is not None and nbytes > total:
-        raise ValueError(f"{what} needs {nbytes:.3g} bytes ({_binary(nbytes)}) but this machine has "
-                         f"{_binary(total)} of memory; {fix}")
-    return nbytes
-
-
-def _binary(n: float) -> str:
+def binary_size(n: float) -> str:
+    """``n`` bytes in binary units, e.g. ``binary_size(3 * 2**30) == '3 GiB'``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
         n /= 1024
 
 
-def named_tuple(value, name: str, fix: str = "make them with init_params(d_model, rng=np.random.default_rng(0))"):
-    """``value`` if it is a NamedTuple (the parameter tuples of the package), else a ValueError naming ``name``."""
-    if not isinstance(value, tuple) or not hasattr(value, "_fields"):
-        raise ValueError(f"{name} must be a parameter tuple (MHAParams, GQAParams, ...), got {type(value).__name__}; "
-                         f"{fix}")
-    return value
+def allocation(n_bytes: int, what: str, fix: str) -> int:
+    """``n_bytes`` if an array that size may be allocated (at most MAX_BYTES, and at most this machine's
+    memory), else a ValueError naming ``what`` holds it and ``fix``: a clear refusal instead of a
+    MemoryError (or minutes of swapping).
 
-
-def items_of(value, kind: type, name: str, fix: str) -> tuple:
-    """``value`` (a list or tuple) as a tuple whose items are all ``kind``, else a ValueError naming ``name``."""
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, kind) for v in value):
-        raise ValueError(f"{name} must be a sequence of {kind.__name__}, got {type(value).__name__}; {fix}")
-    return tuple(value)
+    >>> allocation(8 * 10**12, "tokens (10**12, 1)", "ask for fewer sequences")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: tokens (10**12, 1) would take 7.28 TiB, more than the 4 GiB this course allows one array; ...
+    """
+    memory = physical_memory()
+    if memory is not None and memory < MAX_BYTES and n_bytes > memory:
+        raise ValueError(f"{what} would take {binary_size(n_bytes)}, more than this machine's {binary_size(memory)} "
+                         f"of memory; {fix}")
+    if n_bytes > MAX_BYTES:
+        raise ValueError(f"{what} would take {binary_size(n_bytes)}, more than the {MAX_BYTES >> 30} GiB this course "
+                         f"allows one array; {fix}")
+    return int(n_bytes)

@@ -40,8 +40,8 @@ class _Cache:
         if dtype.kind != "f":
             raise ValueError(f"dtype={dtype} is not a float type; use np.float32 or np.float64")
         nbytes = sum(B * n * max_len * w for B, n, w in shapes) * dtype.itemsize
-        _validate.fits_in_memory(nbytes, f"{type(self).__name__} with max_len={max_len}",
-                                 "give a max_len of the tokens you will generate (prompt + new ones)")
+        _validate.allocation(nbytes, f"{type(self).__name__} with max_len={max_len}",
+                             "give a max_len of the tokens you will generate (prompt + new ones)")
         self.max_len = max_len
         self.length = 0
         self._buffers = tuple(np.zeros((B, n, max_len, w), dtype) for B, n, w in shapes)

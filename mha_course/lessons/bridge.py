@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _validate
 from ..mha import MHAParams
 
 __all__ = ["torch_state_dict", "params_from_torch_state", "mean_peak_weight", "STATE_KEYS",
@@ -71,6 +72,7 @@ def torch_state_dict(params: MHAParams) -> dict:
     if not isinstance(params, MHAParams):
         raise ValueError(f"params must be an MHAParams, got {type(params).__name__}; "
                          "make one with mc.init_params(d_model, rng=rng)")
+    params = _checked(params)
     biases = (params.b_q, params.b_k, params.b_v, params.b_o)
     if any(b is None for b in biases) and any(b is not None for b in biases):
         raise ValueError("nn.MultiheadAttention has either all four biases or none; "
@@ -84,6 +86,17 @@ def torch_state_dict(params: MHAParams) -> dict:
     return state
 
 
+def _checked(params: MHAParams) -> MHAParams:
+    """params with every array checked: W (D, D) and biases (D,) of finite floats (what crosses to torch)."""
+    shape = np.shape(params.W_q)
+    if len(shape) != 2 or shape[0] != shape[1] or shape[0] == 0:
+        raise ValueError(f"params.W_q has shape {shape}; expected a square (d_model, d_model) matrix: make params "
+                         "with mc.init_params(d_model, rng=rng)")
+    dtype = np.result_type(np.asarray(params.W_q).dtype, np.float32)  # float32 stays, anything else is float64
+    return _validate.projection_params(params, shape[0], shape[0], dtype, f"d_model={shape[0]}",
+                                       "mc.init_params(d_model, rng=rng)")
+
+
 def _as_array(value, key: str, shape: tuple) -> np.ndarray:
     """A numpy array of ``shape`` from a numpy array or a torch tensor (without importing torch)."""
     if hasattr(value, "detach") and hasattr(value, "numpy"):
@@ -91,6 +104,9 @@ def _as_array(value, key: str, shape: tuple) -> np.ndarray:
     array = np.asarray(value)
     if array.dtype.kind != "f":
         raise ValueError(f"state[{key!r}] has dtype {array.dtype}; expected floating-point numbers")
+    if not np.isfinite(array).all():
+        raise ValueError(f"state[{key!r}] holds NaN or inf; a model with them gives NaN everywhere: "
+                         "pass the state of a model with finite weights")
     if array.shape != shape:
         raise ValueError(f"state[{key!r}] has shape {array.shape}; expected {shape}, as in_proj_weight's "
                          "(3·D, D) says: pass the state_dict() of one nn.MultiheadAttention(D, num_heads), unchanged")
@@ -183,7 +199,10 @@ def mean_peak_weight(weights) -> float:
     >>> mean_peak_weight(np.array([[1.0, 0.0], [0.5, 0.5]]))
     0.75
     """
-    w = np.asarray(weights, dtype=float)
-    if w.ndim < 2 or w.shape[-1] == 0:
-        raise ValueError(f"weights must have shape (..., T, S) with S >= 1, got {w.shape}")
+    w = _validate.finite_array(weights, "weights")
+    if w.ndim < 2 or 0 in w.shape:
+        raise ValueError(f"weights must have shape (..., T, S) with T, S >= 1 (and no empty axis), got {w.shape}")
+    if w.min() < 0 or w.max() > 1:
+        raise ValueError(f"weights hold {float(w.min()):.3g}..{float(w.max()):.3g}, but attention weights lie in "
+                         "[0, 1]; pass softmax weights (..., T, S), not scores")
     return float(w.max(axis=-1).mean())

@@ -24,16 +24,17 @@ from typing import Optional
 
 import numpy as np
 
+from .. import _validate
 from .._files import atomic_write
 from ..mha import MHAParams
-from .model import POSITIONS, Config, Metrics, Model, check_config, init_model
-from .training import History, evaluate, train
+from .model import POSITIONS, Config, Metrics, Model, check_config, check_model, init_model
+from .training import History, check_history, evaluate, train
 
 __all__ = ["CHECKPOINT_DIR", "CHECKPOINT_CONFIGS", "CHECKPOINT_PARENTS", "LONG_CONTEXT", "LONG_SCALINGS",
            "LONG_FINE_TUNE", "train_checkpoint", "make_checkpoint", "save_checkpoint", "load_checkpoint",
            "checkpoint_path", "checkpoint_arrays", "checkpoint_bytes", "npz_bytes", "read_npz", "MAX_NPZ_BYTES",
            "SWEEP_HS", "SWEEP_STEPS", "SCALE_CONFIG", "run_experiments", "save_experiments", "load_experiments",
-           "write_npz"]
+           "write_npz", "check_arrays"]
 
 CHECKPOINT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 # The configs of the shipped checkpoints (`mha-course train TASK` re-makes them).
@@ -69,9 +70,9 @@ def train_checkpoint(task: str, progress: bool = False, parent: Optional[Model] 
 
     What ``mha-course train TASK`` runs before it writes the checkpoint (``checkpoint_bytes``).
     """
-    if task not in CHECKPOINT_CONFIGS:
-        raise ValueError(f"unknown task {task!r}; choose one of {sorted(CHECKPOINT_CONFIGS)}")
-    config = CHECKPOINT_CONFIGS[task]
+    config = CHECKPOINT_CONFIGS[_task(task)]
+    progress = _validate.flag(progress, "progress")
+    parent = None if parent is None else check_model(parent, config, "parent")
     if parent is None and task in CHECKPOINT_PARENTS:  # a fine-tune starts from its parent's weights (13)
         parent = load_checkpoint(checkpoint_path(CHECKPOINT_PARENTS[task]))[1]
     snaps = 0 if task.startswith("long_") else max(1, config.steps // 16)  # 13 needs no snapshots: small files
@@ -81,6 +82,7 @@ def train_checkpoint(task: str, progress: bool = False, parent: Optional[Model] 
 
 def make_checkpoint(task: str, path, progress: bool = False) -> tuple[Path, Metrics]:
     """task, path -> (path written, Metrics on fresh data): trains CHECKPOINT_CONFIGS[task] and saves it."""
+    _task(task), _validate.path(path, for_writing=True)  # refused before minutes of training, not after
     config, params, history, metrics = train_checkpoint(task, progress)
     return save_checkpoint(path, params, config, history), metrics
 
@@ -141,7 +143,7 @@ def load_experiments(path=None) -> dict:
     A file that is not such an .npz (text, cut short, damaged, an array of Python objects, a
     header that claims more data than the file holds) is one ValueError naming the path.
     """
-    path = Path(CHECKPOINT_DIR / "experiments.npz" if path is None else path)
+    path = CHECKPOINT_DIR / "experiments.npz" if path is None else _validate.path(path)
     arrays = read_npz(path, "experiments file", "make it again with `mha-course train experiments`")
     for key, a in arrays.items():
         if a.dtype.kind not in "biuf":
@@ -156,21 +158,52 @@ def npz_bytes(arrays: dict) -> bytes:
     >>> len(npz_bytes({"a": np.zeros(3)})) > 0
     True
     """
+    arrays = check_arrays(arrays)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
 
 
 def write_npz(path, arrays: dict) -> Path:
-    """Write {name: array} to ``path`` as one compressed .npz, atomically (``mha_course._files.atomic_write``)."""
+    """Write {name: array} to ``path`` as one compressed .npz, atomically (``mha_course._files.atomic_write``):
+    the arrays are checked and packed before anything is written, so a refused call leaves the file as it was."""
+    path = _validate.path(path, for_writing=True)
     return atomic_write(path, npz_bytes(arrays))
+
+
+def check_arrays(arrays, name: str = "arrays") -> dict:
+    """arrays, validated as what an .npz holds: a dict of names (non-empty str without "/") to arrays of
+    numbers, bools or text (nothing that would be pickled); returned as {name: np.ndarray}."""
+    if not isinstance(arrays, dict):
+        raise ValueError(f"{name} must be a dict {{name: array}}, got {type(arrays).__name__}; e.g. "
+                         f"{name}={{'losses': np.zeros(3)}}")
+    out = {}
+    for key, value in arrays.items():
+        if not isinstance(key, str) or not key or "/" in key:
+            raise ValueError(f"{name} has the key {key!r}; each name must be a non-empty str without '/' "
+                             "(it becomes a file name inside the .npz)")
+        try:
+            a = np.asarray(value)
+        except ValueError:
+            raise ValueError(f"{name}[{key!r}] is not a rectangular array (ragged nested lists?); give every row "
+                             "the same length") from None
+        if a.dtype.kind not in "biufU":
+            raise ValueError(f"{name}[{key!r}] holds {a.dtype} values; an .npz here holds numbers, bools or text "
+                             "only (an object array would be pickled)")
+        out[key] = a
+    return out
 
 
 def checkpoint_path(task: str) -> Path:
     """task -> the path of its shipped checkpoint (``mha_course/checkpoints/TASK.npz``)."""
-    if task not in CHECKPOINT_CONFIGS:
+    return CHECKPOINT_DIR / f"{_task(task)}.npz"
+
+
+def _task(task) -> str:
+    """task, one of CHECKPOINT_CONFIGS' names, else a ValueError listing them."""
+    if not isinstance(task, str) or task not in CHECKPOINT_CONFIGS:
         raise ValueError(f"no shipped checkpoint for task={task!r}; shipped: {sorted(CHECKPOINT_CONFIGS)}")
-    return CHECKPOINT_DIR / f"{task}.npz"
+    return task
 
 
 def _flatten(params: Model) -> dict:
@@ -185,6 +218,8 @@ def _flatten(params: Model) -> dict:
 def checkpoint_arrays(params: Model, config: Config, history: Optional[History] = None) -> dict:
     """Model, Config [, History] -> {name: array}: what a checkpoint .npz holds (config as JSON text)."""
     check_config(config)
+    params = check_model(params, config)
+    history = None if history is None else check_history(history, config)
     arrays = _flatten(params)
     if history is not None:
         arrays.update({f"history.{n}": np.asarray(a) for n, a in zip(History._fields, history)})
@@ -199,7 +234,9 @@ def checkpoint_bytes(params: Model, config: Config, history: Optional[History] =
 
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
     """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
-    a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode)."""
+    a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode). Everything
+    is checked and packed before the file is touched: a refused call leaves it as it was."""
+    path = _validate.path(path, for_writing=True)
     return atomic_write(path, checkpoint_bytes(params, config, history))
 
 
@@ -214,11 +251,11 @@ def read_npz(path, what: str = "checkpoint", fix: str = "make it again with `mha
     is no .npy array or holds Python objects (never unpickled), and a header that claims more
     data than the member holds or more than MAX_NPZ_BYTES in all (nothing that size is allocated).
     """
-    path = Path(path)
+    path = _validate.path(path)
     if not path.exists():
-        raise ValueError(f"no {what} at {path}; {fix}")
+        raise ValueError(f"no {what} at path={str(path)!r}; {fix}")
     if path.is_dir():
-        raise ValueError(f"{path} is a folder, not an .npz {what}; give the path of the .npz file")
+        raise ValueError(f"path={str(path)!r} is a folder, not an .npz {what}; give the path of the .npz file")
 
     def bad(why):
         return ValueError(f"{path}: not an .npz {what} ({why}); {fix}")
@@ -297,7 +334,7 @@ def load_checkpoint(path) -> tuple[Config, Model, Optional[History]]:
     shapes, finite floats: an ``n_layers=3`` config with one layer stored is refused), with a
     history whole or absent. Anything else is one ValueError naming the path (see ``read_npz``).
     """
-    path = Path(path)
+    path = _validate.path(path)
     fix = "make one with `mha-course train TASK` or checkpoints.save_checkpoint(path, params, config)"
     arrays = read_npz(path, "checkpoint", fix)
 
@@ -324,10 +361,8 @@ def load_checkpoint(path) -> tuple[Config, Model, Optional[History]]:
     if stored:
         if len(stored) != len(history_keys):
             raise bad(f"its history is partial: it has {sorted(stored)}, a history has all of {history_keys}")
-        history = History(*(stored[k] for k in history_keys))
-        n = len(history.snapshot_steps)
-        if history.losses.ndim != 1 or history.snapshot_steps.ndim != 1 or \
-                history.snapshot_weights.shape[:3] != (n, config.n_layers, config.h):
-            raise bad(f"its history has shapes {[np.shape(a) for a in history]}, expected (steps,), (n,) and "
-                      f"(n, {config.n_layers}, {config.h}, T, T)")
+        try:
+            history = check_history(History(*(stored[k] for k in history_keys)), config)
+        except ValueError as err:
+            raise bad(f"its history is not whole: {err}") from None
     return config, params, history

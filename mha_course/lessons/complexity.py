@@ -12,6 +12,7 @@ Taught in 05_complexity.ipynb.
 """
 from __future__ import annotations
 
+import math
 import numbers
 import time
 from typing import Callable, NamedTuple, Optional
@@ -35,7 +36,7 @@ def projection_flops(T: int, d_model: int, S: int | None = None) -> int:
     """
     T, d_model = _validate.positive_ints(T, "T"), _validate.positive_ints(d_model, "d_model")
     S = T if S is None else _validate.positive_ints(S, "S")
-    return 4 * (T + S) * d_model * d_model
+    return _exact(lambda T, S, d_model: 4 * (T + S) * d_model * d_model, T=T, S=S, d_model=d_model)
 
 
 def attention_flops(T: int, d_model: int, S: int | None = None) -> int:
@@ -46,7 +47,24 @@ def attention_flops(T: int, d_model: int, S: int | None = None) -> int:
     """
     T, d_model = _validate.positive_ints(T, "T"), _validate.positive_ints(d_model, "d_model")
     S = T if S is None else _validate.positive_ints(S, "S")
-    return 4 * T * S * d_model
+    return _exact(lambda T, S, d_model: 4 * T * S * d_model, T=T, S=S, d_model=d_model)
+
+
+def _exact(formula, **sizes):
+    """formula(**sizes) exactly: Python ints for scalar sizes (no limit); for arrays of sizes, int64 after
+    checking that they broadcast together and that no entry passes 2**63 (numpy would wrap it round)."""
+    arrays = {k: v for k, v in sizes.items() if isinstance(v, np.ndarray)}
+    if not arrays:
+        return formula(**sizes)
+    try:
+        np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    except ValueError:
+        raise ValueError("the arrays of sizes " + ", ".join(f"{k} {a.shape}" for k, a in arrays.items())
+                         + " do not broadcast together; give them one length, or one of them as a single size") from None
+    if float(np.max(formula(**{k: np.asarray(v, dtype=float) for k, v in sizes.items()}))) >= 2.0 ** 63:
+        raise ValueError(f"the result for {', '.join(f'{k}={v}' for k, v in sizes.items())} passes int64's 2**63; "
+                         "give each size as a Python int for an exact count")
+    return formula(**sizes)
 
 
 def crossover_seq_len(d_model: int) -> int:
@@ -123,7 +141,19 @@ def score_memory_bytes(B: int, h: int, T: int, S: int | None = None, dtype=np.fl
     """Bytes of the (B, h, T, S) score (or weight) matrix: B·h·T·S·itemsize."""
     B, h, T = (_validate.positive_ints(v, n) for v, n in ((B, "B"), (h, "h"), (T, "T")))
     S = T if S is None else _validate.positive_ints(S, "S")
-    return B * h * T * S * np.dtype(dtype).itemsize
+    itemsize = _itemsize(dtype)
+    return _exact(lambda B, h, T, S: B * h * T * S * itemsize, B=B, h=h, T=T, S=S)
+
+
+def _itemsize(dtype) -> int:
+    """The bytes of one number of ``dtype`` (a numeric numpy dtype), else a ValueError naming dtype."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.kind not in "biufc":
+        raise ValueError(f"dtype={dtype!r} is not a numeric numpy dtype; pass e.g. dtype=np.float32")
+    return dt.itemsize
 
 
 def param_count(d_model: int, bias: bool = False) -> int:
@@ -172,31 +202,35 @@ def ledger(d_model: int, h: int, seq_len: int, batch: int = 1, dtype=np.float32)
     h = _validate.heads(d_model, h)
     T = _validate.positive_int(seq_len, "seq_len")
     B = _validate.positive_int(batch, "batch")
+    _itemsize(dtype)
     proj = B * projection_flops(T, d_model)
     att = B * attention_flops(T, d_model)
     return Ledger(d_model, h, T, B, d_model // h, proj, att, proj + att,
                   score_memory_bytes(B, h, T, dtype=dtype), param_count(d_model))
 
 
-def _finite_number(n, name: str) -> float:
-    """A real, finite number (not a bool), else a ValueError naming it."""
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real) or not np.isfinite(n):
-        raise ValueError(f"{name}={n!r} must be a finite number, such as {name}=1024")
-    return n
+def _whole_number(n, name: str) -> int:
+    """A count of FLOPs or bytes: a whole number >= 0 (an int, or a float such as 2.0**30 that is one);
+    bools, NaN, inf, negative and fractional values refused (4.5 would print as "4", silently rounded)."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real) or \
+            (not isinstance(n, numbers.Integral) and not math.isfinite(n)) or n < 0 or n != int(n):
+        raise ValueError(f"{name}={n!r} must be a whole number >= 0 (a count of FLOPs or bytes), such as "
+                         f"{name}=1024")
+    return int(n)
 
 
-def format_count(n: float) -> str:
+def format_count(n: int) -> str:
     """12_345_678 -> '12.35 M' (SI prefixes, two decimals, trailing space for the unit)."""
-    n = _finite_number(n, "n")
+    n = _whole_number(n, "n")
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {prefix}"
     return f"{n:.0f} "
 
 
-def format_bytes(n: float) -> str:
+def format_bytes(n: int) -> str:
     """1_048_576 -> '1.00 MiB' (binary prefixes)."""
-    n = _finite_number(n, "n")
+    n = _whole_number(n, "n")
     for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {unit}"
@@ -220,6 +254,9 @@ def time_sweep(seq_lens, d_model: int, h: int, *, rng: np.random.Generator, repe
     h = _validate.heads(_validate.positive_int(d_model, "d_model"), h)
     repeats = _validate.positive_int(repeats, "repeats")
     batch = _validate.positive_int(batch, "batch")
+    rng = _validate.generator(rng)
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress={progress!r} must be a function progress(done, total), or None")
     params = init_params(d_model, rng=rng)
     medians = np.empty(len(lens))
     for i, T in enumerate(lens):

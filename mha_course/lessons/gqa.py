@@ -26,7 +26,7 @@ import numpy as np
 from .. import _validate
 from ..gqa import KVCache, gqa_from_mha
 from ..mha import MHAParams
-from .model import Config, Model, forward, init_model
+from .model import Config, Model, check_config, check_model, check_tokens, forward, init_model
 
 __all__ = ["new_caches", "forward_cached", "greedy_steps", "generate", "seconds_per_token",
            "step_seconds", "timing_model", "max_positions", "to_gqa"]
@@ -34,12 +34,18 @@ __all__ = ["new_caches", "forward_cached", "greedy_steps", "generate", "seconds_
 
 def max_positions(params: Model) -> int | None:
     """The longest sequence the model can read: its learned position table's length (None: no limit)."""
+    params = check_model(params)
     return None if params.pos is None else params.pos.shape[0]
 
 
 def new_caches(params: Model, config: Config, batch: int, max_len: int) -> list[KVCache]:
     """One empty KVCache (batch, h_kv, d_k, max_len) per layer, float64 like the model."""
-    h_kv = config.h_kv or config.h
+    config = check_config(config)
+    params = check_model(params, config)
+    h_kv, d_k = config.h_kv, config.d_model // config.h
+    batch, max_len = _validate.positive_int(batch, "batch"), _validate.positive_int(max_len, "max_len")
+    _validate.allocation(2 * 8 * batch * h_kv * d_k * max_len, f"a KV cache of max_len={max_len} tokens per layer",
+                         "make the caches for the tokens you will decode (max_len = prompt + new tokens)")
     return [KVCache(batch, h_kv, config.d_model // config.h, max_len) for _ in params.layers]
 
 
@@ -53,13 +59,17 @@ def forward_cached(params: Model, tokens, config: Config, caches: list[KVCache])
 
 
 def _check_prompt(prompt, params: Model, config: Config, n_new) -> np.ndarray:
+    """The prompt (B, P) of token ids, checked with the model, its config and n_new."""
+    config = check_config(config)
+    check_model(params, config)
     prompt = np.asarray(prompt)
-    if prompt.ndim != 2 or prompt.shape[1] == 0 or not np.issubdtype(prompt.dtype, np.integer):
+    if prompt.ndim != 2 or 0 in prompt.shape or not np.issubdtype(prompt.dtype, np.integer):
         raise ValueError(f"prompt must be a (B, P) array of token ids with P >= 1, got shape {prompt.shape} "
                          f"and dtype {prompt.dtype}; a single sequence is prompt[None]")
     if prompt.min() < 0 or prompt.max() >= config.vocab:
         raise ValueError(f"prompt holds token ids {prompt.min()}..{prompt.max()} but the vocabulary is "
                          f"0..{config.vocab - 1}")
+    prompt = check_tokens(prompt, config, "prompt")  # int64
     _validate.positive_int(n_new, "n_new")
     limit, needed = max_positions(params), prompt.shape[1] + n_new - 1  # the last token is not read
     if limit is not None and needed > limit:
@@ -82,20 +92,24 @@ def greedy_steps(params: Model, config: Config, prompt, n_new: int, *, use_cache
     True
     """
     prompt = _check_prompt(prompt, params, config, n_new)
-    tokens = prompt
-    if caches is None and use_cache:
-        caches = new_caches(params, config, prompt.shape[0], prompt.shape[1] + n_new)
-    if caches is not None:
-        logits = forward_cached(params, prompt, config, caches)  # the prefill
-    for step in range(n_new):
-        if caches is None:
-            logits, _ = forward(params, tokens, config)  # the whole sequence, every step
-        last = logits[:, -1]  # (B, V)
-        nxt = last.argmax(-1)  # (B,)
-        tokens = np.concatenate([tokens, nxt[:, None]], axis=1)
-        yield nxt, last
-        if caches is not None and step < n_new - 1:
-            logits = forward_cached(params, nxt[:, None], config, caches)  # one decode step
+    use_cache, config = _validate.flag(use_cache, "use_cache"), check_config(config)
+
+    def steps():  # a generator, so it runs as the caller reads it; everything was checked above
+        tokens, caches_ = prompt, caches
+        if caches_ is None and use_cache:
+            caches_ = new_caches(params, config, prompt.shape[0], prompt.shape[1] + n_new)
+        if caches_ is not None:
+            logits = forward_cached(params, prompt, config, caches_)  # the prefill
+        for step in range(n_new):
+            if caches_ is None:
+                logits, _ = forward(params, tokens, config)  # the whole sequence, every step
+            last = logits[:, -1]  # (B, V)
+            nxt = last.argmax(-1)  # (B,)
+            tokens = np.concatenate([tokens, nxt[:, None]], axis=1)
+            yield nxt, last
+            if caches_ is not None and step < n_new - 1:
+                logits = forward_cached(params, nxt[:, None], config, caches_)  # one decode step
+    return steps()
 
 
 def generate(params: Model, config: Config, prompt, n_new: int, *, use_cache: bool = True,
@@ -111,9 +125,10 @@ def generate(params: Model, config: Config, prompt, n_new: int, *, use_cache: bo
     >>> a.shape, bool((a == generate(params, config, [[1, 2, 3]], 5, use_cache=False)).all())
     ((1, 8), True)
     """
-    new = [t for t, _ in _bar(greedy_steps(params, config, prompt, n_new, use_cache=use_cache), n_new, progress,
-                              use_cache)]
-    return np.concatenate([np.asarray(prompt), np.stack(new, axis=1)], axis=1)
+    progress = _validate.flag(progress, "progress")
+    steps = greedy_steps(params, config, prompt, n_new, use_cache=use_cache)  # checks everything first
+    new = [t for t, _ in _bar(steps, n_new, progress, use_cache)]
+    return np.concatenate([_check_prompt(prompt, params, config, n_new), np.stack(new, axis=1)], axis=1)
 
 
 def _bar(steps, total: int, progress: bool, use_cache: bool):
@@ -130,8 +145,10 @@ def seconds_per_token(params: Model, config: Config, prompt, n_new: int, *, use_
 
     The same loop as ``generate``; entry t is the time to produce token P + t.
     """
+    progress = _validate.flag(progress, "progress")
+    steps = greedy_steps(params, config, prompt, n_new, use_cache=use_cache)  # checks everything first
     seconds, last = [], time.perf_counter()
-    for _ in _bar(greedy_steps(params, config, prompt, n_new, use_cache=use_cache), n_new, progress, use_cache):
+    for _ in _bar(steps, n_new, progress, use_cache):
         now = time.perf_counter()
         seconds.append(now - last)
         last = now
@@ -146,7 +163,10 @@ def step_seconds(params: Model, config: Config, position: int, *, use_cache: boo
     steps, each timed (positions position .. position + repeats - 1). Without: ``train.forward``
     over position + 1 tokens, ``repeats`` times, as the no-cache loop does at that step.
     """
+    config = check_config(config)
+    params = check_model(params, config)
     position, repeats = _validate.positive_int(position, "position"), _validate.positive_int(repeats, "repeats")
+    use_cache, rng = _validate.flag(use_cache, "use_cache"), _validate.generator(rng)
     tokens = rng.integers(0, config.vocab, size=(1, position + repeats))
     if use_cache:
         caches = new_caches(params, config, 1, position + repeats)
@@ -174,7 +194,9 @@ def to_gqa(params: Model, config: Config, h_kv: int) -> tuple[Config, Model]:
     >>> cfg.h_kv, m.layers[0].W_k.shape
     (1, (8, 2))
     """
-    if (config.h_kv or config.h) != config.h:
+    config = check_config(config)
+    params = check_model(params, config)
+    if config.h_kv != config.h:
         raise ValueError(f"to_gqa starts from a model with h_kv = h = {config.h}; this one has h_kv={config.h_kv}")
     layers = tuple(MHAParams(*gqa_from_mha(p, config.h, h_kv)) for p in params.layers)
     return config._replace(h_kv=h_kv), params._replace(layers=layers)
@@ -190,5 +212,7 @@ def timing_model(config: Config, max_len: int, seed: int = 0) -> tuple[Config, M
     >>> m.pos.shape, cfg.seq_len
     ((100, 8), 100)
     """
-    config = config._replace(task="previous_token", seq_len=_validate.positive_int(max_len, "max_len"), seed=seed)
+    check_config(config)
+    config = config._replace(task="previous_token", seq_len=_validate.positive_int(max_len, "max_len"),
+                             seed=_validate.count(seed, "seed"))
     return config, init_model(config)

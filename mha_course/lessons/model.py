@@ -53,6 +53,7 @@ from ..mha import MHAParams, multi_head_attention, trace
 from ..positions import alibi_bias, rope_attention_factor, rope_inv_freq, sinusoidal_positions
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "TASKS", "POSITIONS", "LN_EPS", "check_config",
+           "check_model", "check_tokens", "check_batch",
            "make_batch", "init_model", "embed", "layer_params", "compact_grads", "cached_layer_params", "norm",
            "forward", "ablate_head", "induction_score", "token_losses", "scored_metrics"]
 
@@ -107,19 +108,29 @@ class Metrics(NamedTuple):
 
 # ----------------------------------------------------------------------------- config
 def check_config(config) -> Config:
-    """config, validated, with h_kv filled in (None -> h); a ValueError names what to change."""
+    """config, validated, with h_kv filled in (None -> h); a ValueError names what to change.
+
+    Every field is checked: sizes are whole numbers >= 1 (seed >= 0), lr > 0, dropout in [0, 1),
+    rope_base > 0, layer_norm and scale True or False, task and positions one of TASKS, POSITIONS.
+    """
     if not isinstance(config, Config):
         raise ValueError(f"config must be a train.Config, got {type(config).__name__}; "
                          "use train.Config(task='induction')")
     for name in ("vocab", "seq_len", "d_model", "h", "n_layers", "batch", "steps"):
-        _validate.positive_int(getattr(config, name), name)
-    if config.task not in TASKS or config.positions not in POSITIONS:
-        raise ValueError(f"task={config.task!r}, positions={config.positions!r}: "
+        _validate.positive_int(getattr(config, name), f"config.{name}")
+    _validate.count(config.seed, "config.seed")
+    if not isinstance(config.task, str) or config.task not in TASKS or \
+            not isinstance(config.positions, str) or config.positions not in POSITIONS:
+        raise ValueError(f"config.task={config.task!r}, config.positions={config.positions!r}: "
                          f"valid tasks {TASKS}, valid positions {POSITIONS}")
+    for name in ("layer_norm", "scale"):
+        _validate.flag(getattr(config, name), f"config.{name}")
+    _validate.number(config.lr, "config.lr", 0, low_open=True)
+    _validate.number(config.rope_base, "config.rope_base", 0, low_open=True)
     h = _validate.heads(config.d_model, config.h)
-    h_kv = h if config.h_kv is None else _validate.positive_int(config.h_kv, "h_kv")
+    h_kv = h if config.h_kv is None else _validate.positive_int(config.h_kv, "config.h_kv")
     if h % h_kv:
-        raise ValueError(f"h={h} is not divisible by h_kv={h_kv}; valid h_kv: "
+        raise ValueError(f"h={h} is not divisible by h_kv={h_kv} (config.h, config.h_kv); valid h_kv: "
                          + ", ".join(map(str, _validate.divisors(h))))
     _check_sizes(config)
     return config._replace(h_kv=h_kv)
@@ -133,13 +144,93 @@ def _check_sizes(config: Config) -> None:
     if config.task == "induction" and (config.seq_len < 6 or config.vocab < config.seq_len // 2):
         raise ValueError(f"induction needs seq_len >= 6 and vocab >= seq_len // 2 (distinct tokens in "
                          f"a copy); got seq_len={config.seq_len}, vocab={config.vocab}")
-    if not 0 <= config.dropout < 1:
-        raise ValueError(f"dropout={config.dropout} must be in [0, 1); 0 turns it off")
+    _validate.number(config.dropout, "config.dropout", 0, 1, high_open=True)
     if config.rope_scaling is not None:  # notebook 13: checked by the function that uses it
         if config.positions != "rope":
             raise ValueError(f"rope_scaling={config.rope_scaling!r} needs positions='rope', got "
                              f"positions={config.positions!r}; set rope_scaling=None")
         rope_inv_freq(d_k, config.rope_base, config.rope_scaling)
+
+
+def check_model(params, config: Optional[Config] = None, name: str = "params") -> Model:
+    """params, validated as a Model (of ``config``'s shapes when it is given); a ValueError names the fix.
+
+    With a config: embed (V, D), unembed (D, V), one MHAParams per layer with W_q, W_o (D, D) and W_k,
+    W_v (D, h_kv * d_k) (biases None or of matching length), and a position table (P, D) exactly when
+    config.positions is "learned" (P may differ from seq_len: ``embed`` refuses what does not fit).
+    """
+    if not isinstance(params, Model):
+        raise ValueError(f"{name} must be a train.Model, got {type(params).__name__}; make one with "
+                         "train.init_model(config) or load one with checkpoints.load_checkpoint(path)")
+    if config is None:
+        return params
+    config = check_config(config)
+    V, D, L = config.vocab, config.d_model, config.n_layers
+    kv = D // config.h * config.h_kv
+    fix = "params and config must come together (train.init_model(config), checkpoints.load_checkpoint(path))"
+    for field, want in (("embed", (V, D)), ("unembed", (D, V))):
+        if np.shape(getattr(params, field)) != want:
+            raise ValueError(f"{name}.{field} has shape {np.shape(getattr(params, field))}, but config (vocab={V}, "
+                             f"d_model={D}) needs {want}; {fix}")
+        _float_weights(getattr(params, field), f"{name}.{field}")
+    learned = config.positions == "learned"
+    if learned != (params.pos is not None) or (learned and (np.ndim(params.pos) != 2 or np.shape(params.pos)[1] != D)):
+        raise ValueError(f"{name}.pos has shape {np.shape(params.pos) if params.pos is not None else None}, but "
+                         f"config.positions={config.positions!r} needs "
+                         + (f"a (positions, {D}) table" if learned else "None (no learned table)") + f"; {fix}")
+    if learned:
+        _float_weights(params.pos, f"{name}.pos")
+    if not isinstance(params.layers, (tuple, list)) or len(params.layers) != L:
+        got = len(params.layers) if isinstance(params.layers, (tuple, list)) else type(params.layers).__name__
+        raise ValueError(f"{name}.layers holds {got} layers, but config.n_layers={L}; {fix}")
+    wants = dict(W_q=(D, D), W_k=(D, kv), W_v=(D, kv), W_o=(D, D), b_q=(D,), b_k=(kv,), b_v=(kv,), b_o=(D,))
+    for i, layer in enumerate(params.layers):
+        if not isinstance(layer, MHAParams):
+            raise ValueError(f"{name}.layers[{i}] is a {type(layer).__name__}, not an MHAParams; {fix}")
+        for field, want in wants.items():
+            a = getattr(layer, field)
+            if (a is not None or field.startswith("W")) and np.shape(a) != want:
+                raise ValueError(f"{name}.layers[{i}].{field} has shape {np.shape(a)}, but config (d_model={D}, "
+                                 f"h={config.h}, h_kv={config.h_kv}) needs {want}; {fix}")
+            if a is not None:
+                _float_weights(a, f"{name}.layers[{i}].{field}")
+    return params
+
+
+def _float_weights(a, name: str) -> None:
+    """One weight array of a Model: a numpy array of finite floats (a NaN would spread to every logit)."""
+    if not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+        raise ValueError(f"{name} is {type(a).__name__} {getattr(a, 'dtype', '')}, expected a numpy array of floats; "
+                         "make params with train.init_model(config)")
+    _validate.finite(a, name)
+
+
+def check_tokens(tokens, config: Config, name: str = "tokens") -> np.ndarray:
+    """tokens, validated: an int64 (B, T) array of ids in 0 .. config.vocab - 1, T >= 1 (-1, floats, bools refused)."""
+    config = check_config(config)
+    tokens = _validate.token_ids(tokens, config.vocab, name)
+    if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
+        raise ValueError(f"{name} has shape {tokens.shape}; give (B, T) token ids with B, T >= 1 "
+                         f"(one sequence: {name}[None])")
+    return tokens
+
+
+def check_batch(batch: Batch, vocab: Optional[int] = None, name: str = "batch") -> Batch:
+    """batch, validated: a Batch of tokens and targets (B, T) (ids below ``vocab`` when given) and a bool
+    scored (B, T); returned with int64 tokens and targets."""
+    if not isinstance(batch, Batch):
+        raise ValueError(f"{name} must be a train.Batch (tokens, targets, scored), got {type(batch).__name__}; "
+                         "make one with train.make_batch(config, rng)")
+    bound = np.iinfo(np.int64).max if vocab is None else vocab
+    tokens = _validate.token_ids(batch.tokens, bound, f"{name}.tokens")
+    targets = _validate.token_ids(batch.targets, bound, f"{name}.targets")
+    scored = np.asarray(batch.scored)
+    if tokens.ndim != 2 or 0 in tokens.shape or targets.shape != tokens.shape or scored.shape != tokens.shape \
+            or scored.dtype != np.bool_:
+        raise ValueError(f"{name} has tokens {tokens.shape}, targets {targets.shape}, scored {scored.shape} "
+                         f"({scored.dtype}); all three must be (B, T) with B, T >= 1, scored bool: "
+                         "make it with train.make_batch(config, rng)")
+    return Batch(tokens, targets, scored)
 
 # ----------------------------------------------------------------------------- tasks
 def make_batch(config: Config, rng: np.random.Generator, batch: Optional[int] = None) -> Batch:
@@ -154,8 +245,11 @@ def make_batch(config: Config, rng: np.random.Generator, batch: Optional[int] = 
     (True, [False, True, True, True])
     """
     config = check_config(config)
+    rng = _validate.generator(rng)
     B = config.batch if batch is None else _validate.positive_int(batch, "batch")  # 0 is no default
     T, V = config.seq_len, config.vocab
+    _validate.allocation(8 * B * max(T, V), f"a batch of {B} sequences of {T} tokens (vocab {V})",
+                         "ask for fewer sequences (batch=...)")
     tokens = rng.integers(0, V, size=(B, T))
     if config.task == "previous_token":
         targets = np.roll(tokens, 1, axis=1)
@@ -181,9 +275,13 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
     ((10, 8), (8, 4), (8, 10))
     """
     config = check_config(config)
-    rng = np.random.default_rng(config.seed) if rng is None else rng
+    rng = np.random.default_rng(config.seed) if _validate.generator(rng, optional=True) is None else rng
     V, D, T = config.vocab, config.d_model, config.seq_len
     kv = D // config.h * config.h_kv
+    table = V * D + (T * D if config.positions == "learned" else 0)
+    _validate.allocation(8 * max(table, config.n_layers * 2 * D * (D + kv)),
+                         f"a model of vocab={V}, seq_len={T}, d_model={D}, n_layers={config.n_layers}",
+                         "choose smaller sizes in the config")
     embedding = rng.normal(size=(V, D))
     pos = rng.normal(size=(T, D)) if config.positions == "learned" else None
     sizes = ((D, D), (D, kv), (D, kv), (D, D))
@@ -195,12 +293,16 @@ def init_model(config: Config, rng: Optional[np.random.Generator] = None) -> Mod
 def embed(params: Model, tokens, config: Config, start: int = 0) -> np.ndarray:
     """tokens (B, T) ints at positions start .. start + T - 1 -> x (B, T, D): token embeddings
     (+ learned or sinusoidal positions). Token ids outside 0..V-1 (-1 included) are a ValueError."""
-    tokens = _validate.token_ids(tokens, params.embed.shape[0], "tokens")
-    if tokens.ndim != 2 or tokens.shape[1] == 0:
-        raise ValueError(f"tokens has shape {tokens.shape}; give (B, T) token ids with T >= 1 "
-                         "(one sequence: tokens[None])")
+    config = check_config(config)
+    params = check_model(params, config)
+    return _embed(params, check_tokens(tokens, config), config, _validate.count(start, "start"))
+
+
+def _embed(params: Model, tokens: np.ndarray, config: Config, start: int) -> np.ndarray:
     x = params.embed[tokens]  # (B, T) -> (B, T, D)
     if config.positions == "sinusoidal":
+        _validate.allocation(8 * (start + tokens.shape[1]) * config.d_model, f"the sinusoidal table of start={start} + "
+                             f"{tokens.shape[1]} positions", "start closer to 0")
         return x + sinusoidal_positions(start + tokens.shape[1], config.d_model)[start:]  # (B, T, D) + (T, D)
     if params.pos is None:
         return x
@@ -217,6 +319,12 @@ def layer_params(params: Model, config: Config, layer: int) -> MHAParams:
     K/V heads are repeated h // h_kv times (query head i reads key/value head i // g); with
     ``config.scale`` False, W_q is multiplied by sqrt(d_k), which cancels the 1/sqrt(d_k).
     """
+    config = check_config(config)
+    params = check_model(params, config)
+    return _layer_params(params, config, _validate.index(layer, config.n_layers, "layer", "layers"))
+
+
+def _layer_params(params: Model, config: Config, layer: int) -> MHAParams:
     p, h, h_kv = params.layers[layer], config.h, config.h_kv or config.h
     g, d_k = h // h_kv, config.d_model // h
     q_factor = _q_factor(config)
@@ -251,12 +359,37 @@ def _rope_base(config: Config):
 
 def norm(x: np.ndarray, config: Config) -> np.ndarray:
     """x (..., D) -> layer_norm(x) when config.layer_norm, else x itself (the model's one norm)."""
+    config = check_config(config)
+    x = _validate.finite_array(x, "x")
+    if x.ndim == 0 or x.shape[-1] != config.d_model:
+        raise ValueError(f"x has shape {x.shape}, but the model's width is config.d_model={config.d_model}; "
+                         f"give x (..., {config.d_model}): the residual stream")
+    return _norm(x, config)
+
+
+def _norm(x: np.ndarray, config: Config) -> np.ndarray:
     return layer_norm(x, LN_EPS) if config.layer_norm else x
 
 
 
 def compact_grads(g: MHAParams, config: Config) -> MHAParams:
-    """The gradient of layer_params' (D, D) output, taken back to the stored parameters."""
+    """g: MHAParams (W (D, D), b (D,)), the gradient of layer_params' output -> MHAParams of the stored
+    shapes (W_k, W_v (D, h_kv * d_k)): the gradient taken back to the stored parameters."""
+    config = check_config(config)
+    D = config.d_model
+    if not isinstance(g, MHAParams):
+        raise ValueError(f"g must be an MHAParams of gradients (what layer_params' output gets), got "
+                         f"{type(g).__name__}; pass the g_p of a layer's pullback")
+    for field, a in zip(MHAParams._fields, g):
+        want = (D, D) if field.startswith("W") else (D,)
+        if (a is not None or field.startswith("W")) and np.shape(a) != want:
+            raise ValueError(f"g.{field} has shape {np.shape(a)}; the gradient of layer_params' output is "
+                             f"{want} for config.d_model={D}")
+    return _compact_grads(MHAParams(*(None if a is None else _validate.float_array(a, f"g.{f}")
+                                      for f, a in zip(MHAParams._fields, g))), config)
+
+
+def _compact_grads(g: MHAParams, config: Config) -> MHAParams:
     h, h_kv, d_k = config.h, config.h_kv or config.h, config.d_model // config.h
     q_factor = _q_factor(config)
 
@@ -272,7 +405,13 @@ def compact_grads(g: MHAParams, config: Config) -> MHAParams:
 def cached_layer_params(params: Model, config: Config, layer: int) -> GQAParams:
     """Model, config, layer -> GQAParams for ``grouped_query_attention`` with a KV cache: the W_q that
     the model runs (``layer_params`` folds in the scale choice) and the stored h_kv-head W_k, W_v."""
-    run, p = layer_params(params, config, layer), params.layers[layer]
+    config = check_config(config)
+    params = check_model(params, config)
+    return _cached_layer_params(params, config, _validate.index(layer, config.n_layers, "layer", "layers"))
+
+
+def _cached_layer_params(params: Model, config: Config, layer: int) -> GQAParams:
+    run, p = _layer_params(params, config, layer), params.layers[layer]
     return GQAParams(run.W_q, p.W_k, p.W_v, p.W_o, run.b_q, p.b_k, p.b_v, p.b_o)
 
 
@@ -300,17 +439,21 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
     ((3, 6, 8), 2, (3, 2, 6, 6))
     """
     config = check_config(config)
+    params = check_model(params, config)
+    tokens = check_tokens(tokens, config)
     _one_mode(caches=caches, core=core, tape=tape, traces=traces, patch=patch)
-    for layer, head in ablate:
+    rng = _check_dropout_rng(rng, tape, config)
+    _check_modes(core, traces, tape, patch)
+    for layer, head in _ablate_pairs(ablate):
         params = ablate_head(params, config, layer, head)
-    start = 0 if caches is None else caches[0].length
+    start = 0 if caches is None else _check_caches(caches, config)
     x = embed(params, tokens, config, start)      # (B, T, D)
     B, T, D = x.shape
     mask = cached_causal_mask(T, start)           # (T, start + T): causal over every cached token
     h, weights = config.h, []
     pos = _position_args(config, T, start + T)  # rope_base, rope_scaling, bias
     for layer in range(config.n_layers):
-        a, p = norm(x, config), layer_params(params, config, layer)  # the layer's input, its (D, D) params
+        a, p = _norm(x, config), _layer_params(params, config, layer)  # the layer's input, its (D, D) params
         if caches is not None:                    # decoding: keys and values appended to the cache
             out, w = _cached_layer(a, params, config, layer, caches[layer], pos)
         elif core is not None:                    # another attention core on the same projections
@@ -323,14 +466,71 @@ def forward(params: Model, tokens, config: Config, ablate=(), *, core=None, cach
             t = trace(a, p, h, mask, **pos)
             if traces is not None:
                 traces.append(t)
-            out, w = (t.output if patch is None else patch(layer, t)), t.weights
+            out, w = (t.output if patch is None else _patched(patch(layer, t), x.shape, layer)), t.weights
         else:
             out, w = multi_head_attention(a, p, h, mask, **pos)  # (B, T, D), (B, h, T, S)
         x = x + out                               # the residual stream
         weights.append(w)
     if tape is not None:
         tape.append((x, None))
-    return norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
+    return _norm(x, config) @ params.unembed, weights  # (B, T, D) x (D, V) -> (B, T, V)
+
+
+def _check_dropout_rng(rng, tape, config: Config):
+    """forward's rng: a Generator that draws training's dropout masks (tape given), else None."""
+    rng = _validate.generator(rng, optional=True)
+    if rng is not None and tape is None:
+        raise ValueError("rng draws the dropout masks of a training pass (tape=[...]); without tape it would be "
+                         "ignored: drop rng, or pass tape")
+    if tape is not None and config.dropout and rng is None:
+        raise ValueError(f"config.dropout={config.dropout} draws dropout masks: pass rng=np.random.default_rng(0) "
+                         "with tape")
+    return rng
+
+
+def _check_modes(core, traces, tape, patch) -> None:
+    """forward's mode arguments: core and patch functions, traces a list, tape an empty list."""
+    for name, fn in (("core", core), ("patch", patch)):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name}={fn!r} must be a function (see forward's docstring), or None")
+    if traces is not None and not isinstance(traces, list):
+        raise ValueError(f"traces={traces!r} must be a list that receives each layer's Trace: pass traces=[]")
+    if tape is not None and (not isinstance(tape, list) or tape):
+        raise ValueError(f"tape must be an empty list that receives each layer's pullback, got {type(tape).__name__} "
+                         f"of {len(tape) if isinstance(tape, list) else 'no'} items: pass tape=[]")
+
+
+def _patched(out, shape: tuple, layer: int) -> np.ndarray:
+    """What forward's ``patch`` returned for one layer: a finite (B, T, D) array, never broadcast."""
+    out = _validate.finite_array(out, f"patch's output at layer {layer}")
+    if out.shape != shape:
+        raise ValueError(f"patch returned shape {out.shape} at layer {layer}; it must return what the layer adds to "
+                         f"the residual stream, {shape} (B, T, D), e.g. trace.output")
+    return out
+
+
+def _ablate_pairs(ablate) -> list:
+    """forward's ablate: (layer, head) pairs (ablate_head checks each one's range)."""
+    try:
+        pairs = [tuple(pair) for pair in ablate]
+    except TypeError:
+        raise ValueError(f"ablate={ablate!r} must be a list of (layer, head) pairs, e.g. ablate=[(1, 0)]") from None
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"ablate={ablate!r} must be a list of (layer, head) pairs, e.g. ablate=[(1, 0)]")
+    return pairs
+
+
+def _check_caches(caches, config: Config) -> int:
+    """forward's caches: one per layer, all holding the same number of tokens -> that number."""
+    if not isinstance(caches, (list, tuple)) or len(caches) != config.n_layers or \
+            not all(hasattr(c, "length") for c in caches):
+        raise ValueError(f"caches must be a list of one KV cache per layer ({config.n_layers}); make them with "
+                         "lessons.gqa.new_caches(params, config, batch, max_len)")
+    lengths = {c.length for c in caches}
+    if len(lengths) != 1:
+        raise ValueError(f"caches hold different numbers of tokens ({sorted(lengths)}); every layer's cache must "
+                         "hold the same tokens: make fresh ones with lessons.gqa.new_caches")
+    return caches[0].length
 
 
 def _one_mode(**modes) -> None:
@@ -348,7 +548,7 @@ def _cached_layer(a, params: Model, config: Config, layer: int, cache, pos: dict
     if pos["bias"] is not None or pos["rope_scaling"] is not None:
         raise ValueError(f"cached decoding runs learned, sinusoidal, rope (unscaled) or no positions; this model "
                          f"has positions={config.positions!r}, rope_scaling={config.rope_scaling!r}: decode without caches")
-    return grouped_query_attention(a, cached_layer_params(params, config, layer), config.h, config.h_kv,
+    return grouped_query_attention(a, _cached_layer_params(params, config, layer), config.h, config.h_kv,
                                    cache=cache, rope_base=pos["rope_base"])
 
 
@@ -360,7 +560,11 @@ def _core_layer(a, p: MHAParams, h: int, core, mask, pos: dict) -> np.ndarray:
                          "use a model with positions other than 'alibi'")
 
     def swapped(Q, K, V, mask, bias=None, scores=None):  # the kernel interface: (heads out, weights)
-        return core(Q, K, V, mask), None
+        out = _validate.finite_array(core(Q, K, V, mask), "core's output")
+        if out.shape != V.shape:
+            raise ValueError(f"core returned shape {out.shape}; it must return one output per query and head, "
+                             f"{V.shape} (B, h, T, d_k), as softmax attention does")
+        return out, None
     return multi_head_attention(a, p, h, mask, attend=swapped, **pos)[0]  # (B, T, D)
 
 
@@ -370,9 +574,9 @@ def ablate_head(params: Model, config: Config, layer: int, head: int) -> Model:
     concat @ W_o adds up d_k rows of W_o per head, so zero rows = a zero head output.
     """
     config = check_config(config)
-    if not (0 <= layer < config.n_layers and 0 <= head < config.h):
-        raise ValueError(f"layer={layer}, head={head} out of range: layers 0..{config.n_layers - 1}, "
-                         f"heads 0..{config.h - 1}")
+    params = check_model(params, config)
+    layer = _validate.index(layer, config.n_layers, "layer", "layers")
+    head = _validate.index(head, config.h, "head", "heads")
     d_k = config.d_model // config.h
     W_o = params.layers[layer].W_o.copy()
     W_o[head * d_k:(head + 1) * d_k] = 0  # (D, D): the rows that head's output multiplies
@@ -390,10 +594,18 @@ def _dropout_keep(rng, shape, p: float):
 def induction_score(weights, batch: Batch) -> np.ndarray:
     """weights (B, h, T, T), induction Batch -> (h,): mean weight, over the scored queries, on the key
     that FOLLOWED the query's token in the first copy (position t - n + 1: what comes next)."""
-    w = _validate.float_array(weights, "weights")
+    w = _validate.finite_array(weights, "weights")
+    batch = check_batch(batch)
     B, T = batch.tokens.shape
+    if w.ndim != 4 or w.shape[0] != B or w.shape[2:] != (T, T) or w.shape[1] == 0:
+        raise ValueError(f"weights has shape {w.shape}, but the batch is (B, T) = {(B, T)}; give one layer's "
+                         f"weights (B, h, T, T) = ({B}, h, {T}, {T}) of the forward pass over batch.tokens")
     n = T - np.argmax(batch.scored, axis=1)  # (B,): the scored part starts at T - n
     b, t = np.nonzero(batch.scored)  # (N,), (N,): every scored query
+    if t.size == 0 or (t - n[b] + 1 < 0).any():
+        raise ValueError("batch is no induction batch: its scored positions must be the second copy of a repeat "
+                         "(at most half the sequence, and at least one); make it with "
+                         "train.make_batch(Config(task='induction', ...), rng)")
     return w[b, :, t, t - n[b] + 1].mean(axis=0)  # (N, h) -> (h,)
 
 
@@ -425,9 +637,22 @@ def scored_metrics(logits, batch: Batch, losses=None) -> Metrics:
     >>> round(scored_metrics(np.log(np.array([[[0.5, 0.5], [0.9, 0.1]]])), b).loss, 4)  # ln 2 at the one scored
     0.6931
     """
-    losses = token_losses(logits, batch.targets) if losses is None else losses  # (B, T)
-    scored = np.asarray(batch.scored, dtype=bool)
+    logits = _validate.finite_array(logits, "logits")
+    if logits.ndim != 3 or logits.shape[-1] == 0:
+        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1, one score per token")
+    batch = check_batch(batch, logits.shape[-1])
+    if batch.tokens.shape != logits.shape[:2]:
+        raise ValueError(f"batch is {batch.tokens.shape} but logits {logits.shape}; give the logits of the forward "
+                         "pass over batch.tokens: (B, T, V)")
+    if losses is None:
+        losses = token_losses(logits, batch.targets)  # (B, T)
+    else:
+        losses = _validate.finite_array(losses, "losses")
+        if losses.shape != batch.tokens.shape:
+            raise ValueError(f"losses has shape {losses.shape}; give token_losses(logits, batch.targets), "
+                             f"{batch.tokens.shape}")
+    scored = batch.scored
     if not scored.any():
         return Metrics(0.0, 0.0)
-    correct = np.asarray(logits).argmax(-1) == batch.targets  # (B, T)
+    correct = logits.argmax(-1) == batch.targets  # (B, T)
     return Metrics(float(losses[scored].mean()), float(correct[scored].mean()))

@@ -54,7 +54,7 @@ def entropy(weights, axis: int = -1) -> np.ndarray:
     >>> entropy(np.array([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0]])).round(4)
     array([1.3863, 0.    ])
     """
-    p = _validate.float_array(weights, "weights")
+    p = _weights(weights, "weights")
     axis = _validate.axis(axis, p.shape)
     logp = np.log(np.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
     return 0.0 - (p * logp).sum(axis=axis)  # 0.0 - x turns -0.0 into +0.0
@@ -67,7 +67,7 @@ def softmax_jacobian(p) -> np.ndarray:
     array([[ 0.25, -0.25],
            [-0.25,  0.25]])
     """
-    p = np.asarray(p, dtype=float)
+    p = _weights(p, "p")
     outer = p[..., :, None] * p[..., None, :]  # (..., S, 1) * (..., 1, S) -> (..., S, S)
     return np.eye(p.shape[-1]) * p[..., None, :] - outer
 
@@ -106,7 +106,7 @@ class ScalingResult(NamedTuple):
 
     def row(self, d_k: int) -> int:
         """The index of ``d_k`` in ``self.d_k``; ValueError naming the tried values if absent."""
-        hits = np.flatnonzero(self.d_k == d_k)
+        hits = np.flatnonzero(self.d_k == _validate.positive_int(d_k, "d_k"))
         if hits.size == 0:
             raise ValueError(f"d_k={d_k} was not part of the experiment; "
                              f"pick one of {self.d_k.tolist()}")
@@ -133,9 +133,12 @@ def scaling_experiment(rng: np.random.Generator, d_k_values=POWERS_OF_TWO,
     (True, True)
     """
     _check_rng(rng)
-    d_ks = [_validate.positive_int(d, "d_k") for d in d_k_values]
-    if not d_ks:
-        raise ValueError("d_k_values is empty; pass at least one d_k, e.g. [1, 2, 4, 8]")
+    if not isinstance(d_k_values, (list, tuple, np.ndarray)):
+        raise ValueError(f"d_k_values={d_k_values!r} must be a list of sizes, e.g. d_k_values=[1, 2, 4, 8]")
+    d_ks = [_validate.positive_int(d.item() if isinstance(d, np.generic) else d, "d_k") for d in d_k_values]
+    if not d_ks or len(set(d_ks)) != len(d_ks):
+        raise ValueError(f"d_k_values={list(d_ks)} must be distinct sizes, at least one (row(d_k) finds each once), "
+                         "e.g. [1, 2, 4, 8]")
     stats = {name: [] for name in ScalingResult._fields[1:]}
     for d_k in d_ks:
         raw = sample_scores(rng, d_k, n_queries, n_keys)  # (N, S)
@@ -151,7 +154,16 @@ def scaling_experiment(rng: np.random.Generator, d_k_values=POWERS_OF_TWO,
     return ScalingResult(np.array(d_ks), *(np.array(v) for v in stats.values()))
 
 
+def _weights(p, name: str) -> np.ndarray:
+    """Softmax weights (..., S): finite, each in [0, 1] (a row of a softmax; a masked row may be all 0)."""
+    p = _validate.finite_array(p, name)
+    if p.ndim == 0:
+        raise ValueError(f"{name} has shape {p.shape}; give softmax weights (..., S), one row per query")
+    if p.size and (p.min() < 0 or p.max() > 1):
+        raise ValueError(f"{name} holds {float(p.min()):.3g}..{float(p.max()):.3g}, but softmax weights lie in [0, 1]; "
+                         f"pass softmax(scores), not the scores")
+    return p
+
+
 def _check_rng(rng) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}; "
-                         "pass rng=np.random.default_rng(0)")
+    _validate.generator(rng)

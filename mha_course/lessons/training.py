@@ -30,7 +30,9 @@ from .model import (
     Config,
     Metrics,
     Model,
+    check_batch,
     check_config,
+    check_model,
     compact_grads,
     forward,
     init_model,
@@ -39,7 +41,7 @@ from .model import (
     scored_metrics,
 )
 
-__all__ = ["AdamState", "History", "cross_entropy", "layer_norm_backward", "loss_and_grads", "backward",
+__all__ = ["AdamState", "History", "check_history", "cross_entropy", "layer_norm_backward", "loss_and_grads", "backward",
            "adam_init", "adam_step", "metrics", "evaluate", "train"]
 
 class AdamState(NamedTuple):
@@ -56,6 +58,25 @@ class History(NamedTuple):
     snapshot_weights: np.ndarray  # (n_snapshots, L, h, T, T) on probe sequence 0
 
 
+def check_history(history, config: Config, name: str = "history") -> History:
+    """history, validated against ``config``: a History of finite losses (steps,), whole-number snapshot
+    steps (n,) and snapshot weights (n, L, h, T, T); a ValueError names the fix."""
+    config = check_config(config)
+    if not isinstance(history, History):
+        raise ValueError(f"{name} must be a training.History (losses, snapshot_steps, snapshot_weights), got "
+                         f"{type(history).__name__}; pass the History that training.train returned, or None")
+    losses = _validate.finite_array(history.losses, f"{name}.losses")
+    steps = np.asarray(history.snapshot_steps)
+    weights = _validate.finite_array(history.snapshot_weights, f"{name}.snapshot_weights")
+    n, L, h = len(steps) if steps.ndim == 1 else -1, config.n_layers, config.h
+    if losses.ndim != 1 or steps.ndim != 1 or steps.dtype.kind not in "iu" or weights.ndim != 5 \
+            or weights.shape[:3] != (n, L, h) or weights.shape[3] != weights.shape[4]:
+        raise ValueError(f"{name} has shapes {[np.shape(a) for a in history]} (snapshot_steps {steps.dtype}), "
+                         f"expected (steps,), (n,) whole numbers and (n, {L}, {h}, T, T): the History of a "
+                         "training run of this config")
+    return History(losses, steps, weights)
+
+
 
 def layer_norm_backward(x, grad_y, eps: float = LN_EPS) -> np.ndarray:
     """x (..., D), grad_y (..., D) -> grad_x (..., D), for y = layer_norm(x, eps) (no gamma, beta).
@@ -66,6 +87,10 @@ def layer_norm_backward(x, grad_y, eps: float = LN_EPS) -> np.ndarray:
     0.0
     """
     x, g = _validate.float_array(x, "x"), _validate.float_array(grad_y, "grad_y")
+    if g.shape != x.shape:
+        raise ValueError(f"grad_y has shape {g.shape} but x {x.shape}; give one gradient per entry of "
+                         "layer_norm(x): the same shape as x")
+    eps = _validate.number(eps, "eps", 0, low_open=True)
     y = layer_norm(x, eps)
     inv = 1 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)  # (..., 1)
     return inv * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
@@ -77,6 +102,13 @@ def cross_entropy(logits, batch: Batch) -> tuple[Metrics, np.ndarray]:
     The loss is ``model.scored_metrics``' (the one cross-entropy); its gradient is
     (softmax(logits) - onehot(target)) / n on the n scored positions, 0 elsewhere.
     """
+    logits = _validate.finite_array(logits, "logits")
+    if logits.ndim != 3 or logits.shape[-1] == 0:
+        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1, one score per token")
+    batch = check_batch(batch, logits.shape[-1])
+    if batch.tokens.shape != logits.shape[:2]:
+        raise ValueError(f"batch is {batch.tokens.shape} but logits {logits.shape}; give the logits of the forward "
+                         "pass over batch.tokens: (B, T, V)")
     grad = softmax(logits)  # (B, T, V)
     np.put_along_axis(grad, batch.targets[..., None], np.take_along_axis(grad, batch.targets[..., None], -1) - 1,
                       -1)  # p - onehot
@@ -97,6 +129,8 @@ def backward(params: Model, batch: Batch, config: Config, rng=None):
     the gradient that comes through a layer to the one that skips it.
     """
     config = check_config(config)
+    params, batch = check_model(params, config), check_batch(batch, config.vocab)
+    rng = _validate.generator(rng, optional=True)
     tape = []
     logits, _ = forward(params, batch.tokens, config, tape=tape, rng=rng)
     x = tape.pop()[0]                                          # the last residual stream (B, T, D)
@@ -129,8 +163,52 @@ def _tree_map(f, *trees):
     return f(*trees)
 
 
+def _check_tree(tree, name: str, like=None, like_name: str = "params"):
+    """``tree`` (tuples and NamedTuples of finite float arrays, None leaves inside) checked, and of the
+    structure and shapes of ``like`` when given; returned with every leaf a checked float array."""
+    fix = (f"{name} must have {like_name}'s structure and shapes" if like is not None else
+           f"{name} must be a float array or a tree of them (a Model, a tuple), e.g. train.init_model(config)")
+
+    def refuse(t, where, want):
+        got = f"an array {t.dtype} {t.shape}" if isinstance(t, np.ndarray) else type(t).__name__
+        return ValueError(f"{where} is {got}, expected {want}; {fix}")
+
+    def walk(t, ref, where):
+        if isinstance(t, tuple) and (like is None or isinstance(ref, tuple)):
+            if like is not None and (type(t) is not type(ref) or len(t) != len(ref)):
+                raise refuse(t, where, f"a {type(ref).__name__} of {len(ref)}")
+            names = getattr(t, "_fields", None) or [f"[{i}]" for i in range(len(t))]
+            refs = ref if like is not None else [None] * len(t)
+            parts = [walk(a, r, f"{where}.{n}" if n[0] != "[" else f"{where}{n}") for a, r, n in zip(t, refs, names)]
+            return type(t)(*parts) if hasattr(t, "_fields") else tuple(parts)
+        if isinstance(ref, tuple):
+            raise refuse(t, where, f"a {type(ref).__name__} of {len(ref)}")
+        if like is not None and ref is None:
+            if t is not None:
+                raise refuse(t, where, "None")
+            return None
+        if t is None and like is None and where != name:
+            return None
+        want = f"a float array of shape {ref.shape}" if isinstance(ref, np.ndarray) else "a float array"
+        if not isinstance(t, np.ndarray) or t.dtype.kind != "f" or (isinstance(ref, np.ndarray) and t.shape != ref.shape):
+            raise refuse(t, where, want)
+        return _validate.finite(t, where)
+    return walk(tree, like, name)
+
+
+def _squares_fit(grads) -> None:
+    """Adam squares every gradient: refuse one whose square would be inf (v = inf, silently frozen steps)."""
+    leaves = []
+    _tree_map(lambda g: leaves.append((float(np.abs(g).max(initial=0.0)), g.dtype)), grads)
+    for big, dtype in leaves:
+        if big > np.sqrt(np.finfo(dtype).max):
+            raise ValueError(f"grads hold {big:.3g}, whose square overflows {dtype} (Adam keeps g**2): the training "
+                             "has diverged; lower lr, or clip the gradients first")
+
+
 def adam_init(params) -> AdamState:
-    """params (any tree of arrays) -> AdamState with zero moments and step 0."""
+    """params (any tree of float arrays: a Model, a tuple, an array) -> AdamState with zero moments, step 0."""
+    params = _check_tree(params, "params")
     zeros = _tree_map(np.zeros_like, params)
     return AdamState(zeros, _tree_map(np.zeros_like, params), 0)
 
@@ -146,6 +224,17 @@ def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: f
     >>> p, s.step  # the first step moves by lr, whatever the gradient's size
     (array([0.9]), 1)
     """
+    params = _check_tree(params, "params")
+    grads = _check_tree(grads, "grads", params)
+    _squares_fit(grads)
+    if not isinstance(state, AdamState):
+        raise ValueError(f"state must be an AdamState, got {type(state).__name__}; start with "
+                         "state = training.adam_init(params), then pass the state each step returns")
+    state = AdamState(_check_tree(state.m, "state.m", params), _check_tree(state.v, "state.v", params),
+                      _validate.count(state.step, "state.step"))
+    lr = _validate.number(lr, "lr", 0, low_open=True)
+    b1, b2 = (_validate.number(b, n, 0, 1, high_open=True) for b, n in ((b1, "b1"), (b2, "b2")))
+    eps = _validate.number(eps, "eps", 0, low_open=True)
     t = state.step + 1
     m = _tree_map(lambda m, g: b1 * m + (1 - b1) * g, state.m, grads)
     v = _tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state.v, grads)
@@ -158,13 +247,17 @@ def adam_step(params, grads, state: AdamState, lr: float, b1: float = 0.9, b2: f
 def metrics(params: Model, batch: Batch, config: Config, ablate=(), patch=None) -> Metrics:
     """Model, Batch -> Metrics (loss, accuracy) on its scored positions, no dropout; ``ablate``, ``patch``
     as in forward."""
+    config = check_config(config)
+    params, batch = check_model(params, config), check_batch(batch, config.vocab)
     logits, _ = forward(params, batch.tokens, config, ablate, patch=patch)
     return scored_metrics(logits, batch)
 
 
 def evaluate(params: Model, config: Config, rng: np.random.Generator, n: int = 256) -> Metrics:
     """Model -> Metrics on ``n`` fresh sequences drawn with ``rng`` (no dropout)."""
-    return metrics(params, make_batch(check_config(config), rng, n), config)
+    config = check_config(config)
+    params, rng, n = check_model(params, config), _validate.generator(rng), _validate.positive_int(n, "n")
+    return metrics(params, make_batch(config, rng, n), config)
 
 
 def _progress(steps: int, progress):
@@ -188,8 +281,11 @@ def train(config: Config, callback: Optional[Callable] = None, progress: bool = 
     (3,)
     """
     config = check_config(config)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback={callback!r} must be a function callback(step, metrics, params), or None")
+    progress, snapshot_every = _validate.flag(progress, "progress"), _validate.count(snapshot_every, "snapshot_every")
     rng = np.random.default_rng(config.seed)
-    params = init_model(config, rng) if params is None else params
+    params = init_model(config, rng) if params is None else check_model(params, config)
     probe = make_batch(config, np.random.default_rng(config.seed + 1), 1).tokens
     state, losses, snaps, bar = adam_init(params), [], [], _progress(config.steps, progress)
     # the tiny model's matmuls are small: one BLAS thread beats a threaded BLAS, the more so on a busy

@@ -210,7 +210,7 @@ def test_flag_instance_and_vector_refuse_what_would_be_misread():
     for bad in ("no", 2, None):
         with pytest.raises(ValueError, match="buggy=.* must be True or False"):
             _validate.flag(bad, "buggy")
-    with pytest.raises(TypeError, match="trace must be a dict, got str; make one"):
+    with pytest.raises(TypeError, match=r"trace must be a dict, got str \('x'\); make one"):
         _validate.instance("x", dict, "trace", "make one")
     assert _validate.vector([1, 2], "xs", 2).dtype == np.float64
     for bad in ([], [[1.0]], [1.0, 2.0, 3.0], "spam", None):
@@ -238,9 +238,75 @@ def test_flag_generator_named_tuple_and_items_of_refuse_what_they_do_not_hold():
             _validate.items_of(bad, int, "n", "fix")
 
 
-def test_fits_in_memory_refuses_more_than_the_machine_holds():
+def test_allocation_refuses_more_than_the_machine_holds(monkeypatch):
     total = _validate.physical_memory()
     assert total is None or total > 2 ** 20
-    assert _validate.fits_in_memory(1024, "a cache", "fix") == 1024
-    with pytest.raises(ValueError, match=r"a cache needs 1e\+18 bytes \(888 PiB\) but this machine has .*; fix"):
-        _validate.fits_in_memory(10 ** 18, "a cache", "fix")
+    assert _validate.allocation(1024, "a cache", "fix") == 1024
+    monkeypatch.setattr(_validate, "physical_memory", lambda: 2 ** 30)
+    with pytest.raises(ValueError, match=r"a cache would take 2 GiB, more than this machine's 1 GiB of memory; fix"):
+        _validate.allocation(2 ** 31, "a cache", "fix")
+    assert _validate.binary_size(10 ** 18) == "888 PiB" and _validate.binary_size(5) == "5 B"
+
+
+# --- added by lessons-a: count, index, number, flag, generator, path
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.integers(-10**6, 10**6), st.integers(1, 50))
+def test_index_accepts_exactly_0_to_n_minus_1(value, n):
+    if 0 <= value < n:
+        assert _validate.index(value, n, "layer", "layers") == value
+    else:
+        with pytest.raises(ValueError, match=rf"layer={value} is out of range: there are {n} layers"):
+            _validate.index(value, n, "layer", "layers")
+
+
+@pytest.mark.parametrize("bad", [True, np.bool_(False), 0.0, None, "0"])
+def test_index_and_count_refuse_what_is_no_whole_number(bad):
+    with pytest.raises(ValueError, match="head=.* must be a whole number"):
+        _validate.index(bad, 4, "head", "heads")
+    with pytest.raises(ValueError, match="start=.* must be a whole number >= 0"):
+        _validate.count(bad, "start")
+    assert _validate.count(np.int64(3), "start") == 3 and type(_validate.count(np.int64(3), "start")) is int
+
+
+@pytest.mark.parametrize("value, kwargs, ok", [
+    (0.5, dict(low=0, high=1), True), (0.0, dict(low=0, low_open=True), False), (1.0, dict(high=1, high_open=True), False),
+    (1.0, dict(high=1), True), (np.float32(2.0), {}, True), (float("nan"), {}, False), (float("-inf"), {}, False),
+    (True, {}, False), ("1", {}, False), (None, {}, False),
+])
+def test_number_is_a_finite_real_within_its_bounds(value, kwargs, ok):
+    if ok:
+        assert _validate.number(value, "lr", **kwargs) == float(value)
+    else:
+        with pytest.raises(ValueError, match="lr="):
+            _validate.number(value, "lr", **kwargs)
+
+
+def test_flag_generator_and_path_refuse_by_name_with_the_fix():
+    assert _validate.flag(np.bool_(True), "causal") is True
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="causal=.* must be True or False"):
+            _validate.flag(bad, "causal")
+    rng = np.random.default_rng(0)
+    assert _validate.generator(rng) is rng and _validate.generator(None, optional=True) is None
+    for bad in (None, 0, np.random.RandomState(0)):
+        with pytest.raises(ValueError, match=re.escape("pass rng=np.random.default_rng(0)")):
+            _validate.generator(bad)
+    assert str(_validate.path("a/b.npz")) == "a/b.npz"
+    for bad in (None, 3, b"a.npz", ""):
+        with pytest.raises(ValueError, match="path=.* must be a file path"):
+            _validate.path(bad)
+
+
+def test_allocation_and_a_path_for_writing_refuse_before_anything_happens(tmp_path):
+    assert _validate.allocation(_validate.MAX_BYTES, "x", "fix") == _validate.MAX_BYTES
+    with pytest.raises(ValueError, match=r"x would take 4 GiB, more than the 4 GiB .*; fix"):
+        _validate.allocation(_validate.MAX_BYTES + 1, "x", "fix")
+    assert _validate.path(tmp_path / "a.npz", for_writing=True) == tmp_path / "a.npz"
+    with pytest.raises(ValueError, match="is a folder"):
+        _validate.path(tmp_path, for_writing=True)
+    with pytest.raises(ValueError, match="does not exist; create it first"):
+        _validate.path(tmp_path / "no" / "a.npz", for_writing=True)
+    assert _validate.path(tmp_path, for_writing=False) == tmp_path  # reading a folder is the reader's to refuse

@@ -186,6 +186,17 @@ class World:
         return why_heads.gather_target(self.why_x, 0, 2, content=4)
 
     @functools.cached_property
+    def scratch(self):
+        """A temporary folder for the calls that write a file (never the package's or the working folder)."""
+        import atexit
+        import pathlib
+        import shutil
+        import tempfile
+        folder = tempfile.mkdtemp(prefix="mha-course-attack-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        return pathlib.Path(folder)
+
+    @functools.cached_property
     def table(self):
         from mha_course.lessons import long_context as lc
         return lc.extrapolation_table(self.long_models, lengths=(16, 32), n=4)
@@ -502,9 +513,13 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.lessons.training.adam_init": {"params": MODEL},
     "mha_course.lessons.training.layer_norm_backward": {"grad_y": _arr(lambda w: w.x * 0.5)},
     "mha_course.lessons.checkpoints.npz_bytes": {"arrays": obj(lambda w: {"a": np.arange(3.0)})},
+    "mha_course.lessons.checkpoints.check_arrays": {"arrays": obj(lambda w: {"a": np.arange(3.0)})},
+    "mha_course.lessons.checkpoints.write_npz": {"arrays": obj(lambda w: {"a": np.arange(3.0)}),
+                                                 "path": Spec(lambda w: w.scratch / "attack.npz", "free")},
     "mha_course.lessons.checkpoints.load_checkpoint": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
     "mha_course.lessons.checkpoints.read_npz": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
     "mha_course.lessons.model.forward": {"patch": FREE},
+    "mha_course.lessons.model.make_batch": {"batch": size(1)},
     "mha_course.lessons.qkv.embed": {"tokens": _fixed(["the", "cat"]), "vocab": _fixed(["cat", "the"]),
                                      "table": _arr(lambda w: _rng(25).normal(size=(2, D)))},
     "mha_course.lessons.qkv.vocabulary": {"tokens": _fixed(["the", "cat", "the"])},

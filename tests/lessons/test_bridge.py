@@ -4,6 +4,8 @@ The round trip is checked with Hypothesis (numpy only); the mapping itself again
 an nn.MultiheadAttention loaded with torch_state_dict(params) computes our outputs and per-head
 weights, and params_from_torch_state(module.state_dict()) gives back our numbers.
 """
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -202,3 +204,29 @@ def test_the_even_heads_condition_decides_the_fast_path(heads, expect_fast):
     finally:
         torch._native_multi_head_attention = original
     assert bool(calls) is expect_fast
+
+
+@pytest.mark.parametrize("bad", ["spam", None, [[1.0, "a"]]])
+def test_mean_peak_weight_refuses_what_is_no_array_of_weights_by_name(bad):
+    """A string was numpy's 'could not convert string to float'."""
+    from mha_course.lessons.bridge import mean_peak_weight
+    with pytest.raises(ValueError, match="weights"):
+        mean_peak_weight(bad)
+
+
+def test_what_crosses_to_torch_is_finite_and_of_the_right_shapes():
+    """NaN weights crossed silently both ways; a W_q of the wrong shape was numpy's concatenate message."""
+    from mha_course.lessons.bridge import mean_peak_weight
+    p = mc.init_params(4, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="params.W_q has 16 non-finite"):
+        torch_state_dict(p._replace(W_q=np.full((4, 4), np.nan)))
+    with pytest.raises(ValueError, match=re.escape("params.W_q has shape (3, 4)")):
+        torch_state_dict(p._replace(W_q=np.zeros((3, 4))))
+    with pytest.raises(ValueError, match=re.escape("params.W_k has shape (4, 3)")):
+        torch_state_dict(p._replace(W_k=np.zeros((4, 3))))
+    state = torch_state_dict(p)
+    with pytest.raises(ValueError, match=re.escape("state['in_proj_weight'] holds NaN or inf")):
+        params_from_torch_state({**state, "in_proj_weight": np.full((12, 4), np.nan)})
+    for bad in (np.array([[5.0, -3.0]]), np.zeros((0, 3))):
+        with pytest.raises(ValueError, match="weights"):
+            mean_peak_weight(bad)

@@ -40,12 +40,13 @@ def test_checkpoint_round_trip_and_atomic_write(tmp_path):
     path = checkpoints.save_checkpoint(tmp_path / "m.npz", params, TINY._replace(h_kv=1), history)
     config, loaded, hist = checkpoints.load_checkpoint(path)
     assert config == TINY._replace(h_kv=1) and hist.snapshot_weights.shape == (3, 2, 2, 6, 6)
-    for a, b in zip(checkpoints.checkpoint_arrays(params, TINY).values(), checkpoints.checkpoint_arrays(loaded, TINY).values()):
+    one_kv = TINY._replace(h_kv=1)
+    for a, b in zip(checkpoints.checkpoint_arrays(params, one_kv).values(), checkpoints.checkpoint_arrays(loaded, one_kv).values()):
         assert np.array_equal(a, b)
     assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temp file left behind
     with mock.patch.object(tr.np, "savez_compressed", side_effect=OSError("disk full")):
         with pytest.raises(OSError):
-            checkpoints.save_checkpoint(path, params, TINY, history)
+            checkpoints.save_checkpoint(path, params, one_kv, history)
     assert checkpoints.load_checkpoint(path)[0] == TINY._replace(h_kv=1)  # the old file is whole
     assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]
 
@@ -79,3 +80,68 @@ def test_shipped_experiments_are_reproducible():
     assert float(exp["one_layer_accuracy"]) < 0.5 < float(exp["dropout_0_accuracy"])
     with pytest.raises(ValueError, match="no experiments file"):
         checkpoints.load_experiments("/nonexistent/e.npz")
+
+
+# ----------------------------------------------------------------------------- issue 32: every entry checks
+@pytest.mark.parametrize("bad", [None, 3, b"m.npz", ""])
+def test_a_path_that_is_none_or_not_path_like_is_refused_by_name(bad, tmp_path):
+    """It was a TypeError from os.fspath naming no argument."""
+    params = tr.init_model(TINY)
+    for call in (lambda: checkpoints.load_checkpoint(bad), lambda: checkpoints.read_npz(bad),
+                 lambda: checkpoints.write_npz(bad, {"a": np.zeros(2)}),
+                 lambda: checkpoints.save_checkpoint(bad, params, TINY)):
+        with pytest.raises(ValueError, match="path=.* must be a file path"):
+            call()
+    if bad is not None:  # None is the shipped file
+        with pytest.raises(ValueError, match="path=.* must be a file path"):
+            checkpoints.load_experiments(bad)
+    with pytest.raises(ValueError, match="no checkpoint at path="):
+        checkpoints.read_npz(tmp_path / "missing.npz")
+
+
+def test_a_refused_write_leaves_the_old_file_whole(tmp_path):
+    """Bad arrays, params of another config or a broken history are refused before the file is touched."""
+    params, history = training.train(TINY, snapshot_every=1)
+    path = checkpoints.save_checkpoint(tmp_path / "m.npz", params, TINY, history)
+    before = path.read_bytes()
+    for call, named in ((lambda: checkpoints.write_npz(path, None), "arrays must be a dict"),
+                        (lambda: checkpoints.write_npz(path, {"a": np.array([object()])}), "would be pickled"),
+                        (lambda: checkpoints.write_npz(path, {"": np.zeros(2)}), "each name must be"),
+                        (lambda: checkpoints.save_checkpoint(path, params, TINY._replace(h_kv=1)), "params.layers"),
+                        (lambda: checkpoints.save_checkpoint(path, params, TINY, 3), "history must be"),
+                        (lambda: checkpoints.save_checkpoint(path, "params", TINY), "params must be")):
+        with pytest.raises(ValueError, match=named):
+            call()
+        assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]  # no temp file either
+
+
+def test_npz_bytes_and_checkpoint_arrays_name_their_arguments():
+    for bad in (None, "arrays", 3, [np.zeros(2)]):
+        with pytest.raises(ValueError, match="arrays must be a dict"):
+            checkpoints.npz_bytes(bad)
+    params = tr.init_model(TINY)
+    for bad in ("history", 3):
+        with pytest.raises(ValueError, match="history must be a training.History"):
+            checkpoints.checkpoint_bytes(params, TINY, bad)
+    assert checkpoints.check_arrays({"a": [1, 2]})["a"].dtype.kind == "i"
+
+
+def test_a_task_that_is_no_name_is_refused_before_training():
+    for bad in (["induction"], None, "inductoin"):
+        with pytest.raises(ValueError, match="no shipped checkpoint for task="):
+            checkpoints.checkpoint_path(bad)
+        with pytest.raises(ValueError, match="no shipped checkpoint for task="):
+            checkpoints.make_checkpoint(bad, "unused.npz")
+
+
+def test_writing_to_a_folder_or_into_a_missing_folder_is_refused_in_one_line(tmp_path):
+    """They were an IsADirectoryError about a temporary file and a FileNotFoundError."""
+    for bad, named in ((tmp_path, "is a folder"), (tmp_path / "no" / "m.npz", "does not exist")):
+        with pytest.raises(ValueError, match=named):
+            checkpoints.write_npz(bad, {"a": np.zeros(2)})
+        with pytest.raises(ValueError, match=named):
+            checkpoints.save_checkpoint(bad, tr.init_model(TINY), TINY)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="not a rectangular array"):
+        checkpoints.npz_bytes({"a": [[1], [1, 2]]})

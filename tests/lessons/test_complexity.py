@@ -227,3 +227,40 @@ def test_notebook_05s_timing_claims_hold_in_the_shipped_results():
     assert 1.7 <= cx.loglog_slope(T[fit], floor[fit]) <= 2.5
     assert np.all(np.diff(floor[fit]) > 0)                      # doubling T never made it faster
     assert set(bench["settings"]) == {"blas1", "default"} and bench["command"].startswith("python benchmarks/")
+
+
+@pytest.mark.parametrize("fn", [cx.format_count, cx.format_bytes])
+@pytest.mark.parametrize("bad", [-1, 4.5, True, float("nan"), "1024", None])
+def test_formatting_a_count_refuses_what_is_no_count(fn, bad):
+    """A negative count printed as '-1 ', and 4.5 bytes as '4 B' (silently rounded)."""
+    with pytest.raises(ValueError, match=r"\bn="):
+        fn(bad)
+
+
+@pytest.mark.parametrize("n", [0, 1023, 2**30, float(2**40), np.int64(5)])
+def test_formatting_takes_whole_counts_in_any_number_type(n):
+    assert cx.format_bytes(n) == cx.format_bytes(int(n)) and cx.format_count(n) == cx.format_count(int(n))
+
+
+def test_counts_of_arrays_of_sizes_never_wrap_round_int64():
+    """attention_flops([2**40], 2**30) was [0]: numpy's int64 wrapped; scalars stay exact Python ints."""
+    with pytest.raises(ValueError, match="passes int64's 2\\*\\*63"):
+        cx.attention_flops(np.array([2**40]), 2**30)
+    assert cx.attention_flops(2**40, 2**30) == 4 * 2**110
+    with pytest.raises(ValueError, match="do not broadcast together"):
+        cx.projection_flops([4, 8, 16], 4, S=[4, 8])
+    assert cx.format_count(10**30) == "1000000000000000000.00 T"
+
+
+@pytest.mark.parametrize("dtype", ["nope", object, "U4"])
+def test_a_dtype_that_is_no_number_type_is_refused_by_name(dtype):
+    """dtype=object was 8 bytes a number, silently; 'nope' numpy's 'data type not understood'."""
+    for call in (lambda: cx.score_memory_bytes(1, 1, 4, dtype=dtype), lambda: cx.ledger(8, 2, 4, dtype=dtype)):
+        with pytest.raises(ValueError, match="dtype="):
+            call()
+
+
+def test_time_sweep_checks_its_progress_and_rng_before_timing():
+    for kwargs, named in (({"progress": 3}, "progress=3 must be a function"), ({"rng": 3}, "rng must be")):
+        with pytest.raises(ValueError, match=named):
+            cx.time_sweep([4], 8, 2, **{"rng": np.random.default_rng(0), **kwargs})

@@ -176,3 +176,52 @@ def test_benchmark_prints_its_command_and_table(capsys):
     assert out.startswith("$ python benchmarks/bench_decode.py --positions 8 16 --repeats 1")
     rows = [line for line in out.splitlines() if line.startswith("| 8 |") or line.startswith("| 16 |")]
     assert len(rows) == 2 and all(row.rstrip().endswith("KiB |") for row in rows)
+
+
+# ----------------------------------------------------------------------------- issue 32: every entry checks
+def test_greedy_steps_checks_everything_when_called_not_when_first_read():
+    """It was a generator: a bad prompt, n_new or config passed silently until the first next()."""
+    config = CONFIGS["mha"]
+    params = train.init_model(config)
+    for kwargs, named in (({"prompt": [[1, -1]]}, "prompt"), ({"n_new": -1}, "n_new"), ({"n_new": 2.5}, "n_new"),
+                          ({"config": 3}, "config"), ({"params": None}, "params"), ({"use_cache": "yes"}, "use_cache"),
+                          ({"use_cache": 2}, "use_cache")):
+        call = {"params": params, "config": config, "prompt": [[1, 2]], "n_new": 3, **kwargs}
+        use_cache = call.pop("use_cache", True)
+        with pytest.raises(ValueError, match=named):
+            decode.greedy_steps(call["params"], call["config"], call["prompt"], call["n_new"], use_cache=use_cache)
+    with pytest.raises(ValueError, match="progress=2 must be True or False"):
+        decode.generate(params, config, [[1, 2]], 3, progress=2)
+
+
+@pytest.mark.parametrize("fn, takes", [
+    (lambda p, c: decode.max_positions(p), "params"), (lambda p, c: decode.new_caches(p, c, 1, 8), "both"),
+    (lambda p, c: decode.to_gqa(p, c, 1), "both"), (lambda p, c: decode.forward_cached(p, np.zeros((1, 2), int), c, []), "both"),
+    (lambda p, c: decode.generate(p, c, [[1, 2]], 2), "both"), (lambda p, c: decode.timing_model(c, 8), "config"),
+])
+def test_decoding_refuses_a_non_model_and_a_non_config_by_name(fn, takes):
+    """Each was an AttributeError ('NoneType' object has no attribute 'pos', 'vocab', '_replace')."""
+    config = CONFIGS["mha"]
+    params = train.init_model(config)
+    for bad in (None, "model", 3):
+        if takes in ("config", "both"):
+            with pytest.raises(ValueError, match="config must be a train.Config"):
+                fn(params, bad)
+        if takes in ("params", "both"):
+            with pytest.raises(ValueError, match="params must be a train.Model"):
+                fn(bad, config)
+
+
+@pytest.mark.parametrize("seed", [-1, 0.5, True, "0"])
+def test_timing_model_checks_its_seed(seed):
+    """A negative seed was numpy's 'expected non-negative integer'; True was read as 1."""
+    with pytest.raises(ValueError, match="seed="):
+        decode.timing_model(CONFIGS["mha"], 10, seed)
+
+
+def test_caches_too_big_to_allocate_are_refused_with_the_fix():
+    config = CONFIGS["mha"]
+    with pytest.raises(ValueError, match="max_len = prompt"):
+        decode.new_caches(train.init_model(config), config, 1, 10**15)
+    with pytest.raises(ValueError, match="max_len=0 must be >= 1"):
+        decode.new_caches(train.init_model(config), config, 1, 0)

@@ -5,6 +5,8 @@
 - A bad config is refused with a ValueError naming the fix.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -91,8 +93,11 @@ def _functions_calling(attr: str, method_on_last_axis: bool = False) -> set:
         on_np = isinstance(c.func.value, ast.Name) and c.func.value.id == "np"
         return not on_np and len(c.args) == 1 and ast.unparse(c.args[0]) == "-1"
     found = set()
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
     for name, tree in _lesson_sources().items():
-        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        functions = [n for n in ast.walk(tree) if isinstance(n, defs)]
+        nested = {id(inner) for fn in functions for inner in ast.walk(fn) if inner is not fn and isinstance(inner, defs)}
+        for fn in (f for f in functions if id(f) not in nested):  # a nested loop counts as its outer function's
             if any(hit(c) for c in ast.walk(fn)):
                 found.add(f"{name}:{fn.name}")
     return found
@@ -157,3 +162,185 @@ def test_traces_and_patch_go_together_and_make_batch_refuses_zero():
     assert np.allclose(logits, tr.norm(tr.embed(params, tokens, TINY), TINY) @ params.unembed)
     with pytest.raises(ValueError, match="batch=0"):
         tr.make_batch(TINY, np.random.default_rng(0), 0)
+
+
+# ----------------------------------------------------------------------------- issue 32: every entry checks
+def _tiny():
+    params = tr.init_model(TINY)
+    return params, tr.make_batch(TINY, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"vocab": 6.0}, "config.vocab"), ({"n_layers": True}, "config.n_layers"), ({"steps": -1}, "config.steps"),
+    ({"seed": -1}, "config.seed"), ({"seed": 0.5}, "config.seed"), ({"lr": float("nan")}, "config.lr"),
+    ({"lr": 0.0}, "config.lr"), ({"rope_base": float("inf")}, "config.rope_base"), ({"dropout": "0.1"}, "config.dropout"),
+    ({"layer_norm": "no"}, "config.layer_norm"), ({"scale": 1}, "config.scale"), ({"task": ["induction"]}, "config.task"),
+])
+def test_every_config_field_is_checked_and_named(change, named):
+    """A float, bool or negative size, a NaN or zero learning rate, a string flag: each is refused by name,
+    never read as truthy or silently rounded."""
+    with pytest.raises(ValueError, match=re.escape(named)):
+        tr.check_config(TINY._replace(**change))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda p, b: tr.forward(p, b.tokens, TINY), lambda p, b: tr.embed(p, b.tokens, TINY),
+    lambda p, b: tr.layer_params(p, TINY, 0), lambda p, b: tr.cached_layer_params(p, TINY, 0),
+    lambda p, b: tr.ablate_head(p, TINY, 0, 0), lambda p, b: training.metrics(p, b, TINY),
+    lambda p, b: training.loss_and_grads(p, b, TINY), lambda p, b: training.evaluate(p, TINY, np.random.default_rng(0)),
+    lambda p, b: checkpoints.checkpoint_arrays(p, TINY),
+])
+@pytest.mark.parametrize("bad", [None, "model", 3])
+def test_every_function_taking_a_model_refuses_a_non_model_by_name(fn, bad):
+    """One check (check_model) behind every function that takes params: never an AttributeError."""
+    _, batch = _tiny()
+    with pytest.raises(ValueError, match=r"params must be a train\.Model, got"):
+        fn(bad, batch)
+
+
+def test_a_model_of_another_config_is_refused_with_its_shapes():
+    """Weights with one key/value head given with a config of h_kv = h (a checkpoint would store a model
+    that its own config cannot rebuild), a missing position table, a missing layer: each names the array."""
+    params = tr.init_model(TINY._replace(h_kv=1))
+    with pytest.raises(ValueError, match=re.escape("params.layers[0].W_k has shape (4, 2)")):
+        tr.check_model(params, TINY)
+    with pytest.raises(ValueError, match=re.escape("params.pos has shape None")):
+        tr.check_model(tr.init_model(TINY)._replace(pos=None), TINY)
+    with pytest.raises(ValueError, match="holds 1 layers, but config.n_layers=2"):
+        tr.check_model(params._replace(layers=params.layers[:1]), TINY._replace(h_kv=1))
+    assert tr.check_model(params, TINY._replace(h_kv=1)) is params
+
+
+@pytest.mark.parametrize("layer, message", [
+    (-1, "layer=-1 is out of range: there are 2 layers"), (2, "layer=2 is out of range"),
+    (True, "layer=True must be a whole number"), (0.0, "layer=0.0 must be a whole number"),
+    (None, "layer=None must be a whole number"),
+])
+def test_layer_and_head_indices_are_checked_and_minus_one_is_not_the_last(layer, message):
+    """numpy would read layer -1 as the last layer and True as 1: both are refused, as is a float."""
+    params, _ = _tiny()
+    for call in (lambda: tr.layer_params(params, TINY, layer), lambda: tr.cached_layer_params(params, TINY, layer),
+                 lambda: tr.ablate_head(params, TINY, layer, 0)):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+    with pytest.raises(ValueError, match=re.escape(message.replace("layer", "head").replace("2 heads", "2 heads"))):
+        tr.ablate_head(params, TINY, 0, layer)
+
+
+@pytest.mark.parametrize("tokens, message", [
+    (np.array([[0, -1, 2, 3, 4, 5]]), "the id -1, outside 0..5"), (np.array([[0, 6, 2, 3, 4, 5]]), "the id 6"),
+    (np.zeros((1, 6)), "whole-number token ids"), (np.zeros((1, 6), bool), "whole-number token ids"),
+    (np.zeros(6, int), "shape (6,)"), (np.zeros((0, 6), int), "shape (0, 6)"), ("spam", "whole-number token ids"),
+])
+def test_tokens_for_this_config_are_checked_once_for_every_entry(tokens, message):
+    params, _ = _tiny()
+    for call in (lambda: tr.forward(params, tokens, TINY), lambda: tr.embed(params, tokens, TINY),
+                 lambda: tr.check_tokens(tokens, TINY)):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+
+
+def test_a_batch_is_checked_before_it_is_read():
+    """None, a tuple that is no Batch, or mismatched shapes: a ValueError naming batch (never AttributeError)."""
+    params, batch = _tiny()
+    logits, weights = tr.forward(params, batch.tokens, TINY)
+    for bad in (None, 3, tuple(batch), batch._replace(scored=batch.scored[:, 1:]),
+                batch._replace(scored=batch.scored.astype(int))):
+        for call in (lambda: tr.scored_metrics(logits, bad), lambda: tr.induction_score(weights[1], bad),
+                     lambda: training.metrics(params, bad, TINY), lambda: training.cross_entropy(logits, bad),
+                     lambda: training.backward(params, bad, TINY)):
+            with pytest.raises(ValueError, match="batch"):
+                call()
+    with pytest.raises(ValueError, match="batch.targets holds the id 6"):
+        tr.scored_metrics(logits, batch._replace(targets=np.full_like(batch.targets, 6)))
+
+
+def test_induction_score_refuses_weights_of_another_batch_and_a_batch_that_is_no_induction():
+    """An empty key axis was an IndexError; a previous-token batch silently read keys from the end."""
+    params, batch = _tiny()
+    w = tr.forward(params, batch.tokens, TINY)[1][1]  # (B, h, T, T)
+    assert tr.induction_score(w, batch).shape == (TINY.h,)
+    with pytest.raises(ValueError, match="weights has shape"):
+        tr.induction_score(w[..., :0], batch)
+    prev = tr.make_batch(TINY._replace(task="previous_token"), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="no induction batch"):
+        tr.induction_score(w, prev)
+
+
+def test_start_rng_ablate_and_caches_of_forward_are_checked_not_ignored():
+    params, batch = _tiny()
+    for start in (-1, 0.5, True, "0"):
+        with pytest.raises(ValueError, match="start="):
+            tr.embed(params, batch.tokens[:, :2], TINY, start)
+    with pytest.raises(ValueError, match="without tape it would be ignored"):
+        tr.forward(params, batch.tokens, TINY, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+        tr.forward(params, batch.tokens, TINY, tape=[], rng=3)
+    with pytest.raises(ValueError, match="config.dropout=0.5 draws dropout masks"):
+        tr.forward(params, batch.tokens, TINY._replace(dropout=0.5), tape=[])
+    with pytest.raises(ValueError, match=r"ablate=5 must be a list of \(layer, head\) pairs"):
+        tr.forward(params, batch.tokens, TINY, ablate=5)
+    with pytest.raises(ValueError, match="head=7 is out of range"):
+        tr.forward(params, batch.tokens, TINY, ablate=[(0, 7)])
+    with pytest.raises(ValueError, match="one KV cache per layer"):
+        tr.forward(params, batch.tokens, TINY, caches=[mc.KVCache(3, 2, 2, 8)])
+
+
+def test_norm_checks_its_input_and_rng_arguments_are_generators():
+    params, _ = _tiny()
+    for bad in (None, "x", np.zeros((2, 3))):
+        with pytest.raises(ValueError, match="x "):
+            tr.norm(bad, TINY)
+    assert isinstance(tr.norm([[0.0] * 4], TINY), np.ndarray)  # a list is the same numbers, as an array
+    for bad in (None, 3, "rng"):
+        with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+            tr.make_batch(TINY, bad)
+    with pytest.raises(ValueError, match="rng must be a numpy Generator"):
+        tr.init_model(TINY, 3)
+
+
+def test_compact_grads_refuses_what_is_no_gradient_of_layer_params():
+    with pytest.raises(ValueError, match="g must be an MHAParams"):
+        tr.compact_grads(None, TINY)
+    g = mc.init_params(4, rng=np.random.default_rng(0))
+    assert tr.compact_grads(g, TINY).W_k.shape == (4, 4)
+    with pytest.raises(ValueError, match=re.escape("g.W_k has shape (4, 2)")):
+        tr.compact_grads(g._replace(W_k=g.W_k[:, :2]), TINY)
+
+
+def test_what_patch_and_core_return_is_checked_never_broadcast():
+    """A patch returning (D,) was broadcast over every position without a word; a core of the wrong shape
+    was a matmul error from numpy's insides."""
+    params, batch = _tiny()
+    with pytest.raises(ValueError, match=re.escape("patch returned shape (4,) at layer 0")):
+        tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: np.zeros(4))
+    with pytest.raises(ValueError, match="patch's output at layer 0 has"):
+        tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: t.output * np.nan)
+    with pytest.raises(ValueError, match=re.escape("core returned shape (3, 2, 6, 1)")):
+        tr.forward(params, batch.tokens, TINY, core=lambda Q, K, V, mask: Q[..., :1])
+    for kwargs, named in (({"patch": 3}, "patch=3 must be a function"), ({"core": 3}, "core=3 must be a function"),
+                          ({"traces": 3}, "traces=3 must be a list"), ({"tape": [1]}, "tape must be an empty list")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            tr.forward(params, batch.tokens, TINY, **kwargs)
+    same = tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: t.output)[0]
+    assert np.allclose(same, tr.forward(params, batch.tokens, TINY)[0], rtol=0, atol=1e-12)
+
+
+def test_a_model_holds_finite_float_arrays():
+    params, batch = _tiny()
+    for bad, named in ((params._replace(unembed=np.full((4, 6), np.nan)), "params.unembed has 24 non-finite"),
+                       (params._replace(embed=np.zeros((6, 4), int)), "params.embed is ndarray int64"),
+                       (params._replace(embed=np.full((6, 4), "a")), "params.embed is ndarray <U1")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            tr.forward(bad, batch.tokens, TINY)
+
+
+def test_sizes_that_would_not_fit_in_memory_are_refused_before_allocating():
+    """A MemoryError (or minutes of swapping) became one line naming the sizes."""
+    with pytest.raises(ValueError, match="more than the 4 GiB this course allows one array"):
+        tr.init_model(TINY._replace(vocab=10**12, task="previous_token"))
+    with pytest.raises(ValueError, match="ask for fewer sequences"):
+        tr.make_batch(TINY, np.random.default_rng(0), 10**12)
+    sinus = TINY._replace(positions="sinusoidal")
+    with pytest.raises(ValueError, match="start closer to 0"):
+        tr.embed(tr.init_model(sinus), np.zeros((1, 2), int), sinus, 10**12)

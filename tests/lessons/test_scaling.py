@@ -209,3 +209,32 @@ def test_option_live_view_redraws_with_the_slider_value():
     view.controls.set(d_k=4)
     assert drawn == [4]
     assert view.redraw() is not None and drawn == [4, 4]
+
+
+@pytest.mark.parametrize("bad", [None, "spam", 0.5])
+def test_softmax_jacobian_refuses_what_is_no_row_of_weights(bad):
+    """None was an IndexError (a 0-d array indexed), a string numpy's 'could not convert'."""
+    for fn in (scaling.softmax_jacobian, scaling.jacobian_norm):
+        with pytest.raises(ValueError, match=r"\bp\b"):
+            fn(bad)
+
+
+@pytest.mark.parametrize("bad", [np.array([5.0, -3.0]), np.array([1e200, 1e200]), np.array([np.nan, 1.0])])
+def test_jacobian_and_entropy_take_softmax_weights_only(bad):
+    """Scores passed as weights gave a Jacobian of -20s and a negative entropy; 1e200 an inf norm."""
+    for fn in (scaling.softmax_jacobian, scaling.jacobian_norm):
+        with pytest.raises(ValueError, match=r"\bp\b"):
+            fn(bad)
+    with pytest.raises(ValueError, match="weights"):
+        scaling.entropy(bad)
+
+
+def test_the_experiment_takes_distinct_sizes_and_row_takes_a_size():
+    rng = np.random.default_rng(0)
+    for bad in ([4, 4], 4, "abc", []):
+        with pytest.raises(ValueError, match="d_k"):
+            scaling.scaling_experiment(rng, d_k_values=bad, n_queries=4)
+    result = scaling.scaling_experiment(rng, d_k_values=[1, 2], n_queries=4)
+    assert result.row(np.int64(2)) == 1
+    with pytest.raises(ValueError, match="d_k=True must be a positive integer"):
+        result.row(True)  # was read as d_k = 1
