@@ -344,3 +344,91 @@ def score_bias(bias, target: tuple, dtype) -> np.ndarray:
         raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
                          "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
     return b.astype(dtype, copy=False)
+
+
+# --- added by lessons-b
+def count(value, name: str) -> int:
+    """``value`` as an int, or raise if it is not a whole number >= 0 (a seed, an offset).
+
+    >>> count(0, "seed")
+    0
+    >>> count(-1, "seed")
+    Traceback (most recent call last):
+    ...
+    ValueError: seed=-1 must be >= 0; pass a whole number such as seed=0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number >= 0 (got {type(value).__name__}); "
+                         f"pass e.g. {name}=0")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be >= 0; pass a whole number such as {name}=0")
+    return int(value)
+
+
+def index(value, n: int, name: str, what: str = "") -> int:
+    """``value`` as an int in 0..n-1, or raise: -1 (numpy would read it from the end), a bool, a float
+    or a number out of range is refused, naming ``name`` and the valid range (``what``: of what).
+
+    >>> index(1, 2, "layer")
+    1
+    >>> index(2, 2, "layer", "the model's 2 layers")
+    Traceback (most recent call last):
+    ...
+    ValueError: layer=2 is out of range: use 0..1 (the model's 2 layers)
+    """
+    of = f" ({what})" if what else ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r} must be a whole number in 0..{n - 1}{of} (got {type(value).__name__})")
+    if not 0 <= value < n:
+        raise ValueError(f"{name}={value} is out of range: use 0..{n - 1}{of}")
+    return int(value)
+
+
+def instance(value, kind, name: str, make: str):
+    """``value`` if it is a ``kind`` (a class or a tuple of them), else a TypeError naming ``name``, what
+    it got and how to ``make`` one.
+
+    >>> instance("x", int, "n", "pass n=4")
+    Traceback (most recent call last):
+    ...
+    TypeError: n must be an int, got str ('x'); pass n=4
+    """
+    if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        names = " or ".join(k.__name__ for k in kinds)
+        article = "an" if names[0].lower() in "aeiou" else "a"
+        raise TypeError(f"{name} must be {article} {names}, got {type(value).__name__} ({value!r:.40}); {make}")
+    return value
+
+
+def items(value, name: str, example: str) -> list:
+    """``value`` (a list, a tuple or a 1-D array: not a string, a dict or a lone number) as a list, else a TypeError
+    naming ``name`` and an ``example``.
+
+    >>> items(("a", "b"), "tokens", "['the', 'cat']")
+    ['a', 'b']
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list, got {type(value).__name__} ({value!r:.40}); pass e.g. "
+                        f"{name}={example}")
+    return list(value)
+
+
+def real(value, name: str) -> float:
+    """``value`` as a float, or raise if it is not a finite real number (a bool, a string, NaN or inf).
+
+    >>> real(8, "sharpness")
+    8.0
+    >>> real(float("nan"), "sharpness")
+    Traceback (most recent call last):
+    ...
+    ValueError: sharpness=nan must be a finite number; pass e.g. sharpness=1.0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}={value!r:.40} must be a finite number (got {type(value).__name__}); "
+                         f"pass e.g. {name}=1.0")
+    if not np.isfinite(value):
+        raise ValueError(f"{name}={value} must be a finite number; pass e.g. {name}=1.0")
+    return float(value)
