@@ -158,3 +158,18 @@ def test_positive_ints_takes_a_size_or_an_array_of_sizes_and_refuses_the_rest():
     for bad in (None, 0, 2.0, True, [], [1, 0], [1.0, 2.0], [True, True], "8", np.array(3.5)):
         with pytest.raises(ValueError, match="T="):
             _validate.positive_ints(bad, "T")
+
+
+# --- added by lessons-b
+def test_count_index_instance_items_and_real_refuse_what_they_do_not_take():
+    from mha_course import _validate as v
+    assert v.count(0, "seed") == 0 and v.index(1, 2, "layer") == 1 and v.real(8, "s") == 8.0
+    assert v.items(np.array(["a", "b"]), "tokens", "['a']") == ["a", "b"] and v.instance(3, int, "n", "") == 3
+    for bad, fn in [(-1, lambda x: v.count(x, "seed")), (True, lambda x: v.count(x, "seed")),
+                    (-1, lambda x: v.index(x, 2, "layer")), (2, lambda x: v.index(x, 2, "layer")),
+                    (0.5, lambda x: v.index(x, 2, "layer")), (True, lambda x: v.index(x, 2, "layer")),
+                    ("x", lambda x: v.instance(x, int, "layer", "pass 1")), ("ab", lambda x: v.items(x, "layer", "[1]")),
+                    (float("inf"), lambda x: v.real(x, "layer")), ("1", lambda x: v.real(x, "layer")),
+                    (False, lambda x: v.real(x, "layer"))]:
+        with pytest.raises((ValueError, TypeError), match="seed|layer"):
+            fn(bad)
