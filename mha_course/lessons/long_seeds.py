@@ -220,7 +220,7 @@ def format_summary(table: np.ndarray, names, lengths=lc.LENGTHS, train_len: int 
     """(S, M, K, 2) -> text: for each model, mean (min-max) over seeds of accuracy (``column`` 0) or
     loss (1) at each length; ``names`` (M,), ``lengths`` (K,)."""
     table = _validate.finite_array(table, "table")
-    names = _validate.items(names, "names", "list(FIXES)")
+    names = _validate.items(list(names) if isinstance(names, dict) else names, "names", "list(FIXES)")  # a dict: its keys
     lengths = _validate.positive_ints(lengths, "lengths")
     lengths = [int(lengths)] if np.ndim(lengths) == 0 else lengths.tolist()
     train_len = _validate.positive_int(train_len, "train_len")

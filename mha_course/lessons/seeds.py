@@ -74,7 +74,7 @@ def format_values(values: np.ndarray, names, header: str) -> str:
     """
     values = _validate.finite_array(values, "values") if np.asarray(values).dtype.kind not in "iu" else \
         np.asarray(values)
-    names = _validate.items(names, "names", "['a', 'b']")
+    names = _validate.items(list(names) if isinstance(names, dict) else names, "names", "['a', 'b']")  # a dict: its keys
     if values.ndim != 2 or 0 in values.shape or values.shape[1] != len(names):
         raise ValueError(f"values has shape {values.shape} for {len(names)} names; give (S, M) = (seeds, "
                          f"{len(names)}): one column per name, at least one seed")
