@@ -38,6 +38,8 @@ from typing import NamedTuple
 LANGS = ("zh_CN",)                       # the languages the course has catalogues for
 DOMAIN_GLOSSARY = "glossary"
 DOMAIN_CHECKS = "checks"              # the checkers' fixed phrases (mha_course.check.language.say)
+DOMAIN_BOOK = "book"                  # the web book's landing page, book/index.md (its prose and toctree captions)
+_TOC_LINE = re.compile(r"^(:caption: )(.+)$|^(?!:)(.+?)( <[^>]+>)$")
 
 
 # ----------------------------------------------------------------------------- cutting prose into messages
@@ -149,7 +151,7 @@ def catalogue_path(stem: str, lang: str = "zh_CN", base=None) -> Path:
     check_lang(lang)
     if not isinstance(stem, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", stem):
         raise ValueError(f"stem={stem!r} is not a catalogue name: give a notebook's stem (e.g. '01_qkv'), "
-                         f"'{DOMAIN_GLOSSARY}' or '{DOMAIN_CHECKS}', without a folder or '.po'")
+                         f"'{DOMAIN_GLOSSARY}', '{DOMAIN_CHECKS}' or '{DOMAIN_BOOK}', without a folder or '.po'")
     return Path(root() if base is None else base) / "locales" / lang / "LC_MESSAGES" / f"{stem}.po"
 
 
@@ -306,10 +308,40 @@ def sources(base=None) -> dict:
     glossary = base / "docs" / "glossary.md"
     if glossary.exists():
         out[DOMAIN_GLOSSARY] = [(m, "glossary.md") for m in messages(glossary.read_text(encoding="utf-8"))]
+    landing = base / "book" / "index.md"
+    if landing.exists():
+        out[DOMAIN_BOOK] = [(m, "book/index.md") for m in book_messages(landing.read_text(encoding="utf-8"))]
     phrases = checker_phrases(base / "mha_course" / "check")
     if phrases:
         out[DOMAIN_CHECKS] = phrases
     return out
+
+
+def _toctree_titles(source: str, table: dict | None = None):
+    """The captions and entry titles of the ``{toctree}`` fences of a MyST page; with ``table``, the page
+    with each translated (``:caption: The course``, ``The repository <../README>``)."""
+    lines, found, inside = source.split("\n"), [], False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            inside = line.startswith("```{toctree}")
+            continue
+        m = _TOC_LINE.match(line) if inside else None
+        if m:
+            head, text, tail = (m.group(1), m.group(2), "") if m.group(1) else ("", m.group(3), m.group(4))
+            found.append(text)
+            if table and table.get(text):
+                lines[i] = head + table[text] + tail
+    return "\n".join(lines) if table is not None else found
+
+
+def book_messages(source: str) -> list[str]:
+    """The landing page's messages: its prose (see ``messages``), then its toctree captions and titles."""
+    return messages(source) + [t for t in _toctree_titles(source) if t not in messages(source)]
+
+
+def translate_page(source: str, table: dict) -> str:
+    """The landing page translated: its prose (``translate_markdown``) and its toctree captions and titles."""
+    return _toctree_titles(translate_markdown(source, table), table)
 
 
 def checker_phrases(folder) -> list[tuple[str, str]]:
@@ -400,16 +432,16 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
     base, out = Path(root() if base is None else base), Path(out)
     if out.exists():
         shutil.rmtree(out)
-    for rel in ("book/index.md", "README.md", "docs/instructor.md"):
+    for rel in ("README.md", "docs/instructor.md"):
         if (base / rel).exists():
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / rel, out / rel)
-    glossary = base / "docs" / "glossary.md"
-    if glossary.exists():
-        table = translations(read_catalogue(catalogue_path(DOMAIN_GLOSSARY, lang, base), missing_ok=True))
-        (out / "docs").mkdir(parents=True, exist_ok=True)
-        (out / "docs" / "glossary.md").write_text(translate_markdown(glossary.read_text(encoding="utf-8"), table),
-                                                 encoding="utf-8")
+    for rel, domain, translate in (("book/index.md", DOMAIN_BOOK, translate_page),
+                                   ("docs/glossary.md", DOMAIN_GLOSSARY, translate_markdown)):
+        if (base / rel).exists():
+            table = translations(read_catalogue(catalogue_path(domain, lang, base), missing_ok=True))
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(translate((base / rel).read_text(encoding="utf-8"), table), encoding="utf-8")
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     books = {path: translated(nbformat.read(path, as_version=4), path.stem, lang, base)
              for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))}

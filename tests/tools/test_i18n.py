@@ -130,8 +130,8 @@ def test_an_unknown_language_is_refused_with_the_choices(bad):
 def test_the_cli_status_counts_every_catalogue(capsys):
     assert i18n.main(["status"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    n = len(i18n.sources())                                # every notebook, the glossary, the checkers' phrases
-    assert n == len(NOTEBOOKS) + 2
+    n = len(i18n.sources())                # every notebook, the glossary, the book's landing page, the checkers' phrases
+    assert n == len(NOTEBOOKS) + 3
     assert len(lines) == n + 1 and lines[-1].startswith(f"{n} catalogues")
 
 
@@ -248,3 +248,16 @@ def test_a_catalogue_is_written_whole_and_never_onto_a_folder(tmp_path):
     path = i18n.write_catalogue(tmp_path / "x.po", i18n.template([("Hello.", "c1")], "d"))
     assert [m.id for m in i18n.read_catalogue(path) if m.id] == ["Hello."]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["podir", "x.po"]
+
+
+def test_the_chinese_book_has_a_chinese_landing_page_and_sidebar(tmp_path):
+    out = i18n.stage_book(tmp_path / "zh")
+    page = (out / "book" / "index.md").read_text(encoding="utf-8")
+    english = (i18n.root() / "book" / "index.md").read_text(encoding="utf-8")
+    assert "多头注意力" in page.splitlines()[0]
+    captions = re.findall(r"^:caption: (.+)$", page, re.M)
+    assert len(captions) == len(re.findall(r"^:caption: ", english, re.M)) >= 2
+    assert not any(re.search(r"[A-Za-z]{3}", c) for c in captions), captions
+    # every toctree target is kept, so the Chinese sidebar lists the same pages
+    targets = lambda text: re.findall(r"^(?:\.\./\S+|.* <(\.\./[^>]+)>)$", text, re.M)  # noqa: E731
+    assert targets(page) == targets(english)
