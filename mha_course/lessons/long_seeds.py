@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import _validate
 from ..positions import dynamic_rope_scaling
 from . import checkpoints, training
 from . import long_context as lc
@@ -133,7 +134,14 @@ def fix_models(rope) -> dict:
 
 
 def at_length_scaling(config, name: str, T: int):
-    """The config a FIXES model reads T tokens with: a dynamic scaling resolved for T."""
+    """The config a FIXES model reads T tokens with: a dynamic scaling resolved for T.
+
+    ``name`` is a key of FIXES (a name of another table would silently get the config unchanged).
+    """
+    config = train.check_config(config)
+    if name not in FIXES:
+        raise ValueError(f"name={name!r:.60} is not a fix of FIXES; choose one of {', '.join(map(repr, FIXES))}")
+    T = _validate.positive_int(T, "T")
     if name not in DYNAMIC:
         return config
     return config._replace(rope_scaling=dynamic_rope_scaling(FIXES[name], T))
@@ -210,8 +218,17 @@ def load_results(path=None) -> dict:
 def format_summary(table: np.ndarray, names, lengths=lc.LENGTHS, train_len: int = lc.TRAIN_LEN,
                    column: int = 0) -> str:
     """(S, M, K, 2) -> text: for each model, mean (min-max) over seeds of accuracy (``column`` 0) or
-    loss (1) at each length."""
-    table = np.asarray(table)
+    loss (1) at each length; ``names`` (M,), ``lengths`` (K,)."""
+    table = _validate.finite_array(table, "table")
+    names = _validate.items(list(names) if isinstance(names, dict) else names, "names", "list(FIXES)")  # a dict: its keys
+    lengths = _validate.positive_ints(lengths, "lengths")
+    lengths = [int(lengths)] if np.ndim(lengths) == 0 else lengths.tolist()
+    train_len = _validate.positive_int(train_len, "train_len")
+    column = _validate.index(column, 2, "column", "columns (0 accuracy, 1 loss)")
+    want = ("S", len(names), len(lengths), 2)
+    if table.ndim != 4 or table.shape[1:] != want[1:] or table.shape[0] == 0:
+        raise ValueError(f"table has shape {table.shape}; give (S, M, K, 2) = {want}: one row per name, one "
+                         "column per length, at least one seed, as results() makes them")
     what = "accuracy" if column == 0 else "loss"
     head = f"{what + ', mean (min-max)':<34}" + "".join(f"{f'{T // train_len}x = {T}':>22}" for T in lengths)
     rows = [f"{name:<34}" + "".join(f"{str(summary(table[:, i, k, column])):>22}" for k in range(len(lengths)))

@@ -20,6 +20,17 @@ __all__ = ["SENTENCE", "vocabulary", "embedding_table", "embed", "sentence_trace
            "identity_params", "blend_params", "mean_diagonal_weight", "diagonal_curve"]
 
 SENTENCE = ("the", "cat", "sat", "on", "the", "mat")
+_MAKE_PARAMS = "make them with mha_course.init_params(d_model, rng=np.random.default_rng(0))"
+
+
+def _words(tokens, name: str) -> list[str]:
+    """tokens (T,): a list (tuple, 1-D array) of words, each a string; a TypeError names ``name`` otherwise."""
+    words = _validate.items(tokens, name, "['the', 'cat']")
+    odd = [w for w in words if not isinstance(w, str)]
+    if odd:
+        raise TypeError(f"{name} holds {odd[0]!r} ({type(odd[0]).__name__}); every token is a word, a string: "
+                        f"pass e.g. {name}=['the', 'cat']")
+    return words
 
 
 def vocabulary(tokens) -> list[str]:
@@ -28,7 +39,7 @@ def vocabulary(tokens) -> list[str]:
     >>> vocabulary(["the", "cat", "sat", "on", "the", "mat"])
     ['the', 'cat', 'sat', 'on', 'mat']
     """
-    tokens = [str(t) for t in tokens]
+    tokens = _words(tokens, "tokens")
     if not tokens:
         raise ValueError("tokens is empty; give at least one token, e.g. ['the', 'cat']")
     return list(dict.fromkeys(tokens))
@@ -61,16 +72,23 @@ def embed(tokens, table: np.ndarray, vocab) -> np.ndarray:
     >>> X.shape, bool(np.array_equal(X[0, 0], X[0, 4]))  # both "the"
     ((1, 6, 4), True)
     """
+    tokens, vocab = _words(tokens, "tokens"), _words(vocab, "vocab")
+    if len(set(vocab)) != len(vocab):
+        raise ValueError(f"vocab {vocab} names a word twice; build it with vocabulary(tokens)")
+    table = _validate.finite_array(table, "table")
     index = {word: i for i, word in enumerate(vocab)}
     missing = [t for t in tokens if t not in index]
     if missing:
         raise ValueError(f"tokens {missing} are not in the vocabulary {list(vocab)}; "
                          "build it with vocabulary(tokens)")
-    if np.shape(table)[0] != len(index):
-        raise ValueError(f"table has {np.shape(table)[0]} rows but the vocabulary has "
-                         f"{len(index)} words; make it with embedding_table(len(vocab), d_model, rng=...)")
+    if table.ndim != 2 or table.shape[0] != len(index) or table.shape[1] == 0:
+        raise ValueError(f"table has {table.shape[0] if table.ndim else 0} rows (shape {table.shape}) but the "
+                         f"vocabulary has {len(index)} words: give one row "
+                         "of d_model >= 1 numbers per word; make it with embedding_table(len(vocab), d_model, rng=...)")
+    if not tokens:
+        raise ValueError("tokens is empty; give at least one token, e.g. ['the', 'cat']")
     ids = np.array([index[t] for t in tokens])  # (T,)
-    return np.asarray(table)[ids][None]  # (T, D) -> (1, T, D)
+    return table[ids][None]  # (T, D) -> (1, T, D)
 
 
 def sentence_trace(tokens, d_model: int, h: int, seed: int = 0) -> Trace:
@@ -96,8 +114,8 @@ def sentence_inputs(tokens, d_model: int, seed: int = 0):
     >>> X.shape, p.d_model
     ((1, 2, 4), 4)
     """
-    rng = np.random.default_rng(seed)
-    params = init_params(d_model, rng=rng)
+    rng = np.random.default_rng(_validate.count(seed, "seed"))
+    params = init_params(_validate.positive_int(d_model, "d_model"), rng=rng)
     vocab = vocabulary(tokens)
     X = embed(tokens, embedding_table(len(vocab), d_model, rng=rng), vocab)  # (1, T, D)
     return X, params
@@ -123,7 +141,8 @@ def blend_params(params: MHAParams, strength: float) -> MHAParams:
     >>> bool(np.allclose(blend_params(p, 1.0).W_k, p.W_k)), bool(np.allclose(blend_params(p, 0.0).W_k, np.eye(4)))
     (True, True)
     """
-    s = float(strength)
+    _validate.instance(params, MHAParams, "params", _MAKE_PARAMS)
+    s = _validate.number(strength, "strength")
     if not 0.0 <= s <= 1.0:
         raise ValueError(f"strength={strength} must lie in 0..1 (0 = no projections, 1 = full)")
     eye = np.eye(params.d_model)
@@ -140,8 +159,8 @@ def mean_diagonal_weight(weights) -> float:
     >>> mean_diagonal_weight(np.eye(3)), mean_diagonal_weight(np.full((4, 4), 0.25))
     (1.0, 0.25)
     """
-    w = np.asarray(weights, dtype=float)
-    if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
+    w = _validate.finite_array(weights, "weights")
+    if w.ndim < 2 or w.shape[-1] != w.shape[-2] or w.size == 0:
         raise ValueError(f"weights must be (..., T, T) for self-attention, got shape {w.shape}")
     return float(np.diagonal(w, axis1=-2, axis2=-1).mean())
 
@@ -155,5 +174,11 @@ def diagonal_curve(X, params: MHAParams, strengths, h: int = 1) -> np.ndarray:
     >>> diagonal_curve(np.random.default_rng(1).normal(size=(1, 5, 8)), p, [0.0, 1.0]).shape
     (2,)
     """
-    return np.array([mean_diagonal_weight(trace(X, blend_params(params, s), h)["weights"])
+    X = _validate.finite_array(X, "X")
+    _validate.instance(params, MHAParams, "params", _MAKE_PARAMS)
+    strengths = _validate.float_array(strengths, "strengths")
+    if strengths.ndim != 1 or strengths.size == 0:
+        raise ValueError(f"strengths has shape {strengths.shape}; give a list of projection strengths in 0..1, "
+                         "e.g. strengths=[0.0, 0.5, 1.0]")
+    return np.array([mean_diagonal_weight(trace(X, blend_params(params, float(s)), h)["weights"])
                      for s in strengths])

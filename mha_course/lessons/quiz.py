@@ -274,13 +274,17 @@ def _arith(node):
 
 
 def choice_value(choice):
-    """A choice as stored (str, {"compute": ...} or {"expr": ...}) -> its value (str, int, tuple, ...).
+    """A computed choice as stored ({"compute": ...} or {"expr": ...}) -> its value (int, tuple, ...).
+
+    A choice that is a string is its own text (``load_questions`` shows it as it is): nothing to compute.
 
     >>> choice_value({"compute": "param_count", "args": {"d_model": 8}}), choice_value({"expr": "3 * 8 ** 2"})
     (256, 192)
     """
-    if isinstance(choice, str):
-        return choice
+    if not isinstance(choice, dict):
+        raise TypeError(f"choice={choice!r:.40} is a {type(choice).__name__}; choice_value computes a choice "
+                        "stored as {\"compute\": name, \"args\": {...}} or {\"expr\": \"8 * 4\"} (a string "
+                        "choice is its own text)")
     if "expr" in choice:
         if not isinstance(choice["expr"], str) or len(choice["expr"]) > 200:
             raise ValueError(f"expr={choice['expr']!r} must be a string of at most 200 characters, "
@@ -291,8 +295,12 @@ def choice_value(choice):
             raise ValueError(f"expr={choice['expr']!r} is not a Python expression ({exc.msg})") from None
         return _arith(tree.body)
     if choice.get("compute") not in COMPUTE:
-        raise ValueError(f"unknown computation {choice.get('compute')!r}; known: {', '.join(sorted(COMPUTE))}")
-    return COMPUTE[choice["compute"]](**choice.get("args", {}))
+        raise ValueError(f"choice names the unknown computation {choice.get('compute')!r}; known: "
+                         f"{', '.join(sorted(COMPUTE))}")
+    args = choice.get("args", {})
+    if not isinstance(args, dict):
+        raise TypeError(f"choice's args={args!r:.40} must be a dict of keyword arguments, e.g. {{\"d_model\": 512}}")
+    return COMPUTE[choice["compute"]](**args)
 
 
 def format_value(value, template: str = "{}") -> str:
@@ -301,6 +309,9 @@ def format_value(value, template: str = "{}") -> str:
     >>> format_value(1048576), format_value((2, 4, 5, 5)), format_value([1, 2, 4], "h in {}")
     ('1,048,576', '(2, 4, 5, 5)', 'h in 1, 2, 4')
     """
+    if value is None or not isinstance(value, (str, bool, np.bool_, int, np.integer, tuple, list)):
+        raise TypeError(f"value={value!r:.40} ({type(value).__name__}) is no quiz value; format an int, a bool, "
+                        "a string, a tuple of ints (a shape) or a list of them")
     if isinstance(value, (bool, np.bool_)):
         text = str(bool(value))
     elif isinstance(value, (int, np.integer)):
@@ -313,8 +324,9 @@ def format_value(value, template: str = "{}") -> str:
 
 
 def _choice_text(choice) -> str:
-    template = "{}" if isinstance(choice, str) else choice.get("template", "{}")
-    return format_value(choice_value(choice), template)
+    if isinstance(choice, str):
+        return choice
+    return format_value(choice_value(choice), choice.get("template", "{}"))
 
 
 _KEYS = ("id", "notebook", "section", "question", "choices", "answer", "explanation")
@@ -387,8 +399,22 @@ def load_questions(path=None) -> list[Question]:
     return questions
 
 
+def _question_arg(question, name: str = "question") -> Question:
+    """A Question (as load_questions makes them); a TypeError names ``name`` otherwise."""
+    return _validate.instance(question, Question, name, "pass one of load_questions()")
+
+
+def _questions_arg(questions) -> list[Question]:
+    """[Question]: a list of them (load_questions()), each checked."""
+    questions = _validate.items(questions, "questions", "load_questions()")
+    for i, q in enumerate(questions):
+        _question_arg(q, f"questions[{i}]")
+    return questions
+
+
 def verify(question: Question) -> bool:
     """Question -> True when its ``verify`` computation holds (or it has none)."""
+    _question_arg(question)
     return True if question.verify is None else bool(choice_value(question.verify))
 
 
@@ -399,7 +425,7 @@ def choice_index(question: Question, choice) -> int:
     >>> choice_index(q, 1.0)
     1
     """
-    n = len(question.choices)
+    n = len(_question_arg(question).choices)
     whole = isinstance(choice, (int, np.integer, float, np.floating)) and not isinstance(choice, (bool, np.bool_))
     if not whole or not float(choice).is_integer() or not 0 <= choice < n:
         raise ValueError(f"choice={choice!r} is not one of the {n} choices of {question.id!r}; "
@@ -426,7 +452,10 @@ def score(questions, answers: dict) -> tuple[int, int]:
     >>> score([q], {"q": 1}), score([q], {})
     ((1, 1), (0, 0))
     """
-    by_id = {q.id: q for q in questions}
+    by_id = {q.id: q for q in _questions_arg(questions)}
+    if not isinstance(answers, dict):
+        raise TypeError(f"answers must be a dict {{question id: chosen index}}, got {type(answers).__name__} "
+                        f"({answers!r:.40}); pass e.g. answers={{{next(iter(by_id), 'q')!r}: 0}}")
     unknown = [i for i in answers if i not in by_id]
     if unknown:
         raise ValueError(f"answers for unknown question ids {', '.join(map(repr, unknown))}; known ids: "
@@ -438,7 +467,7 @@ def score(questions, answers: dict) -> tuple[int, int]:
 def render_text(questions) -> str:
     """[Question] -> the quiz as plain text: numbered questions, lettered choices, the answers at the end."""
     lines, key = [], []
-    for n, q in enumerate(questions, 1):
+    for n, q in enumerate(_questions_arg(questions), 1):
         lines.append(f"{n}. {q.question}  [{q.notebook} §{q.section}]")
         lines += [f"   {'abcdefgh'[i]}) {c}" for i, c in enumerate(q.choices)]
         key.append(f"{n}{'abcdefgh'[q.answer]}")
@@ -446,27 +475,42 @@ def render_text(questions) -> str:
 
 
 # ----------------------------------------------------------------------------- the interview set of notebook 11
+def _markdown_lines(notebook) -> list[str]:
+    """notebook (.ipynb path) -> the lines of its markdown cells; a ValueError names a notebook that cannot be read."""
+    if not isinstance(notebook, (str, Path)):
+        raise TypeError(f"notebook must be the path of a .ipynb file, got {type(notebook).__name__} ({notebook!r:.40})")
+    path = Path(notebook)
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        return [line for c in cells if c.get("cell_type") == "markdown"
+                for line in "".join(c["source"]).splitlines()]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"notebook={str(path)!r} cannot be read as a notebook ({type(exc).__name__}); pass the "
+                         "path of a course notebook, e.g. notebooks/01_qkv.ipynb") from None
+
+
+def _anchor(lines: list[str], section) -> str | None:
+    """The anchor of the first heading ``## <section>.`` / ``## <section> ·`` among ``lines``, or None."""
+    import re
+
+    if not isinstance(section, str) or not re.fullmatch(r"\d+(\.\d+)*", section):
+        raise ValueError(f"section={section!r:.40} must be a section number as a string, e.g. section=\"3\"")
+    pattern = re.compile(rf"^#{{2,3}}\s+{re.escape(section)}(\.|\s*·)\s")
+    for line in lines:
+        if pattern.match(line):
+            return line.lstrip("#").strip().replace(" ", "-").replace('"', "%22")
+    return None
+
+
 def section_anchor(notebook, section: str) -> str | None:
     """notebook (.ipynb path), section "3" -> the anchor JupyterLab gives its heading ("3.-Q,-K,-V:-..."), or None.
 
     The heading is the first markdown line ``## <section>.`` / ``## <section> ·`` of that notebook; its
-    anchor is its text with spaces as hyphens and double quotes as %22.
+    anchor is its text with spaces as hyphens and double quotes as %22. None: no such heading. A notebook
+    that cannot be read, or a section that is not a number such as "3" or "3.2", is a ValueError.
     """
-    import re
-
-    path = Path(notebook)
-    try:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    pattern = re.compile(rf"^#{{2,3}}\s+{re.escape(str(section))}(\.|\s*·)\s")
-    for cell in cells:
-        if cell.get("cell_type") != "markdown":
-            continue
-        for line in "".join(cell["source"]).splitlines():
-            if pattern.match(line):
-                return line.lstrip("#").strip().replace(" ", "-").replace('"', "%22")
-    return None
+    lines = _markdown_lines(notebook)
+    return _anchor(lines, section)
 
 
 def interview_markdown(questions, notebooks_dir, per_cell: int = 12, here: str = "11_misconceptions_and_interview") -> list[str]:
@@ -476,12 +520,16 @@ def interview_markdown(questions, notebooks_dir, per_cell: int = 12, here: str =
     link to the section that demonstrates it (an anchor where its heading is found). Notebook 11 holds
     exactly these cells; a test renders them again and compares.
     """
-    if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
-        raise ValueError(f"per_cell={per_cell!r} must be a whole number >= 1")
-    folder = Path(notebooks_dir)
+    per_cell = _validate.positive_int(per_cell, "per_cell")
+    questions = _questions_arg(questions)
+    if not isinstance(notebooks_dir, (str, Path)) or not Path(notebooks_dir).is_dir():
+        raise ValueError(f"notebooks_dir={notebooks_dir!r:.60} is not a folder; pass the course's notebooks/ folder")
+    folder, lines = Path(notebooks_dir), {}
     items = []
     for n, q in enumerate(questions, 1):
-        anchor = section_anchor(folder / f"{q.notebook}.ipynb", q.section)
+        if q.notebook not in lines:  # each notebook read once
+            lines[q.notebook] = _markdown_lines(folder / f"{q.notebook}.ipynb")
+        anchor = _anchor(lines[q.notebook], q.section)
         label = f"{q.notebook[:2]} §{q.section}" if anchor else q.notebook[:2]
         target = "" if q.notebook == here else f"{q.notebook}.ipynb"
         link = f"[{label}]({target}#{anchor})" if anchor else f"[{label}]({target or '#'})"

@@ -34,10 +34,19 @@ def summary(values) -> Summary:
     >>> str(summary([0.7, 0.8, 0.75]))
     '0.750 (0.700-0.800)'
     """
-    v = _validate.float_array(values, "values").ravel()
+    return _summary(values, "values")
+
+
+def _summary(values, name: str) -> Summary:
+    """``summary`` of the values named ``name``: finite numbers, at least one (a NaN has no mean or range)."""
+    v = _validate.finite_array(values, name).ravel()
     if v.size == 0:
-        raise ValueError("values is empty; give one number per seed")
-    return Summary(float(v.mean()), float(v.min()), float(v.max()))
+        raise ValueError(f"{name} is empty; give one number per seed")
+    with np.errstate(over="ignore"):
+        mean = float(v.mean(dtype=np.float64))
+    if not np.isfinite(mean):  # a sum past float64, e.g. 1e308 twice: the mean of halves fits
+        mean = float((v / 2).mean(dtype=np.float64)) * 2
+    return Summary(mean, float(v.min()), float(v.max()))
 
 
 def separated(a, b) -> bool:
@@ -47,7 +56,7 @@ def separated(a, b) -> bool:
     >>> separated([0.9, 0.95], [0.5, 0.6]), separated([0.70, 0.79], [0.69, 0.75])
     (True, False)
     """
-    a, b = summary(a), summary(b)
+    a, b = _summary(a, "a"), _summary(b, "b")
     return a.low > b.high or b.low > a.high
 
 
@@ -63,10 +72,17 @@ def format_values(values: np.ndarray, names, header: str) -> str:
     steps, mean (min-max)
     steps                                                        100 (90-110)
     """
-    values = np.asarray(values)
+    values = _validate.finite_array(values, "values") if np.asarray(values).dtype.kind not in "iu" else \
+        np.asarray(values)
+    names = _validate.items(list(names) if isinstance(names, dict) else names, "names", "['a', 'b']")  # a dict: its keys
+    if values.ndim != 2 or 0 in values.shape or values.shape[1] != len(names):
+        raise ValueError(f"values has shape {values.shape} for {len(names)} names; give (S, M) = (seeds, "
+                         f"{len(names)}): one column per name, at least one seed")
+    if not isinstance(header, str):
+        raise TypeError(f"header must be a string, got {type(header).__name__}; pass e.g. header='accuracy'")
     whole = np.issubdtype(values.dtype, np.integer)
 
     def cell(i):
-        s = summary(values[:, i])
+        s = _summary(values[:, i], f"values[:, {i}]")
         return f"{s.mean:.0f} ({s.low:.0f}-{s.high:.0f})" if whole else str(s)
     return "\n".join([f"{header}, mean (min-max)"] + [f"{name:<44}{cell(i):>25}" for i, name in enumerate(names)])

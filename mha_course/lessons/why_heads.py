@@ -30,17 +30,36 @@ __all__ = ["gather_inputs", "gather_target", "gather_output_projection", "two_he
            "head_qk_maps", "head_ov_maps", "head_writes"]
 
 
-def _sizes(d_model: int, T: int, content: int, a: int, b: int) -> None:
-    for name, v in (("d_model", d_model), ("T", T), ("content", content)):
+def _sizes(d_model: int, T, content: int, a=None, b=None, positions: bool = True) -> None:
+    """The sizes of the task and its two positions a != b (``positions=False``: no T, as for W_o alone)."""
+    T = T if positions else None
+    sizes = (("d_model", d_model), ("content", content)) + ((("T", T),) if positions else ())
+    for name, v in sizes:
         _validate.positive_int(v, name)
     if content % 2:
         raise ValueError(f"content={content} must be even (half from each position); use content={content + 1}")
-    if d_model % 2 or d_model // 2 < max(T, content):
+    need = content if T is None else max(T, content)
+    if d_model % 2 or d_model // 2 < need:
         raise ValueError(f"d_model={d_model} is too small for two heads over T={T} positions with "
-                         f"content={content}: each head needs d_k >= {max(T, content)}; "
-                         f"use d_model >= {2 * max(T, content)} (even)")
-    if not (0 <= a < T and 0 <= b < T and a != b):
-        raise ValueError(f"a={a}, b={b} must be two different positions in 0..{T - 1}")
+                         f"content={content}: each head needs d_k >= {need}; use d_model >= {2 * need} (even)")
+    if T is not None:
+        _validate.index(a, T, "a", "token positions")
+        _validate.index(b, T, "b", "token positions")
+        if a == b:
+            raise ValueError(f"a={a}, b={b} must be two different positions in 0..{T - 1}")
+
+
+def _task_arrays(x, y=None) -> tuple:
+    """x (n, T, D) and y (its shape) of the task, checked: finite, 3-D, non-empty, the same shape."""
+    x = _validate.finite_array(x, "x")
+    _validate.ndim(x, "x", 3, "(n, T, d_model)")
+    _validate.nonempty(x, "x", "(n, T, d_model)")
+    if y is None:
+        return x, None
+    y = _validate.finite_array(y, "y")
+    if y.shape != x.shape:
+        raise ValueError(f"y has shape {y.shape} but x {x.shape}; give the target of this x, gather_target(x, a, b)")
+    return x, y
 
 
 def gather_inputs(n: int, T: int = 6, content: int = 8, d_model: int = 16, *,
@@ -51,7 +70,9 @@ def gather_inputs(n: int, T: int = 6, content: int = 8, d_model: int = 16, *,
     >>> x.shape, x[0, 2, 8:14].tolist()
     ((3, 6, 16), [0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     """
+    n = _validate.positive_int(n, "n")
     _sizes(d_model, T, content, 0, 1)
+    _validate.instance(rng, np.random.Generator, "rng", "pass rng=np.random.default_rng(0)")
     x = np.zeros((n, T, d_model))
     x[..., :content] = rng.normal(size=(n, T, content))       # (n, T, content)
     x[:, np.arange(T), content + np.arange(T)] = 1.0           # one-hot positions
@@ -66,6 +87,7 @@ def gather_target(x: np.ndarray, a: int, b: int, content: int = 8) -> np.ndarray
     >>> bool(np.array_equal(y[:, 3, :4], x[:, 1, :4])), bool(np.array_equal(y[:, 3, 4:8], x[:, 5, 4:8]))
     (True, True)
     """
+    x, _ = _task_arrays(x)
     n, T, d_model = x.shape
     _sizes(d_model, T, content, a, b)
     half = content // 2
@@ -98,6 +120,7 @@ def two_head_params(d_model: int, T: int, a: int, b: int, *, content: int = 8,
     (True, [1, 5])
     """
     _sizes(d_model, T, content, a, b)
+    sharpness = _validate.number(sharpness, "sharpness")
     d_k = d_model // 2
     blocks = [_head_block(d_model, T, content, i * d_k, d_k, [p], sharpness)
               for i, p in enumerate((a, b))]
@@ -116,7 +139,7 @@ def gather_output_projection(d_model: int, content: int = 8) -> np.ndarray:
     >>> np.argwhere(W).tolist()   # (concat column, output feature)
     [[0, 0], [1, 1], [6, 2], [7, 3]]
     """
-    _sizes(d_model, content, content, 0, 1)
+    _sizes(d_model, None, content, positions=False)
     d_k, half = d_model // 2, content // 2
     W_o = np.zeros((d_model, d_model))
     W_o[np.arange(half), np.arange(half)] = 1.0                           # head 0: first half of u_a
@@ -131,8 +154,19 @@ def fit_output_projection(concat: np.ndarray, y: np.ndarray) -> np.ndarray:
     >>> bool(np.allclose(c @ fit_output_projection(c, 2 * c), 2 * c))
     True
     """
+    concat = _validate.finite_array(concat, "concat")
+    _validate.ndim(concat, "concat", 3, "(n, T, D)")
+    _validate.nonempty(concat, "concat", "(n, T, D)")
+    y = _validate.finite_array(y, "y")
+    if y.ndim != 3 or y.shape[:2] != concat.shape[:2] or y.shape[2] == 0:
+        raise ValueError(f"y has shape {y.shape} but concat {concat.shape}; give one target row per row of "
+                         "concat: y (n, T, D) with concat's n and T")
     A, Y = concat.reshape(-1, concat.shape[-1]), y.reshape(-1, y.shape[-1])  # (n*T, D) each
-    return np.linalg.lstsq(A, Y, rcond=None)[0]
+    W_o = np.linalg.lstsq(A, Y, rcond=None)[0]
+    if not np.isfinite(W_o).all():  # y / concat past float64's range, e.g. concat of 1e-310
+        raise ValueError(f"the best W_o does not fit in float64: concat (largest {np.abs(A).max():.3g}) is too "
+                         f"small beside y (largest {np.abs(Y).max():.3g}); rescale concat or y")
+    return W_o
 
 
 def one_head_params(x: np.ndarray, y: np.ndarray, a: int, b: int, *, content: int = 8,
@@ -146,8 +180,10 @@ def one_head_params(x: np.ndarray, y: np.ndarray, a: int, b: int, *, content: in
     >>> f"{relative_error(out, y):.2f}", np.round(w[0, 0, 0], 2).tolist()
     ('0.49', [0.0, 0.5, 0.0, 0.0, 0.0, 0.5])
     """
+    x, y = _task_arrays(x, y)
     n, T, d_model = x.shape
     _sizes(d_model, T, content, a, b)
+    sharpness = _validate.number(sharpness, "sharpness")
     W_q, W_k, W_v = _head_block(d_model, T, content, 0, d_model, [a, b], sharpness)
     no_out = MHAParams(W_q, W_k, W_v, np.eye(d_model))
     concat, _ = multi_head_attention(x, no_out, h=1)                      # (n, T, D)
@@ -160,7 +196,18 @@ def relative_error(out: np.ndarray, y: np.ndarray) -> float:
     >>> relative_error(np.zeros(3), np.ones(3)), relative_error(np.ones(3), np.ones(3))
     (1.0, 0.0)
     """
-    return float(np.sum((out - y) ** 2) / np.sum(y ** 2))
+    out, y = _validate.finite_array(out, "out"), _validate.finite_array(y, "y")
+    if out.shape != y.shape or out.size == 0:
+        raise ValueError(f"out has shape {out.shape} and y {y.shape}; give two non-empty arrays of one shape")
+    scale = float(np.abs(y).max())  # (out - y) / scale and y / scale: no square under- or overflows
+    if scale == 0:
+        raise ValueError("y is all zeros: an error relative to it is undefined; give a non-zero target")
+    with np.errstate(over="ignore"):
+        error = float(np.sum(((out - y) / scale) ** 2) / np.sum((y / scale) ** 2))
+    if not np.isfinite(error):
+        raise ValueError(f"out (largest {np.abs(out).max():.3g}) is more than 1e150 times y (largest {scale:.3g}): "
+                         "its relative error does not fit in float64; rescale them")
+    return error
 
 
 def blend_error(x: np.ndarray, y: np.ndarray, p) -> float:
@@ -174,7 +221,8 @@ def blend_error(x: np.ndarray, y: np.ndarray, p) -> float:
     >>> [f"{blend_error(x, y, p):.2f}" for p in ([0, 1, 0, 0, 0, 0], [0, .5, 0, 0, 0, .5])]
     ['0.51', '0.49']
     """
-    p = np.asarray(p, dtype=float)
+    x, y = _task_arrays(x, y)
+    p = _validate.float_array(p, "p")
     if p.shape != (x.shape[1],) or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
         raise ValueError(f"p must be {x.shape[1]} non-negative weights summing to 1, got {p.tolist()}")
     blend = np.broadcast_to(np.einsum("s,nsd->nd", p, x)[:, None, :], x.shape)  # (n, T, D)
@@ -190,6 +238,7 @@ def head_errors(x: np.ndarray, y: np.ndarray, a: int, b: int, *, content: int = 
     >>> {h: f"{e:.2f}" for h, e in head_errors(x, gather_target(x, 1, 5), 1, 5).items()}
     {1: '0.49', 2: '0.00'}
     """
+    x, y = _task_arrays(x, y)
     d_model = x.shape[-1]
     one = one_head_params(x, y, a, b, content=content, sharpness=sharpness)
     two = two_head_params(d_model, x.shape[1], a, b, content=content, sharpness=sharpness)

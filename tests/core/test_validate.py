@@ -310,3 +310,18 @@ def test_allocation_and_a_path_for_writing_refuse_before_anything_happens(tmp_pa
     with pytest.raises(ValueError, match="does not exist; create it first"):
         _validate.path(tmp_path / "no" / "a.npz", for_writing=True)
     assert _validate.path(tmp_path, for_writing=False) == tmp_path  # reading a folder is the reader's to refuse
+
+
+# --- added by lessons-b
+def test_count_index_instance_items_and_real_refuse_what_they_do_not_take():
+    from mha_course import _validate as v
+    assert v.count(0, "seed") == 0 and v.index(1, 2, "layer") == 1 and v.number(8, "s") == 8.0
+    assert v.items(np.array(["a", "b"]), "tokens", "['a']") == ["a", "b"] and v.instance(3, int, "n", "") == 3
+    for bad, fn in [(-1, lambda x: v.count(x, "seed")), (True, lambda x: v.count(x, "seed")),
+                    (-1, lambda x: v.index(x, 2, "layer")), (2, lambda x: v.index(x, 2, "layer")),
+                    (0.5, lambda x: v.index(x, 2, "layer")), (True, lambda x: v.index(x, 2, "layer")),
+                    ("x", lambda x: v.instance(x, int, "layer", "pass 1")), ("ab", lambda x: v.items(x, "layer", "[1]")),
+                    (float("inf"), lambda x: v.number(x, "layer")), ("1", lambda x: v.number(x, "layer")),
+                    (False, lambda x: v.number(x, "layer"))]:
+        with pytest.raises((ValueError, TypeError), match="seed|layer"):
+            fn(bad)

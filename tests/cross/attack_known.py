@@ -56,70 +56,6 @@ BREAKS: dict[str, str] = {
         "mha_course.lessons.long_context.stretched_batch(config=<None>) raised AttributeError: 'NoneType' object has no attribute '_replace'; want ValueError/TypeError n",
     'mha_course.lessons.long_context.weight_by_distance':
         "mha_course.lessons.long_context.weight_by_distance(batch=<int>) raised AttributeError: 'int' object has no attribute 'tokens'; want ValueError/TypeError naming ",
-    'mha_course.lessons.misconceptions.ablated_metrics':
-        "mha_course.lessons.misconceptions.ablated_metrics(params=<None>) raised AttributeError: 'NoneType' object has no attribute 'layers'; want ValueError/TypeError n",
-    'mha_course.lessons.misconceptions.ensemble_metrics':
-        "mha_course.lessons.misconceptions.ensemble_metrics(members=<None>) raised an internal message: TypeError: 'NoneType' object is not subscriptable",
-    'mha_course.lessons.misconceptions.head_attribution':
-        "mha_course.lessons.misconceptions.head_attribution(n=<negative>) raised without naming 'n': ValueError: batch=-1 must be >= 1; pass a positive whole number",
-    'mha_course.lessons.misconceptions.head_contributions':
-        "mha_course.lessons.misconceptions.head_contributions(W_o=<None>) raised AttributeError: 'NoneType' object has no attribute 'reshape'; want ValueError/TypeError ",
-    'mha_course.lessons.misconceptions.keep_only':
-        "mha_course.lessons.misconceptions.keep_only(config=<None>) raised AttributeError: 'NoneType' object has no attribute 'h'; want ValueError/TypeError naming 'conf",
-    'mha_course.lessons.misconceptions.key_attribution':
-        "mha_course.lessons.misconceptions.key_attribution(params=<None>) raised AttributeError: 'NoneType' object has no attribute 'embed'; want ValueError/TypeError na",
-    'mha_course.lessons.misconceptions.rank_correlation':
-        "mha_course.lessons.misconceptions.rank_correlation(a=<None>) was accepted silently (returned float64); want a ValueError naming 'a'",
-    'mha_course.lessons.misconceptions.residual_stream':
-        "mha_course.lessons.misconceptions.residual_stream(batch=<None>) raised AttributeError: 'NoneType' object has no attribute 'tokens'; want ValueError/TypeError na",
-    'mha_course.lessons.misconceptions.rnn_scan':
-        'mha_course.lessons.misconceptions.rnn_scan(x=<None>) raised an internal message: ValueError: not enough values to unpack (expected 3, got 0)',
-    'mha_course.lessons.misconceptions.sequential_steps':
-        "mha_course.lessons.misconceptions.sequential_steps(T=<None>) raised an internal message: TypeError: 'NoneType' object cannot be interpreted as an integer",
-    'mha_course.lessons.qkv.blend_params':
-        "mha_course.lessons.qkv.blend_params(params=<None>) raised AttributeError: 'NoneType' object has no attribute 'd_model'; want ValueError/TypeError naming 'params",
-    'mha_course.lessons.qkv.diagonal_curve':
-        "mha_course.lessons.qkv.diagonal_curve(X=<None>) raised without naming 'X': ValueError: x must be a numeric array, got NoneType with dtype object; pass a numpy a",
-    'mha_course.lessons.qkv.embed':
-        "mha_course.lessons.qkv.embed(table=<string>) raised IndexError: tuple index out of range; want ValueError/TypeError naming 'table'",
-    'mha_course.lessons.qkv.sentence_trace':
-        "mha_course.lessons.qkv.sentence_trace(tokens=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.lessons.qkv.vocabulary':
-        "mha_course.lessons.qkv.vocabulary(tokens=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.lessons.quiz.choice_index':
-        "mha_course.lessons.quiz.choice_index(choice=<one past the end>) was accepted silently (returned int); want a ValueError naming 'choice'",
-    'mha_course.lessons.quiz.choice_value':
-        "mha_course.lessons.quiz.choice_value(choice=<None>) raised without naming 'choice': TypeError: argument of type 'NoneType' is not iterable",
-    'mha_course.lessons.quiz.format_value':
-        "mha_course.lessons.quiz.format_value(value=<None>) was accepted silently (returned str); want a ValueError naming 'value'",
-    'mha_course.lessons.quiz.grade':
-        "mha_course.lessons.quiz.grade(choice=<one past the end>) was accepted silently (returned Feedback); want a ValueError naming 'choice'",
-    'mha_course.lessons.quiz.render_text':
-        "mha_course.lessons.quiz.render_text(questions=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.lessons.quiz.score':
-        "mha_course.lessons.quiz.score(answers=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.lessons.quiz.verify':
-        "mha_course.lessons.quiz.verify(question=<None>) raised AttributeError: 'NoneType' object has no attribute 'verify'; want ValueError/TypeError naming 'question'",
-    'mha_course.lessons.seeds.separated':
-        "mha_course.lessons.seeds.separated(a=<far out>) was accepted silently (returned bool); want a ValueError naming 'a'",
-    'mha_course.lessons.why_heads.blend_error':
-        "mha_course.lessons.why_heads.blend_error(x=<None>) raised AttributeError: 'NoneType' object has no attribute 'shape'; want ValueError/TypeError naming 'x'",
-    'mha_course.lessons.why_heads.fit_output_projection':
-        "mha_course.lessons.why_heads.fit_output_projection(concat=<None>) raised AttributeError: 'NoneType' object has no attribute 'reshape'; want ValueError/TypeError",
-    'mha_course.lessons.why_heads.gather_inputs':
-        "mha_course.lessons.why_heads.gather_inputs(n=<None>) raised an internal message: TypeError: 'NoneType' object cannot be interpreted as an integer",
-    'mha_course.lessons.why_heads.gather_output_projection':
-        "mha_course.lessons.why_heads.gather_output_projection(content=<float>) raised without naming 'content': ValueError: T=8.5 must be a positive integer (got float)",
-    'mha_course.lessons.why_heads.gather_target':
-        "mha_course.lessons.why_heads.gather_target(a=<bool>) raised without naming 'a': ValueError: could not broadcast input array from shape (3,1,4,16) into shape (3,",
-    'mha_course.lessons.why_heads.head_errors':
-        "mha_course.lessons.why_heads.head_errors(a=<None>) raised without naming 'a': TypeError: '<=' not supported between instances of 'int' and 'NoneType'",
-    'mha_course.lessons.why_heads.one_head_params':
-        "mha_course.lessons.why_heads.one_head_params(a=<None>) raised without naming 'a': TypeError: '<=' not supported between instances of 'int' and 'NoneType'",
-    'mha_course.lessons.why_heads.relative_error':
-        "mha_course.lessons.why_heads.relative_error(out=<None>) raised an internal message: TypeError: unsupported operand type(s) for -: 'NoneType' and 'float'",
-    'mha_course.lessons.why_heads.two_head_params':
-        "mha_course.lessons.why_heads.two_head_params(b=<None>) raised without naming 'b': TypeError: '<=' not supported between instances of 'int' and 'NoneType'",
     'mha_course.views.circuits.ablation_figure':
         "mha_course.views.circuits.ablation_figure(losses=<None>) raised an internal message: TypeError: object of type 'NoneType' has no len()",
     'mha_course.views.circuits.circuit_heatmap':
@@ -212,20 +148,6 @@ UNBUILT: dict[str, str] = {
         "no Spec for ['half']",
     'mha_course.lessons.circuits.repeated_tokens':
         "no Spec for ['vocab', 'half']",
-    'mha_course.lessons.long_seeds.at_length_scaling':
-        "no Spec for ['name']",
-    'mha_course.lessons.long_seeds.format_summary':
-        "no Spec for ['names']",
-    'mha_course.lessons.misconceptions.ensemble_verdict':
-        "no Spec for ['joint', 'members']",
-    'mha_course.lessons.quiz.interview_markdown':
-        "no Spec for ['notebooks_dir']",
-    'mha_course.lessons.quiz.section_anchor':
-        "no Spec for ['notebook', 'section']",
-    'mha_course.lessons.seeds.format_values':
-        "no Spec for ['names', 'header']",
-    'mha_course.lessons.why_heads.head_writes':
-        'its valid call raised ValueError: x has d_model=16 but params have d_model=8; pass matching sizes',
     'mha_course.views.circuits.pattern_figure':
         "its valid call raised ValueError: weights has shape (2, 2, 8, 8) and tokens (8,): give one layer's weights on one sequence (h, T, T) a",
     'mha_course.views.circuits.text_color':

@@ -18,6 +18,7 @@ import importlib
 import inspect
 import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -402,6 +403,9 @@ def _fixed(v, kind="object"):
 
 
 LC = "mha_course.lessons.long_context."
+NOTEBOOKS = Path(mc.__path__[0]).parent / "notebooks"
+QUESTION_2 = obj(lambda w: __import__("mha_course.lessons.quiz", fromlist=["x"]).Question(
+    "q", "04_concat_output", "4", "Params for h = 8?", ("4·D²", "8·4·D²"), 0, "Same for any h."))
 CI = "mha_course.lessons.circuits."
 VW = "mha_course.views."
 WH = "mha_course.lessons.why_heads."
@@ -500,6 +504,9 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.lessons.misconceptions.ablated_metrics": {"heads": obj(lambda w: [(0, 1)])},
     "mha_course.lessons.misconceptions.keep_only": {"keep": obj(lambda w: {0: 1})},
     "mha_course.lessons.misconceptions.ensemble_metrics": {"members": obj(lambda w: [(w.config, w.model)] * 2)},
+    "mha_course.lessons.misconceptions.ensemble_verdict": {"joint": obj(lambda w: [(w.config, w.model)]),
+                                                          "members": obj(lambda w: [(w.config, w.model)] * 2),
+                                                          "n": size(8)},
     "mha_course.lessons.misconceptions.head_contributions": {"tr": obj(lambda w: w.trace),
                                                              "W_o": _arr(lambda w: w.mha_params.W_o)},
     "mha_course.lessons.misconceptions.rnn_scan": {"W_x": _arr(lambda w: _rng(23).normal(size=(D, D)) * 0.3),
@@ -520,16 +527,33 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.lessons.checkpoints.read_npz": {"path": obj(lambda w: mc.__path__[0] + "/checkpoints/induction.npz")},
     "mha_course.lessons.model.forward": {"patch": FREE},
     "mha_course.lessons.model.make_batch": {"batch": size(1)},
+    WH + "head_writes": {"x": _arr(lambda w: w.x), "params": obj(lambda w: w.mha_params),
+                         "weights": _arr(lambda w: mc.multi_head_attention(w.x, w.mha_params, H)[1])},
     "mha_course.lessons.qkv.embed": {"tokens": _fixed(["the", "cat"]), "vocab": _fixed(["cat", "the"]),
                                      "table": _arr(lambda w: _rng(25).normal(size=(2, D)))},
     "mha_course.lessons.qkv.vocabulary": {"tokens": _fixed(["the", "cat", "the"])},
     "mha_course.lessons.qkv.sentence_trace": {"tokens": _fixed(["the", "cat", "sat"])},
     "mha_course.lessons.qkv.diagonal_curve": {"X": _arr(lambda w: w.x), "strengths": _arr(
         lambda w: np.array([0.0, 0.5, 1.0]))},
-    "mha_course.lessons.quiz.choice_value": {"choice": _fixed("4")},
-    "mha_course.lessons.quiz.format_value": {"value": _fixed(1234)},
-    "mha_course.lessons.quiz.choice_index": {"choice": index(0, 2)},
-    "mha_course.lessons.quiz.grade": {"choice": index(0, 2)},
+    "mha_course.lessons.quiz.choice_value": {"choice": _fixed({"expr": "3 * 8 ** 2"})},
+    # any int, bool, string, shape or list is a quiz value: the attacks on "value" are valid values
+    "mha_course.lessons.quiz.format_value": {"value": Spec(lambda w: 1234, "free")},
+    "mha_course.lessons.quiz.choice_index": {"choice": index(0, 2), "question": QUESTION_2},
+    "mha_course.lessons.quiz.grade": {"choice": index(0, 2), "question": QUESTION_2},
+    "mha_course.lessons.quiz.section_anchor": {"notebook": obj(lambda w: NOTEBOOKS / "01_qkv.ipynb"),
+                                               "section": _fixed("1")},
+    "mha_course.lessons.quiz.interview_markdown": {"notebooks_dir": obj(lambda w: NOTEBOOKS),
+                                                   "questions": obj(lambda w: w.questions[:3])},
+    "mha_course.lessons.seeds.separated": {"a": _arr(lambda w: np.array([0.9, 0.95, 0.92])),
+                                           "b": _arr(lambda w: np.array([0.5, 0.6, 0.55]))},
+    "mha_course.lessons.seeds.format_values": {"values": _arr(lambda w: np.array([[0.5, 1.0], [0.7, 1.0]])),
+                                               "names": obj(lambda w: ["a", "b"]), "header": _fixed("accuracy", "free")},
+    "mha_course.lessons.long_seeds.at_length_scaling": {"name": option("rope + dynamic ntk", (
+        "rope", "rope + linear", "rope + dynamic ntk"))},
+    "mha_course.lessons.long_seeds.format_summary": {
+        "table": _arr(lambda w: _rng(31).uniform(size=(3, 2, len(__import__(
+            "mha_course.lessons.long_context", fromlist=["x"]).LENGTHS), 2))),
+        "names": obj(lambda w: ["a", "b"]), "column": index(0, 2)},
     "mha_course.lessons.quiz.score": {"answers": obj(lambda w: {w.questions[0].id: 0})},
     VW + "attention.weights_bars": {"raw": _arr(lambda w: w.weights[0, 0, -1]),
                                     "scaled": _arr(lambda w: w.weights[0, 1, -1])},

@@ -174,3 +174,14 @@ def test_claim_sinks_hurt_at_absolute_positions_and_do_nothing_inside_the_cache(
         assert window.min() > sw[n].max()  # harm, on every seed
         cache = sw[n + ", cache positions"]
         assert cache.min() > sw[n].max() and not ls.separated(cache, window)  # no harm, no help
+
+
+def test_blind_findings_an_unknown_fix_name_and_a_table_of_the_wrong_shape_are_refused():
+    """ls_at_length_scaling_bad returned the config silently; ls_format_summary_mismatch was an IndexError."""
+    config = ls.base_config("rope", 0)
+    with pytest.raises(ValueError, match="name='bogus'.*FIXES"):
+        ls.at_length_scaling(config, "bogus", 32)
+    with pytest.raises(ValueError, match=r"table has shape \(3, 2, 5\)"):
+        ls.format_summary(np.ones((3, 2, 5)), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="column"):
+        ls.format_summary(np.ones((3, 1, len(lc.LENGTHS), 2)), ["a"], column=2)

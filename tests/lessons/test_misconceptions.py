@@ -154,3 +154,21 @@ def test_the_h_sweep_claims_of_11_hold_for_every_shipped_seed():
     assert acc.shape[0] >= 3
     assert acc[:, d_k >= 16].min() > acc[:, d_k <= 4].max()
     assert acc[:, 0].min() <= acc[:, 1].max() and acc[:, 1].min() <= acc[:, 0].max()  # within the noise: no ranking
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda c, p: mi.ablated_metrics(None, c, []), "params"),
+    (lambda c, p: mi.ablated_metrics(p, c, [(0, 9)]), r"heads\[0\] head"),
+    (lambda c, p: mi.ablated_metrics(p, c, [], seed=-1), "seed"),
+    (lambda c, p: mi.ablated_metrics(p, c, [], n=0), "n="),
+    (lambda c, p: mi.key_attribution(p, c, layer=-1), "layer"),
+    (lambda c, p: mi.keep_only(c, {5: 0}), r"keep\[0\] layer"),
+    (lambda c, p: mi.ensemble_metrics([], n=4), "members is empty"),
+    (lambda c, p: mi.rank_correlation([1.0, np.nan], [1.0, 2.0]), "a has 1 non-finite"),
+    (lambda c, p: mi.rnn_scan(np.ones((1, 2, 3)), np.eye(2), np.eye(3)), "W_x"),
+    (lambda c, p: mi.sequential_steps(0), "T=0"),
+])
+def test_bad_arguments_are_named_at_the_entry(induction, call, word):
+    config, params = induction
+    with pytest.raises((ValueError, TypeError), match=word):
+        call(config, params)

@@ -127,3 +127,16 @@ def test_qkv_comparison_figure_reports_both_diagonals():
     assert f"{qkv.mean_diagonal_weight(t_none['weights']):.2f}" in left
     assert f"{qkv.mean_diagonal_weight(t['weights']):.2f}" in middle
     plt.close(fig)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: qkv.vocabulary("the cat"), "tokens must be a list"),
+    (lambda: qkv.vocabulary(["the", 3]), "tokens holds 3"),
+    (lambda: qkv.sentence_trace(["the"], 8, 2, seed=True), "seed"),
+    (lambda: qkv.blend_params(None, 0.5), "params"),
+    (lambda: qkv.blend_params(mc.init_params(4, rng=np.random.default_rng(0)), np.nan), "strength"),
+    (lambda: qkv.embed(["the"], "spam", ["the"]), "table"),
+])
+def test_bad_arguments_are_named_at_the_entry(call, word):
+    with pytest.raises((ValueError, TypeError), match=word):
+        call()

@@ -310,3 +310,19 @@ def test_every_interview_link_lands_on_a_heading():
     assert quiz.section_anchor(ROOT / "notebooks" / "01_qkv.ipynb", "99") is None
     with pytest.raises(ValueError, match="per_cell"):
         quiz.interview_markdown(QUESTIONS, ROOT / "notebooks", per_cell=0)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: quiz.grade(None, 0), "question"),
+    (lambda: quiz.score("spam", {}), "questions"),
+    (lambda: quiz.score([Q], [0]), "answers"),
+    (lambda: quiz.render_text([Q, "x"]), r"questions\[1\]"),
+    (lambda: quiz.choice_value("spam"), "choice"),
+    (lambda: quiz.format_value(None), "value"),
+    (lambda: quiz.section_anchor("no-such.ipynb", "1"), "notebook="),
+    (lambda: quiz.section_anchor(ROOT / "notebooks" / "01_qkv.ipynb", 3), "section"),
+    (lambda: quiz.interview_markdown(QUESTIONS, "no-such-folder"), "notebooks_dir"),
+])
+def test_bad_arguments_are_named_at_the_entry(call, word):
+    with pytest.raises((ValueError, TypeError), match=word):
+        call()

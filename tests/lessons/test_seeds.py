@@ -31,3 +31,13 @@ def test_format_values_one_row_per_name():
     text = ls.format_values(np.array([[1.0, 2.0], [3.0, 2.0]]), ["a", "b"], "steps")
     assert text.splitlines()[0] == "steps, mean (min-max)" and "2.000 (1.000-3.000)" in text
     assert "2 (1-3)" in ls.format_values(np.array([[1], [3]]), ["a"], "steps")
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda: ls.separated([0.1, np.nan], [0.2, 0.3]), "a has 1 non-finite"),
+    (lambda: ls.separated([0.1, 0.2], None), "b must be"),
+    (lambda: ls.format_values(np.ones((2, 3)), ["a", "b"], "x"), r"values has shape \(2, 3\) for 2 names"),
+])
+def test_bad_arguments_are_named_at_the_entry(call, word):
+    with pytest.raises((ValueError, TypeError), match=word):
+        call()

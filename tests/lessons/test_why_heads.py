@@ -145,3 +145,19 @@ def test_bad_arguments_are_named(call, message):
     _, w = mc.multi_head_attention(x, p, 2)
     with pytest.raises(ValueError, match=message):
         call(p, x, w)
+
+
+@pytest.mark.parametrize("call, word", [
+    (lambda x, y: wh.gather_target(x, True, 2, content=4), "a=True"),
+    (lambda x, y: wh.gather_target(x, 0, -1, content=4), "b=-1"),
+    (lambda x, y: wh.fit_output_projection(None, y), "concat"),
+    (lambda x, y: wh.fit_output_projection(x * 1e-310, y), "does not fit in float64"),
+    (lambda x, y: wh.relative_error(y, np.zeros_like(y)), "y is all zeros"),
+    (lambda x, y: wh.two_head_params(16, 4, 0, 2, content=4, sharpness=np.nan), "sharpness"),
+    (lambda x, y: wh.gather_output_projection(16, content=8.5), "content"),
+])
+def test_bad_arguments_are_named_at_the_entry(call, word):
+    x = wh.gather_inputs(3, T=4, content=4, d_model=16, rng=np.random.default_rng(0))
+    y = wh.gather_target(x, 0, 2, content=4)
+    with pytest.raises((ValueError, TypeError), match=word):
+        call(x, y)
