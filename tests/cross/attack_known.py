@@ -42,26 +42,26 @@ BREAKS: dict[str, str] = {
         "mha_course.lessons.checkpoints.npz_bytes(arrays=<None>) raised without naming 'arrays': TypeError: numpy.savez_compressed() argument after ** must be a mapping,",
     'mha_course.lessons.checkpoints.read_npz':
         "mha_course.lessons.checkpoints.read_npz(path=<None>) raised without naming 'path': TypeError: expected str, bytes or os.PathLike object, not NoneType",
-    'mha_course.lessons.circuits.ablation_losses':
-        "mha_course.lessons.circuits.ablation_losses(heads_sets=<int>) raised an internal message: TypeError: 'int' object is not iterable",
-    'mha_course.lessons.circuits.direct_logit_attribution':
-        "mha_course.lessons.circuits.direct_logit_attribution(batch=<None>) raised AttributeError: 'NoneType' object has no attribute 'tokens'; want ValueError/TypeError",
-    'mha_course.lessons.circuits.duplicate_token_score':
-        "mha_course.lessons.circuits.duplicate_token_score(tokens=<token -1>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
-    'mha_course.lessons.circuits.formation_step':
-        "mha_course.lessons.circuits.formation_step(threshold=<NaN>) was accepted silently (returned NoneType); want a ValueError naming 'threshold'",
-    'mha_course.lessons.circuits.head_scores':
-        "mha_course.lessons.circuits.head_scores(tokens=<bool tokens>) was accepted silently (returned dict); want a ValueError naming 'tokens'",
-    'mha_course.lessons.circuits.key_occlusion':
-        "mha_course.lessons.circuits.key_occlusion(pair=<None>) raised AttributeError: 'NoneType' object has no attribute 'clean'; want ValueError/TypeError naming 'pair",
-    'mha_course.lessons.circuits.logit_difference':
-        'mha_course.lessons.circuits.logit_difference(logits=<None>) raised IndexError: too many indices for array: array is 0-dimensional, but 2 were indexed; want Valu',
-    'mha_course.lessons.circuits.make_pair':
-        "mha_course.lessons.circuits.make_pair(config=<None>) raised AttributeError: 'NoneType' object has no attribute 'seq_len'; want ValueError/TypeError naming 'conf",
-    'mha_course.lessons.circuits.patching_effect':
-        'mha_course.lessons.circuits.patching_effect(positions=<nested list>) returned a different result for the same numbers in another container',
-    'mha_course.lessons.circuits.prefix_matching_score':
-        "mha_course.lessons.circuits.prefix_matching_score(tokens=<token -1>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
+    'mha_course.lessons.circuits_patching.ablation_losses':
+        "mha_course.lessons.circuits_patching.ablation_losses(heads_sets=<int>) raised an internal message: TypeError: 'int' object is not iterable",
+    'mha_course.lessons.circuits_patching.direct_logit_attribution':
+        "mha_course.lessons.circuits_patching.direct_logit_attribution(batch=<None>) raised AttributeError: 'NoneType' object has no attribute 'tokens'; want ValueError/TypeError",
+    'mha_course.lessons.circuits_scores.duplicate_token_score':
+        "mha_course.lessons.circuits_scores.duplicate_token_score(tokens=<token -1>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
+    'mha_course.lessons.circuits_runs.formation_step':
+        "mha_course.lessons.circuits_runs.formation_step(threshold=<NaN>) was accepted silently (returned NoneType); want a ValueError naming 'threshold'",
+    'mha_course.lessons.circuits_scores.head_scores':
+        "mha_course.lessons.circuits_scores.head_scores(tokens=<bool tokens>) was accepted silently (returned dict); want a ValueError naming 'tokens'",
+    'mha_course.lessons.circuits_patching.key_occlusion':
+        "mha_course.lessons.circuits_patching.key_occlusion(pair=<None>) raised AttributeError: 'NoneType' object has no attribute 'clean'; want ValueError/TypeError naming 'pair",
+    'mha_course.lessons.circuits_patching.logit_difference':
+        'mha_course.lessons.circuits_patching.logit_difference(logits=<None>) raised IndexError: too many indices for array: array is 0-dimensional, but 2 were indexed; want Valu',
+    'mha_course.lessons.circuits_data.make_pair':
+        "mha_course.lessons.circuits_data.make_pair(config=<None>) raised AttributeError: 'NoneType' object has no attribute 'seq_len'; want ValueError/TypeError naming 'conf",
+    'mha_course.lessons.circuits_patching.patching_effect':
+        'mha_course.lessons.circuits_patching.patching_effect(positions=<nested list>) returned a different result for the same numbers in another container',
+    'mha_course.lessons.circuits_scores.prefix_matching_score':
+        "mha_course.lessons.circuits_scores.prefix_matching_score(tokens=<token -1>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
     'mha_course.lessons.complexity.format_bytes':
         "mha_course.lessons.complexity.format_bytes(n=<negative>) was accepted silently (returned str); want a ValueError naming 'n'",
     'mha_course.lessons.complexity.format_count':
@@ -400,13 +400,13 @@ BREAKS: dict[str, str] = {
 UNBUILT: dict[str, str] = {
     'mha_course.lessons.checkpoints.write_npz':
         "no Spec for ['arrays']",
-    'mha_course.lessons.circuits.compare_over_seeds':
+    'mha_course.lessons.circuits_runs.compare_over_seeds':
         'its valid call raised ValueError: a has shape () and b (); give one finite value per seed for each (the same seeds, at least 2)',
-    'mha_course.lessons.circuits.formed':
+    'mha_course.lessons.circuits_runs.formed':
         "no Spec for ['results']",
-    'mha_course.lessons.circuits.repeat_induction_score':
+    'mha_course.lessons.circuits_scores.repeat_induction_score':
         "no Spec for ['half']",
-    'mha_course.lessons.circuits.repeated_tokens':
+    'mha_course.lessons.circuits_data.repeated_tokens':
         "no Spec for ['vocab', 'half']",
     'mha_course.lessons.long_seeds.at_length_scaling':
         "no Spec for ['name']",

@@ -390,7 +390,10 @@ def _fixed(v, kind="object"):
 
 
 LC = "mha_course.lessons.long_context."
-CI = "mha_course.lessons.circuits."
+CD = "mha_course.lessons.circuits_data."  # notebook 14's helpers, re-exported by lessons.circuits
+CS = "mha_course.lessons.circuits_scores."
+CP = "mha_course.lessons.circuits_patching."
+CR = "mha_course.lessons.circuits_runs."
 VW = "mha_course.views."
 WH = "mha_course.lessons.why_heads."
 TOKENS_1D = Spec(lambda w: w.tokens[0], "tokens", bound=8)
@@ -437,28 +440,28 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.positions.rope_angles": {"scaling": Spec(lambda w: {"type": "linear", "factor": 2.0}, "scaling")},
     "mha_course.gqa.dequantize_kv": {"q": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[0]),
                                      "scale": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[1])},
-    CI + "duplicate_token_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
-    CI + "prefix_matching_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
+    CS + "duplicate_token_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
+    CS + "prefix_matching_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
     "mha_course.efficient.merge_attention_partials": {
         "outs": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[0])),
         "lses": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[1]))},
     "mha_course.positions.patchify": {"patch": size(2)},
     "mha_course.lessons.bridge.params_from_torch_state": {"state": obj(lambda w: __import__(
         "mha_course.lessons.bridge", fromlist=["x"]).torch_state_dict(w.mha_params))},
-    CI + "positional_qk_circuit": {"config": obj(lambda w: w.learned[0]), "params": obj(lambda w: w.learned[1])},
-    CI + "make_pair": {"repeat": size(3)},
-    CI + "logit_difference": {"logits": _arr(lambda w: __import__("mha_course.lessons.circuits", fromlist=["x"])
+    CS + "positional_qk_circuit": {"config": obj(lambda w: w.learned[0]), "params": obj(lambda w: w.learned[1])},
+    CD + "make_pair": {"repeat": size(3)},
+    CP + "logit_difference": {"logits": _arr(lambda w: __import__("mha_course.lessons.circuits", fromlist=["x"])
                                              .run_with_cache(w.model, w.pair.clean, w.config)[0])},
     "mha_course.lessons.model.induction_score": {"weights": _arr(lambda w: w.weights_by_layer[-1])},
-    CI + "patch_heads": {"target": Spec(lambda w: w.pair.clean, "tokens", bound=8),
+    CP + "patch_heads": {"target": Spec(lambda w: w.pair.clean, "tokens", bound=8),
                          "source": Spec(lambda w: w.pair.corrupt, "tokens", bound=8),
                          "heads": obj(lambda w: [(0, 1)]), "positions": FREE},
-    CI + "patching_effect": {"heads": obj(lambda w: [(0, 1)])},
-    CI + "path_patching": {"sender": obj(lambda w: (0, 0)), "receiver": obj(lambda w: (1, 1))},
-    CI + "ablate_heads": {"heads": obj(lambda w: [(0, 1)])},
-    CI + "ablation_losses": {"heads_sets": obj(lambda w: [[(0, 1)], [(1, 0)]]),
+    CP + "patching_effect": {"heads": obj(lambda w: [(0, 1)])},
+    CP + "path_patching": {"sender": obj(lambda w: (0, 0)), "receiver": obj(lambda w: (1, 1))},
+    CP + "ablate_heads": {"heads": obj(lambda w: [(0, 1)])},
+    CP + "ablation_losses": {"heads_sets": obj(lambda w: [[(0, 1)], [(1, 0)]]),
                              "reference": Spec(lambda w: w.tokens, "tokens", bound=8)},
-    CI + "formation_step": {"trajectory": obj(lambda w: next(iter(w.trajectories.values())))},
+    CR + "formation_step": {"trajectory": obj(lambda w: next(iter(w.trajectories.values())))},
     "mha_course.lessons.complexity.score_memory_bytes": {"B": size(1)},
     LC + "load_scheme": {"name": option("rope", ("rope", "alibi"))},
     LC + "PagedSequence": {"pool": obj(lambda w: __import__("mha_course.lessons.long_context", fromlist=["x"])
@@ -550,10 +553,10 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
 _TRAINS = "trains a model for seconds to minutes: tests/lessons and the notebook that runs it cover it"
 _WRITES = "writes the package's shipped files: tests/lessons cover it on a temporary path"
 EXEMPT: dict[str, str] = {
-    "mha_course.lessons.circuits.trajectory_arrays": _TRAINS,
-    "mha_course.lessons.circuits.train_trajectory": _TRAINS,
-    "mha_course.lessons.circuits.seed_results": _TRAINS,
-    "mha_course.lessons.circuits.save_trajectories": _WRITES,
+    "mha_course.lessons.circuits_runs.trajectory_arrays": _TRAINS,
+    "mha_course.lessons.circuits_runs.train_trajectory": _TRAINS,
+    "mha_course.lessons.circuits_runs.seed_results": _TRAINS,
+    "mha_course.lessons.circuits_runs.save_trajectories": _WRITES,
     "mha_course.lessons.misconceptions.make_ensemble": _WRITES,
     "mha_course.lessons.misconceptions.make_joint_models": _WRITES,
     "mha_course.lessons.training.train": _TRAINS,
