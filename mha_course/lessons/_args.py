@@ -25,7 +25,7 @@ import numpy as np
 from .. import _validate
 from . import model as train
 
-__all__ = ["whole", "model", "config", "no_norm", "tokens", "batch", "layer", "head_set", "weights",
+__all__ = ["whole", "model", "config", "no_norm", "models", "flag", "tokens", "token_ids", "batch", "layer", "head", "head_set", "weights",
            "number", "generator"]
 
 
@@ -78,6 +78,24 @@ def tokens(config_, value, name: str = "tokens") -> np.ndarray:
     return ids
 
 
+def token_ids(value, vocab=None, name: str = "tokens") -> np.ndarray:
+    """token ids without a config: whole numbers >= 0, below ``vocab`` when it is given -> int64 array."""
+    if vocab is not None:
+        return _validate.token_ids(value, _validate.positive_int(vocab, "vocab"), name)
+    try:
+        ids = np.asarray(value)
+    except ValueError:
+        raise ValueError(f"{name} is not a rectangular array (ragged nested lists?); give every row the same "
+                         "length") from None
+    if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError(f"{name} must be whole-number token ids >= 0, got dtype {ids.dtype}; pass an int array "
+                         f"(and vocab= to check the ids against the vocabulary)")
+    if ids.size and ids.min() < 0:
+        raise ValueError(f"{name} holds the id {ids.min()}; token ids are >= 0 (numpy would read a negative one "
+                         "from the end)")
+    return ids.astype(np.int64, copy=False)
+
+
 def batch(config_, value, name: str = "batch") -> train.Batch:
     """A train.Batch for ``config``: tokens and targets (B, T) ids below vocab, ``scored`` (B, T) bool with
     at least one scored position -> the Batch with int64 ids."""
@@ -95,11 +113,42 @@ def batch(config_, value, name: str = "batch") -> train.Batch:
     return train.Batch(tok, targets, scored)
 
 
+def models(value, name: str = "models") -> dict:
+    """{name: (Config, Model)}, at least one, each pair checked -> the dict (configs checked)."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"{name}={value!r:.60}: give a non-empty dict {{name: (config, params)}}, e.g. "
+                         "{'rope': long_context.load_scheme('rope')}")
+    out = {}
+    for key, pair in value.items():
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ValueError(f"{name}[{key!r}] is not a (config, params) pair; give what load_checkpoint or "
+                             "long_context.load_scheme returns")
+        try:
+            out[key] = (model(pair[1], pair[0]), pair[1])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{name}[{key!r}]: {e}") from None
+    return out
+
+
+def flag(value, name: str) -> bool:
+    """True or False (numpy's bool too); 1, 2 and strings refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name}={value!r:.40} must be True or False")
+    return bool(value)
+
+
 def layer(config_, value, name: str = "layer") -> int:
     """A layer index of the model: a whole number in 0..n_layers-1 (-1 refused)."""
     last = config_.n_layers - 1
     return whole(value, name, 0, last, f"config.n_layers={config_.n_layers}: layers count from 0 and negative "
                                        f"ones are not counted from the end; give {name}={last} for the last")
+
+
+def head(config_, value, name: str = "head") -> int:
+    """A head index of the model: a whole number in 0..h-1 (-1 refused)."""
+    last = config_.h - 1
+    return whole(value, name, 0, last, f"config.h={config_.h}: heads count from 0 and negative ones are not "
+                                       f"counted from the end; give {name}={last} for the last")
 
 
 def head_set(config_, value, name: str = "heads") -> set:

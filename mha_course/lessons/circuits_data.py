@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _validate
+from . import _args
 
 __all__ = ["repeated_tokens", "PatchPair", "make_pair"]
 
@@ -31,14 +32,11 @@ def repeated_tokens(vocab: int, half: int, n: int, rng: np.random.Generator) -> 
     ((2, 8), True)
     """
     vocab, half, n = (_validate.positive_int(v, k) for v, k in ((vocab, "vocab"), (half, "half"), (n, "n")))
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng={rng!r:.60} is not a numpy Generator; pass np.random.default_rng(seed)")
+    rng = _args.generator(rng)
     if half < 2:
         raise ValueError(f"half={half}: the repeated block needs at least 2 tokens")
     block = rng.integers(0, vocab, size=(n, half))  # (n, half)
     return np.concatenate([block, block], axis=1)  # (n, 2 * half)
-
-
 
 
 class PatchPair(NamedTuple):
@@ -66,11 +64,12 @@ def make_pair(config, rng: np.random.Generator, n: int = 64, corrupt: str = "key
     >>> pair.clean.shape, pair.position, pair.changed
     ((2, 24), 22, 14)
     """
+    config, rng, n = _args.config(config), _args.generator(rng), _validate.positive_int(n, "n")
     if corrupt not in ("key", "value"):
         raise ValueError(f"corrupt={corrupt!r}; choose 'key' (the earlier occurrence) or 'value' (the token after it)")
     T, V = config.seq_len, config.vocab
-    if not (3 <= repeat <= T // 2 and repeat < V):
-        raise ValueError(f"repeat={repeat} must be in 3..seq_len // 2 = {T // 2} and below vocab={V}")
+    repeat = _args.whole(repeat, "repeat", 3, min(T // 2, V - 1),
+                         f"the copied block needs 3..seq_len // 2 = {T // 2} tokens, fewer than vocab={V}")
     perm = np.argsort(rng.random((n, V)), axis=1)  # (n, V): a random order of the vocabulary per row
     A, outside = perm[:, :repeat], perm[:, repeat]  # (n, repeat) distinct tokens; (n,) one more
     noise = rng.integers(0, V, size=(n, T - 2 * repeat))
@@ -83,9 +82,25 @@ def make_pair(config, rng: np.random.Generator, n: int = 64, corrupt: str = "key
 
 
 
-
-def check_pair(pair, config) -> "PatchPair":
-    """A PatchPair for ``config`` (what make_pair returns); a TypeError or ValueError names pair otherwise."""
+def check_pair(pair, config=None) -> PatchPair:
+    """A PatchPair as make_pair makes it (for ``config`` when given: tokens below its vocabulary, its
+    length) -> the pair; a TypeError or ValueError names pair and the fix otherwise."""
+    fix = "make one with make_pair(config, rng, n)"
     if not isinstance(pair, PatchPair):
-        raise TypeError(f"pair={pair!r:.60} is not a PatchPair; make one with make_pair(config, rng, n)")
-    return pair
+        raise TypeError(f"pair={pair!r:.60} is not a PatchPair; {fix}")
+    vocab = None if config is None else config.vocab
+    clean, corrupt = (_args.token_ids(t, vocab, f"pair.{k}") for t, k in ((pair.clean, "clean"), (pair.corrupt, "corrupt")))
+    answer, distractor = (_args.token_ids(t, vocab, f"pair.{k}")
+                          for t, k in ((pair.answer, "answer"), (pair.distractor, "distractor")))
+    B = clean.shape[0] if clean.ndim == 2 else 0
+    if clean.ndim != 2 or 0 in clean.shape or corrupt.shape != clean.shape or answer.shape != (B,) or \
+            distractor.shape != (B,):
+        raise ValueError(f"pair has clean {clean.shape}, corrupt {corrupt.shape}, answer {answer.shape} and "
+                         f"distractor {distractor.shape}: want (B, T), (B, T), (B,), (B,) with B, T >= 1; {fix}")
+    T = clean.shape[1] if config is None else config.seq_len
+    if config is not None and clean.shape[1] != T:
+        raise ValueError(f"pair's sequences have {clean.shape[1]} tokens, config.seq_len={T}: make the pair with "
+                         "this model's config")
+    position = _args.whole(pair.position, "pair.position", 0, clean.shape[1] - 1, f"the query position of a pair; {fix}")
+    changed = _args.whole(pair.changed, "pair.changed", 0, position, f"the corrupted position, before the query; {fix}")
+    return PatchPair(clean, corrupt, position, answer, distractor, changed)

@@ -24,6 +24,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .. import _validate
 from ..attention import causal_mask
 from ..mha import trace
 from . import _args, misconceptions, training
@@ -42,7 +43,8 @@ def _layer_out(params, layer: int, contributions: np.ndarray) -> np.ndarray:
 
 
 def run_with_cache(params, tokens, config) -> tuple[np.ndarray, list]:
-    """tokens (B, T) -> logits (B, T, V), [contributions (B, h, T, D)] * L: what each head adds to the stream.
+    """tokens (B, T) -> logits (B, T, V), [contributions (B, h, T, D)] * L: what each head adds to the stream
+    (its output through its slice of W_o; not its attention weights, which are train.forward's second value).
 
     >>> from mha_course.lessons import checkpoints
     >>> config, params, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
@@ -75,7 +77,10 @@ class LogitAttribution(NamedTuple):
 def direct_logit_attribution(params, config, batch) -> LogitAttribution:
     """Batch -> LogitAttribution: each component's share of the target's centred logit (the logit minus
     the mean logit over the vocabulary), averaged over the scored positions. Exact: no layer norm.
+    ``batch`` is a train.Batch (tokens, targets, scored), e.g. train.make_batch(config, rng, n).
     """
+    config = _args.model(params, config)
+    batch = _args.batch(config, batch)
     logits, cache = run_with_cache(params, batch.tokens, config)
     U = params.unembed - params.unembed.mean(1, keepdims=True)  # (D, V): centred logits
     direction = U.T[batch.targets]  # (B, T, D): the unembedding of each target
@@ -89,8 +94,21 @@ def direct_logit_attribution(params, config, batch) -> LogitAttribution:
 
 
 def logit_difference(logits, pair: PatchPair) -> float:
-    """logits (B, T, V) -> the mean over the batch of logit(answer) - logit(distractor) at the query."""
-    at = np.asarray(logits)[:, pair.position]  # (B, V)
+    """logits (B, T, V) of a run on the pair's tokens -> the mean over the batch of logit(answer) -
+    logit(distractor) at the query (logits of another batch or shorter sequences are a ValueError)."""
+    pair = check_pair(pair)
+    x = _validate.finite_array(logits, "logits")
+    B, T = pair.clean.shape
+    need = int(max(pair.answer.max(), pair.distractor.max())) + 1
+    if x.ndim != 3 or x.shape[:2] != (B, T) or x.shape[2] < need:
+        raise ValueError(f"logits has shape {x.shape}; the pair's runs give (B={B}, T={T}, V) with V >= {need} "
+                         "(train.forward(params, pair.clean, config)[0])")
+    return _ld(x, pair)
+
+
+def _ld(logits: np.ndarray, pair: PatchPair) -> float:
+    """logit_difference on arguments already checked."""
+    at = logits[:, pair.position]  # (B, V)
     rows = np.arange(at.shape[0])
     return float((at[rows, pair.answer] - at[rows, pair.distractor]).mean())
 
@@ -125,10 +143,9 @@ def patch_heads(params, config, target, source, heads, positions=None) -> np.nda
     restore the answer; corrupted into clean (noising) finds what is necessary (Heimersheim & Nanda 2024).
     ``target`` and ``source`` are (B, T) of one shape; a head or position that does not exist is a ValueError.
     """
-    _args.model(params, config)
+    config = _args.model(params, config)
+    target, source = _args.tokens(config, target, "target"), _args.tokens(config, source, "source")
     _check_same_tokens(target, source)
-    _args.tokens(config, target, "target")
-    _args.tokens(config, source, "source")
     _args.head_set(config, heads)
     _positions_mask(np.shape(target)[1], positions)
     return _patched(params, config, target, run_with_cache(params, source, config)[1], heads, positions)
@@ -157,11 +174,11 @@ def _restorable(clean: float, bad: float) -> None:
 
 def _ends(params, config, pair: PatchPair) -> tuple:
     """-> (LD clean, LD corrupted, the clean run's contributions)."""
-    _args.model(params, config)
-    check_pair(pair, config)
+    config = _args.model(params, config)
+    pair = check_pair(pair, config)
     logits, cache = run_with_cache(params, pair.clean, config)
     corrupt = _patched(params, config, pair.corrupt, cache, [], None)  # the same code path as every patched run
-    return logit_difference(logits, pair), logit_difference(corrupt, pair), cache
+    return _ld(logits, pair), _ld(corrupt, pair), cache
 
 
 def patching_effect(params, config, pair: PatchPair, heads, positions=None) -> float:
@@ -183,7 +200,7 @@ def patching_effect(params, config, pair: PatchPair, heads, positions=None) -> f
 
 def _share(params, config, pair, heads, positions, clean, bad, cache) -> float:
     _restorable(clean, bad)
-    patched = logit_difference(_patched(params, config, pair.corrupt, cache, heads, positions), pair)
+    patched = _ld(_patched(params, config, pair.corrupt, cache, heads, positions), pair)
     return (patched - bad) / (clean - bad)
 
 
@@ -234,7 +251,7 @@ def path_patching(params, config, pair: PatchPair, sender, receiver, via: str = 
         return _layer_out(params, layer, c)
     clean, bad, _ = _ends(params, config, pair)
     _restorable(clean, bad)
-    patched = logit_difference(train.forward(params, pair.corrupt, config, patch=hook)[0], pair)
+    patched = _ld(train.forward(params, pair.corrupt, config, patch=hook)[0], pair)
     return (patched - bad) / (clean - bad)
 
 
@@ -270,8 +287,8 @@ def attribution_patching(params, config, pair: PatchPair) -> np.ndarray:
     for layer in reversed(range(config.n_layers)):
         grads[layer] = g_x  # d LD / d (this layer's output), which each head's output adds to
         g_x = g_x + tape[layer][1](g_x)[0]
-    clean = logit_difference(train.forward(params, pair.clean, config)[0], pair)
-    bad = logit_difference(logits, pair)
+    clean = _ld(train.forward(params, pair.clean, config)[0], pair)
+    bad = _ld(logits, pair)
     _restorable(clean, bad)
     return np.stack([np.einsum("bhtd,btd->h", clean_cache[layer] - bad_cache[layer], grads[layer])
                      for layer in range(config.n_layers)]) / (clean - bad)  # (L, h)
@@ -289,15 +306,16 @@ def ablate_heads(params, config, tokens, heads, kind: str = "zero", reference=No
     """
     if kind not in ABLATIONS:
         raise ValueError(f"kind={kind!r}; choose one of {ABLATIONS}")
-    _args.model(params, config)
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or tokens.dtype.kind not in "iu":
-        raise ValueError(f"tokens has shape {tokens.shape}; give the batch's tokens (B, T)")
+    config = _args.model(params, config)
+    tokens = _args.tokens(config, tokens, "tokens")
     chosen = _args.head_set(config, heads)
+    if kind == "zero" and reference is not None:
+        raise ValueError("reference is read only by kind='mean' and 'resample'; kind='zero' writes nothing, so a "
+                         "reference would be ignored: pass reference=None (or choose another kind)")
     if kind != "zero":
         if reference is None:
             raise ValueError(f"kind={kind!r} needs reference tokens (B, T): a batch drawn apart from the tokens")
-        reference = np.asarray(reference)
+        reference = _args.tokens(config, reference, "reference")
         if reference.ndim != 2 or reference.shape[1] != tokens.shape[1] or (kind == "resample" and reference.shape != tokens.shape):
             raise ValueError(f"reference has shape {reference.shape}, tokens {tokens.shape}: mean needs the same T, "
                              "resample the same (B, T)")
@@ -319,12 +337,17 @@ def ablate_heads(params, config, tokens, heads, kind: str = "zero", reference=No
 
 def ablation_losses(params, config, batch, reference, heads_sets) -> dict:
     """-> {kind: (len(heads_sets),)}: the loss increase on ``batch`` when each set of heads is ablated
-    that way (``reference`` tokens for mean and resample), against the intact model's loss."""
-    _args.no_norm(config)
+    that way (``reference`` tokens (B', T) for mean, (B, T) for resample), against the intact model's loss.
+    ``heads_sets`` is a list of head lists, e.g. [[(0, 1)], [(1, 0), (1, 1)]]."""
+    config = _args.model(params, _args.no_norm(config))
+    batch = _args.batch(config, batch)
+    if isinstance(heads_sets, (str, bytes, dict)) or not hasattr(heads_sets, "__iter__"):
+        raise ValueError(f"heads_sets={heads_sets!r:.60}: give a list of head lists, e.g. [[(0, 1)], [(1, 0)]]")
+    heads_sets = [sorted(_args.head_set(config, heads, f"heads_sets[{n}]")) for n, heads in enumerate(heads_sets)]
+    hooks = {kind: [ablate_heads(params, config, batch.tokens, heads, kind, None if kind == "zero" else reference)
+                    for heads in heads_sets] for kind in ABLATIONS}  # every argument checked before any run
     base = training.metrics(params, batch, config).loss
-    return {kind: np.array([training.metrics(params, batch, config,
-                                          patch=ablate_heads(params, config, batch.tokens, heads, kind, reference)
-                                          ).loss - base for heads in heads_sets])
+    return {kind: np.array([training.metrics(params, batch, config, patch=hook).loss - base for hook in hooks[kind]])
             for kind in ABLATIONS}
 
 
@@ -332,6 +355,11 @@ def ablation_losses(params, config, batch, reference, heads_sets) -> dict:
 def key_occlusion(params, config, pair: PatchPair, rng: np.random.Generator) -> np.ndarray:
     """-> (T,): for each position s <= the query, how much the answer's logit at the query falls when
     the token at s is replaced by a random other token (mean over the batch): an input ablation."""
+    config = _args.model(params, config)
+    pair, rng = check_pair(pair, config), _args.generator(rng)
+    if config.vocab < 2:
+        raise ValueError(f"config.vocab={config.vocab}: occlusion replaces a token by another one, so it needs "
+                         "a vocabulary of 2 or more")
     tokens, t = pair.clean, pair.position
     rows = np.arange(tokens.shape[0])
     base = train.forward(params, tokens, config)[0][rows, t, pair.answer]  # (B,)

@@ -92,7 +92,11 @@ def train_trajectory(config, every: int = PHASE_CHANGE_EVERY, progress: bool = F
 
 def formation_step(trajectory: Trajectory, threshold: float = 0.5) -> Optional[int]:
     """-> the first checkpoint step at which the best last-layer prefix-matching score reaches ``threshold``
-    (None if it never does: the one-layer model)."""
+    (None if it never does: the one-layer model). ``threshold`` is a score, in [0, 1]."""
+    if not isinstance(trajectory, Trajectory):
+        raise TypeError(f"trajectory={trajectory!r:.60} is not a Trajectory; use train_trajectory(config) or "
+                        "load_trajectories()[name]")
+    threshold = _args.number(threshold, "threshold", 0.0, 1.0)
     best = trajectory.scores[:, SCORE_NAMES.index("prefix_matching"), -1].max(-1)  # (n,)
     if trajectory.config.n_layers < 2 or not (best >= threshold).any():
         return None
@@ -233,7 +237,21 @@ def load_seed_results(path=None) -> dict:
 
 def formed(results: dict) -> np.ndarray:
     """results of ``seed_results`` -> (n_seeds,) bool: the seeds whose induction head formed within the run."""
-    return np.isfinite(np.asarray(results["formation_step"], dtype=float))
+    if not hasattr(results, "keys") or "formation_step" not in results.keys():
+        raise ValueError(f"results={results!r:.60} holds no 'formation_step': give the dict of seed_results or "
+                         "load_seed_results()")
+    return np.isfinite(_per_seed(results["formation_step"], "results['formation_step']", allow_nan=True))
+
+
+def _per_seed(values, name: str, allow_nan: bool = False) -> np.ndarray:
+    """values (n,), n >= 2, one number per seed -> float64 (NaN allowed only where a run never got there)."""
+    try:
+        v = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={values!r:.60} is not one number per seed; give a 1-D array of floats") from None
+    if v.ndim != 1 or v.size < 2 or np.isinf(v).any() or (not allow_nan and np.isnan(v).any()):
+        raise ValueError(f"{name} has shape {v.shape}; give one finite value per seed, at least 2 seeds")
+    return v
 
 
 def seed_summary(values, decimals: int = 3) -> str:
@@ -242,9 +260,7 @@ def seed_summary(values, decimals: int = 3) -> str:
     >>> seed_summary([1.0, 2.0, 3.0]), seed_summary([375, 540, 505, 385], decimals=0)
     ('2.000 ± 1.000', '451 ± 84')
     """
-    v = np.asarray(values, dtype=float)
-    if v.ndim != 1 or v.size < 2 or not np.isfinite(v).all():
-        raise ValueError(f"values has shape {v.shape}; give one finite value per seed, at least 2 seeds")
+    v = _per_seed(values, "values")
     if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)) or not 0 <= decimals <= 12:
         raise ValueError(f"decimals={decimals!r} must be a whole number from 0 to 12")
     return f"{v.mean():.{decimals}f} ± {v.std(ddof=1):.{decimals}f}"
@@ -259,10 +275,10 @@ def compare_over_seeds(a, b) -> str:
     >>> compare_over_seeds([2.0, 2.1, 1.9], [1.0, 1.0, 1.1]), compare_over_seeds([1.0, 2.0, 1.5], [1.1, 1.0, 1.0])
     ('a > b', 'within the noise')
     """
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 1 or a.size < 2 or not (np.isfinite(a).all() and np.isfinite(b).all()):
+    a, b = _per_seed(a, "a"), _per_seed(b, "b")
+    if a.shape != b.shape:
         raise ValueError(f"a has shape {a.shape} and b {b.shape}; give one finite value per seed for each "
-                         "(the same seeds, at least 2)")
+                         "(the same seeds, paired)")
     d = a - b
     if abs(d.mean()) > d.std(ddof=1) and (np.all(d > 0) or np.all(d < 0)):
         return "a > b" if d.mean() > 0 else "a < b"

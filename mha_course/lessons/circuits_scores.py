@@ -26,6 +26,7 @@ Taught in 14_circuits.ipynb (re-exported by ``lessons.circuits``).
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import numpy as np
 
@@ -44,19 +45,13 @@ SCORE_NAMES = ("previous_token", "duplicate_token", "prefix_matching")
 
 # ----------------------------------------------------------------------------- head scores
 def _weights(weights) -> np.ndarray:
-    """weights (B, h, T, T) or (h, T, T) -> (B, h, T, T) floats; a ValueError names the layout."""
-    w = np.asarray(weights, dtype=float)
-    if w.ndim == 3:
-        w = w[None]
-    if w.ndim != 4 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
-        raise ValueError(f"weights has shape {np.shape(weights)}; expected self-attention weights "
-                         "(B, h, T, T) or (h, T, T) with T >= 2 (one layer's weights from train.forward)")
-    return w
+    """weights (B, h, T, T) or (h, T, T) -> (B, h, T, T) floats, each row a distribution (``_args.weights``)."""
+    return _args.weights(weights, "weights")
 
 
-def _tokens(tokens, w: np.ndarray) -> np.ndarray:
-    """tokens (B, T) or (T,) -> (B, T) ints matching weights (B, h, T, T)."""
-    tok = np.asarray(tokens)
+def _tokens(tokens, w: np.ndarray, vocab) -> np.ndarray:
+    """tokens (B, T) or (T,) -> (B, T) int ids (below ``vocab`` when given) matching weights (B, h, T, T)."""
+    tok = _args.token_ids(tokens, vocab, "tokens")
     if tok.ndim == 1:
         tok = tok[None]
     B, _, T, _ = w.shape
@@ -96,47 +91,65 @@ def previous_token_score(weights) -> np.ndarray:
     return w[..., np.arange(1, T), np.arange(T - 1)].mean(axis=(0, 2))  # (B, h, T-1) -> (h,)
 
 
-def duplicate_token_score(weights, tokens) -> np.ndarray:
+def duplicate_token_score(weights, tokens, vocab: Optional[int] = None) -> np.ndarray:
     """weights (B, h, T, T) or (h, T, T), tokens (B, T) or (T,) -> (h,): for each query t whose token
     occurred before (at s < t), the attention summed over those s; the mean over such queries
-    (and the batch).
+    (and the batch). Each row of weights is a distribution over keys; tokens are ids >= 0, below
+    ``vocab`` when it is given (the model's vocabulary: config.vocab).
 
     >>> w = np.eye(3)[None]; w[0, 2] = [1, 0, 0]             # query 2 looks back at key 0
     >>> float(duplicate_token_score(w, [5, 6, 5])[0])         # token 5 repeats at position 2
     1.0
     """
     w = _weights(weights)
-    earlier = _earlier(_tokens(tokens, w))
+    earlier = _earlier(_tokens(tokens, w, vocab))
     return _mean_over_repeats(w, earlier, earlier)
 
 
-def prefix_matching_score(weights, tokens) -> np.ndarray:
+def prefix_matching_score(weights, tokens, vocab: Optional[int] = None) -> np.ndarray:
     """weights (B, h, T, T) or (h, T, T), tokens (B, T) or (T,) -> (h,): for each query t whose token
     occurred before (at s < t), the attention summed over the positions s + 1 just after those
     occurrences (what came next last time: the induction target); the mean over such queries
-    (and the batch).
+    (and the batch). Weights and tokens are checked as by ``duplicate_token_score``.
 
     >>> w = np.eye(3)[None]; w[0, 2] = [0, 1, 0]             # query 2 looks at key 1, after the earlier 5
     >>> float(prefix_matching_score(w, [5, 6, 5])[0])
     1.0
     """
     w = _weights(weights)
-    earlier = _earlier(_tokens(tokens, w))
+    earlier = _earlier(_tokens(tokens, w, vocab))
     after = np.zeros_like(earlier)
     after[..., 1:] = earlier[..., :-1]  # (B, T, S): key s + 1 for every earlier occurrence s
     return _mean_over_repeats(w, after, earlier)
 
 
-def head_scores(weights_by_layer, tokens) -> dict:
-    """[weights (B, h, T, T)] * L, tokens (B, T) -> {score name: (L, h)}: the head detector.
+def head_scores(weights_by_layer, tokens, vocab: Optional[int] = None) -> dict:
+    """[weights (B, h, T, T)] * L, tokens (B, T) -> {score name: (L, h)}: the head detector (tokens below
+    ``vocab`` when it is given).
 
     >>> w = [np.full((1, 2, 3, 3), 1 / 3)]
     >>> head_scores(w, [1, 2, 1])["prefix_matching"].round(4)
     array([[0.3333, 0.3333]])
     """
-    return {"previous_token": np.stack([previous_token_score(w) for w in weights_by_layer]),
-            "duplicate_token": np.stack([duplicate_token_score(w, tokens) for w in weights_by_layer]),
-            "prefix_matching": np.stack([prefix_matching_score(w, tokens) for w in weights_by_layer])}
+    layers = _layer_weights(weights_by_layer)
+    return {"previous_token": np.stack([previous_token_score(w) for w in layers]),
+            "duplicate_token": np.stack([duplicate_token_score(w, tokens, vocab) for w in layers]),
+            "prefix_matching": np.stack([prefix_matching_score(w, tokens, vocab) for w in layers])}
+
+
+def _layer_weights(weights_by_layer) -> list:
+    """[weights (B, h, T, T) or (h, T, T)] * L, L >= 1, of one shape -> [(B, h, T, T)] * L (``_args.weights``)."""
+    if isinstance(weights_by_layer, (str, bytes, np.ndarray)) or not hasattr(weights_by_layer, "__iter__"):
+        raise ValueError(f"weights_by_layer={weights_by_layer!r:.60}: give a list of each layer's weights "
+                         "(B, h, T, T), e.g. train.forward(params, tokens, config)[1]")
+    layers = [_args.weights(w, f"weights_by_layer[{n}]") for n, w in enumerate(weights_by_layer)]
+    if not layers:
+        raise ValueError("weights_by_layer is empty; give one layer's weights (B, h, T, T) or more")
+    for n, w in enumerate(layers):
+        if w.shape != layers[0].shape:
+            raise ValueError(f"weights_by_layer[{n}] has shape {w.shape}; every layer's self-attention weights "
+                             f"must have one shape (B, h, T, T) (layer 0: {layers[0].shape})")
+    return layers
 
 
 
@@ -213,14 +226,8 @@ def composition_score(W_A, W_B) -> float:
 # ----------------------------------------------------------------------------- circuits of a model
 def _head_slices(params, config, layer: int, head: int):
     """-> W_Q^h, W_K^h, W_V^h (D, d_k), W_O^h (d_k, D) of the (D, D) layer that forward runs."""
-    if not isinstance(config, train.Config) or not isinstance(params, train.Model):
-        _args.model(params, config)
-    for name, v in (("layer", layer), ("head", head)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ValueError(f"{name}={v!r} must be a whole number (layers and heads count from 0)")
-    if not (0 <= layer < config.n_layers and 0 <= head < config.h):
-        raise ValueError(f"layer={layer}, head={head} out of range: layers 0..{config.n_layers - 1}, "
-                         f"heads 0..{config.h - 1}")
+    config = _args.model(params, config)
+    layer, head = _args.layer(config, layer), _args.head(config, head)
     lp = train.layer_params(params, config, layer)
     d_k = config.d_model // config.h
     cols = slice(head * d_k, (head + 1) * d_k)
@@ -269,10 +276,11 @@ def ov_circuit(params, config, layer: int, head: int) -> np.ndarray:
 def composition_scores(params, config, source: int = 0, reader: int = 1) -> dict:
     """-> {"Q", "K", "V": (h, h)}: [a, b] = the composition of head a of layer ``source`` with head b
     of layer ``reader``: composition_score(OV^a, QK^b), (OV^a, (QK^b)^T), (OV^a, OV^b)."""
-    _args.model(params, config)
-    if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in (source, reader)) or \
-            not 0 <= source < reader < config.n_layers:
-        raise ValueError(f"source={source}, reader={reader}: need 0 <= source < reader < n_layers={config.n_layers}")
+    config = _args.model(params, config)
+    source, reader = _args.layer(config, source, "source"), _args.layer(config, reader, "reader")
+    if not source < reader:
+        raise ValueError(f"source={source}, reader={reader}: the reader reads what the source wrote, so it must "
+                         f"come later (0 <= source < reader < n_layers={config.n_layers})")
     h = config.h
     ov = [ov_matrix(params, config, source, a) for a in range(h)]
     qk = [qk_matrix(params, config, reader, b) for b in range(h)]
@@ -335,18 +343,7 @@ def attention_rollout(weights_by_layer) -> np.ndarray:
     array([[0.75, 0.25],
            [0.25, 0.75]])
     """
-    if isinstance(weights_by_layer, (str, bytes)) or not hasattr(weights_by_layer, "__iter__"):
-        raise ValueError(f"weights_by_layer={weights_by_layer!r:.60}: give a list of each layer's weights (B, h, T, T)")
-    try:
-        layers = [np.asarray(w, dtype=float) for w in weights_by_layer]
-    except (TypeError, ValueError):
-        raise ValueError("weights_by_layer must hold each layer's weights (B, h, T, T) as numbers") from None
-    if not layers:
-        raise ValueError("weights_by_layer is empty; give one layer's weights (B, h, T, T) or more")
-    for n, w in enumerate(layers):
-        if w.ndim != 4 or w.shape[-1] != w.shape[-2] or w.shape != layers[0].shape:
-            raise ValueError(f"layer {n}'s weights have shape {w.shape}; rollout needs every layer's self-attention "
-                             f"weights (B, h, T, T) of one shape (layer 0: {layers[0].shape})")
+    layers = _layer_weights(weights_by_layer)  # [(B, h, T, T)] * L
     out = None
     for w in layers:
         a = 0.5 * w.mean(1) + 0.5 * np.eye(w.shape[-1])  # (B, T, T): heads averaged, the residual added
