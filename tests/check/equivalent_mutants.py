@@ -244,6 +244,8 @@ EQUIVALENT = {
         **_lines("gather_output_projection", (0, 11), "the size check (_sizes) raises for bad sizes and returns "
                                                       "nothing: its arguments' order and its place do not matter "
                                                       "for valid sizes"),
+        **_lines("gather_output_projection>_sizes", range(0, 17), "the size check (_sizes) raises for bad sizes "
+                                                                  "and returns nothing: " + CHECKS.split(": ")[1]),
     },
 }
 

@@ -8,54 +8,6 @@ reproducer of one is ``pytest "tests/cross/test_attack_surface.py::test_attack[<
 """
 
 BREAKS: dict[str, str] = {
-    'mha_course.lessons.circuits.ablation_losses':
-        "mha_course.lessons.circuits.ablation_losses(heads_sets=<int>) raised an internal message: TypeError: 'int' object is not iterable",
-    'mha_course.lessons.circuits.direct_logit_attribution':
-        "mha_course.lessons.circuits.direct_logit_attribution(batch=<None>) raised AttributeError: 'NoneType' object has no attribute 'tokens'; want ValueError/TypeError",
-    'mha_course.lessons.circuits.duplicate_token_score':
-        "mha_course.lessons.circuits.duplicate_token_score(tokens=<token -1>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
-    'mha_course.lessons.circuits.formation_step':
-        "mha_course.lessons.circuits.formation_step(threshold=<NaN>) was accepted silently (returned NoneType); want a ValueError naming 'threshold'",
-    'mha_course.lessons.circuits.head_scores':
-        "mha_course.lessons.circuits.head_scores(tokens=<bool tokens>) was accepted silently (returned dict); want a ValueError naming 'tokens'",
-    'mha_course.lessons.circuits.key_occlusion':
-        "mha_course.lessons.circuits.key_occlusion(pair=<None>) raised AttributeError: 'NoneType' object has no attribute 'clean'; want ValueError/TypeError naming 'pair",
-    'mha_course.lessons.circuits.logit_difference':
-        'mha_course.lessons.circuits.logit_difference(logits=<None>) raised IndexError: too many indices for array: array is 0-dimensional, but 2 were indexed; want Valu',
-    'mha_course.lessons.circuits.make_pair':
-        "mha_course.lessons.circuits.make_pair(config=<None>) raised AttributeError: 'NoneType' object has no attribute 'seq_len'; want ValueError/TypeError naming 'conf",
-    'mha_course.lessons.circuits.patching_effect':
-        'mha_course.lessons.circuits.patching_effect(positions=<nested list>) returned a different result for the same numbers in another container',
-    'mha_course.lessons.circuits.prefix_matching_score':
-        "mha_course.lessons.circuits.prefix_matching_score(tokens=<token -1>) was accepted silently (returned ndarray); want a ValueError naming 'tokens'",
-    'mha_course.lessons.long_context.PagedSequence':
-        "mha_course.lessons.long_context.PagedSequence(seq=<None>) raised without naming 'seq': ValueError: the pool holds no sequence None (it holds: 0); it was release",
-    'mha_course.lessons.long_context.at_length':
-        "mha_course.lessons.long_context.at_length(config=<None>) raised AttributeError: 'NoneType' object has no attribute '_replace'; want ValueError/TypeError naming ",
-    'mha_course.lessons.long_context.evaluate_at':
-        "mha_course.lessons.long_context.evaluate_at(params=<None>) raised AttributeError: 'NoneType' object has no attribute 'pos'; want ValueError/TypeError naming 'pa",
-    'mha_course.lessons.long_context.extrapolation_table':
-        "mha_course.lessons.long_context.extrapolation_table(models=<None>) raised an internal message: TypeError: 'NoneType' object is not iterable",
-    'mha_course.lessons.long_context.format_table':
-        "mha_course.lessons.long_context.format_table(lengths=<string>) raised an internal message: TypeError: unsupported operand type(s) for //: 'str' and 'int'",
-    'mha_course.lessons.long_context.load_scheme':
-        "mha_course.lessons.long_context.load_scheme(name=<None>) raised without naming 'name': ValueError: no shipped checkpoint for task='long_None'; shipped: ['induct",
-    'mha_course.lessons.long_context.quantized_metrics':
-        "mha_course.lessons.long_context.quantized_metrics(batch=<string>) raised AttributeError: 'str' object has no attribute 'tokens'; want ValueError/TypeError namin",
-    'mha_course.lessons.long_context.rope_variants':
-        "mha_course.lessons.long_context.rope_variants(config=<None>) raised AttributeError: 'NoneType' object has no attribute '_replace'; want ValueError/TypeError nam",
-    'mha_course.lessons.long_context.serve':
-        "mha_course.lessons.long_context.serve(params=<None>) raised AttributeError: 'NoneType' object has no attribute 'layers'; want ValueError/TypeError naming 'param",
-    'mha_course.lessons.long_context.shifted_batch':
-        "mha_course.lessons.long_context.shifted_batch(config=<None>) raised AttributeError: 'NoneType' object has no attribute 'seq_len'; want ValueError/TypeError nami",
-    'mha_course.lessons.long_context.sink_weight':
-        "mha_course.lessons.long_context.sink_weight(batch=<None>) raised AttributeError: 'NoneType' object has no attribute 'tokens'; want ValueError/TypeError naming '",
-    'mha_course.lessons.long_context.stream_position_losses':
-        "ValueError: could not convert string to float: np.str_('absolute')",
-    'mha_course.lessons.long_context.stretched_batch':
-        "mha_course.lessons.long_context.stretched_batch(config=<None>) raised AttributeError: 'NoneType' object has no attribute '_replace'; want ValueError/TypeError n",
-    'mha_course.lessons.long_context.weight_by_distance':
-        "mha_course.lessons.long_context.weight_by_distance(batch=<int>) raised AttributeError: 'int' object has no attribute 'tokens'; want ValueError/TypeError naming ",
     'mha_course.views.circuits.ablation_figure':
         "mha_course.views.circuits.ablation_figure(losses=<None>) raised an internal message: TypeError: object of type 'NoneType' has no len()",
     'mha_course.views.circuits.circuit_heatmap':
@@ -140,14 +92,6 @@ BREAKS: dict[str, str] = {
 
 # Callables whose valid call the table cannot yet build (no Spec for a parameter, or a call that raises).
 UNBUILT: dict[str, str] = {
-    'mha_course.lessons.circuits.compare_over_seeds':
-        'its valid call raised ValueError: a has shape () and b (); give one finite value per seed for each (the same seeds, at least 2)',
-    'mha_course.lessons.circuits.formed':
-        "no Spec for ['results']",
-    'mha_course.lessons.circuits.repeat_induction_score':
-        "no Spec for ['half']",
-    'mha_course.lessons.circuits.repeated_tokens':
-        "no Spec for ['vocab', 'half']",
     'mha_course.views.circuits.pattern_figure':
         "its valid call raised ValueError: weights has shape (2, 2, 8, 8) and tokens (8,): give one layer's weights on one sequence (h, T, T) a",
     'mha_course.views.circuits.text_color':

@@ -106,8 +106,8 @@ class World:
 
     @functools.cached_property
     def weights_by_layer(self):
-        from mha_course.lessons import circuits
-        _, weights = circuits.run_with_cache(self.model, self.tokens, self.config)
+        from mha_course.lessons import model
+        _, weights = model.forward(self.model, self.tokens, self.config)  # [(B, h, T, T)] * L
         return weights
 
     @functools.cached_property
@@ -406,7 +406,11 @@ LC = "mha_course.lessons.long_context."
 NOTEBOOKS = Path(mc.__path__[0]).parent / "notebooks"
 QUESTION_2 = obj(lambda w: __import__("mha_course.lessons.quiz", fromlist=["x"]).Question(
     "q", "04_concat_output", "4", "Params for h = 8?", ("4·D²", "8·4·D²"), 0, "Same for any h."))
-CI = "mha_course.lessons.circuits."
+LS = "mha_course.lessons.long_serving."  # notebook 13's serving caches, re-exported by long_context
+CD = "mha_course.lessons.circuits_data."  # notebook 14's helpers, re-exported by lessons.circuits
+CS = "mha_course.lessons.circuits_scores."
+CP = "mha_course.lessons.circuits_patching."
+CR = "mha_course.lessons.circuits_runs."
 VW = "mha_course.views."
 WH = "mha_course.lessons.why_heads."
 TOKENS_1D = Spec(lambda w: w.tokens[0], "tokens", bound=8)
@@ -419,7 +423,8 @@ LONG_BATCH = obj(lambda w: __import__("mha_course.lessons.long_context", fromlis
 # Names that mean something else in one module (or package): {qualified-name prefix: {param: Spec}}.
 MODULE_PARAMS: dict[str, dict[str, Spec]] = {
     LC: {"config": LONG_CONFIG, "params": LONG_MODEL, "batch": LONG_BATCH, "T": size(16), "n": size(2),
-         "window": size(8)},
+         "window": size(8), "bits": option(8, range(2, 17))},
+    LS: {"config": LONG_CONFIG, "params": LONG_MODEL},
     "mha_course.views.long_context.": {"config": LONG_CONFIG, "params": LONG_MODEL, "batch": LONG_BATCH,
                                        "n": size(2), "window": size(8), "sinks": count(1), "factor": Spec(
                                            lambda w: 2.0, "float")},
@@ -453,8 +458,17 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.positions.rope_angles": {"scaling": Spec(lambda w: {"type": "linear", "factor": 2.0}, "scaling")},
     "mha_course.kvcache.dequantize_kv": {"q": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[0]),
                                      "scale": _arr(lambda w: mc.quantize_kv(w.qkv("K"))[1])},
-    CI + "duplicate_token_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
-    CI + "prefix_matching_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8)},
+    CS + "duplicate_token_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8),
+                                   "vocab": size(8)},
+    CS + "prefix_matching_score": {"tokens": Spec(lambda w: np.array([[1, 2, 1, 2]]), "tokens", bound=8),
+                                   "vocab": size(8)},
+    CS + "head_scores": {"vocab": size(8)},
+    CS + "repeat_induction_score": {"weights": _arr(lambda w: w.weights_by_layer[-1]), "half": size(4)},
+    CD + "repeated_tokens": {"vocab": size(8), "half": size(4)},
+    CR + "compare_over_seeds": {"a": _arr(lambda w: np.array([2.0, 2.1, 1.9])),
+                                "b": _arr(lambda w: np.array([1.0, 1.0, 1.1]))},
+    CR + "formed": {"results": obj(lambda w: __import__("mha_course.lessons.circuits_runs", fromlist=["x"])
+                                   .load_seed_results())},
     "mha_course.efficient.merge_attention_partials": {
         "outs": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[0])),
         "lses": obj(lambda w: list(mc.efficient.split_kv_partials(w.qkv("Q"), w.qkv("K"), w.qkv("V"), 2)[1]))},
@@ -483,23 +497,27 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.masks.document_mask": {"doc_ids": _arr(lambda w: np.array([0, 0, 1, 1]))},  # labels: no upper bound
     "mha_course.lessons.bridge.params_from_torch_state": {"state": obj(lambda w: __import__(
         "mha_course.lessons.bridge", fromlist=["x"]).torch_state_dict(w.mha_params))},
-    CI + "positional_qk_circuit": {"config": obj(lambda w: w.learned[0]), "params": obj(lambda w: w.learned[1])},
-    CI + "make_pair": {"repeat": size(3)},
-    CI + "logit_difference": {"logits": _arr(lambda w: __import__("mha_course.lessons.circuits", fromlist=["x"])
+    CS + "positional_qk_circuit": {"config": obj(lambda w: w.learned[0]), "params": obj(lambda w: w.learned[1])},
+    CD + "make_pair": {"repeat": size(3)},
+    CP + "logit_difference": {"logits": _arr(lambda w: __import__("mha_course.lessons.circuits", fromlist=["x"])
                                              .run_with_cache(w.model, w.pair.clean, w.config)[0])},
     "mha_course.lessons.model.induction_score": {"weights": _arr(lambda w: w.weights_by_layer[-1])},
-    CI + "patch_heads": {"target": Spec(lambda w: w.pair.clean, "tokens", bound=8),
+    CP + "patch_heads": {"target": Spec(lambda w: w.pair.clean, "tokens", bound=8),
                          "source": Spec(lambda w: w.pair.corrupt, "tokens", bound=8),
                          "heads": obj(lambda w: [(0, 1)]), "positions": FREE},
-    CI + "patching_effect": {"heads": obj(lambda w: [(0, 1)])},
-    CI + "path_patching": {"sender": obj(lambda w: (0, 0)), "receiver": obj(lambda w: (1, 1))},
-    CI + "ablate_heads": {"heads": obj(lambda w: [(0, 1)])},
-    CI + "ablation_losses": {"heads_sets": obj(lambda w: [[(0, 1)], [(1, 0)]]),
+    CP + "patching_effect": {"heads": obj(lambda w: [(0, 1)]), "positions": _arr(lambda w: np.arange(8))},
+    CP + "path_patching": {"sender": obj(lambda w: (0, 0)), "receiver": obj(lambda w: (1, 1))},
+    CP + "ablate_heads": {"heads": obj(lambda w: [(0, 1)])},
+    CP + "ablation_losses": {"heads_sets": obj(lambda w: [[(0, 1)], [(1, 0)]]),
                              "reference": Spec(lambda w: w.tokens, "tokens", bound=8)},
-    CI + "formation_step": {"trajectory": obj(lambda w: next(iter(w.trajectories.values())))},
+    CR + "formation_step": {"trajectory": obj(lambda w: next(iter(w.trajectories.values())))},
     "mha_course.lessons.complexity.score_memory_bytes": {"B": size(1)},
     LC + "load_scheme": {"name": option("rope", ("rope", "alibi"))},
-    LC + "PagedSequence": {"pool": obj(lambda w: __import__("mha_course.lessons.long_context", fromlist=["x"])
+    LC + "stream_position_losses": {"positions": option("absolute", ("absolute", "cache")), "window": size(8)},
+    LC + "format_table": {"lengths": _arr(lambda w: np.array([16, 32]))},
+    LS + "serve": {"block_size": size(2)},
+    LS + "split_kv_threaded": {"mask": Spec(lambda w: mc.causal_mask(T), "mask")},
+    LS + "PagedSequence": {"pool": obj(lambda w: __import__("mha_course.lessons.long_context", fromlist=["x"])
                                        .PagedKVCache(8, 2, 1, 4).sequence(0).pool), "seq": _fixed(0)},
     "mha_course.lessons.misconceptions.ablated_metrics": {"heads": obj(lambda w: [(0, 1)])},
     "mha_course.lessons.misconceptions.keep_only": {"keep": obj(lambda w: {0: 1})},
@@ -619,10 +637,10 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
 _TRAINS = "trains a model for seconds to minutes: tests/lessons and the notebook that runs it cover it"
 _WRITES = "writes the package's shipped files: tests/lessons cover it on a temporary path"
 EXEMPT: dict[str, str] = {
-    "mha_course.lessons.circuits.trajectory_arrays": _TRAINS,
-    "mha_course.lessons.circuits.train_trajectory": _TRAINS,
-    "mha_course.lessons.circuits.seed_results": _TRAINS,
-    "mha_course.lessons.circuits.save_trajectories": _WRITES,
+    "mha_course.lessons.circuits_runs.trajectory_arrays": _TRAINS,
+    "mha_course.lessons.circuits_runs.train_trajectory": _TRAINS,
+    "mha_course.lessons.circuits_runs.seed_results": _TRAINS,
+    "mha_course.lessons.circuits_runs.save_trajectories": _WRITES,
     "mha_course.lessons.misconceptions.make_ensemble": _WRITES,
     "mha_course.lessons.misconceptions.make_joint_models": _WRITES,
     "mha_course.lessons.training.train": _TRAINS,

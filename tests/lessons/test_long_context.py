@@ -4,9 +4,7 @@
   task at later positions, per-position losses agree with training.metrics;
 - the shipped long_* checkpoints: the configs of checkpoints.CHECKPOINT_CONFIGS, their first training
   losses re-made by training again (the fine-tunes from their parent), their accuracy at 1x;
-- rolling-cache decoding of the model with a window >= T equals full attention; paged serving
-  equals contiguous serving, token for token and bit for bit, and wastes less than a block per
-  sequence; split_kv_threaded equals split_kv_attention; the quantised cache at 16 and 8 bits
+- rolling-cache decoding of the model with a window >= T equals full attention; the quantised cache at 16 and 8 bits
   changes the model's loss by little, at 2 bits by a lot; the bytes per token formula;
 - the views return their axes / figures and the sliders redraw (Agg backend).
 """
@@ -136,34 +134,6 @@ def test_rolling_decoding_of_the_model_equals_its_masked_forward(rope):
     a, _ = lc.stream_position_losses(params, config, stream, window=7, sinks=2, chunk=1)
     b, _ = lc.stream_position_losses(params, config, stream, window=7, sinks=2, chunk=11)
     assert np.allclose(a, b, equal_nan=True, atol=1e-10)
-
-
-def test_paged_serving_equals_contiguous_serving(rope):
-    config, params = rope
-    prompts = [np.random.default_rng(i).integers(0, 32, size=n) for i, n in enumerate((3, 17, 9, 30))]
-    a = lc.serve(params, config, prompts, 5, max_len=40)
-    b = lc.serve(params, config, prompts, 5, max_len=40, block_size=4)
-    assert all(np.array_equal(x, y) for x, y in zip(a.tokens, b.tokens))
-    assert all(np.array_equal(x, y) for x, y in zip(a.logits, b.logits))
-    assert a.reserved_slots == 4 * 40 and a.filled_slots == b.filled_slots == sum(n + 4 for n in (3, 17, 9, 30))
-    assert b.filled_slots <= b.reserved_slots < b.filled_slots + 4 * 4  # less than a block wasted per sequence
-
-
-def test_paged_pool_block_tables_and_release():
-    pool = lc.PagedKVCache(n_blocks=4, block_size=2, h_kv=1, d_k=1)
-    K = np.arange(5.0).reshape(1, 1, 5, 1)
-    K_all, _ = pool.sequence("a").append(K, K)
-    assert pool.tables["a"] == [0, 1, 2] and np.array_equal(K_all, K)
-    pool.release("a")
-    assert pool.free == [3, 0, 1, 2] and pool.used_slots == 0
-    with pytest.raises(ValueError, match="all in use"):
-        pool.sequence("b").append(np.zeros((1, 1, 9, 1)), np.zeros((1, 1, 9, 1)))
-
-
-def test_split_kv_threaded_equals_split_kv_attention():
-    rng = np.random.default_rng(0)
-    Q, K, V = rng.normal(size=(1, 8)), rng.normal(size=(101, 8)), rng.normal(size=(101, 3))
-    assert np.abs(lc.split_kv_threaded(Q, K, V, 4, 2) - mc.split_kv_attention(Q, K, V, 4)).max() < 1e-12
 
 
 def test_quantized_cache_accuracy_falls_with_the_bits(rope):

@@ -55,5 +55,5 @@ def test_head_colours_grids_and_labels_refuse_what_they_cannot_draw():
     for h, ncols in ((0, 4), (3, 0), (2.0, 4), (3, -1)):
         with pytest.raises(ValueError, match="h=|ncols="):
             style.head_grid(h, ncols)  # was ZeroDivisionError or matplotlib's "figure size must be positive"
-    with pytest.raises(TypeError, match="ax must be a Axes, got NoneType"):
+    with pytest.raises(TypeError, match="ax must be an Axes, got NoneType"):
         style.label_axes(None, ["a"], ["b"], "query", "key")  # was AttributeError
