@@ -6,6 +6,7 @@ nothing inside the computation re-checks.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -344,3 +345,134 @@ def score_bias(bias, target: tuple, dtype) -> np.ndarray:
         raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
                          "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
     return b.astype(dtype, copy=False)
+
+
+# --- added by views-b: the arguments of the views and widgets (a count, an index, an option, a number, a
+# non-empty mapping, a list of names, an array to draw). Each raises ValueError naming the argument and the fix.
+def is_whole(value) -> bool:
+    """True for a whole number (an int or a numpy integer; a bool is no number here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def count(value, name: str) -> int:
+    """``value`` as an int >= 0 (a number of sinks, an offset, a seed), or raise.
+
+    >>> count(0, "sinks")
+    0
+    """
+    if not is_whole(value):
+        raise ValueError(f"{name}={value!r} must be a whole number >= 0 (got {type(value).__name__}); "
+                         f"pass e.g. {name}=0")
+    if value < 0:
+        raise ValueError(f"{name}={value} must be >= 0; pass a whole number such as {name}=0")
+    return int(value)
+
+
+def index(value, n: int, name: str, what: str = "positions") -> int:
+    """``value`` as an int in 0 .. n - 1 (a layer, a head, a query), or raise naming the range: numpy
+    would read -1 as the last one, and True as 1.
+
+    >>> index(1, 2, "layer", "layers")
+    1
+    >>> index(2, 2, "layer", "layers")
+    Traceback (most recent call last):
+    ...
+    ValueError: layer=2 is out of range: there are 2 layers, 0..1; pass one of them (counted from 0; -1 is not the last)
+    """
+    if not is_whole(value):
+        raise ValueError(f"{name}={value!r} must be a whole number in 0..{n - 1} (got {type(value).__name__}); "
+                         f"pass one of the {n} {what}, counted from 0")
+    if not 0 <= value < n:
+        raise ValueError(f"{name}={value} is out of range: there are {n} {what}, 0..{n - 1}; "
+                         "pass one of them (counted from 0; -1 is not the last)")
+    return int(value)
+
+
+def _same_kind(a, b) -> bool:
+    """a and b can name the same option: both strings, both bools, or both numbers (True is not 1)."""
+    kinds = [(isinstance(v, str), isinstance(v, (bool, np.bool_)), isinstance(v, numbers.Number)) for v in (a, b)]
+    return kinds[0] == kinds[1]
+
+
+def option(value, options, name: str):
+    """The member of ``options`` that ``value`` names, or raise listing them (exact: 'RoPE' is not 'rope',
+    True is not 1; 4 names 4.0).
+
+    >>> option("rope", ("rope", "alibi"), "scheme")
+    'rope'
+    >>> option("RoPE", ("rope", "alibi"), "scheme")
+    Traceback (most recent call last):
+    ...
+    ValueError: scheme='RoPE' is not one of the valid values: 'rope', 'alibi'; pass one of them
+    """
+    options = tuple(options)
+    if not isinstance(value, np.ndarray):
+        for o in options:
+            try:
+                if _same_kind(o, value) and bool(o == value):
+                    return o
+            except (TypeError, ValueError):  # values that cannot be compared name no option
+                pass
+    shown = ", ".join(repr(o) for o in options[:12]) + (f", ... ({len(options)} in all)" if len(options) > 12 else "")
+    raise ValueError(f"{name}={value!r} is not one of the valid values: {shown}; pass one of them")
+
+
+def real(value, name: str, low=None) -> float:
+    """``value`` as a finite float (and > ``low`` when given), or raise.
+
+    >>> real(2, "factor", low=0)
+    2.0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}={value!r} must be a real number (got {type(value).__name__}); "
+                         f"pass a number such as {name}=1.0")
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v):
+        raise ValueError(f"{name}={value!r} must be finite; pass a number such as {name}=1.0")
+    if low is not None and not v > low:
+        raise ValueError(f"{name}={value!r} must be > {low}; pass a larger number")
+    return v
+
+
+def mapping(value, name: str, layout: str) -> dict:
+    """``value`` if it is a non-empty dict, else raise showing the ``layout`` expected.
+
+    >>> mapping({"a": 1}, "curves", "{label: losses (T,)}")
+    {'a': 1}
+    """
+    if not isinstance(value, dict) or not value:
+        got = "an empty dict" if isinstance(value, dict) else type(value).__name__
+        raise ValueError(f"{name} must be a non-empty dict {layout}, got {got}; pass one entry or more")
+    return value
+
+
+def names(value, valid, name: str = "show") -> tuple:
+    """``value`` as a tuple of names, each one of ``valid`` (a misspelled one would be a KeyError later).
+
+    >>> names(["h"], ("h", "h_kv"))
+    ('h',)
+    """
+    valid = tuple(valid)
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        raise ValueError(f"{name}={value!r} must be a tuple of names from {valid}, e.g. {name}={valid!r}")
+    bad = [v for v in value if not isinstance(v, str) or v not in valid]
+    if bad:
+        raise ValueError(f"{name}={tuple(value)!r} holds {bad!r}, not among {valid}; pass names from these")
+    return tuple(value)
+
+
+def array(x, name: str, n: int, layout: str) -> np.ndarray:
+    """``x`` as a float array (``float_array``) of exactly ``n`` dimensions ``layout``, none of them empty.
+
+    >>> array([[1, 2]], "matrix", 2, "(N, M)").shape
+    (1, 2)
+    """
+    arr = float_array(x, name)
+    if arr.ndim != n:
+        raise ValueError(f"{name} must be {n}-D {layout}, got shape {arr.shape}; pass an array of that layout")
+    if 0 in arr.shape:
+        raise ValueError(f"{name} has an empty axis, shape {arr.shape} {layout}; there is nothing to draw")
+    return arr

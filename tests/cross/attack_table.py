@@ -394,6 +394,7 @@ CI = "mha_course.lessons.circuits."
 VW = "mha_course.views."
 WH = "mha_course.lessons.why_heads."
 TOKENS_1D = Spec(lambda w: w.tokens[0], "tokens", bound=8)
+LETTER_TOKENS = Spec(lambda w: w.tokens[0], "tokens", bound=26)  # views.circuits draws ids 0..25 as a..z
 WEIGHTS_1SEQ = obj(lambda w: [a[0] for a in w.weights_by_layer])  # [(h, T, T)] * L of one sequence
 LONG_CONFIG = obj(lambda w: w.long_models["rope"][0])
 LONG_MODEL = obj(lambda w: w.long_models["rope"][1])
@@ -414,10 +415,10 @@ MODULE_PARAMS: dict[str, dict[str, Spec]] = {
          "x": _arr(lambda w: w.why_x), "y": _arr(lambda w: w.why_y), "a": index(0, 4), "b": index(2, 4),
          "n": size(3), "concat": _arr(lambda w: w.why_x), "out": _arr(lambda w: w.why_y * 0.9),
          "p": _arr(lambda w: np.full(4, 0.25))},
-    VW + "circuits.": {"tokens": TOKENS_1D, "weights": WEIGHTS_1SEQ, "head": Spec(lambda w: (0, 1), "object"),
-                       "token": index(3, 8), "position": index(3, 8)},
+    VW + "circuits.": {"tokens": LETTER_TOKENS, "weights": WEIGHTS_1SEQ, "head": Spec(lambda w: (0, 1), "object"),
+                       "token": index(3, 8), "position": index(3, 8), "step": index(5, 801)},
     VW + "model.": {"tokens": TOKENS_1D, "weights": WEIGHTS_1SEQ},
-    "mha_course.widgets.circuits.": {"tokens": TOKENS_1D, "weights_by_layer": WEIGHTS_1SEQ},
+    "mha_course.widgets.circuits.": {"tokens": LETTER_TOKENS, "weights_by_layer": WEIGHTS_1SEQ},
     "mha_course.views.efficient.": {"Q": _arr(lambda w: w.qkv("Q")[0, 0]), "K": _arr(lambda w: w.qkv("K")[0, 0]),
                                     "V": _arr(lambda w: w.qkv("V")[0, 0]), "scores": _arr(
                                         lambda w: w.weights[0, 0] * 3.0)},
@@ -513,6 +514,8 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "circuits.scores_table": {"scores": obj(lambda w: {"a": np.array([[0.1, 0.2], [0.3, 0.4]])})},
     VW + "circuits.composition_figure": {"scores": obj(lambda w: {k: np.full((H, H), 0.2) for k in "QKV"})},
     VW + "circuits.head_bars": {"values": _arr(lambda w: np.array([[0.1, 0.2], [0.3, 0.4]]))},
+    VW + "circuits.pattern_figure": {"weights": _arr(lambda w: w.weights_by_layer[0][0]), "head": index(1, H)},
+    VW + "circuits.text_color": {"rgba": _arr(lambda w: np.array([0.2, 0.4, 0.6, 1.0]))},
     VW + "diagram.lit": {"stage": option("scores", ("scores",))},
     VW + "diagram.shape_text": {"shape": _fixed((1, 2))},
     VW + "efficient.measured_curves": {"series": obj(lambda w: {"a": np.array([1.0, 2.0, 4.0, 8.0])}),
