@@ -407,7 +407,8 @@ MODULE_PARAMS: dict[str, dict[str, Spec]] = {
          "window": size(8)},
     "mha_course.views.long_context.": {"config": LONG_CONFIG, "params": LONG_MODEL, "batch": LONG_BATCH,
                                        "n": size(2), "window": size(8), "sinks": count(1), "factor": Spec(
-                                           lambda w: 2.0, "float")},
+                                           lambda w: 2.0, "float"),
+                                       "lengths": _arr(lambda w: np.array([16, 32]))},  # the table's lengths
     "mha_course.widgets.long_context.": {"config": LONG_CONFIG, "params": LONG_MODEL, "batch": LONG_BATCH,
                                          "models": obj(lambda w: {("rope", 16): w.long_models["rope"]}),
                                          "window": size(8)},
@@ -523,6 +524,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "long_context.stream_loss_curves": {"curves": obj(lambda w: {"a": np.linspace(1.0, 2.0, 8)})},
     VW + "long_context.sink_weight_bars": {"weights": obj(lambda w: {"rope": np.full((2, H), 0.3)})},
     VW + "long_context.length_view": {"model": obj(lambda w: w.long_models["rope"])},
+    VW + "long_context.paged_memory_bars": {"lengths": _arr(lambda w: np.array([3, 4]))},
     VW + "model.loss_curves": {"curves": obj(lambda w: {"a": np.linspace(2.0, 1.0, 20)})},
     VW + "model.before_after_figure": {"before": WEIGHTS_1SEQ, "after": WEIGHTS_1SEQ},
     VW + "model.h_sweep_figure": {"results": obj(lambda w: __import__(
