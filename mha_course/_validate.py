@@ -388,10 +388,11 @@ def index(value, n: int, name: str, what: str = "positions") -> int:
     return int(value)
 
 
-def _same_kind(a, b) -> bool:
-    """a and b can name the same option: both strings, both bools, or both numbers (True is not 1)."""
-    kinds = [(isinstance(v, str), isinstance(v, (bool, np.bool_)), isinstance(v, numbers.Number)) for v in (a, b)]
-    return kinds[0] == kinds[1]
+def _same_kind(option, value) -> bool:
+    """``value`` can name ``option``: both strings, both bools, or both numbers (True is not 1), and a whole
+    number for a whole-number option (16.0 is no length; 4 names the factor 4.0)."""
+    kinds = [(isinstance(v, str), isinstance(v, (bool, np.bool_)), isinstance(v, numbers.Number)) for v in (option, value)]
+    return kinds[0] == kinds[1] and (is_whole(value) or not is_whole(option))
 
 
 def option(value, options, name: str):

@@ -20,7 +20,7 @@ from ..lessons import model as train
 from ..positions import rope_inv_freq
 from .positions import mask_heatmap
 
-__all__ = ["SCHEME_COLORS", "checked_model", "rope_model", "checked_table", "accuracy_vs_length", "position_loss_curves", "rope_turns_figure",
+__all__ = ["SCHEME_COLORS", "checked_model", "rope_model", "checked_batch", "checked_table", "accuracy_vs_length", "position_loss_curves", "rope_turns_figure",
            "window_mask", "stream_loss_curves", "sink_weight_bars", "paged_memory_bars", "extrapolation_figure",
            "length_view", "scaling_view", "window_view"]
 
@@ -71,6 +71,22 @@ def rope_model(config, params) -> tuple:
         raise ValueError(f"config has positions={config.positions!r}: RoPE scalings rescale rotations this model "
                          "does not have; pass the RoPE model, long_context.load_scheme('rope')")
     return config, params
+
+
+def checked_batch(config, batch):
+    """A Batch of the model's tokens (``lc.stream_batch(config, episodes, rng, n)``) checked -> batch.
+
+    >>> config = lc.load_scheme("rope")[0]
+    >>> checked_batch(config, lc.stream_batch(config, 2, np.random.default_rng(0), 1)).tokens.shape
+    (1, 32)
+    """
+    if not isinstance(batch, train.Batch):
+        raise ValueError(f"batch must be a Batch, got {type(batch).__name__}; pass long_context.stream_batch(config, "
+                         "episodes, rng, n)")
+    tokens = _validate.token_ids(batch.tokens, config.vocab, "batch.tokens")
+    if tokens.ndim != 2 or 0 in tokens.shape:
+        raise ValueError(f"batch.tokens has shape {tokens.shape}; a stream batch is (B, T), B and T >= 1")
+    return batch
 
 
 def checked_table(table, lengths, train_len: int) -> tuple:
@@ -365,9 +381,7 @@ def window_view(config, params, batch, window: int, sinks: int):
     """A rolling cache of ``window`` tokens and ``sinks`` sinks -> Figure: its mask over the first
     24 positions (left) and the loss along the stream, against full attention (right)."""
     config, params = checked_model(config, params)
-    if not isinstance(batch, train.Batch):
-        raise ValueError(f"batch must be a Batch, got {type(batch).__name__}; pass long_context.stream_batch(config, "
-                         "episodes, rng, n)")
+    batch = checked_batch(config, batch)
     window, sinks = _validate.positive_int(window, "window"), _validate.count(sinks, "sinks")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1, 2.2])
     window_mask(RollingKVCache(1, 1, 2, window, sinks).next_mask(24), window, sinks, ax=axes[0])
