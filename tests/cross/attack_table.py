@@ -533,6 +533,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
                                    "loss_increase": _arr(lambda w: np.array([0.1, 0.2])),
                                    "sharpness": _arr(lambda w: np.array([0.5, 0.9]))},
     VW + "positions.mask_gallery": {"masks": obj(lambda w: {"causal": mc.causal_mask(T)})},
+    VW + "positions.mask_heatmap": {"q_tokens": _fixed(list("abcd"), "free"), "k_tokens": _fixed(list("abcd"), "free")},
     VW + "positions.leak_heatmap": {"report": obj(lambda w: mc.leak_probe(lambda x: x, T, rng=_rng(28)))},
     VW + "positions.patch_attention": {"weights": _arr(lambda w: np.full(4, 0.25))},
     VW + "stages.present_stages": {"names": obj(lambda w: w.trace.names)},
