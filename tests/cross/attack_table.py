@@ -420,7 +420,8 @@ MODULE_PARAMS: dict[str, dict[str, Spec]] = {
                        "token": index(3, 8), "position": index(3, 8), "step": index(5, 801)},
     VW + "model.": {"tokens": TOKENS_1D, "weights": WEIGHTS_1SEQ},
     "mha_course.widgets.circuits.": {"tokens": LETTER_TOKENS, "weights_by_layer": WEIGHTS_1SEQ},
-    "mha_course.views.efficient.": {"Q": _arr(lambda w: w.qkv("Q")[0, 0]), "K": _arr(lambda w: w.qkv("K")[0, 0]),
+    "mha_course.views.efficient.": {"step": index(1, 3),  # S = 4 keys in blocks of 2: steps 1 and 2
+                                    "Q": _arr(lambda w: w.qkv("Q")[0, 0]), "K": _arr(lambda w: w.qkv("K")[0, 0]),
                                     "V": _arr(lambda w: w.qkv("V")[0, 0]), "scores": _arr(
                                         lambda w: w.weights[0, 0] * 3.0)},
     "mha_course.views.attention.": {"weights": _arr(lambda w: w.weights[0, 0])},
