@@ -80,6 +80,7 @@ def checked_batch(config, batch):
     >>> checked_batch(config, lc.stream_batch(config, 2, np.random.default_rng(0), 1)).tokens.shape
     (1, 32)
     """
+    config = train.check_config(config)
     if not isinstance(batch, train.Batch):
         raise ValueError(f"batch must be a Batch, got {type(batch).__name__}; pass long_context.stream_batch(config, "
                          "episodes, rng, n)")
