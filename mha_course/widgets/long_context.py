@@ -14,6 +14,7 @@ from IPython.display import display
 
 from .. import _validate
 from ..views import long_context as lv
+from .controls import Controls
 
 __all__ = ["length_live_view", "scaling_live_view", "window_live_view"]
 
@@ -21,21 +22,64 @@ _STYLE = {"description_width": "80px"}
 _LAYOUT = W.Layout(width="340px")
 
 
-def _live(draw, controls: dict, show) -> W.VBox:
-    """Controls (name -> widget), the names shown -> a box that redraws ``draw(**values)``."""
+class _SliderControls(Controls):
+    """The sliders of one view by name, with the interface every live view's controls have: ``values``,
+    ``set(**values)`` (all checked before any slider moves: a name that is no slider, or a value off
+    its slider, is a ValueError; one redraw), ``on_change(fn)``, ``box``, ``shown``."""
+
+    def __init__(self, sliders: dict, show):
+        self.sliders, self.shown = sliders, tuple(show)
+        self._callbacks: list = []
+        self._busy = False
+        for s in sliders.values():
+            s.observe(self._fire, "value")
+        self.box = W.HBox([sliders[name] for name in self.shown])
+
+    @property
+    def values(self) -> dict:
+        return {name: s.value for name, s in self.sliders.items()}
+
+    def set(self, **values) -> None:
+        """Move sliders from code, e.g. ``box.controls.set(eval_len=48)``."""
+        _validate.names(list(values), tuple(self.sliders), "set()'s names")
+        checked = {name: _on_slider(self.sliders[name], v, name) for name, v in values.items()}
+        self._busy = True
+        try:
+            for name, v in checked.items():
+                self.sliders[name].value = v
+        finally:
+            self._busy = False
+        self._fire()
+
+
+def _on_slider(slider, value, name: str):
+    """``value`` if ``slider`` can show it (an option of a SelectionSlider; min..max in steps of an IntSlider)."""
+    if isinstance(slider, W.SelectionSlider):
+        return _validate.option(value, slider.options, name)
+    lo, hi, step = slider.min, slider.max, slider.step
+    if not (_validate.is_whole(value) and lo <= value <= hi and (value - lo) % step == 0):
+        raise ValueError(f"{name}={value!r} is not on its slider: whole numbers {lo}..{hi} in steps of {step}")
+    return int(value)
+
+
+def _live(draw, sliders: dict, show) -> W.VBox:
+    """Sliders (name -> widget), the names shown -> a box that redraws ``draw(**values)`` on every change;
+    ``box.controls`` moves the sliders from code (``set``) and reads them (``values``)."""
+    controls = _SliderControls(sliders, show)
     out = W.Output()
 
-    def redraw(change=None):
+    def redraw(**values):
         with out:
             out.clear_output(wait=True)
-            fig = draw(**{name: c.value for name, c in controls.items()})
+            fig = draw(**values)
             display(fig)
             plt.close(fig)
 
-    for c in controls.values():
-        c.observe(redraw, "value")
-    redraw()
-    return W.VBox([W.HBox([controls[name] for name in show]), out])
+    controls.on_change(redraw)
+    redraw(**controls.values)
+    box = W.VBox([controls.box, out])
+    box.controls = controls
+    return box
 
 
 def length_live_view(models: dict, show=("scheme", "train_len", "eval_len"), scheme: str = "rope",

@@ -90,3 +90,21 @@ def test_window_live_view_refuses_what_is_no_stream(long_context_models, batch, 
     batch = lc.stream_batch(config, 2, np.random.default_rng(0), 2) if batch == "stream" else batch
     with pytest.raises(ValueError, match=match):
         lw.window_live_view(config, params, batch, **kwargs)
+
+
+def test_the_sliders_are_moved_from_code_through_controls_and_checked(long_context_models):
+    """box.controls was missing (an AttributeError): now set() checks every name and value before one redraw."""
+    pytest.importorskip("ipywidgets")
+    from mha_course.widgets import long_context as lw
+    box = lw.length_live_view({(k, 16): long_context_models[k] for k in ("rope", "alibi")}, eval_len=16)
+    drawn = []
+    box.controls.on_change(lambda **values: drawn.append(values))
+    box.controls.set(scheme="alibi", eval_len=24)
+    assert drawn == [{"scheme": "alibi", "train_len": 16, "eval_len": 24}]
+    assert box.children[0].children[2].value == 24
+    for bad, match in (({"eval_len": 7}, "eval_len=7"), ({"eval_len": 100}, "eval_len=100"),
+                       ({"evallen": 8}, "evallen"), ({"scheme": "nope"}, "scheme='nope'")):
+        with pytest.raises(ValueError, match=match):
+            box.controls.set(**bad)
+    assert box.controls.values == {"scheme": "alibi", "train_len": 16, "eval_len": 24} and len(drawn) == 1
+    plt.close("all")
