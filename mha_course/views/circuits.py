@@ -12,30 +12,71 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors as mcolors
 
+from .. import _validate
 from ..lessons import circuits as ci
 from .attention import attention_heatmap
 from .model import smooth
 from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color
 
-__all__ = ["token_text", "head_labels", "text_color", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
+__all__ = ["LETTERS", "token_text", "checked_runs", "head_labels", "text_color", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
            "circuits_figure", "composition_figure", "head_bars", "position_patching_figure", "ablation_figure",
            "ranking_table", "pattern_figure", "rollout_figure"]
 
+LETTERS = 26  # token ids 0..25 are drawn as the letters a..z
 _SCORE_TITLES = {"previous_token": "previous token", "duplicate_token": "duplicate token",
                  "prefix_matching": "prefix matching"}
 
 
 def token_text(tokens) -> list[str]:
-    """tokens (T,) ints -> labels: 0 -> 'a', 1 -> 'b', ... (25 -> 'z', then 't26', ...).
+    """tokens (T,) ids in 0..25 -> labels: 0 -> 'a', 1 -> 'b', ..., 25 -> 'z'.
 
     >>> token_text([0, 1, 15])
     ['a', 'b', 'p']
     """
-    return [chr(ord("a") + int(t)) if 0 <= int(t) < 26 else f"t{int(t)}" for t in tokens]
+    return [chr(ord("a") + t) for t in _token_ids(tokens).tolist()]
+
+
+def _token_ids(tokens, T=None) -> np.ndarray:
+    """tokens (T,) checked: whole numbers 0..25 (a letter each), one per position (``T`` of the weights)."""
+    t = _validate.token_ids(tokens, LETTERS, "tokens")  # -1 would read as 'z', 2.5 has no letter
+    if t.ndim != 1 or (T is not None and t.shape != (T,)):
+        want = "(T,)" if T is None else f"({T},), one per position of the weights"
+        raise ValueError(f"tokens has shape {t.shape}; give one sequence's tokens {want}")
+    return t
+
+
+def checked_runs(trajectories) -> dict:
+    """{"two_layer": Trajectory, "one_layer": Trajectory} (``circuits.load_trajectories()``) checked -> the same.
+
+    >>> sorted(checked_runs(ci.load_trajectories()))
+    ['one_layer', 'two_layer']
+    """
+    ok = isinstance(trajectories, dict) and all(isinstance(trajectories.get(k), ci.Trajectory)
+                                                for k in ("two_layer", "one_layer"))
+    if not ok:
+        got = sorted(trajectories) if isinstance(trajectories, dict) else type(trajectories).__name__
+        raise ValueError(f"trajectories must be {{'two_layer': Trajectory, 'one_layer': Trajectory}}, got {got}; "
+                         "pass circuits.load_trajectories()")
+    return trajectories
+
+
+def _checkpoint(two, step) -> int:
+    """The index of ``step`` among the two-layer run's checkpoint steps; any other step is refused (no snapping)."""
+    steps = [int(s) for s in two.steps]
+    if not (_validate.is_whole(step) and int(step) in steps):
+        every = f" (every {steps[1] - steps[0]})" if len(steps) > 1 else ""
+        raise ValueError(f"step={step!r} is not a checkpoint of the runs: they were seen at steps {steps[0]}, "
+                         f"{', '.join(map(str, steps[1:3]))}, ..., {steps[-1]}{every}; pass one of them")
+    return steps.index(int(step))
 
 
 def head_labels(n_layers: int, h: int) -> list[str]:
-    """-> ['L1 H0', 'L1 H1', 'L2 H0', ...]: layers counted from 1 (as the notebook does), heads from 0."""
+    """-> ['L1 H0', 'L1 H1', 'L2 H0', ...]: layers counted from 1 (as the notebook does), heads from 0.
+
+    >>> head_labels(1, 2)
+    ['L1 H0', 'L1 H1']
+    """
+    n_layers, h = _validate.positive_int(n_layers, "n_layers"), _validate.positive_int(h, "h")
     return [f"L{layer + 1} H{head}" for layer in range(n_layers) for head in range(h)]
 
 
@@ -45,8 +86,22 @@ def text_color(rgba) -> str:
     >>> text_color((0.0, 0.0, 0.3)), text_color((1.0, 1.0, 0.8))
     ('white', 'black')
     """
-    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in np.asarray(rgba, float)[:3])
+    c = _validate.float_array(rgba, "rgba")
+    if c.shape not in ((3,), (4,)) or not (np.isfinite(c).all() and (c >= 0).all() and (c <= 1).all()):
+        raise ValueError(f"rgba={np.asarray(rgba).tolist()!r} must be (r, g, b) or (r, g, b, a) in 0..1; "
+                         "pass e.g. img.cmap(img.norm(value))")
+    r, g, b = (v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in c[:3].astype(float))
     return "white" if 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.18 else "black"
+
+
+def _tables(tables, name: str, layout: str, n: int = 2) -> dict:
+    """{name: array} with every array ``n``-D, of one shape, -> {name: float array}; else a ValueError naming ``name``."""
+    tables = _validate.mapping(tables, name, "{" + f"name: {layout}" + "}")
+    out = {k: _validate.array(v, f"{name}[{k!r}]", n, layout) for k, v in tables.items()}
+    shapes = {v.shape for v in out.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"{name} holds arrays of shapes {sorted(shapes)}; give every entry the same shape {layout}")
+    return out
 
 
 def _write_values(ax, img, table, fmt, fontsize) -> None:
@@ -67,13 +122,10 @@ def _ax(ax, figsize):
 
 def scores_table(scores: dict, ax=None, title="head detector"):
     """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written."""
-    names = list(scores) if isinstance(scores, dict) else []
-    shapes = {np.shape(scores[n]) for n in names}
-    if not names or len(shapes) != 1 or len(next(iter(shapes))) != 2:
-        raise ValueError(f"scores={'{}' if not names else {n: np.shape(scores[n]) for n in names}}: give "
-                         "{score name: (L, h)}, every score the same shape, e.g. circuits.head_scores(...)")
+    scores = _tables(scores, "scores", "(L, h)")  # e.g. circuits.head_scores(...)
+    names = list(scores)
     L, h = scores[names[0]].shape
-    table = np.stack([np.asarray(scores[n]).reshape(-1) for n in names], axis=1)  # (L h, n_scores)
+    table = np.stack([scores[n].reshape(-1) for n in names], axis=1)  # (L h, n_scores)
     ax = _ax(ax, (1.3 * len(names) + 1.5, 0.45 * L * h + 1.2))
     img = ax.imshow(table, cmap=WEIGHTS_CMAP, vmin=0, vmax=1, aspect="auto")
     _write_values(ax, img, table, lambda i, j, v: f"{v:.2f}", 9)
@@ -90,10 +142,11 @@ def _best(trajectory, name: str, layer: int) -> np.ndarray:
 def phase_change_figure(trajectories: dict, step=None, axes=None):
     """{name: Trajectory} ("two_layer", "one_layer") -> axes (2,): the loss (log scale) and the best heads'
     previous-token and prefix-matching scores over training; a dashed line where the induction head
-    forms (``circuits.formation_step``), a grey one at ``step``."""
+    forms (``circuits.formation_step``), a grey one at ``step`` (a checkpoint step, or None)."""
+    two, one = checked_runs(trajectories)["two_layer"], trajectories["one_layer"]
+    step = None if step is None else int(two.steps[_checkpoint(two, step)])
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
-    two, one = trajectories["two_layer"], trajectories["one_layer"]
     ax = axes[0]
     ax.plot(smooth(two.losses, 10), color=head_color(0), label="two layers")
     ax.plot(smooth(one.losses, 10), color=head_color(1), label="one layer")
@@ -120,9 +173,10 @@ def phase_change_figure(trajectories: dict, step=None, axes=None):
 
 def step_figure(trajectories: dict, step: int):
     """-> Figure: the phase-change plots with a marker at ``step``, and the two-layer model's four heads
-    on the probe sequence at that checkpoint (what the training-step slider redraws)."""
-    two = trajectories["two_layer"]
-    i = int(np.argmin(np.abs(two.steps - step)))
+    on the probe sequence at that checkpoint (what the training-step slider redraws). ``step``: one of
+    the checkpoint steps ``trajectories["two_layer"].steps``."""
+    two = checked_runs(trajectories)["two_layer"]
+    i = _checkpoint(two, step)
     fig = plt.figure(figsize=(10, 5.2), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.15])
     phase_change_figure(trajectories, int(two.steps[i]), axes=top.subplots(1, 2))
@@ -142,9 +196,10 @@ def step_figure(trajectories: dict, step: int):
 def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_label="query token",
                     col_label="key token", colorbar: bool = True):
     """matrix (N, M) -> ax: a signed circuit (QK or OV) as a heatmap centred on 0, rows and columns labelled."""
-    m = np.asarray(matrix, dtype=float)
+    m = _validate.array(matrix, "matrix", 2, "(N, M)")
     ax = _ax(ax, (4, 3.6))
-    lim = float(np.nanmax(np.abs(m))) or 1.0  # NaN: entries the causal mask hides
+    shown = np.abs(m[np.isfinite(m)])  # NaN: entries the causal mask hides
+    lim = float(shown.max()) if shown.size and shown.max() > 0 else 1.0
     img = ax.imshow(m, cmap=plt.get_cmap(VALUES_CMAP).with_extremes(bad=MASKED_COLOR),
                     norm=mcolors.Normalize(-lim, lim), aspect="auto", interpolation="nearest")
     step = 2 if m.shape[1] > 16 else 1  # more than 16 columns: every other label, at a readable size
@@ -190,8 +245,11 @@ def circuits_figure(params, config, kind: str = "ov"):
 def composition_figure(scores: dict, baseline: float, axes=None):
     """{"Q", "K", "V": (h, h)} -> axes (3,): each kind's scores, layer-1 heads (rows) x layer-2 heads (columns),
     one colour scale; the random baseline in the titles."""
+    scores = _tables(scores, "scores", "(h, h)")  # e.g. circuits.composition_scores(params, config)
+    baseline = _validate.number(baseline, "baseline")
     if axes is None:
-        _, axes = plt.subplots(1, 3, figsize=(9, 2.8), layout="constrained")
+        _, axes = plt.subplots(1, len(scores), figsize=(3 * len(scores), 2.8), layout="constrained", squeeze=False)
+        axes = axes[0]
     top = max(float(np.max(v)) for v in scores.values())
     low = min(float(np.min(v)) for v in scores.values())
     for ax, (kind, s) in zip(axes, scores.items()):
@@ -205,11 +263,16 @@ def composition_figure(scores: dict, baseline: float, axes=None):
 
 def head_bars(values, ax=None, title=None, ylabel="", labels=None):
     """values (L, h) (or (n,) with ``labels``) -> ax: one bar per head, in its head colour."""
-    v = np.asarray(values, dtype=float)
+    v = _validate.float_array(values, "values")
     if labels is None:
+        if v.ndim != 2 or 0 in v.shape:
+            raise ValueError(f"values has shape {v.shape}; give one value per head (L, h), or (n,) with labels=")
         labels = head_labels(*v.shape)
         colors = [head_color(j) for _ in range(v.shape[0]) for j in range(v.shape[1])]
     else:
+        labels = list(labels)
+        if v.shape != (len(labels),):
+            raise ValueError(f"values has shape {v.shape} but there are {len(labels)} labels; give one value per label")
         colors = [head_color(0)] * len(labels)
     ax = _ax(ax, (3.6, 2.8))
     flat = v.reshape(-1)
@@ -226,10 +289,12 @@ def head_bars(values, ax=None, title=None, ylabel="", labels=None):
 
 def position_patching_figure(effects, tokens, ax=None, title=None):
     """effects (L, h, T), tokens (T,) -> ax: the share restored by patching one head at one position."""
-    e = np.asarray(effects, dtype=float)
+    e = _validate.array(effects, "effects", 3, "(L, h, T)")
     L, h, T = e.shape
+    tokens = _token_ids(tokens, T)
     ax = _ax(ax, (9, 2.2))
-    lim = float(np.abs(e).max()) or 1.0
+    lim = float(np.nanmax(np.abs(e))) if np.isfinite(e).any() else 1.0
+    lim = lim if lim > 0 else 1.0
     img = ax.imshow(e.reshape(L * h, T), cmap=VALUES_CMAP, norm=mcolors.Normalize(-lim, lim), aspect="auto")
     ax.set_xticks(range(T), [f"{t}\n{s}" for t, s in enumerate(token_text(tokens))], fontsize=TICK_SIZE)
     ax.set_yticks(range(L * h), head_labels(L, h))
@@ -242,8 +307,13 @@ def position_patching_figure(effects, tokens, ax=None, title=None):
 
 def ablation_figure(losses: dict, labels, ax=None):
     """{kind: (n,)} loss increases, labels (n,) -> ax: grouped bars, one group per set of heads."""
-    ax = _ax(ax, (8, 3))
+    losses = _tables(losses, "losses", "(n,)", 1)
+    labels = list(labels)
     n, k = len(labels), len(losses)
+    if next(iter(losses.values())).shape != (n,):
+        raise ValueError(f"losses hold {next(iter(losses.values())).shape} values but there are {n} labels; "
+                         "give one loss increase per label")
+    ax = _ax(ax, (8, 3))
     width = 0.8 / k
     for i, (kind, v) in enumerate(losses.items()):
         x = np.arange(n) + (i - (k - 1) / 2) * width
@@ -258,10 +328,11 @@ def ablation_figure(losses: dict, labels, ax=None):
 
 def ranking_table(measures: dict, ax=None):
     """{measure: (L, h)} -> ax: each measure's rank of every head (1 = most important), values written."""
+    measures = _tables(measures, "measures", "(L, h)")
     names = list(measures)
-    vals = np.stack([np.asarray(measures[n], dtype=float).reshape(-1) for n in names], axis=1)  # (L h, m)
+    vals = np.stack([measures[n].reshape(-1) for n in names], axis=1)  # (L h, m)
     ranks = (-vals).argsort(0).argsort(0) + 1  # 1 = largest
-    L, h = np.asarray(measures[names[0]]).shape
+    L, h = measures[names[0]].shape
     ax = _ax(ax, (1.4 * len(names) + 1.5, 0.5 * L * h + 1.2))
     img = ax.imshow(ranks, cmap=WEIGHTS_CMAP + "_r", vmin=1, vmax=L * h + 1, aspect="auto")
     _write_values(ax, img, ranks, lambda i, j, r: f"{r}  ({vals[i, j]:.2f})", 8)
@@ -275,17 +346,14 @@ def pattern_figure(weights, tokens, head: int, token: int, title: str = "", key=
     """weights (h, T, T) of one layer on one sequence, tokens (T,) -> Figure: head ``head``'s pattern over
     the token text, with what the query ``token`` attends to (its row) and what attends to the key
     ``key`` (its column; None: the same position as ``token``)."""
-    w_all = np.asarray(weights, dtype=float)
-    if w_all.ndim != 3 or w_all.shape[1] != w_all.shape[2] or np.shape(tokens) != (w_all.shape[1],):
-        raise ValueError(f"weights has shape {w_all.shape} and tokens {np.shape(tokens)}: give one layer's weights "
-                         "on one sequence (h, T, T) and its tokens (T,)")
+    w_all = _validate.array(weights, "weights", 3, "(h, T, T): one layer's weights on one sequence")
     h, T = w_all.shape[:2]
-    if not (isinstance(head, (int, np.integer)) and 0 <= head < h):
-        raise ValueError(f"head={head!r}: this layer has heads 0..{h - 1}")
-    key = token if key is None else key
-    for name, v in (("token", token), ("key", key)):
-        if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < T):
-            raise ValueError(f"{name}={v!r}: the sequence has positions 0..{T - 1}")
+    if w_all.shape[2] != T:
+        raise ValueError(f"weights has shape {w_all.shape}: give one layer's weights on one sequence (h, T, T)")
+    tokens = _token_ids(tokens, T)
+    head = _validate.index(head, h, "head", "heads in this layer")
+    token = _validate.index(token, T, "token")
+    key = token if key is None else _validate.index(key, T, "key")
     w = w_all[head]
     labels = token_text(tokens)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), layout="constrained", width_ratios=[1.2, 1, 1])
@@ -313,13 +381,21 @@ def pattern_figure(weights, tokens, head: int, token: int, title: str = "", key=
 def rollout_figure(rollout_row, last_layer_row, occlusion, tokens, position: int, axes=None):
     """rollout_row (T,), last_layer_row (T,), occlusion (T,) -> axes (3,): three answers to "which input
     positions matter for the query at ``position``": rollout, the last layer's raw weights, occlusion."""
+    tokens = _token_ids(tokens)
+    T = len(tokens)
+    rows = {name: _validate.array(v, name, 1, "(T,)") for name, v in
+            (("rollout_row", rollout_row), ("last_layer_row", last_layer_row), ("occlusion", occlusion))}
+    for name, v in rows.items():
+        if v.shape != (T,):
+            raise ValueError(f"{name} has shape {v.shape} but tokens has {T}: give one value per position ({T},)")
+    position = _validate.index(position, T, "position")
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(12, 2.8), layout="constrained", sharex=True)
     ticks = [f"{t}\n{s}" for t, s in enumerate(token_text(tokens))]
-    for ax, v, title in ((axes[0], rollout_row, "attention rollout"),
-                         (axes[1], last_layer_row, "last layer's weights (heads averaged)"),
-                         (axes[2], occlusion, "occlusion: drop of the answer's logit")):
-        v = np.asarray(v, dtype=float)[: position + 1]
+    for ax, v, title in ((axes[0], rows["rollout_row"], "attention rollout"),
+                         (axes[1], rows["last_layer_row"], "last layer's weights (heads averaged)"),
+                         (axes[2], rows["occlusion"], "occlusion: drop of the answer's logit")):
+        v = v[: position + 1]
         ax.bar(range(len(v)), v, color=head_color(0))
         ax.set_xticks(range(0, len(v), 2), ticks[: position + 1: 2], fontsize=TICK_SIZE)
         ax.set_title(f"{title} (query {position})", fontsize=9)

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
 
+from .. import _validate
 from ..attention import scaled_dot_product_attention
 from ..efficient import naive_attention_bytes, online_softmax_result, tiled_attention_bytes, tiled_attention_steps
 from ..lessons.complexity import format_bytes
@@ -32,10 +33,25 @@ def step_bytes(T: int, S: int, d_k: int, d_v: int, block_size: int, step: int, i
     """(naive, tiled) bytes moved to and from main memory once ``step`` key blocks (1-based) are done.
 
     The naive version on the keys seen so far against the tiled one (one block of all T rows).
+
+    >>> step_bytes(4, 4, 2, 2, 2, 2) == step_bytes(4, 4, 2, 2, 4, 1)  # all keys seen either way
+    True
     """
+    T, S, d_k, d_v, block_size, itemsize = (_validate.positive_int(v, n) for v, n in (
+        (T, "T"), (S, "S"), (d_k, "d_k"), (d_v, "d_v"), (block_size, "block_size"), (itemsize, "itemsize")))
+    step = _step(step, S, block_size)
     seen = min(S, step * block_size)
     return (naive_attention_bytes(T, seen, d_k, d_v, itemsize),
             tiled_attention_bytes(T, seen, d_k, d_v, block_rows=T, itemsize=itemsize))
+
+
+def _step(step, S: int, block_size: int) -> int:
+    """The 1-based step checked: one step per key block of ``block_size``, 1 .. ceil(S / block_size)."""
+    n = -(-S // block_size)
+    if not (_validate.is_whole(step) and 1 <= step <= n):
+        raise ValueError(f"step={step!r} must be a whole number in 1..{n}: one step per key block of {block_size} "
+                         f"over {S} keys (steps count from 1)")
+    return int(step)
 
 
 def score_tiles(scores, block_size: int, step: int, ax=None):
@@ -43,12 +59,15 @@ def score_tiles(scores, block_size: int, step: int, ax=None):
 
     Tiles not reached yet are faded: the tiled computation has not made them.
     """
-    s = np.asarray(scores, dtype=float)
+    s = _validate.array(scores, "scores", 2, "(T, S)")
     T, S = s.shape
+    block_size = _validate.positive_int(block_size, "block_size")
+    step = _step(step, S, block_size)
     ax = new_ax(ax, figsize=(6, 2.4))
     done = min(S, step * block_size)
     shown = np.ma.masked_where(np.broadcast_to(np.arange(S) >= done, s.shape), s)
-    lim = float(np.abs(s).max()) or 1.0
+    lim = float(np.nanmax(np.abs(s))) if np.isfinite(s).any() else 1.0
+    lim = lim if 0 < lim < np.inf else 1.0
     ax.imshow(s, cmap=plots.VALUES_CMAP, vmin=-lim, vmax=lim, aspect="auto", alpha=0.2)
     ax.imshow(shown, cmap=plots.VALUES_CMAP, vmin=-lim, vmax=lim, aspect="auto")
     for c in range(0, S, block_size):
@@ -71,9 +90,9 @@ def tiling_step_figure(Q, K, V, block_size: int, step: int, query: int = 0, fig=
     The view of the step-through slider in 10_efficient_attention.
     """
     steps = tiled_attention_steps(Q, K, V, block_size)
-    if not 1 <= step <= len(steps):
-        raise ValueError(f"step={step} must lie in 1..{len(steps)} (one step per key block of {block_size})")
     (T, d_k), (S, d_v) = np.shape(Q), np.shape(V)
+    step = _step(step, S, block_size)
+    query = _validate.index(query, T, "query", "queries")
     exact = scaled_dot_product_attention(Q, K, V)[0]  # (T, d_v)
     fig = fig or plt.figure(figsize=(13, 5.6))
     grid = fig.add_gridspec(2, 4, left=0.05, right=0.97, top=0.93, bottom=0.1, hspace=0.45, wspace=0.3)
@@ -125,7 +144,10 @@ def _bytes_bars(counts: tuple, ax):
 
 def io_bytes_curves(seq_lens, d_k: int, block_rows: int, itemsize: int = 4, mark=None, ax=None):
     """seq_lens, d_k, block_rows -> ax: bytes moved by naive and tiled attention (one head) against T, log-log."""
-    T = np.asarray(seq_lens, dtype=np.int64)
+    T = np.atleast_1d(_validate.positive_ints(seq_lens, "seq_lens"))
+    d_k, block_rows = _validate.positive_int(d_k, "d_k"), _validate.positive_int(block_rows, "block_rows")
+    itemsize = _validate.positive_int(itemsize, "itemsize")
+    mark = None if mark is None else _validate.positive_int(mark, "mark")
     naive = [naive_attention_bytes(int(t), int(t), d_k, d_k, itemsize) for t in T]
     tiled = [tiled_attention_bytes(int(t), int(t), d_k, d_k, block_rows, itemsize) for t in T]
     ax = new_ax(ax, figsize=(5.5, 3.6))
@@ -146,6 +168,12 @@ def io_bytes_curves(seq_lens, d_k: int, block_rows: int, itemsize: int = 4, mark
 def measured_curves(xs, series: dict, xlabel: str, ylabel: str = "seconds (log scale)", log_x: bool = True,
                     ax=None):
     """xs, {name: values (len(xs),)} -> ax: one marked line per series, log y (and log x by default)."""
+    xs = _validate.array(xs, "xs", 1, "(N,)")
+    series = _validate.mapping(series, "series", "{name: values (len(xs),)}")
+    series = {name: _validate.array(ys, f"series[{name!r}]", 1, "(N,)") for name, ys in series.items()}
+    for name, ys in series.items():
+        if ys.shape != xs.shape:
+            raise ValueError(f"series[{name!r}] has {ys.shape[0]} values for {xs.shape[0]} xs; give one value per x")
     ax = new_ax(ax, figsize=(5.5, 3.6))
     for i, (name, ys) in enumerate(series.items()):
         ax.plot(xs, ys, "o-", color=plots.head_color(i), label=name)

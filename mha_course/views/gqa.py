@@ -10,6 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import _validate
 from ..gqa import kv_cache_table, kv_heads
 from ..lessons.complexity import format_bytes
 from .attention import head_color
@@ -26,7 +27,9 @@ def grouping_figure(h: int, h_kv: int, ax=None):
     >>> ax = grouping_figure(8, 2); len(ax.lines)
     8
     """
-    g = h // kv_heads(h, h_kv)  # a ValueError naming the valid h_kv
+    h = _validate.positive_int(h, "h")
+    h_kv = kv_heads(h, h_kv)  # "h=8 is not divisible by h_kv=3; valid h_kv: 1, 2, 4, 8"
+    g = h // h_kv
     ax = ax or plt.subplots(figsize=(6.4, 2.2))[1]
     q_x, kv_x = np.arange(h), (np.arange(h_kv) + 0.5) * g - 0.5  # each kv head centred under its group
     for i in range(h):
@@ -74,11 +77,17 @@ def decode_times_figure(positions, with_cache, without_cache, ax=None, window: i
     >>> ax = decode_times_figure([5, 6], [1e-3, 1e-3], [1e-3, 2e-3]); len(ax.lines)
     4
     """
+    positions = _validate.array(positions, "positions", 1, "(N,)")
+    series = {name: _validate.array(v, name, 1, "(N,) seconds") for name, v in
+              (("with_cache", with_cache), ("without_cache", without_cache))}
+    for name, v in series.items():
+        if v.shape != positions.shape:
+            raise ValueError(f"{name} has {v.shape[0]} timings for {positions.shape[0]} positions; give one per position")
+    window = _validate.positive_int(window, "window")
     ax = ax or plt.subplots(figsize=(6.4, 3.2))[1]
-    positions = np.asarray(positions)
-    for seconds, color, label in ((without_cache, "#d62728", "without cache"),
-                                  (with_cache, "#1f77b4", "with KV cache")):
-        ms = np.asarray(seconds) * 1e3
+    for seconds, color, label in ((series["without_cache"], "#d62728", "without cache"),
+                                  (series["with_cache"], "#1f77b4", "with KV cache")):
+        ms = seconds * 1e3
         ax.plot(positions, ms, ".", ms=3, color=color, alpha=0.5)
         w = min(window, len(ms))
         medians = np.median(np.lib.stride_tricks.sliding_window_view(ms, w), axis=-1)  # (N - w + 1,)

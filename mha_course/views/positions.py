@@ -14,6 +14,7 @@ from matplotlib import colors as mcolors
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from .. import _validate
 from ..lessons.qkv import sentence_inputs
 from ..masks import LeakReport, fully_masked_rows
 from ..mha import trace
@@ -35,14 +36,36 @@ def _ax(ax, figsize=(4, 3.5)):
     return ax
 
 
+def _labels(tokens, n: int, name: str, what: str):
+    """Token labels checked: None (the course sentence) or one label per position (a string is no list)."""
+    if tokens is None:
+        return None
+    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__") or np.ndim(tokens) != 1:
+        raise ValueError(f"{name} must be a list of {n} labels, one per {what}, got {type(tokens).__name__}; "
+                         f"pass e.g. {name}=['t0', 't1', ...] or None")
+    if len(tokens) != n:
+        raise ValueError(f"{name} has {len(tokens)} labels but there are {n} {what}s; give one label per {what}")
+    return list(tokens)
+
+
+def _mask(mask, name: str = "mask") -> np.ndarray:
+    """A (T, S) bool mask, checked: 0/1 ints or floats are refused (which of 1 and 0 means blocked?)."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_ or m.ndim != 2 or 0 in m.shape:
+        raise ValueError(f"{name} must be a (T, S) bool mask (True = may attend), got shape {m.shape} of {m.dtype}; "
+                         f"pick one with {name}[0, 0], or convert it, e.g. {name} == 1 if 1 means may attend")
+    return m
+
+
 def mask_heatmap(mask, q_tokens=None, k_tokens=None, ax=None, title=None):
     """mask (T, S) bool, True = may attend -> ax: allowed cells dark blue, blocked grey.
 
     Query rows that may attend no key at all are labelled "fully masked" on the right.
     """
-    m = np.asarray(mask, dtype=bool)
-    if m.ndim != 2:
-        raise ValueError(f"mask_heatmap needs a (T, S) mask, got shape {m.shape}; pick one, e.g. mask[0, 0]")
+    m = _mask(mask)
+    T, S = m.shape
+    q_tokens = _labels(q_tokens, T, "q_tokens", "query row of the mask")
+    k_tokens = _labels(k_tokens, S, "k_tokens", "key column of the mask")
     ax = plots.attention_heatmap(np.where(m, 1.0, np.nan), q_tokens, k_tokens, ax=_ax(ax),
                                  annotate=False, colorbar=False, title=title)
     for t in np.flatnonzero(fully_masked_rows(m)):
@@ -52,6 +75,9 @@ def mask_heatmap(mask, q_tokens=None, k_tokens=None, ax=None, title=None):
 
 def mask_gallery(masks: dict, tokens=None, axes=None):
     """{name: mask (T, T)} -> axes: one mask_heatmap per mask, side by side, titled by name."""
+    masks = {k: _mask(m, f"masks[{k!r}]") for k, m in _validate.mapping(masks, "masks", "{name: mask (T, T)}").items()}
+    for k, m in masks.items():
+        _labels(tokens, m.shape[1], "tokens", f"position of masks[{k!r}]")
     if axes is None:
         _, axes = plt.subplots(1, len(masks), figsize=(3.4 * len(masks) + 0.6, 3.4),
                                layout="constrained", squeeze=False)
@@ -70,7 +96,10 @@ def leak_heatmap(report: LeakReport, tokens=None, ax=None, title=None):
 
     Blue: moved and allowed; white: did not move; red: a leak (moved, but not allowed).
     """
+    if not isinstance(report, LeakReport):
+        raise ValueError(f"report must be a LeakReport, got {type(report).__name__}; pass masks.leak_probe(attn_fn, T)")
     moved, allowed = np.asarray(report.moved), np.asarray(report.allowed)
+    _labels(tokens, moved.shape[0], "tokens", "position")
     codes = np.where(moved & ~allowed, 2, np.where(moved, 1, 0))  # (T, T): 0 still, 1 allowed, 2 leak
     cmap = mcolors.ListedColormap(["white", plt.get_cmap(plots.WEIGHTS_CMAP)(0.75), LEAK_COLOR])
     ax = _ax(ax)
@@ -86,7 +115,7 @@ def leak_heatmap(report: LeakReport, tokens=None, ax=None, title=None):
 
 def patch_grid(image, patch: int, ax=None, title=None):
     """image (H, W, C) in 0..1, patch p -> ax: the image with its patch grid and token numbers."""
-    img = np.asarray(image)
+    img, patch = _image(image, patch)
     H, W = img.shape[:2]
     ax = _ax(ax, (3.6, 3.6))
     ax.imshow(img, extent=(0, W, H, 0), interpolation="nearest")
@@ -101,12 +130,23 @@ def patch_grid(image, patch: int, ax=None, title=None):
     return ax
 
 
+def _image(image, patch) -> tuple:
+    """image (H, W, C) and patch p checked (H and W divisible by p, as ``positions.patchify`` asks) -> (image, p)."""
+    img = _validate.array(image, "image", 3, "(H, W, C)")
+    patch = _validate.positive_int(patch, "patch")
+    if img.shape[0] % patch or img.shape[1] % patch:
+        raise ValueError(f"image of shape {img.shape} does not split into patches of {patch}x{patch}: H and W must "
+                         f"be divisible by patch={patch}")
+    return img, patch
+
+
 def patch_attention(image, weights, patch: int, ax=None, title=None, colorbar: bool = True):
     """image (H, W, C), weights (N,) over its N patches -> ax: the weights drawn over the image.
 
     Same colour scale as every weights plot (0..1); the image shows through where a weight is small.
     """
-    img, w = np.asarray(image), np.asarray(weights, dtype=float)
+    img, patch = _image(image, patch)
+    w = _validate.float_array(weights, "weights")
     H, W = img.shape[:2]
     if w.shape != (H // patch * (W // patch),):
         raise ValueError(f"weights has shape {w.shape}, expected one weight per patch: ({H // patch * (W // patch)},)")
@@ -135,6 +175,7 @@ def sinusoid_figure(seq_len: int, d_model: int):
 
     The view of the d_model / seq_len sliders in 07_positions_and_rope.ipynb.
     """
+    seq_len, d_model = _validate.positive_int(seq_len, "seq_len"), _validate.positive_int(d_model, "d_model")
     pe = sinusoidal_positions(seq_len, d_model)  # (T, D)
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4), layout="constrained")
     rows = range(seq_len) if seq_len <= 16 else None  # a label per row only while they fit
@@ -158,6 +199,9 @@ def rope_layout_pairs(d_k: int, axes=None):
 
     Interleaved: pair i = features (2i, 2i+1). Halves: pair i = features (i, i + d_k/2).
     """
+    d_k = _validate.positive_int(d_k, "d_k")
+    if d_k % 2:
+        raise ValueError(f"d_k={d_k} is odd: RoPE turns pairs of features; pass an even d_k such as {d_k + 1}")
     half = d_k // 2
     pair_of = {"interleaved": np.arange(d_k) // 2, "halves": np.arange(d_k) % half}
     if axes is None:
@@ -175,6 +219,7 @@ def rope_layout_pairs(d_k: int, axes=None):
 
 def score_offset_heatmap(grid, ax=None, title=None):
     """scores (T, T), e.g. ``positions.rope_score_grid`` -> ax: query position down, key position across."""
+    grid = _validate.array(grid, "grid", 2, "(T, T)")
     ax = plots.matrix_heatmap(grid, range(grid.shape[0]), ax=ax, title=title,
                               col_label="key position n", row_label="query position m")
     ax.set_xticks(range(0, grid.shape[1], max(1, grid.shape[1] // 8)))
@@ -188,6 +233,8 @@ def rope_figure(offset: int, base: float, d_k: int = 8, max_offset: int = 64):
     a vector turned by ``offset * base^(-2i/d_k)`` (a clock per pair). Right: for q = k
     (all ones), the RoPE score (R_m q) . (R_n k) as a function of m - n, its value at ``offset`` marked.
     """
+    offset, max_offset = _validate.count(offset, "offset"), _validate.positive_int(max_offset, "max_offset")
+    d_k, base = _validate.positive_int(d_k, "d_k"), _validate.number(base, "base")
     fig = plt.figure(figsize=(12, 3.4), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.2, 1])
     angles = rope_angles([offset], d_k, base)[0]  # (d_k/2,)
@@ -212,6 +259,8 @@ def rope_heads_figure(d_model: int, h: int, seq_len: int, base: float = 10000.0,
     The view of the d_model / h / seq_len sliders in 07_positions_and_rope.ipynb. An h that
     makes d_k odd cannot be rotated in pairs: the figure says so and names the h that work.
     """
+    d_model, seq_len = _validate.positive_int(d_model, "d_model"), _validate.positive_int(seq_len, "seq_len")
+    h, seed, base = _validate.heads(d_model, h), _validate.count(seed, "seed"), _validate.number(base, "base")
     tokens = plots.tokens_for(seq_len)
     X, params = sentence_inputs(tokens, d_model, seed)
     if (d_model // h) % 2:

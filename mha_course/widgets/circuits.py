@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Callable
 
 import ipywidgets as W
-import numpy as np
 
+from .. import _validate
 from ..views import circuits as vc
 from .controls import Controls, LiveView, option_live_view
 
@@ -35,14 +35,20 @@ class PatternControls(Controls):
     """
 
     def __init__(self, n_layers: int, h: int, tokens, head=(0, 0), token=None):
-        labels = vc.token_text(tokens)
+        n_layers, h = _validate.positive_int(n_layers, "n_layers"), _validate.positive_int(h, "h")
+        labels = vc.token_text(tokens)  # checked: ids 0..25, one sequence
+        head = _head(head, n_layers, h)
+        if not labels:
+            raise ValueError("tokens is empty; give the sequence's tokens (T,), T >= 1")
+        token = len(labels) - 1 if token is None else _validate.index(token, len(labels), "token")
         heads = [(f"L{layer + 1} H{j}", (layer, j)) for layer in range(n_layers) for j in range(h)]
-        self.head = W.Dropdown(options=heads, value=tuple(head), description="head", style=_STYLE)
+        self.head = W.Dropdown(options=heads, value=head, description="head", style=_STYLE)
         positions = [(f"{t}: {s}", t) for t, s in enumerate(labels)]
-        self.token = W.SelectionSlider(options=positions, value=len(labels) - 1 if token is None else token,
+        self.token = W.SelectionSlider(options=positions, value=token,
                                        description="token", continuous_update=False, style=_STYLE,
                                        layout=W.Layout(width="420px"))
         self.shown = ("head", "token")
+        self._sizes = (n_layers, h)
         self._callbacks: list[Callable] = []
         self._busy = False
         self.head.observe(self._fire, "value")
@@ -58,23 +64,34 @@ class PatternControls(Controls):
         self._busy = True
         try:
             if head is not None:
-                if tuple(head) not in [v for _, v in self.head.options]:
-                    raise ValueError(f"head={head} is not one of {[v for _, v in self.head.options]}")
-                self.head.value = tuple(head)
+                self.head.value = _head(head, *self._sizes)
             if token is not None:
-                if token not in [v for _, v in self.token.options]:
-                    raise ValueError(f"token={token} is not a position 0..{len(self.token.options) - 1}")
-                self.token.value = token
+                self.token.value = _validate.index(token, len(self.token.options), "token")
         finally:
             self._busy = False
         self._fire()
 
 
+def _head(head, n_layers: int, h: int) -> tuple:
+    """head (layer, head) checked against n_layers and h -> a tuple of two ints."""
+    if not isinstance(head, (tuple, list)) or len(head) != 2:
+        raise ValueError(f"head={head!r} must be a pair (layer, head), e.g. head=(0, 1): layers and heads count from 0")
+    return (_validate.index(head[0], n_layers, "head[0] (the layer)", "layers"),
+            _validate.index(head[1], h, "head[1] (the head)", "heads per layer"))
+
 
 def pattern_live_view(weights_by_layer, tokens, head=(0, 0), token=None) -> LiveView:
     """[weights (h, T, T)] * L of one sequence, tokens (T,) -> a LiveView of ``views.circuits.pattern_figure``:
     pick a head and a position; see its row (what it attends to) and its column (what attends to it)."""
-    weights = [np.asarray(w) for w in weights_by_layer]
+    if not isinstance(weights_by_layer, (list, tuple)) or not weights_by_layer:
+        raise ValueError(f"weights_by_layer must be a non-empty list of one sequence's weights (h, T, T) per layer, "
+                         f"got {type(weights_by_layer).__name__}; pass [w[0] for w in run_with_cache(...)[1]]")
+    weights = [_validate.array(w, f"weights_by_layer[{i}]", 3, "(h, T, T)") for i, w in enumerate(weights_by_layer)]
+    shapes = {w.shape for w in weights}
+    T = len(vc.token_text(tokens))
+    if len(shapes) != 1 or weights[0].shape[1:] != (T, T):
+        raise ValueError(f"weights_by_layer holds shapes {sorted(shapes)} and tokens has {T}: give each layer's "
+                         f"weights (h, {T}, {T}) on the one sequence of tokens")
     controls = PatternControls(len(weights), weights[0].shape[0], tokens, head, token)
 
     def draw(head, token):
@@ -85,6 +102,6 @@ def pattern_live_view(weights_by_layer, tokens, head=(0, 0), token=None) -> Live
 
 def step_live_view(trajectories: dict, value=None) -> LiveView:
     """{name: Trajectory} -> a LiveView of ``views.circuits.step_figure`` with a slider over the checkpoints."""
-    steps = [int(s) for s in trajectories["two_layer"].steps]
+    steps = [int(s) for s in vc.checked_runs(trajectories)["two_layer"].steps]
     return option_live_view(lambda step: vc.step_figure(trajectories, step), "step", steps,
                             value=steps[len(steps) // 2] if value is None else value)

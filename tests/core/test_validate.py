@@ -325,3 +325,37 @@ def test_count_index_instance_items_and_real_refuse_what_they_do_not_take():
                     (False, lambda x: v.number(x, "layer"))]:
         with pytest.raises((ValueError, TypeError), match="seed|layer"):
             fn(bad)
+
+
+# --- added by views-b: the checks of the views' and widgets' arguments
+def test_count_index_choice_number_mapping_names_array():
+    assert _validate.count(np.int64(0), "sinks") == 0 and _validate.index(np.int64(1), 2, "layer") == 1
+    for bad in (-1, 1.0, True, None, "1"):
+        with pytest.raises(ValueError, match="sinks="):
+            _validate.count(bad, "sinks")
+    for bad in (-1, 2, 102, 0.5, True, None):
+        with pytest.raises(ValueError, match="layer="):
+            _validate.index(bad, 2, "layer", "layers")
+    assert _validate.choice(4, (1.0, 4.0), "factor") == 4.0 and _validate.choice(np.int64(16), (8, 16), "L") == 16
+    for bad in ("RoPE", "rop", 3, True, 16.0, None, np.array([16])):
+        with pytest.raises(ValueError, match=r"L=.* is not one of the valid choices: 8, 16"):
+            _validate.choice(bad, (8, 16), "L")
+    with pytest.raises(ValueError, match="'rope', 'alibi'"):
+        _validate.choice("RoPE", ("rope", "alibi"), "scheme")
+    assert _validate.number(np.float32(0.5), "uniform") == 0.5
+    for bad in (np.nan, np.inf, 10**400, "0.5", None, True):
+        with pytest.raises(ValueError, match="uniform="):
+            _validate.number(bad, "uniform")
+    with pytest.raises(ValueError, match=r"factor=0.0 is outside \(0, inf\]"):
+        _validate.number(0, "factor", 0, low_open=True)
+    for bad in ({}, None, [("a", 1)]):
+        with pytest.raises(ValueError, match="curves must be a non-empty dict"):
+            _validate.mapping(bad, "curves", "{label: (T,)}")
+    assert _validate.names(["h"], ("h", "h_kv")) == ("h",)
+    for bad in ("h", ("h", "hkv"), [3], None):
+        with pytest.raises(ValueError, match="show="):
+            _validate.names(bad, ("h", "h_kv"))
+    assert _validate.array([[1, 2]], "m", 2, "(N, M)").dtype == np.float64
+    for bad in ([1.0, 2.0], np.zeros((2, 0)), "spam", None):
+        with pytest.raises(ValueError, match="m "):
+            _validate.array(bad, "m", 2, "(N, M)")

@@ -414,6 +414,7 @@ CR = "mha_course.lessons.circuits_runs."
 VW = "mha_course.views."
 WH = "mha_course.lessons.why_heads."
 TOKENS_1D = Spec(lambda w: w.tokens[0], "tokens", bound=8)
+LETTER_TOKENS = Spec(lambda w: w.tokens[0], "tokens", bound=26)  # views.circuits draws ids 0..25 as a..z
 WEIGHTS_1SEQ = obj(lambda w: [a[0] for a in w.weights_by_layer])  # [(h, T, T)] * L of one sequence
 LONG_CONFIG = obj(lambda w: w.long_models["rope"][0])
 LONG_MODEL = obj(lambda w: w.long_models["rope"][1])
@@ -427,7 +428,8 @@ MODULE_PARAMS: dict[str, dict[str, Spec]] = {
     LS: {"config": LONG_CONFIG, "params": LONG_MODEL},
     "mha_course.views.long_context.": {"config": LONG_CONFIG, "params": LONG_MODEL, "batch": LONG_BATCH,
                                        "n": size(2), "window": size(8), "sinks": count(1), "factor": Spec(
-                                           lambda w: 2.0, "float")},
+                                           lambda w: 2.0, "float"),
+                                       "lengths": _arr(lambda w: np.array([16, 32]))},  # the table's lengths
     "mha_course.widgets.long_context.": {"config": LONG_CONFIG, "params": LONG_MODEL, "batch": LONG_BATCH,
                                          "models": obj(lambda w: {("rope", 16): w.long_models["rope"]}),
                                          "window": size(8)},
@@ -435,11 +437,12 @@ MODULE_PARAMS: dict[str, dict[str, Spec]] = {
          "x": _arr(lambda w: w.why_x), "y": _arr(lambda w: w.why_y), "a": index(0, 4), "b": index(2, 4),
          "n": size(3), "concat": _arr(lambda w: w.why_x), "out": _arr(lambda w: w.why_y * 0.9),
          "p": _arr(lambda w: np.full(4, 0.25))},
-    VW + "circuits.": {"tokens": TOKENS_1D, "weights": WEIGHTS_1SEQ, "head": Spec(lambda w: (0, 1), "object"),
-                       "token": index(3, 8), "position": index(3, 8)},
+    VW + "circuits.": {"tokens": LETTER_TOKENS, "weights": WEIGHTS_1SEQ, "head": Spec(lambda w: (0, 1), "object"),
+                       "token": index(3, 8), "position": index(3, 8), "step": index(5, 801)},
     VW + "model.": {"tokens": TOKENS_1D, "weights": WEIGHTS_1SEQ},
-    "mha_course.widgets.circuits.": {"tokens": TOKENS_1D, "weights_by_layer": WEIGHTS_1SEQ},
-    "mha_course.views.efficient.": {"Q": _arr(lambda w: w.qkv("Q")[0, 0]), "K": _arr(lambda w: w.qkv("K")[0, 0]),
+    "mha_course.widgets.circuits.": {"tokens": LETTER_TOKENS, "weights_by_layer": WEIGHTS_1SEQ},
+    "mha_course.views.efficient.": {"step": index(1, 3),  # S = 4 keys in blocks of 2: steps 1 and 2
+                                    "Q": _arr(lambda w: w.qkv("Q")[0, 0]), "K": _arr(lambda w: w.qkv("K")[0, 0]),
                                     "V": _arr(lambda w: w.qkv("V")[0, 0]), "scores": _arr(
                                         lambda w: w.weights[0, 0] * 3.0)},
     "mha_course.views.attention.": {"weights": _arr(lambda w: w.weights[0, 0])},
@@ -593,6 +596,8 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "circuits.scores_table": {"scores": obj(lambda w: {"a": np.array([[0.1, 0.2], [0.3, 0.4]])})},
     VW + "circuits.composition_figure": {"scores": obj(lambda w: {k: np.full((H, H), 0.2) for k in "QKV"})},
     VW + "circuits.head_bars": {"values": _arr(lambda w: np.array([[0.1, 0.2], [0.3, 0.4]]))},
+    VW + "circuits.pattern_figure": {"weights": _arr(lambda w: w.weights_by_layer[0][0]), "head": index(1, H)},
+    VW + "circuits.text_color": {"rgba": _arr(lambda w: np.array([0.2, 0.4, 0.6, 1.0]))},
     VW + "diagram.lit": {"stage": option("scores", ("scores",))},
     VW + "diagram.shape_text": {"shape": _fixed((1, 2))},
     VW + "efficient.measured_curves": {"series": obj(lambda w: {"a": np.array([1.0, 2.0, 4.0, 8.0])}),
@@ -604,6 +609,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     **{VW + f"model.{name}": {"vocab": size(8)} for name in ("model_heatmaps", "snapshot_figure")},
     VW + "model.before_after_figure": {"before": WEIGHTS_1SEQ, "after": WEIGHTS_1SEQ, "vocab": size(8)},
     VW + "model.token_labels": {"T": size(8), "vocab": size(8)},
+    VW + "long_context.paged_memory_bars": {"lengths": _arr(lambda w: np.array([3, 4]))},
     VW + "model.loss_curves": {"curves": obj(lambda w: {"a": np.linspace(2.0, 1.0, 20)})},
     VW + "model.h_sweep_figure": {"results": obj(lambda w: __import__(
         "mha_course.lessons.checkpoints", fromlist=["x"]).load_experiments())},
@@ -611,6 +617,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
                                    "loss_increase": _arr(lambda w: np.array([0.1, 0.2])),
                                    "sharpness": _arr(lambda w: np.array([0.5, 0.9]))},
     VW + "positions.mask_gallery": {"masks": obj(lambda w: {"causal": mc.causal_mask(T)})},
+    VW + "positions.mask_heatmap": {"q_tokens": _fixed(list("abcd"), "free"), "k_tokens": _fixed(list("abcd"), "free")},
     VW + "positions.leak_heatmap": {"report": obj(lambda w: mc.leak_probe(lambda x: x, T, rng=_rng(28)))},
     VW + "positions.patch_attention": {"weights": _arr(lambda w: np.full(4, 0.25))},
     VW + "stages.present_stages": {"names": obj(lambda w: w.trace.names)},

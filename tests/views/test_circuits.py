@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 from mha_course.lessons import checkpoints
 from mha_course.lessons import circuits as ci  # noqa: E402
@@ -19,8 +20,78 @@ RUNS = ci.load_trajectories()
 
 
 def test_token_text_and_head_labels():
-    assert vc.token_text([0, 25, 26]) == ["a", "z", "t26"]
+    assert vc.token_text([0, 25]) == ["a", "z"] and vc.token_text(np.arange(3, dtype=np.int32)) == ["a", "b", "c"]
     assert vc.head_labels(2, 2) == ["L1 H0", "L1 H1", "L2 H0", "L2 H1"]
+
+
+@pytest.mark.parametrize("tokens", [[-1, 2], [26], [999], [0.5], [True, False], "ab", [[0, 1]], None])
+def test_token_ids_without_a_letter_are_refused(tokens):
+    """-1 would read as 'z' from the end and 999 has no letter: refused, naming tokens (not labelled 't-1')."""
+    with pytest.raises(ValueError, match="tokens"):
+        vc.token_text(tokens)
+    with pytest.raises(ValueError, match="tokens"):
+        vc.rollout_figure(np.ones(2), np.ones(2), np.ones(2), tokens, 0)
+
+
+@pytest.mark.parametrize("n_layers, h, name", [(0, 2, "n_layers"), (2, 0, "h"), (-1, 2, "n_layers"), (2.0, 2, "n_layers"),
+                                               (True, 2, "n_layers"), (None, 2, "n_layers"), (2, "2", "h")])
+def test_head_labels_refuse_sizes_that_are_no_positive_whole_number(n_layers, h, name):
+    """head_labels(0, 2) returned [] and (-1, 2) too: a figure with no bars instead of an error."""
+    with pytest.raises(ValueError, match=f"{name}="):
+        vc.head_labels(n_layers, h)
+
+
+@pytest.mark.parametrize("step", [377, -1, 123456789, 375.0, True, None, "375"])
+def test_a_step_that_is_no_checkpoint_is_refused_not_snapped(step):
+    """step_figure drew the nearest checkpoint of any number (123456789 showed step 800): now refused."""
+    with pytest.raises(ValueError, match="step=.* is not a checkpoint"):
+        vc.step_figure(RUNS, step)
+    if step is not None:
+        with pytest.raises(ValueError, match="step="):
+            vc.phase_change_figure(RUNS, step)
+    plt.close("all")
+
+
+@pytest.mark.parametrize("runs", [None, {}, {"two_layer": RUNS["two_layer"]}, "runs", 3])
+def test_trajectories_that_are_not_the_two_runs_are_refused(runs):
+    for call in (lambda: vc.step_figure(runs, 375), lambda: vc.phase_change_figure(runs), lambda: vc.checked_runs(runs)):
+        with pytest.raises(ValueError, match="trajectories must be"):
+            call()
+
+
+@pytest.mark.parametrize("position", [-1, 4, 9, 1.5, True])
+def test_rollout_position_out_of_range_is_refused(position):
+    """position=9 on 4 tokens drew 4 bars titled 'query 9'; -1 drew nothing."""
+    with pytest.raises(ValueError, match="position="):
+        vc.rollout_figure(np.ones(4) / 4, np.ones(4) / 4, np.ones(4), [1, 2, 3, 0], position)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: vc.rollout_figure(np.ones(3), np.ones(4), np.ones(4), [1, 2, 3, 0], 1), "rollout_row"),
+    (lambda: vc.rollout_figure(None, np.ones(4), np.ones(4), [1, 2, 3, 0], 1), "rollout_row"),
+    (lambda: vc.circuit_heatmap(None, [], []), "matrix"),
+    (lambda: vc.circuit_heatmap(np.zeros((2, 0)), [], []), "matrix"),
+    (lambda: vc.position_patching_figure(np.zeros((2, 2)), [0, 1]), "effects"),
+    (lambda: vc.position_patching_figure(np.zeros((2, 2, 3)), [0, 1]), "tokens"),
+    (lambda: vc.head_bars(None), "values"),
+    (lambda: vc.head_bars(np.ones((2, 2)), labels=["a"]), "labels"),
+    (lambda: vc.ablation_figure(None, ["a"]), "losses"),
+    (lambda: vc.ablation_figure({"zero": np.ones(3)}, ["a", "b"]), "labels"),
+    (lambda: vc.ranking_table({}), "measures"),
+    (lambda: vc.ranking_table("spam"), "measures"),
+    (lambda: vc.composition_figure(None, 0.2), "scores"),
+    (lambda: vc.composition_figure({"Q": np.ones((2, 2))}, float("nan")), "baseline"),
+    (lambda: vc.composition_figure({"Q": np.ones((2, 2))}, "0.2"), "baseline"),
+    (lambda: vc.text_color("notacolor"), "rgba"),
+    (lambda: vc.text_color((2.0, 0, 0)), "rgba"),
+    (lambda: vc.pattern_figure(np.full((2, 4, 4), 0.25), [0, 1, 2, 3], head=-1, token=0), "head"),
+    (lambda: vc.pattern_figure(np.full((2, 4, 4), 0.25), [0, 1, 2, 3], head=True, token=0), "head"),
+    (lambda: vc.pattern_figure(np.full((2, 4, 4), 0.25), [0, 1, 2, 3], head=0, token=-1), "token"),
+])
+def test_bad_input_is_a_value_error_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+    plt.close("all")
 
 
 def test_the_views_draw():
@@ -30,7 +101,8 @@ def test_the_views_draw():
     assert len(ax.texts) == 12  # 4 heads x 3 scores, each written
     axes = vc.phase_change_figure(RUNS, step=100)
     assert len(axes) == 2 and axes[0].get_yscale() == "log"
-    assert isinstance(vc.step_figure(RUNS, 377), plt.Figure)  # snaps to the nearest checkpoint (375)
+    assert isinstance(vc.step_figure(RUNS, 375), plt.Figure)
+    assert isinstance(vc.step_figure(RUNS, np.int64(375)), plt.Figure)
     for kind in ("ov", "qk", "pos"):
         assert len(vc.circuits_figure(PARAMS, CONFIG, kind).axes) >= 4
     axes = vc.composition_figure(ci.composition_scores(PARAMS, CONFIG), 0.18)

@@ -37,7 +37,7 @@ def test_step_figure_draws_the_package_states():
 
 
 def test_step_figure_rejects_a_step_past_the_last_block():
-    with pytest.raises(ValueError, match="step=4 must lie in 1..3"):
+    with pytest.raises(ValueError, match=r"step=4 must be a whole number in 1..3"):
         pe.tiling_step_figure(*_qkv(), block_size=4, step=4)
 
 
@@ -62,3 +62,37 @@ def test_io_curves_and_measured_curves():
     assert "T = 1024" in ax.get_title()
     ax = pe.measured_curves([1, 2, 4], {"a": [1.0, 2.0, 4.0], "b": [3.0, 3.0, 3.0]}, "T")
     assert [line.get_label() for line in ax.lines] == ["a", "b"] and ax.get_yscale() == "log"
+
+
+# ----------------------------------------------------------------------------- bad input, one test per kind
+@pytest.mark.parametrize("step", [0, -1, 3, 102, 1.5, True, None])
+def test_a_step_off_the_key_blocks_is_refused_not_clamped(step):
+    """step_bytes(step=9) counted the bytes of step 2 (every key), and score_tiles drew step -1 as done."""
+    with pytest.raises(ValueError, match="step="):
+        pe.step_bytes(4, 4, 2, 2, 2, step)
+    with pytest.raises(ValueError, match="step="):
+        pe.score_tiles(np.ones((4, 4)), 2, step)
+
+
+@pytest.mark.parametrize("query", [-1, 4, 1.0, True])
+def test_tiling_step_figure_refuses_a_query_out_of_range(query):
+    """query=4 was an IndexError, query=-1 drew the last query's bars titled 'query -1'."""
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.normal(size=(4, 2)) for _ in range(3))
+    with pytest.raises(ValueError, match="query="):
+        pe.tiling_step_figure(Q, K, V, 2, 1, query=query)
+    plt.close("all")
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: pe.step_bytes(4, 4, 2, 2, True, 1), "block_size"), (lambda: pe.step_bytes(4, 4, 2, 2, 2, 1, itemsize=-8), "itemsize"),
+    (lambda: pe.step_bytes(4, 4.5, 2, 2, 2, 1), "S"), (lambda: pe.score_tiles(None, 2, 1), "scores"),
+    (lambda: pe.score_tiles(np.ones((4, 0)), 2, 1), "scores"), (lambda: pe.score_tiles(np.ones((4, 4)), -2, 1), "block_size"),
+    (lambda: pe.io_bytes_curves(None, 4, 2), "seq_lens"), (lambda: pe.io_bytes_curves([4, 8.5], 4, 2), "seq_lens"),
+    (lambda: pe.io_bytes_curves([4, 8], 4, 2, itemsize="4"), "itemsize"), (lambda: pe.io_bytes_curves([4], 4, 2, mark=0), "mark"),
+    (lambda: pe.measured_curves(None, {"a": [1.0]}, "T"), "xs"), (lambda: pe.measured_curves([1.0], None, "T"), "series"),
+    (lambda: pe.measured_curves([1.0, 2.0], {"a": [1.0]}, "T"), "series")])
+def test_bad_input_is_a_value_error_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+    plt.close("all")

@@ -39,3 +39,25 @@ def test_decode_times_figure_draws_running_medians():
     medians = ax.lines[1].get_ydata()
     assert len(medians) == 36 and np.allclose(medians, 2 * ms[2:38])
     plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("h, h_kv, match", [(None, 1, "h=None"), (-1, 1, "h=-1"), (True, 1, "h=True"), ("8", 1, "h='8'"),
+                                            (8, 3, "h=8 is not divisible by h_kv=3"), (8, 0, "h_kv=0")])
+def test_grouping_figure_refuses_bad_sizes(h, h_kv, match):
+    with pytest.raises(ValueError, match=match):
+        vg.grouping_figure(h, h_kv)
+
+
+def test_grouping_figure_takes_numpy_ints():
+    ax = vg.grouping_figure(np.int64(8), np.int64(2))
+    assert "8 query heads" not in ax.get_title() and "4 query heads per K/V head" in ax.get_title()
+    plt.close("all")
+
+
+@pytest.mark.parametrize("args, name", [((None, [1e-3], [1e-3]), "positions"), (([1, 2], [1e-3], [1e-3, 2e-3]), "with_cache"),
+                                        (([1], [1e-3], "x"), "without_cache")])
+def test_decode_times_figure_refuses_mismatched_series(args, name):
+    with pytest.raises(ValueError, match=name):
+        vg.decode_times_figure(*args)
+    with pytest.raises(ValueError, match="window"):
+        vg.decode_times_figure([1, 2], [1e-3] * 2, [1e-3] * 2, window=0)

@@ -102,3 +102,59 @@ def test_the_sinusoid_heatmap_ticks_are_whole_numbers():
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- bad input, one test per kind
+@pytest.mark.parametrize("mask", [np.ones((4, 4)), np.ones((4, 4), int), np.ones(4, bool), np.ones((4, 0), bool), None,
+                                  "spam"])
+def test_a_mask_that_is_no_bool_matrix_is_refused(mask):
+    """An int or float mask was cast with astype(bool) and drawn: 0/1 read one way, which may be the wrong one."""
+    with pytest.raises(ValueError, match="mask"):
+        pp.mask_heatmap(mask)
+    with pytest.raises(ValueError, match="masks"):
+        pp.mask_gallery({"m": mask})
+
+
+@pytest.mark.parametrize("tokens, name", [("spam", "q_tokens"), (list("abc"), "q_tokens"), (3, "q_tokens")])
+def test_labels_must_be_one_per_row(tokens, name):
+    """A string was split into letters ('spam' -> s, p, a, m) and drawn as four labels."""
+    with pytest.raises(ValueError, match=name):
+        pp.mask_heatmap(mc.causal_mask(4), q_tokens=tokens)
+    with pytest.raises(ValueError, match="tokens"):
+        pp.mask_gallery({"causal": mc.causal_mask(4)}, tokens)
+
+
+@pytest.mark.parametrize("report", [None, "spam", 3, (np.ones((2, 2), bool),)])
+def test_leak_heatmap_refuses_what_is_no_leak_report(report):
+    with pytest.raises(ValueError, match="report"):
+        pp.leak_heatmap(report)
+
+
+@pytest.mark.parametrize("image, patch, name", [(None, 2, "image"), ("spam", 2, "image"), (np.zeros((4, 4)), 2, "image"),
+                                                (np.zeros((4, 4, 3)), 0, "patch"), (np.zeros((4, 4, 3)), -1, "patch"),
+                                                (np.zeros((4, 4, 3)), 1.5, "patch"), (np.zeros((4, 4, 3)), True, "patch"),
+                                                (np.zeros((4, 4, 3)), 3, "patch=3")])
+def test_patch_views_refuse_bad_images_and_patch_sizes(image, patch, name):
+    """patch=0 was a ZeroDivisionError; patch=3 on a 4x4 image silently dropped the last row and column."""
+    with pytest.raises(ValueError, match=name):
+        pp.patch_grid(image, patch)
+    with pytest.raises(ValueError, match=name):
+        pp.patch_attention(image, np.full(4, 0.25), patch)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: pp.sinusoid_figure(-1, 8), "seq_len"), (lambda: pp.sinusoid_figure(4, None), "d_model"),
+    (lambda: pp.rope_layout_pairs(7), "d_k"), (lambda: pp.rope_layout_pairs(True), "d_k"),
+    (lambda: pp.score_offset_heatmap(None), "grid"), (lambda: pp.score_offset_heatmap([[1.0, 2.0]] * 2), None),
+    (lambda: pp.rope_figure(-1, 100.0), "offset"), (lambda: pp.rope_figure(1, 100.0, max_offset=0), "max_offset"),
+    (lambda: pp.rope_heads_figure(8, 0, 4), "h"), (lambda: pp.rope_heads_figure(8, 3, 4), "d_model=8 is not divisible by h=3"),
+    (lambda: pp.rope_heads_figure(8, 2, -4), "seq_len"), (lambda: pp.rope_heads_figure(8, 2, 4, seed=-1), "seed"),
+    (lambda: pp.rope_heads_figure(8, 2.0, 4), "h")])
+def test_sizes_and_grids_are_checked_naming_the_argument(call, name):
+    """h=0 was a ZeroDivisionError, seq_len=-1 drew an empty figure, a negative offset read the grid from its end."""
+    if name is None:  # a nested list is a grid like any other
+        call()
+    else:
+        with pytest.raises(ValueError, match=name):
+            call()
+    plt.close("all")

@@ -35,3 +35,33 @@ def test_step_live_view_runs_over_the_checkpoints():
     view.controls.set(step=380)
     assert view.controls.values == {"step": 380}
 
+
+
+WS = [np.full((2, 4, 4), 0.25)] * 2
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"token": 4}, "token"), ({"token": -1}, "token"), ({"token": True}, "token"), ({"token": 1.0}, "token"),
+    ({"head": (0, 5)}, "head"), ({"head": (2, 0)}, "head"), ({"head": (-1, 0)}, "head"), ({"head": 1}, "head"),
+    ({"head": "L1 H0"}, "head"), ({"tokens": [0, 1, 0]}, "tokens"), ({"tokens": [0, 1, 0, 26]}, "tokens"),
+    ({"weights_by_layer": []}, "weights_by_layer"), ({"weights_by_layer": [np.full((1, 2, 4, 4), 0.25)]},
+                                                      "weights_by_layer"),
+    ({"weights_by_layer": None}, "weights_by_layer")])
+def test_pattern_live_view_refuses_before_building_widgets(kwargs, name):
+    """A token or head off the pickers was a traitlets TraitError (or, for True, position 1): now a ValueError."""
+    args = {"weights_by_layer": WS, "tokens": [0, 1, 0, 1], **kwargs}
+    with pytest.raises(ValueError, match=name) as info:
+        wc.pattern_live_view(**args)
+    assert type(info.value) is ValueError  # not TraitError (a subclass of Exception only)
+
+
+@pytest.mark.parametrize("n_layers, h", [(0, 2), (2, -1), (True, 2), (2, 2.0)])
+def test_pattern_controls_refuse_bad_sizes(n_layers, h):
+    with pytest.raises(ValueError, match="n_layers" if n_layers != 2 else "h="):
+        wc.PatternControls(n_layers, h, [0, 1])
+
+
+@pytest.mark.parametrize("runs", [{}, None, {"two_layer": None, "one_layer": None}])
+def test_step_live_view_refuses_what_is_not_the_two_runs(runs):
+    with pytest.raises(ValueError, match="trajectories"):
+        wc.step_live_view(runs)
