@@ -28,7 +28,7 @@ from .compare import close, num, same_outcome
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
 
-CALLS = 300  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
+CALLS = 600  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
 
 
 class Derived(NamedTuple):
@@ -227,14 +227,14 @@ def _transforms(spec, runs, output, pairs, raws=None) -> list:
     k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
     labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
     out = []
-    if same_shape and _only_non_finite(pairs):
-        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
-                        vocabulary.fix("non-finite", output=output))]
     raws = raws or pairs
     if same_shape and all(w.dtype == np.bool_ and g.dtype.kind == "f" for g, w in raws):
         for key, keep, block in (("additive-mask", 0.0, -np.inf), ("additive-mask-reversed", -np.inf, 0.0)):
             if all(np.array_equal(g, np.where(w, keep, block)) for g, w in raws):
                 out.append((key, {}))
+    if not out and same_shape and _only_non_finite(pairs):
+        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
+                        vocabulary.fix("non-finite", output=output))]
     if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
         for delta in (1, -1):
             if all_close(lambda w, g, r, d=delta: np.array_equal(g, w + d)):

@@ -153,13 +153,17 @@ def _ints(reference, args, names) -> list:
                 return reference(*_at(a, _j, type(a[_j])(_f(a[_j]))))
             out.append(Variant(fn, "argument-changed", {"arg": names[j], "change": change}))
         for k in ints:
+            if k != j and any(a[j] != a[k] for a in args):  # one whole number used for another: h for h_kv
+                def fn(*a, _j=j, _k=k):
+                    return reference(*_at(a, _j, a[_k]))
+                out.append(Variant(fn, "replaced-input", {"arg": names[j], "used": names[k]}))
             if k != j and all(a[j] < a[k] for a in args):
                 for change, d in (("+ 1", 1), ("- 1", -1)):
                     def fn(*a, _j=j, _k=k, _d=d):
                         return reference(*_at(a, _j, type(a[_j])((a[_j] + _d) % a[_k])))
                     out.append(Variant(fn, "argument-changed",
                                        {"arg": names[j], "change": f"{change} (modulo {names[k]})"}))
-    return out[:16]
+    return out[:24]
 
 
 protect(globals())

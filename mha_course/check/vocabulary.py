@@ -42,10 +42,12 @@ SENTENCES = {
     "non-finite": ("{output} has nan or inf where the expected values are finite: a 0 / 0 (a row that sees no key) "
                    "or an overflow (exp of a large number)",
                    "subtract the row's maximum before exp, and give a row with no key (a sum of 0) the value 0"),
-    "additive-mask": ("an additive mask (0 to keep, -inf to block) where a boolean keep-mask is expected",
+    "additive-mask": ("an additive mask (0 where the expected mask is True, -inf where it is False) where a "
+                      "boolean mask is expected",
                       "return the boolean mask (True = may attend); the additive form is np.where(mask, 0.0, -np.inf)"),
-    "additive-mask-reversed": ("an additive mask with the polarity reversed (-inf to keep, 0 to block) where a "
-                               "boolean keep-mask is expected", "return the boolean mask (True = may attend)"),
+    "additive-mask-reversed": ("an additive mask (0 and -inf) where a boolean mask is expected, with -inf where "
+                               "the expected mask is True (the polarity reversed too)",
+                               "return the boolean mask, True where the expected mask is True"),
     "off-by-one": ("{output} is {delta} than expected on every case (an off-by-one)",
                    "look for a + 1 or - 1 too many, or < where <= belongs"),
     "float-result": ("{output} is a float where a whole number (int) is expected", "{how}, and return an int"),

@@ -40,3 +40,15 @@ def test_each_change_is_undone_exactly():
 def test_code_text_writes_numpy_as_np():
     call = ast.parse("__import__('numpy').sqrt(x)", mode="eval").body
     assert code_text(call) == "np.sqrt(x)"
+
+
+def test_the_extended_sites_are_only_the_diagnosis_slips():
+    def ops(sites):
+        return {(dict(p).get("from"), dict(p).get("to")) for c, _, _, p in sites if c == "operator"}
+
+    def moved(sites):
+        return [p for c, _, _, p in sites if c == "comparison" and dict(p).get("by")]
+    plain = Sites(ast.parse(SOURCE).body[0], {"np": ast}).walk()
+    extended = Sites(ast.parse(SOURCE).body[0], {"np": ast}, extended=True).walk()
+    assert ("*", "+") in ops(extended) and ("*", "+") not in ops(plain)
+    assert moved(extended) and not moved(plain)
