@@ -47,9 +47,15 @@ def derive(spec, runs, budget=None) -> list:
         return []  # a time-out, a broken rule, an argument changed in place: said already
     raised = any(r.got.error is not None for r in runs)  # then only a variant raising the same may fit
     found = ([] if raised else _output_level(spec, runs)) or _input_level(spec, runs)
+    if found and all(d.key in _VALUE_FUNCTIONS for d in found):  # what the value became, and the code's change
+        return found + [d for d in _mutant_level(spec, runs, CALLS if budget is None else budget)
+                        if d.text not in {f.text for f in found}]
     if found:
         return found
     return _mutant_level(spec, runs, CALLS if budget is None else budget)
+
+
+_VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarithm", "absolute"})
 
 
 _STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs",
@@ -102,8 +108,9 @@ def case_sizes(spec, args) -> dict:
                 for d, n in zip(dims, v.shape[-len(dims):]):
                     if d.isidentifier() and n > 1:
                         out.setdefault(d, float(n))
-            if v.shape[-1] > 1:
-                out.setdefault(f"{name}.shape[-1]", float(v.shape[-1]))
+            for i, n in enumerate(v.shape):  # every axis' length by name: a.shape[0] (a batch size)
+                if n > 1:
+                    out.setdefault(f"{name}.shape[{i - v.ndim if i == v.ndim - 1 else i}]", float(n))
         elif hasattr(v, "d_model") and isinstance(getattr(v, "d_model", None), (int, np.integer)):
             out.setdefault("d_model", float(v.d_model))
     if "h" in out and "d_k" not in out:
@@ -123,6 +130,10 @@ def candidates(sizes) -> dict:
                                 (f"{k}**2", v * v), (f"1/{k}**2", v ** -2.0)):
                 out.setdefault(name, value)
                 out.setdefault(f"-{name}", -value)
+    named = [(k, v) for k, v in sizes.items() if v > 0 and "." not in k][:8]  # products of two symbols: h·d_k
+    for (a, u), (b, v) in combinations(named, 2):
+        for name, value in ((f"{a}·{b}", u * v), (f"{a}/{b}", u / v), (f"{b}/{a}", v / u), (f"1/({a}·{b})", 1 / (u * v))):
+            out.setdefault(name, value)
     return out
 
 
@@ -174,6 +185,9 @@ def _output_level(spec, runs) -> list:
     crossed = _crossed(per_run, names, wrong) if len(names) > 1 else []
     if crossed:
         return crossed
+    given = _an_input(spec, runs, per_run, names, wrong)
+    if given:
+        return given
     found = []
     for j in wrong:
         pairs = [_arrays(outs[j][1], outs[j][2]) for outs in per_run]
@@ -187,6 +201,22 @@ def _output_level(spec, runs) -> list:
     if len(found) > 1 and all(len(f) == 1 for f in found):  # one mistake in each of several outputs
         return [_together([f[0] for f in found])]
     return [d for f in found for d in f]
+
+
+def _an_input(spec, runs, per_run, names, wrong) -> list:
+    """A wrong output that is one of the arguments, unchanged, on every case (the step not applied)."""
+    args = [r.case.args for r in runs]
+    arg_list = arg_names(spec.reference, max(args, key=len))
+    found = []
+    for j in wrong:
+        src = [k for k, nm in enumerate(arg_list) if all(
+            k < len(a) and isinstance(a[k], np.ndarray) and (p := _arrays(o[j][1], a[k])) is not None and close(*p)
+            for a, o in zip(args, per_run))]
+        if not src:
+            return []
+        found.append(Derived("input-returned", vocabulary.sentence("input-returned", output=names[j], arg=arg_list[src[0]]),
+                             vocabulary.fix("input-returned", output=names[j], arg=arg_list[src[0]])))
+    return [_together(found)] if len(found) > 1 else found
 
 
 def _crossed(per_run, names, wrong) -> list:
@@ -250,6 +280,13 @@ def _transforms(spec, runs, output, pairs, raws=None) -> list:
             out.append(("negated", {}))
         if all_close(lambda w, g, r: close(g, 1 / w)):
             out.append(("inverse", {}))
+        if any(np.any(w < 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, np.abs(w))):
+            out.append(("absolute", {}))
+        moved = [(w, g) for g, w in pairs if not close(g, w)]
+        for key, f in (("squared", np.square), ("square-root", np.sqrt), ("exponential", np.exp), ("logarithm", np.log)):
+            with np.errstate(all="ignore"):
+                if moved and all_close(lambda w, g, r, f=f: close(g, f(w))):
+                    out.append((key, {}))
         factor = _factor(spec, runs, pairs)
         if factor:
             out.append(("scale", {"factor": factor[0], "size": factor[1]}))

@@ -163,7 +163,13 @@ def _ints(reference, args, names) -> list:
                         return reference(*_at(a, _j, type(a[_j])((a[_j] + _d) % a[_k])))
                     out.append(Variant(fn, "argument-changed",
                                        {"arg": names[j], "change": f"{change} (modulo {names[k]})"}))
-    return out[:24]
+    for j in range(n):  # a positive real argument (a base, a factor) doubled or halved
+        if all(isinstance(a[j], (float, np.floating)) and a[j] > 0 for a in args):
+            for change, f in (("* 2", lambda v: 2 * v), ("/ 2", lambda v: v / 2)):
+                def fn(*a, _j=j, _f=f):
+                    return reference(*_at(a, _j, type(a[_j])(_f(a[_j]))))
+                out.append(Variant(fn, "argument-changed", {"arg": names[j], "change": change}))
+    return out[:28]
 
 
 protect(globals())

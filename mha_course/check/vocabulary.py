@@ -23,6 +23,17 @@ SENTENCES = {
     "scale": ("every value of {output} is {factor} times the expected one",
               "look for a factor {size} too many, or one missing"),
     "negated": ("{output} has the opposite sign", "look for a minus sign too many or missing (a - b for b - a)"),
+    "absolute": ("{output} is the absolute value of the expected one (its sign lost where it is negative)",
+                 "take abs() only where the formula does (|sum| is not sum, and sum(|x|) is not |sum(x)|)"),
+    "squared": ("{output} is the square of the expected value", "look for a square root left out (or a ** 2 too many)"),
+    "square-root": ("{output} is the square root of the expected value",
+                    "look for a square root too many (or a ** 2 left out)"),
+    "exponential": ("{output} is exp of the expected value (the log-space value was expected)",
+                    "return the value in the form the exercise states: leave out the exp"),
+    "logarithm": ("{output} is the log of the expected value (exp left out)",
+                  "return the value in the form the exercise states: apply the exp"),
+    "input-returned": ("{output} is the argument {arg}, unchanged (the step that computes {output} is not applied)",
+                       "compute {output} from {arg} as the formula does"),
     "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
     "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
     "axis-order": ("{output} holds the right values with its axes in the order {order}",
@@ -152,7 +163,8 @@ def mutant_class(category: str) -> str:
     return key if key in SENTENCES and key not in _OUTPUT_CLASSES else ""
 
 
-_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "transpose", "axis-order", "flipped", "shifted", "unstacked",
+_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
+                             "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "argument-changed"})

@@ -89,6 +89,7 @@ CORPUS = [
     # 05
     ("flops", lambda T, d: (4 * T * T * d, 8 * T * d * d), ["swapped"]),
     ("crossover_seq_len", lambda d: d, ["1/2", "d_model returned"]),
+    ("crossover_seq_len", lambda d: (2 * d) ** 2, ["square"]),
     ("max_seq_len", lambda b, B, h, bytes_per_number=4: math.ceil((b / (B * h * bytes_per_number)) ** 0.5),
      ["ceil", "rounded up"]),
     ("score_bytes", lambda B, h, T, bytes_per_number=4: h * h * T * T * bytes_per_number, ["h used where b"]),
@@ -108,6 +109,9 @@ CORPUS = [
     ("scale_backward", lambda g, d: g * math.sqrt(d), ["d_k"]),
     ("split_heads_backward", lambda g: mc.combine_heads(g[:, ::-1]), ["reverse"]),
     ("shared_input_backward", lambda c, W_k, W_v, gK, gV: gK @ W_k.T, ["left out", "only the k path"]),
+    ("softmax_backward", lambda weights, grad_weights: np.array(grad_weights), ["argument grad_weights, unchanged"]),
+    ("shared_input_backward", lambda c, W_k, W_v, gK, gV: np.abs(gK @ W_k.T + gV @ W_v.T), ["absolute"]),
+    ("matmul_backward", lambda a, b, g: (g @ b.T, a.T @ g / a.shape[0]), ["shape[0]"]),
     # 09
     ("offset_causal_mask", lambda T, o: np.arange(o + T)[None, :] <= o + 1 + np.arange(T)[:, None],
      ["offset + 1", "boundary"]),
@@ -132,6 +136,9 @@ CORPUS = [
     ("interpolated_inv_freq", lambda d, b, f: b ** (-np.arange(0, d, 2) / d) / (2 * f), ["1/2"]),
     ("lse_merge", lambda outs, lses: sum(np.exp(l_ - np.logaddexp.reduce(np.stack(lses), 0)) * o
                                          for o, l_ in zip(outs, lses)), ["nan"]),
+    ("interpolated_inv_freq", lambda d, b, f: check.catalogue()["interpolated_inv_freq"].reference(d, 2 * b, f),
+     ["base * 2"]),
+    ("alibi_slopes", lambda h: np.log(mc.alibi_slopes(h)), ["log"]),
     # 14
     ("patched_heads", lambda c, k, hd: (lambda o: (o.__setitem__((slice(None), hd - 1), k[:, hd - 1]), o)[1])(
         np.array(c, float)), ["head - 1"]),
