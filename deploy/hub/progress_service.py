@@ -26,7 +26,7 @@ from mha_course.tools import progress
 
 ENV = os.environ
 COPY = ENV.get("MHA_HUB_COPY", "mha-course")
-REFRESH_S = int(ENV.get("MHA_HUB_PROGRESS_REFRESH", "10"))
+REFRESH_S = int(ENV.get("MHA_HUB_PROGRESS_REFRESH", "10")) or None  # 0: a page that never reloads
 
 
 async def hub_users() -> list:

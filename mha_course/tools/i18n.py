@@ -38,6 +38,8 @@ from typing import NamedTuple
 LANGS = ("zh_CN",)                       # the languages the course has catalogues for
 DOMAIN_GLOSSARY = "glossary"
 DOMAIN_CHECKS = "checks"              # the checkers' fixed phrases (mha_course.check.language.say)
+DOMAIN_BOOK = "book"                  # the web book's landing page, book/index.md (its prose and toctree captions)
+_TOC_LINE = re.compile(r"^(:caption: )(.+)$|^(?!:)(.+?)( <[^>]+>)$")
 
 
 # ----------------------------------------------------------------------------- cutting prose into messages
@@ -149,7 +151,7 @@ def catalogue_path(stem: str, lang: str = "zh_CN", base=None) -> Path:
     check_lang(lang)
     if not isinstance(stem, str) or not re.fullmatch(r"[A-Za-z0-9_\-]+", stem):
         raise ValueError(f"stem={stem!r} is not a catalogue name: give a notebook's stem (e.g. '01_qkv'), "
-                         f"'{DOMAIN_GLOSSARY}' or '{DOMAIN_CHECKS}', without a folder or '.po'")
+                         f"'{DOMAIN_GLOSSARY}', '{DOMAIN_CHECKS}' or '{DOMAIN_BOOK}', without a folder or '.po'")
     return Path(root() if base is None else base) / "locales" / lang / "LC_MESSAGES" / f"{stem}.po"
 
 
@@ -183,34 +185,46 @@ def template(pairs, domain: str, lang: str = "zh_CN"):
     return cat
 
 
-def read_catalogue(path):
-    """The Babel Catalog at ``path`` (a .po file); an empty one if the file is missing."""
+def read_catalogue(path, missing_ok: bool = False):
+    """The Babel Catalog at ``path`` (a .po file).
+
+    A missing file is a ValueError naming it, unless ``missing_ok`` (then an empty catalogue: a
+    notebook not yet extracted, or shown in English). A file that is not a valid catalogue is a
+    ValueError naming the file and Babel's reason, with the fix.
+    """
     from babel.messages.catalog import Catalog
-    from babel.messages.pofile import read_po
+    from babel.messages.pofile import PoFileError, read_po
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a catalogue: give the path of a .po file")
     if not path.exists():
-        return Catalog(charset="utf-8")
-    with path.open("rb") as f:
-        return read_po(f, abort_invalid=True)
+        if missing_ok:
+            return Catalog(charset="utf-8")
+        raise ValueError(f"{path}: no such catalogue; run `python -m mha_course.tools.i18n update` to extract "
+                         f"it from the notebooks, or check the stem (e.g. '01_qkv')")
+    try:
+        with path.open("rb") as f:
+            return read_po(f, abort_invalid=True)
+    except (PoFileError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a valid gettext catalogue ({err}); restore it from git "
+                         f"(git checkout -- {path}) or fix the line named") from None
 
 
 def write_catalogue(path, catalog) -> Path:
-    """Write ``catalog`` to ``path`` as a .po file, atomically (one write, then a rename)."""
+    """Write ``catalog`` to ``path`` as a .po file, atomically (the package's one writer: a temporary
+    file, then a rename), with the mode of the file it replaces. A folder at ``path`` is refused."""
     import io
-    import os
-    import tempfile
 
     from babel.messages.pofile import write_po
+
+    from . import files
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: give the path of the .po file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     write_po(buf, catalog, width=0, omit_header=False, include_lineno=False, ignore_obsolete=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(buf.getvalue())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-    return path
+    return files.atomic_write(path, buf.getvalue())
 
 
 def merged(old, new_template):
@@ -262,7 +276,7 @@ def translated(nb, stem: str, lang: str = "zh_CN", base=None):
     noted in ``metadata["mha_course"]["lang"]``."""
     import copy
     check_lang(lang)
-    table = translations(read_catalogue(catalogue_path(stem, lang, base)))
+    table = translations(read_catalogue(catalogue_path(stem, lang, base), missing_ok=True))
     out = copy.deepcopy(nb)
     for cell in out["cells"]:
         if cell["cell_type"] == "markdown":
@@ -294,10 +308,40 @@ def sources(base=None) -> dict:
     glossary = base / "docs" / "glossary.md"
     if glossary.exists():
         out[DOMAIN_GLOSSARY] = [(m, "glossary.md") for m in messages(glossary.read_text(encoding="utf-8"))]
+    landing = base / "book" / "index.md"
+    if landing.exists():
+        out[DOMAIN_BOOK] = [(m, "book/index.md") for m in book_messages(landing.read_text(encoding="utf-8"))]
     phrases = checker_phrases(base / "mha_course" / "check")
     if phrases:
         out[DOMAIN_CHECKS] = phrases
     return out
+
+
+def _toctree_titles(source: str, table: dict | None = None):
+    """The captions and entry titles of the ``{toctree}`` fences of a MyST page; with ``table``, the page
+    with each translated (``:caption: The course``, ``The repository <../README>``)."""
+    lines, found, inside = source.split("\n"), [], False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            inside = line.startswith("```{toctree}")
+            continue
+        m = _TOC_LINE.match(line) if inside else None
+        if m:
+            head, text, tail = (m.group(1), m.group(2), "") if m.group(1) else ("", m.group(3), m.group(4))
+            found.append(text)
+            if table and table.get(text):
+                lines[i] = head + table[text] + tail
+    return "\n".join(lines) if table is not None else found
+
+
+def book_messages(source: str) -> list[str]:
+    """The landing page's messages: its prose (see ``messages``), then its toctree captions and titles."""
+    return messages(source) + [t for t in _toctree_titles(source) if t not in messages(source)]
+
+
+def translate_page(source: str, table: dict) -> str:
+    """The landing page translated: its prose (``translate_markdown``) and its toctree captions and titles."""
+    return _toctree_titles(translate_markdown(source, table), table)
 
 
 def checker_phrases(folder) -> list[tuple[str, str]]:
@@ -322,7 +366,7 @@ def update(lang: str = "zh_CN", base=None, log=print) -> list[Status]:
     out = []
     for stem, pairs in sources(base).items():
         path = catalogue_path(stem, lang, base)
-        cat = merged(read_catalogue(path), template(pairs, stem, lang))
+        cat = merged(read_catalogue(path, missing_ok=True), template(pairs, stem, lang))
         write_catalogue(path, cat)
         out.append(status(stem, cat))
         log(_status_line(out[-1]))
@@ -388,16 +432,16 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
     base, out = Path(root() if base is None else base), Path(out)
     if out.exists():
         shutil.rmtree(out)
-    for rel in ("book/index.md", "README.md", "docs/instructor.md"):
+    for rel in ("README.md", "docs/instructor.md"):
         if (base / rel).exists():
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / rel, out / rel)
-    glossary = base / "docs" / "glossary.md"
-    if glossary.exists():
-        table = translations(read_catalogue(catalogue_path(DOMAIN_GLOSSARY, lang, base)))
-        (out / "docs").mkdir(parents=True, exist_ok=True)
-        (out / "docs" / "glossary.md").write_text(translate_markdown(glossary.read_text(encoding="utf-8"), table),
-                                                 encoding="utf-8")
+    for rel, domain, translate in (("book/index.md", DOMAIN_BOOK, translate_page),
+                                   ("docs/glossary.md", DOMAIN_GLOSSARY, translate_markdown)):
+        if (base / rel).exists():
+            table = translations(read_catalogue(catalogue_path(domain, lang, base), missing_ok=True))
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(translate((base / rel).read_text(encoding="utf-8"), table), encoding="utf-8")
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
     books = {path: translated(nbformat.read(path, as_version=4), path.stem, lang, base)
              for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
@@ -419,7 +463,7 @@ def _loose(text: str) -> str:
 
 def _heading_map(stem: str, lang: str, base) -> dict:
     """{loose key of an English heading: the translated heading's anchor} for one notebook."""
-    table = translations(read_catalogue(catalogue_path(stem, lang, base)))
+    table = translations(read_catalogue(catalogue_path(stem, lang, base), missing_ok=True))
     out = {}
     for english, text in table.items():
         if re.match(r"^#{1,6}\s", english) and "\n" not in english:
@@ -471,7 +515,7 @@ def main(argv=None) -> int:
     if args.command == "update":
         statuses = update(args.lang)
     else:
-        statuses = [status(stem, read_catalogue(catalogue_path(stem, args.lang))) for stem in sources()]
+        statuses = [status(stem, read_catalogue(catalogue_path(stem, args.lang), missing_ok=True)) for stem in sources()]
         for s in statuses:
             print(_status_line(s))
     total = sum(s.messages for s in statuses)

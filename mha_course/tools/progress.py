@@ -89,12 +89,19 @@ def course_exercises(notebooks) -> list:
     """[(notebook file name, exercise)] in course order: ``check.<name>(`` in the cell after each exercise cell."""
     from .student import BEGIN
 
+    if isinstance(notebooks, (str, Path)):
+        notebooks = [notebooks]
     out = []
     for path in map(Path, notebooks):
         try:
             nb = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        except (OSError, ValueError) as err:
+            raise ProgressError(f"{path}: not a readable notebook ({getattr(err, 'strerror', None) or err}); "
+                                f"give the course's notebooks (--notebooks notebooks/*.ipynb) or restore it from git"
+                                ) from None
+        if not isinstance(nb, dict):
+            raise ProgressError(f"{path}: not a notebook (its JSON is a {type(nb).__name__}); "
+                                f"give the course's notebooks (--notebooks notebooks/*.ipynb)")
         after_exercise = False
         for cell in nb.get("cells", []):
             if cell.get("cell_type") != "code":
@@ -138,6 +145,9 @@ def rows(progress: dict, exercises=()) -> list:
 
     The exercises are ``exercises`` (course order) and then any other a learner recorded.
     """
+    if not isinstance(progress, dict):
+        raise TypeError(f"progress must be the dict gather() returns ({{learner: {{(notebook, exercise): entry}}}}), "
+                        f"got {type(progress).__name__}")
     columns = list(exercises)
     for entries in progress.values():
         for key in entries:
@@ -231,7 +241,10 @@ td.none{color:#999}p.when{color:#666;font-size:13px}"""
 
 
 def as_html(table: list, refresh_s: int | None = 10, title: str = "The class's progress", when: str = "") -> str:
-    """A page: the counts per learner, then per notebook a learners x exercises table (``refresh_s``: reload)."""
+    """A page: the counts per learner, then per notebook a learners x exercises table (``refresh_s``: reload
+    every so many seconds, a whole number >= 1, or None for a page that never reloads)."""
+    if refresh_s is not None and (isinstance(refresh_s, bool) or not isinstance(refresh_s, int) or refresh_s < 1):
+        raise ValueError(f"refresh_s={refresh_s!r} must be a whole number of seconds >= 1, or None for no reload")
     esc = html.escape
     head = f'<meta http-equiv="refresh" content="{int(refresh_s)}">' if refresh_s else ""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>{head}<title>{esc(title)}</title>"
@@ -277,7 +290,12 @@ def _cmd_progress(args) -> int:
     except (ProgressError, files.PathError) as err:
         print(f"mha-course progress: {err}", file=sys.stderr)
         return 2
-    table = rows(gather(folders), course_exercises(args.notebooks or course_notebooks()))
+    try:
+        exercises = course_exercises(args.notebooks or course_notebooks())
+    except ProgressError as err:
+        print(f"mha-course progress: {err}", file=sys.stderr)
+        return 2
+    table = rows(gather(folders), exercises)
     print(as_json(table) if args.json else as_csv(table) if args.csv else as_text(table), end="" if args.csv else "\n")
     return 0
 

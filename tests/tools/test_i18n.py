@@ -130,8 +130,8 @@ def test_an_unknown_language_is_refused_with_the_choices(bad):
 def test_the_cli_status_counts_every_catalogue(capsys):
     assert i18n.main(["status"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    n = len(i18n.sources())                                # every notebook, the glossary, the checkers' phrases
-    assert n == len(NOTEBOOKS) + 2
+    n = len(i18n.sources())                # every notebook, the glossary, the book's landing page, the checkers' phrases
+    assert n == len(NOTEBOOKS) + 3
     assert len(lines) == n + 1 and lines[-1].startswith(f"{n} catalogues")
 
 
@@ -222,3 +222,42 @@ def test_a_wrapped_chinese_line_is_joined_without_a_space():
     assert i18n.join_cjk_lines("频率，\n并在 $x$\n`code`") == "频率，并在 $x$\n`code`"  # only between Chinese
     table = {"One line,\nanother.": "一行，\n另一行。"}
     assert i18n.translate_markdown("One line,\nanother.", table) == "一行，另一行。"
+
+
+def test_a_missing_or_broken_catalogue_is_one_line_naming_it(tmp_path):
+    missing = tmp_path / "locales" / "zh_CN" / "LC_MESSAGES" / "01_qkv.po"
+    with pytest.raises(ValueError, match="no such catalogue"):
+        i18n.read_catalogue(missing)
+    assert len(i18n.read_catalogue(missing, missing_ok=True)) == 0
+    with pytest.raises(ValueError, match="no such catalogue"):
+        i18n.untranslated("01_qkv", base=tmp_path)  # a translator's typo'd stem is not "all done"
+    broken = tmp_path / "broken.po"
+    broken.write_text('msgid "unterminated\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"broken\.po is not a valid gettext catalogue.*git checkout"):
+        i18n.read_catalogue(broken)
+    with pytest.raises(ValueError, match="is a folder"):
+        i18n.read_catalogue(tmp_path)
+
+
+def test_a_catalogue_is_written_whole_and_never_onto_a_folder(tmp_path):
+    folder = tmp_path / "podir"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        i18n.write_catalogue(folder, i18n.template([("Hello.", "c1")], "d"))
+    assert folder.is_dir() and not list(tmp_path.glob(".*tmp"))
+    path = i18n.write_catalogue(tmp_path / "x.po", i18n.template([("Hello.", "c1")], "d"))
+    assert [m.id for m in i18n.read_catalogue(path) if m.id] == ["Hello."]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["podir", "x.po"]
+
+
+def test_the_chinese_book_has_a_chinese_landing_page_and_sidebar(tmp_path):
+    out = i18n.stage_book(tmp_path / "zh")
+    page = (out / "book" / "index.md").read_text(encoding="utf-8")
+    english = (i18n.root() / "book" / "index.md").read_text(encoding="utf-8")
+    assert "多头注意力" in page.splitlines()[0]
+    captions = re.findall(r"^:caption: (.+)$", page, re.M)
+    assert len(captions) == len(re.findall(r"^:caption: ", english, re.M)) >= 2
+    assert not any(re.search(r"[A-Za-z]{3}", c) for c in captions), captions
+    # every toctree target is kept, so the Chinese sidebar lists the same pages
+    targets = lambda text: re.findall(r"^(?:\.\./\S+|.* <(\.\./[^>]+)>)$", text, re.M)  # noqa: E731
+    assert targets(page) == targets(english)

@@ -91,3 +91,21 @@ def test_a_corrupt_progress_file_is_named_for_that_learner_only(homes, capsys):
 def test_a_dir_without_course_folders_is_one_line_with_the_fix(tmp_path, capsys, arg):
     code, _, err = run(capsys, tmp_path / arg if arg else "")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "mha-course progress:" in err
+
+
+@pytest.mark.parametrize("refresh", [-5, 0, True, 2.5, "10"])
+def test_the_page_refuses_a_reload_that_is_not_a_positive_whole_number(refresh):
+    with pytest.raises(ValueError, match="refresh_s"):
+        pr.as_html([], refresh_s=refresh)
+    assert "http-equiv" not in pr.as_html([], refresh_s=None)
+
+
+def test_a_corrupt_notebook_is_named_not_skipped(tmp_path, homes, capsys):
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text("not json", encoding="utf-8")
+    with pytest.raises(pr.ProgressError, match="bad.ipynb: not a readable notebook"):
+        pr.course_exercises([bad])
+    assert cli.main(["progress", str(homes), "--notebooks", str(bad)]) == 2
+    assert "bad.ipynb" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="progress must be the dict gather"):
+        pr.rows("abc")
