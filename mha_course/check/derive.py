@@ -26,10 +26,9 @@ from typing import NamedTuple
 from . import vocabulary
 from .compare import close, num, same_outcome
 from .sandbox import arg_names, np, protect
+from .variants import WORDS, variants
 
-CALLS = 300  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
-_WORDS = {"T": "query", "S": "key", "B": "batch", "h": "head", "d_k": "feature", "d_v": "feature",
-          "d_model": "feature", "D": "feature", "n": "row", "m": "column"}
+CALLS = 600  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
 
 
 class Derived(NamedTuple):
@@ -48,12 +47,20 @@ def derive(spec, runs, budget=None) -> list:
         return []  # a time-out, a broken rule, an argument changed in place: said already
     raised = any(r.got.error is not None for r in runs)  # then only a variant raising the same may fit
     found = ([] if raised else _output_level(spec, runs)) or _input_level(spec, runs)
+    if found and all(d.key in _VALUE_FUNCTIONS for d in found):  # what the value became, and the code's change
+        return found + [d for d in _mutant_level(spec, runs, CALLS if budget is None else budget)
+                        if d.text not in {f.text for f in found}]
     if found:
         return found
     return _mutant_level(spec, runs, CALLS if budget is None else budget)
 
 
-_STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs"})
+_VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarithm", "absolute"})
+
+
+_STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs",
+                         "flipped-mask", "repeated", "swapped-outputs", "output-for-output", "replaced-input",
+                         "transposed-input", "argument-changed"})
 
 
 def also_fitting(spec, runs) -> list:
@@ -101,8 +108,9 @@ def case_sizes(spec, args) -> dict:
                 for d, n in zip(dims, v.shape[-len(dims):]):
                     if d.isidentifier() and n > 1:
                         out.setdefault(d, float(n))
-            if v.shape[-1] > 1:
-                out.setdefault(f"{name}.shape[-1]", float(v.shape[-1]))
+            for i, n in enumerate(v.shape):  # every axis' length by name: a.shape[0] (a batch size)
+                if n > 1:
+                    out.setdefault(f"{name}.shape[{i - v.ndim if i == v.ndim - 1 else i}]", float(n))
         elif hasattr(v, "d_model") and isinstance(getattr(v, "d_model", None), (int, np.integer)):
             out.setdefault("d_model", float(v.d_model))
     if "h" in out and "d_k" not in out:
@@ -115,13 +123,17 @@ def case_sizes(spec, args) -> dict:
 
 def candidates(sizes) -> dict:
     """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
-    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5}
+    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125}
     for k, v in sizes.items():
         if v > 0:
             for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
                                 (f"{k}**2", v * v), (f"1/{k}**2", v ** -2.0)):
                 out.setdefault(name, value)
                 out.setdefault(f"-{name}", -value)
+    named = [(k, v) for k, v in sizes.items() if v > 0 and "." not in k][:8]  # products of two symbols: h·d_k
+    for (a, u), (b, v) in combinations(named, 2):
+        for name, value in ((f"{a}·{b}", u * v), (f"{a}/{b}", u / v), (f"{b}/{a}", v / u), (f"1/({a}·{b})", 1 / (u * v))):
+            out.setdefault(name, value)
     return out
 
 
@@ -134,7 +146,7 @@ def axis_names(spec, output, ndim) -> list:
         dims = dict(outs).get(output) or (outs[0][1] if len(outs) == 1 and output == "result" else [])
         dims = [d for d in dims if d != "..."]
         if dims and all(d.isidentifier() for d in dims):
-            declared = tuple(f"{_WORDS[d]} ({d})" if d in _WORDS else d for d in dims)
+            declared = tuple(f"{WORDS[d]} ({d})" if d in WORDS else d for d in dims)
     trailing = declared or (("row", "column") if ndim >= 2 else ("entry",))
     trailing = trailing[-ndim:] if ndim else ()
     return [f"axis {i}" for i in range(ndim - len(trailing))] + list(trailing)
@@ -168,21 +180,73 @@ def _arrays(g, w):
 def _output_level(spec, runs) -> list:
     per_run = [_outputs(r.got.value, r.want, spec.outputs) for r in runs]
     names = [nm for nm, _, _ in per_run[0]]
+    wrong = [j for j in range(len(names)) if not all(
+        (p := _arrays(o[j][1], o[j][2])) is not None and close(*p) for o in per_run)]
+    crossed = _crossed(per_run, names, wrong) if len(names) > 1 else []
+    if crossed:
+        return crossed
+    given = _an_input(spec, runs, per_run, names, wrong)
+    if given:
+        return given
     found = []
-    for j, name in enumerate(names):
+    for j in wrong:
         pairs = [_arrays(outs[j][1], outs[j][2]) for outs in per_run]
-        if all(p is not None and close(*p) for p in pairs):
-            continue  # this output is right on every case
         if any(p is None for p in pairs):
             return []
-        fits = _transforms(spec, runs, name, pairs)
+        raws = [tuple(np.asarray(v) for v in (outs[j][1], outs[j][2])) for outs in per_run]
+        fits = _transforms(spec, runs, names[j], pairs, raws)
         if not fits:
             return []
-        found += fits
-    return found
+        found.append(fits)
+    if len(found) > 1 and all(len(f) == 1 for f in found):  # one mistake in each of several outputs
+        return [_together([f[0] for f in found])]
+    return [d for f in found for d in f]
 
 
-def _transforms(spec, runs, output, pairs) -> list:
+def _an_input(spec, runs, per_run, names, wrong) -> list:
+    """A wrong output that is one of the arguments, unchanged, on every case (the step not applied)."""
+    args = [r.case.args for r in runs]
+    arg_list = arg_names(spec.reference, max(args, key=len))
+    found = []
+    for j in wrong:
+        src = [k for k, nm in enumerate(arg_list) if all(
+            k < len(a) and isinstance(a[k], np.ndarray) and (p := _arrays(o[j][1], a[k])) is not None and close(*p)
+            for a, o in zip(args, per_run))]
+        if not src:
+            return []
+        found.append(Derived("input-returned", vocabulary.sentence("input-returned", output=names[j], arg=arg_list[src[0]]),
+                             vocabulary.fix("input-returned", output=names[j], arg=arg_list[src[0]])))
+    return [_together(found)] if len(found) > 1 else found
+
+
+def _crossed(per_run, names, wrong) -> list:
+    """Each wrong output holds another output's expected value on every case: two outputs
+    swapped, or one output's step used for another (W_q for the keys too)."""
+    held = {}
+    for j in wrong:
+        src = [i for i in range(len(names)) if i != j and all(
+            (p := _arrays(o[j][1], o[i][2])) is not None and close(*p) for o in per_run)]
+        if not src:
+            return []
+        held[j] = src[0]
+    out, by_source = [], {}
+    for j, i in held.items():
+        if held.get(i) == j:
+            if j < i:
+                out.append(("swapped-outputs", {"a": names[j], "b": names[i]}))
+        else:
+            by_source.setdefault(i, []).append(names[j])
+    out += [("output-for-output", {"a": names[i], "b": " and ".join(js)}) for i, js in by_source.items()]
+    found = [Derived(k, vocabulary.sentence(k, **sl), vocabulary.fix(k, **sl)) for k, sl in out]
+    return [_together(found)] if len(found) > 1 else found
+
+
+def _together(found) -> Derived:
+    """Several outputs' mistakes, all of them at once (not alternatives): one sentence."""
+    return Derived(found[0].key, "; and ".join(d.text for d in found), "; ".join(dict.fromkeys(d.fix for d in found)))
+
+
+def _transforms(spec, runs, output, pairs, raws=None) -> list:
     """Every output-level transformation that maps the expected output to the learner's on every case."""
     def all_close(f):
         try:
@@ -193,11 +257,36 @@ def _transforms(spec, runs, output, pairs) -> list:
     k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
     labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
     out = []
+    raws = raws or pairs
+    if same_shape and all(w.dtype == np.bool_ and g.dtype.kind == "f" for g, w in raws):
+        for key, keep, block in (("additive-mask", 0.0, -np.inf), ("additive-mask-reversed", -np.inf, 0.0)):
+            if all(np.array_equal(g, np.where(w, keep, block)) for g, w in raws):
+                out.append((key, {}))
+    if not out and same_shape and _only_non_finite(pairs):
+        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
+                        vocabulary.fix("non-finite", output=output))]
+    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
+        for delta in (1, -1):
+            if all_close(lambda w, g, r, d=delta: np.array_equal(g, w + d)):
+                out.append(("off-by-one", {"delta": "one more" if delta == 1 else "one less"}))
+        if all(g.dtype.kind == "f" for g, _ in raws):
+            for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
+                           ("round it up (math.ceil)", np.ceil)):
+                if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
+                    out.append(("float-result", {"how": how}))
+                    break
     if same_shape:
         if any(np.any(w != 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, -w)):
             out.append(("negated", {}))
         if all_close(lambda w, g, r: close(g, 1 / w)):
             out.append(("inverse", {}))
+        if any(np.any(w < 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, np.abs(w))):
+            out.append(("absolute", {}))
+        moved = [(w, g) for g, w in pairs if not close(g, w)]
+        for key, f in (("squared", np.square), ("square-root", np.sqrt), ("exponential", np.exp), ("logarithm", np.log)):
+            with np.errstate(all="ignore"):
+                if moved and all_close(lambda w, g, r, f=f: close(g, f(w))):
+                    out.append((key, {}))
         factor = _factor(spec, runs, pairs)
         if factor:
             out.append(("scale", {"factor": factor[0], "size": factor[1]}))
@@ -208,9 +297,13 @@ def _transforms(spec, runs, output, pairs) -> list:
                 out.append(("transpose", {"a": labels[a], "b": labels[b]}))
         for ax in range(-k, 0):
             if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
-                out.append(("flipped", {"axis": labels[ax]}))
+                mask = all(w.dtype == np.bool_ for _, w in raws)
+                out.append(("flipped-mask" if mask else "flipped", {"axis": labels[ax]}))
             elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
                 out.append(("shifted", {"axis": labels[ax]}))
+    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6 and _repeated(pairs, k):
+        ax, how = _repeated(pairs, k)
+        out.append(("repeated", {"axis": labels[ax], "how": how}))
     elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6:
         for perm in permutations(range(-k, 0)):
             if perm != tuple(range(-k, 0)) and all_close(
@@ -223,6 +316,32 @@ def _transforms(spec, runs, output, pairs) -> list:
                 break
     return [Derived(key, vocabulary.sentence(key, output=output, **slots), vocabulary.fix(key, output=output, **slots))
             for key, slots in out]
+
+
+def _only_non_finite(pairs) -> bool:
+    """Every difference is a nan or an inf where the expected value is finite (a 0/0, an overflow)."""
+    seen = False
+    for g, w in pairs:
+        if g.dtype.kind != "f" or g.shape != w.shape:
+            return False
+        bad = ~np.isfinite(g) & np.isfinite(w)
+        rest = ~bad
+        if not close(g[rest], w[rest]):
+            return False
+        seen |= bool(bad.any())
+    return seen
+
+
+def _repeated(pairs, k) -> tuple:
+    """(axis, "each value twice" or "the values twice over") when the learner's output is the
+    expected one with every entry (or the whole) repeated twice along one axis, else ()."""
+    for ax in range(-k, 0):
+        if all(g.shape[ax] == 2 * w.shape[ax] and g.shape[:ax] == w.shape[:ax] for g, w in pairs):
+            for how, f in (("each value twice", lambda w: np.repeat(w, 2, ax)),
+                           ("the values twice over", lambda w: np.concatenate([w, w], ax))):
+                if all(close(g, f(w)) for g, w in pairs):
+                    return ax, how
+    return ()
 
 
 def _shifted(pairs, ax) -> bool:
@@ -245,6 +364,7 @@ def _factor(spec, runs, pairs) -> tuple:
     """(the factor c with learner = c * expected on every case, in words; its symbol) or ()."""
     symbols, values = None, []
     for (g, w), r in zip(pairs, runs):
+        g, w = g.astype(float), w.astype(float)  # an int vdot overflows for byte counts
         ww = float(np.vdot(w, w))
         if not ww:
             if not close(g, w):
@@ -261,63 +381,25 @@ def _factor(spec, runs, pairs) -> tuple:
         return ()
     varying = [k for k in symbols if len({round(named[k], 9) for _, named in values}) > 1]
     best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
-    if best in ("2", "1/2", "-2", "-1/2"):
-        return best, best
+    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best:
+        return best, best.split(" ")[0]
     return f"{best} ({values[0][0]:.4g} in case 1)", best
 
 
-class _Variant(NamedTuple):
-    """The reference run on transformed arguments (kept on the exercise, so its outcomes are memoised)."""
-    fn: object
-    key: str
-    slots: dict
-
-
 def _input_level(spec, runs) -> list:
-    """The reference on an argument in reverse order along one of its axes, or on two arguments
-    swapped, when that gives the learner's outcome on every case (the heads concatenated in
-    reverse order, the queries taken from the context, ...)."""
-    variants = spec.memoised("input-flips", lambda: _flips(spec, runs))
+    """The reference on arguments a slip changes (:mod:`.variants`: an axis reversed, two inputs
+    swapped or one used for the other, a matrix transposed, a whole number off by one...), when
+    that gives the learner's outcome on every case."""
+    def build():
+        args = [r.case.args for r in runs]
+        return variants(spec.reference, args, arg_names(spec.reference, max(args, key=len)),
+                        _shape_line(spec.reference)[0])
     found = []
-    for v in variants:
-        if all(same_outcome(spec.outcome(i, v), r.got) for i, r in enumerate(runs)):
+    order = sorted(range(len(runs)), key=lambda i: not runs[i].problem)  # failing cases first: they filter most
+    for v in spec.memoised("input-variants", build):
+        if all(same_outcome(spec.outcome(i, v), runs[i].got) for i in order):
             found.append(Derived(v.key, vocabulary.sentence(v.key, **v.slots), vocabulary.fix(v.key, **v.slots)))
     return found
-
-
-def _flips(spec, runs) -> list:
-    """A _Variant for each array argument and each trailing axis every case has, and for each pair
-    of array arguments that could be used one for the other (at most 16)."""
-    args = [r.case.args for r in runs]
-    names = arg_names(spec.reference, max(args, key=len))
-    dims_of, _ = _shape_line(spec.reference)
-    out = []
-    for j, name in enumerate(names):
-        if not all(j < len(a) and isinstance(a[j], np.ndarray) and a[j].ndim >= 1 for a in args):
-            continue
-        k = min(a[j].ndim for a in args)
-        dims = [d for d in dims_of.get(name, []) if d != "..."][-k:]
-        labels = ([f"{_WORDS[d]} ({d})" if d in _WORDS else d for d in dims] if len(dims) == k
-                  else [f"axis {i}" for i in range(-k, 0)])
-        for ax, label in zip(range(-k, 0), labels):
-            def fn(*a, _j=j, _ax=ax):
-                return spec.reference(*a[:_j], np.flip(a[_j], _ax), *a[_j + 1:])
-            out.append(_Variant(fn, "reversed-input", {"arg": name, "axis": label}))
-    for (i, a), (j, b) in combinations(list(enumerate(names)), 2):
-        if any(i < len(x) and j < len(x) and _swappable(x[i], x[j]) for x in args):
-            def fn(*x, _i=i, _j=j):
-                x = list(x)
-                if _j < len(x) and _swappable(x[_i], x[_j]):
-                    x[_i], x[_j] = x[_j], x[_i]
-                return spec.reference(*x)
-            out.append(_Variant(fn, "swapped-inputs", {"a": a, "b": b}))
-    return out[:16]
-
-
-def _swappable(u, v) -> bool:
-    """Two array arguments a learner could use one for the other (same number of axes and last axis)."""
-    return (isinstance(u, np.ndarray) and isinstance(v, np.ndarray) and u.ndim == v.ndim >= 1
-            and u.shape[-1] == v.shape[-1] and u is not v)
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,7 +411,8 @@ def _mutants_of(spec) -> list:
     def build():
         try:
             from .mutants import mutants
-            return [m for m in mutants(spec.reference, depth=1) if vocabulary.mutant_class(m.mutation.category)]
+            return [m for m in mutants(spec.reference, depth=1, extended=True)
+                    if vocabulary.mutant_class(m.mutation.category)]
         except Exception:  # noqa: BLE001 -- no generator, or a reference it cannot read
             return []
     return spec.memoised("mutants", build)
@@ -357,7 +440,7 @@ def _mutant_level(spec, runs, budget) -> list:
     return found
 
 
-def _short(text, n=40) -> str:
+def _short(text, n=60) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= n else ""
 
@@ -365,6 +448,11 @@ def _short(text, n=40) -> str:
 def _mutant_words(mutation) -> Derived:
     key = vocabulary.mutant_class(mutation.category)
     params = dict(mutation.params)
+    if key == "comparison" and "by" in params:
+        key = "comparison-boundary"
+    elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
+                                                                                {"is", "is not"}):
+        key = "comparison-negated"
     op = params.get("dropped") or (re.findall(r"(\w+)\s*\(", str(mutation.before)) or [""])[-1] or "step"
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))

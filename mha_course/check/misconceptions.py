@@ -21,12 +21,12 @@ __all__ = ["head_params", "score_std", "work_growth", "HEAD_PARAMS", "SCORE_STD"
 def in_natural_types(fn, types):
     """fn whose numbers come back as ``types`` (a type, or a tuple of types for a tuple result).
 
-    A count is a count whether it is written 4, 4.0 or np.int64(4); a ratio is a ratio whether
-    it is 4 or 4.0; a list of two numbers is the pair. None of these exercises is about the type,
-    so equal values in natural types are right (and a mistake is named by its value).
+    A count is a count whether it is written 4 or np.int64(4), but 4.0 (true division) stays a
+    float, which a checker of whole numbers refuses by name; a ratio is a ratio whether it is 4
+    or 4.0; a list of two numbers is the pair.
 
-    >>> in_natural_types(lambda: [4.0, np.float64(2)], (int, float))()
-    (4, 2.0)
+    >>> in_natural_types(lambda: [np.int64(4), 4.0, 2], (int, int, float))()
+    (4, 4.0, 2.0)
     """
     if not callable(fn):
         return fn
@@ -47,10 +47,9 @@ def _as_type(value, kind):
     """A real number as ``kind`` (float, or int when it is whole); anything else unchanged."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         return value
-    x = float(value)
     if kind is float:
-        return x
-    return int(x) if kind is int and x.is_integer() else value
+        return float(value)
+    return int(value) if kind is int and isinstance(value, (int, np.integer)) else value  # 4.0 stays a float
 
 
 def _head_params_ref(d_model, h):
@@ -76,7 +75,7 @@ HEAD_PARAMS = Exercise("head_params", _head_params_ref,
     Mistake("the biases counted too: this exercise counts the weights of the four matrices only",
             "leave out b_q, b_k, b_v, b_o: per head 4·d_model·d_k",
             lambda D, h: (4 * D * (D // h) + 4 * (D // h), 4 * D * D + 4 * D))),
-    outputs=("per_head", "total"))
+    outputs=("per_head", "total"), strict_types=True)
 
 
 def head_params(fn) -> bool:

@@ -23,6 +23,17 @@ SENTENCES = {
     "scale": ("every value of {output} is {factor} times the expected one",
               "look for a factor {size} too many, or one missing"),
     "negated": ("{output} has the opposite sign", "look for a minus sign too many or missing (a - b for b - a)"),
+    "absolute": ("{output} is the absolute value of the expected one (its sign lost where it is negative)",
+                 "take abs() only where the formula does (|sum| is not sum, and sum(|x|) is not |sum(x)|)"),
+    "squared": ("{output} is the square of the expected value", "look for a square root left out (or a ** 2 too many)"),
+    "square-root": ("{output} is the square root of the expected value",
+                    "look for a square root too many (or a ** 2 left out)"),
+    "exponential": ("{output} is exp of the expected value (the log-space value was expected)",
+                    "return the value in the form the exercise states: leave out the exp"),
+    "logarithm": ("{output} is the log of the expected value (exp left out)",
+                  "return the value in the form the exercise states: apply the exp"),
+    "input-returned": ("{output} is the argument {arg}, unchanged (the step that computes {output} is not applied)",
+                       "compute {output} from {arg} as the formula does"),
     "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
     "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
     "axis-order": ("{output} holds the right values with its axes in the order {order}",
@@ -34,18 +45,50 @@ SENTENCES = {
                        "check the order along the {axis} axis (a [::-1] or a reversed() too many or too few)"),
     "swapped-inputs": ("{a} and {b} swapped (each used where the other belongs)",
                        "check which input each step reads: {a} where the formula has {a}, {b} where it has {b}"),
+    "flipped-mask": ("{output} is in reverse order along its {axis} axis: its True entries are at the other end "
+                     "(the padding at the front, say, where it belongs at the end)",
+                     "build it from the start of the axis: np.arange(S) < length keeps the first length entries"),
+    "repeated": ("{output} has {how} along its {axis} axis (twice the expected length)",
+                 "one entry per pair: step by 2 (np.arange(0, d, 2)) or take half the length"),
+    "non-finite": ("{output} has nan or inf where the expected values are finite: a 0 / 0 (a row that sees no key) "
+                   "or an overflow (exp of a large number)",
+                   "subtract the row's maximum before exp, and give a row with no key (a sum of 0) the value 0"),
+    "additive-mask": ("an additive mask (0 where the expected mask is True, -inf where it is False) where a "
+                      "boolean mask is expected",
+                      "return the boolean mask (True = may attend); the additive form is np.where(mask, 0.0, -np.inf)"),
+    "additive-mask-reversed": ("an additive mask (0 and -inf) where a boolean mask is expected, with -inf where "
+                               "the expected mask is True (the polarity reversed too)",
+                               "return the boolean mask, True where the expected mask is True"),
+    "off-by-one": ("{output} is {delta} than expected on every case (an off-by-one)",
+                   "look for a + 1 or - 1 too many, or < where <= belongs"),
+    "float-result": ("{output} is a float where a whole number (int) is expected", "{how}, and return an int"),
+    "swapped-outputs": ("{a} and {b} swapped (each returned in the other's place)",
+                        "return {a} first, then {b}, as the exercise states"),
+    "output-for-output": ("{b}: the expected {a} (the step or the weights of {a} used for {b} too)",
+                          "compute each of {b} with its own weights and its own formula"),
+    "replaced-input": ("{used} used where {arg} belongs (these are the expected numbers for {arg} = {used})",
+                       "check which input each step reads: {arg} where the formula has {arg}"),
+    "transposed-input": ("{arg} used transposed (its rows read as its columns)",
+                         "use {arg} as it is: x @ W reads W's columns, W.T its rows"),
+    "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
+                         "check each use of {arg} (an index counts from 0; a size is not its half or its double)"),
     "unstacked": ("a list of {n} arrays where one array is expected", "stack them into one array: np.stack(parts, "
                   "axis=...) (one per head: axis=1) or np.concatenate"),
     # what the code does (a mutant of the reference)
     "operator": ("{after} where {before} belongs", "check each arithmetic operator against the formula"),
     "comparison": ("the comparison {after} where {before} belongs (an off-by-one at the boundary)",
                    "check < against <= at the boundary"),
+    "comparison-negated": ("the opposite test: {after} where {before} belongs", "test what the formula tests "
+                           "(== for the same, != for different)"),
+    "comparison-boundary": ("the boundary moved by one: {after} where {before} belongs",
+                            "check the boundary: which index is the last one included"),
     "constant": ("the number {after} where {before} belongs", "use {before}, as in the formula"),
     "axis": ("the {op} over axis {after} where axis {before} belongs", "take the {op} over axis {before}"),
     "keepdims": ("keepdims switched in the {op}", "keepdims=True keeps the reduced axis for broadcasting"),
     "slice-bound": ("a slice bound off by one", "check where each slice starts and stops (the stop is excluded)"),
     "index": ("an index off by one", "check each index against the formula (positions count from 0)"),
-    "dropped-term": ("a term or a step left out", "compare each step with the formula in the notebook"),
+    "dropped-term": ("a term left out: {after} where {before} belongs", "compare each step with the formula in the "
+                     "notebook"),
     "doubled-term": ("a term counted twice", "count each term once"),
     "swapped-arguments": ("{after} where {before} belongs (two arguments swapped)", "use {before}"),
     "reduction": ("{after} where {before} belongs", "use {before}, as in the formula"),
@@ -80,6 +123,9 @@ _PLAIN = {
     "rounding": "another rounding (floor, ceil or round)",
     "dropped-call": "a step of the formula left out",
     "keepdims": "keepdims switched in a reduction",
+    "dropped-term": "a term or a step left out",
+    "comparison-negated": "the opposite test (== for !=, or the reverse)",
+    "comparison-boundary": "a comparison's boundary moved by one",
 }
 
 
@@ -117,5 +163,8 @@ def mutant_class(category: str) -> str:
     return key if key in SENTENCES and key not in _OUTPUT_CLASSES else ""
 
 
-_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "transpose", "axis-order", "flipped", "shifted", "unstacked", "reversed-input",
-                             "swapped-inputs"})
+_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
+                             "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
+                             "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
+                             "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
+                             "replaced-input", "transposed-input", "argument-changed"})

@@ -32,7 +32,7 @@ RIGHT = {
         lambda d_model, h: (lambda d_k: (4 * d_k * d_model, 4 * d_k * d_model * h))(d_model // h),
         lambda d_model, h: (int(np.int64(4 * d_model * (d_model // h))), int(np.int64(4 * d_model ** 2))),
         lambda d_model, h: tuple(np.array([4 * d_model * (d_model // h), 4 * d_model * d_model])),
-        lambda d_model, h: [4.0 * d_model * (d_model / h), 4.0 * d_model ** 2],     # floats in a list: natural types
+        lambda d_model, h: [np.int64(4 * d_model * (d_model // h)), 4 * d_model ** 2],  # a list, numpy ints
     ],
     "score_std": [
         lambda d_k: (math.sqrt(d_k), 1.0),
@@ -88,3 +88,9 @@ def test_an_uncatalogued_mistake_is_refused_with_a_located_message(capsys, name,
     ok, out = run(capsys, name, fn)
     assert not ok and "Looks like" not in out, out
     assert "expected" in out, out
+
+
+def test_a_float_count_is_refused_by_name(capsys):
+    """Weights are counted in whole numbers: 4·d_model²/h by true division is a float (the blind learner's 11.2)."""
+    ok, out = run(capsys, "head_params", lambda d_model, h: (4 * d_model * d_model / h, 4 * d_model * d_model))
+    assert not ok and "expected a whole number (int)" in out, out

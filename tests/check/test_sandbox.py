@@ -119,3 +119,34 @@ def test_pristine_numpy_puts_a_learners_patch_back_afterwards(monkeypatch):
     with sandbox.pristine_numpy():
         assert np.exp(0.0) == 1.0
     assert np.exp is mine
+
+
+def test_a_bare_except_loop_ends_at_the_limit_even_beside_a_stale_guard(capsys, monkeypatch):
+    """A guard that ended without leaving the table of running guards must not stand in for the
+    limit (the call would run with none: a check once ran past its limit for ever in a full run).
+
+    The learner's loop catches everything (``except: pass``); a rescue timer, far beyond the
+    limit, only turns a hang into a failure of this test: it never measures a duration."""
+    monkeypatch.setattr(engine, "TIME_LIMIT", 0.3)
+    stale = sandbox._Guard(0.3, None)
+    stale.done = True  # ended, but still listed for this thread
+    monkeypatch.setitem(sandbox._GUARDS, threading.get_ident(), stale)
+    rescued = threading.Event()
+    rescue = threading.Timer(120, rescued.set)
+    rescue.start()
+
+    def bare_except_loop(x, axis=-1):
+        while not rescued.is_set():
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 -- the attack
+                pass
+        return mc.softmax(x, axis)
+    try:
+        assert check.softmax(bare_except_loop) is False
+    finally:
+        rescue.cancel()
+    out = capsys.readouterr().out
+    assert not rescued.is_set(), "the loop ran until the test's rescue: no limit held"
+    assert "it did not finish within 0.3 s" in out, out
+    assert threading.get_ident() not in sandbox._GUARDS

@@ -9,7 +9,11 @@ from mha_course.check import mutants, vocabulary
 def test_each_class_reads_without_raw_slots_when_nothing_is_filled(key):
     assert "{" not in vocabulary.sentence(key) or key in ("scale", "negated", "inverse", "transpose", "axis-order",
                                                           "flipped", "shifted", "unstacked", "reversed-input",
-                                                          "swapped-inputs", "dropped-call")
+                                                          "swapped-inputs", "dropped-call", "flipped-mask",
+                                                          "repeated", "non-finite", "off-by-one", "float-result",
+                                                          "swapped-outputs", "output-for-output", "replaced-input",
+                                                          "transposed-input", "argument-changed", "absolute", "squared",
+                                                          "square-root", "exponential", "logarithm", "input-returned")
     assert vocabulary.fix(key)
 
 

@@ -1,0 +1,175 @@
+"""The reference run on arguments changed the way a learner's slip changes them.
+
+Each :class:`Variant` is the exercise's reference called on transformed arguments; the diagnosis
+(:mod:`.derive`) names one when it gives the learner's outcome on every case. The families:
+
+- an array argument in reverse order along one of its axes ("reversed-input");
+- two array arguments swapped, or one used where the other belongs ("swapped-inputs",
+  "replaced-input": the queries taken from the context);
+- a square matrix argument, or a matrix field of a parameters argument, transposed
+  ("transposed-input"); a field used where another belongs (W_q for W_k: "replaced-input");
+- a whole-number argument one more, one less (also modulo another whole-number argument: head
+  i + 1 of h), twice or half ("argument-changed").
+
+>>> import numpy as np
+>>> ref = lambda x, i: x[i]
+>>> vs = variants(ref, [(np.arange(4.0), 1)], ["x", "i"], {})
+>>> [(v.key, v.slots.get("change", "")) for v in vs if v.key == "argument-changed"][:2]
+[('argument-changed', '+ 1'), ('argument-changed', '- 1')]
+"""
+from __future__ import annotations
+
+from itertools import combinations, permutations
+from typing import NamedTuple
+
+from .sandbox import np, protect
+
+__all__ = ["Variant", "variants", "MOST"]
+
+MOST = 64  # the most variants of one exercise (each costs one run of the reference per case)
+WORDS = {"T": "query", "S": "key", "B": "batch", "h": "head", "d_k": "feature", "d_v": "feature",
+         "d_model": "feature", "D": "feature", "n": "row", "m": "column"}
+
+
+class Variant(NamedTuple):
+    """The reference run on transformed arguments (kept on the exercise, so its outcomes are memoised)."""
+    fn: object
+    key: str
+    slots: dict
+
+
+def variants(reference, args, names, dims_of) -> list:
+    """Every Variant of ``reference`` for the cases' argument tuples ``args`` (at most :data:`MOST`).
+
+    ``names``: the argument names; ``dims_of``: {argument: its docstring dims} ("T", "d_k", ...).
+    """
+    out = (_flips(reference, args, names, dims_of) + _pairs(reference, args, names)
+           + _transposed(reference, args, names) + _fields(reference, args, names) + _ints(reference, args, names))
+    return out[:MOST]
+
+
+def _at(a, j, value):
+    return (*a[:j], value, *a[j + 1:])
+
+
+def _flips(reference, args, names, dims_of) -> list:
+    out = []
+    for j, name in enumerate(names):
+        if not all(j < len(a) and isinstance(a[j], np.ndarray) and a[j].ndim >= 1 for a in args):
+            continue
+        k = min(a[j].ndim for a in args)
+        dims = [d for d in dims_of.get(name, []) if d != "..."][-k:]
+        labels = ([f"{WORDS[d]} ({d})" if d in WORDS else d for d in dims] if len(dims) == k
+                  else [f"axis {i}" for i in range(-k, 0)])
+        for ax, label in zip(range(-k, 0), labels):
+            def fn(*a, _j=j, _ax=ax):
+                return reference(*_at(a, _j, np.flip(a[_j], _ax)))
+            out.append(Variant(fn, "reversed-input", {"arg": name, "axis": label}))
+    return out[:16]
+
+
+def swappable(u, v) -> bool:
+    """Two array arguments a learner could use one for the other (same number of axes and last axis)."""
+    return (isinstance(u, np.ndarray) and isinstance(v, np.ndarray) and u.ndim == v.ndim >= 1
+            and u.shape[-1] == v.shape[-1] and u is not v)
+
+
+def _pairs(reference, args, names) -> list:
+    """Two array arguments swapped; one used where the other belongs (each way)."""
+    out = []
+    for (i, a), (j, b) in combinations(list(enumerate(names)), 2):
+        if not any(i < len(x) and j < len(x) and swappable(x[i], x[j]) for x in args):
+            continue
+
+        def swapped(*x, _i=i, _j=j):
+            x = list(x)
+            if _j < len(x) and swappable(x[_i], x[_j]):
+                x[_i], x[_j] = x[_j], x[_i]
+            return reference(*x)
+        out.append(Variant(swapped, "swapped-inputs", {"a": a, "b": b}))
+        for (p, arg), (q, used) in (((i, a), (j, b)), ((j, b), (i, a))):
+            def replaced(*x, _p=p, _q=q):
+                return reference(*_at(x, _p, x[_q])) if _q < len(x) and swappable(x[_p], x[_q]) else reference(*x)
+            out.append(Variant(replaced, "replaced-input", {"arg": arg, "used": used}))
+    return out[:16]
+
+
+def _square(v) -> bool:
+    return isinstance(v, np.ndarray) and v.ndim >= 2 and v.shape[-1] == v.shape[-2] > 1
+
+
+def _transposed(reference, args, names) -> list:
+    out = []
+    for j, name in enumerate(names):
+        if all(j < len(a) and _square(a[j]) for a in args):
+            def fn(*a, _j=j):
+                return reference(*_at(a, _j, np.swapaxes(a[_j], -1, -2)))
+            out.append(Variant(fn, "transposed-input", {"arg": name}))
+    return out
+
+
+def _array_fields(v) -> list:
+    fields = getattr(type(v), "_fields", None)
+    return [f for f in fields or () if isinstance(getattr(v, f), np.ndarray)] if hasattr(v, "_replace") else []
+
+
+def _fields(reference, args, names) -> list:
+    """A parameters argument (a NamedTuple: MHAParams) with one matrix transposed, or one matrix
+    (or bias) used where another of the same shape belongs."""
+    out = []
+    for j, name in enumerate(names):
+        if not all(j < len(a) and _array_fields(a[j]) for a in args):
+            continue
+        first = args[0][j]
+        fields = _array_fields(first)
+        for f in fields:
+            if _square(getattr(first, f)):
+                def fn(*a, _j=j, _f=f):
+                    p = a[_j]
+                    return reference(*_at(a, _j, p._replace(**{_f: np.swapaxes(getattr(p, _f), -1, -2)})))
+                out.append(Variant(fn, "transposed-input", {"arg": f"{name}.{f}"}))
+        for f, g in permutations(fields, 2):
+            if getattr(first, f).shape == getattr(first, g).shape:
+                def fn(*a, _j=j, _f=f, _g=g):
+                    p = a[_j]
+                    return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g)})))
+                out.append(Variant(fn, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"}))
+    return out[:24]
+
+
+def _whole(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _ints(reference, args, names) -> list:
+    """A whole-number argument + 1, - 1 (also modulo another: head (i + 1) % h), * 2 and // 2."""
+    out = []
+    n = min(len(a) for a in args)
+    ints = [j for j in range(n) if all(_whole(a[j]) for a in args)]
+    for j in ints:
+        for change, f in (("+ 1", lambda v: v + 1), ("- 1", lambda v: v - 1), ("* 2", lambda v: 2 * v),
+                          ("/ 2", lambda v: v // 2)):
+            def fn(*a, _j=j, _f=f):
+                return reference(*_at(a, _j, type(a[_j])(_f(a[_j]))))
+            out.append(Variant(fn, "argument-changed", {"arg": names[j], "change": change}))
+        for k in ints:
+            if k != j and any(a[j] != a[k] for a in args):  # one whole number used for another: h for h_kv
+                def fn(*a, _j=j, _k=k):
+                    return reference(*_at(a, _j, a[_k]))
+                out.append(Variant(fn, "replaced-input", {"arg": names[j], "used": names[k]}))
+            if k != j and all(a[j] < a[k] for a in args):
+                for change, d in (("+ 1", 1), ("- 1", -1)):
+                    def fn(*a, _j=j, _k=k, _d=d):
+                        return reference(*_at(a, _j, type(a[_j])((a[_j] + _d) % a[_k])))
+                    out.append(Variant(fn, "argument-changed",
+                                       {"arg": names[j], "change": f"{change} (modulo {names[k]})"}))
+    for j in range(n):  # a positive real argument (a base, a factor) doubled or halved
+        if all(isinstance(a[j], (float, np.floating)) and a[j] > 0 for a in args):
+            for change, f in (("* 2", lambda v: 2 * v), ("/ 2", lambda v: v / 2)):
+                def fn(*a, _j=j, _f=f):
+                    return reference(*_at(a, _j, type(a[_j])(_f(a[_j]))))
+                out.append(Variant(fn, "argument-changed", {"arg": names[j], "change": change}))
+    return out[:28]
+
+
+protect(globals())

@@ -1,0 +1,54 @@
+"""The sites of the mutation generator: every category it promises is found, and a change is undone exactly."""
+import ast
+
+from mha_course.check.mutant_sites import Sites, apply_change, code_text, parents_of
+from mha_course.check.mutants import CATEGORIES
+
+SOURCE = '''
+def ref(x, mask, k):
+    s = np.where(mask, x, -np.inf) / np.sqrt(k)
+    w = np.exp(s - s.max(axis=-1, keepdims=True)).T
+    i = np.flatnonzero(mask)[0]
+    w = w[1:]
+    return np.floor(w.sum(axis=-1)[::-1][i + 1] * 2) if k < 3 else abs(w)
+'''
+
+
+def sites():
+    tree = ast.parse(SOURCE).body[0]
+    return tree, Sites(tree, {"np": ast}).walk()  # any module stands for numpy: only its type is read
+
+
+def test_the_sites_cover_the_categories_and_only_known_ones():
+    _, found = sites()
+    categories = {c for c, *_ in found}
+    assert categories <= set(CATEGORIES)
+    assert set(CATEGORIES) - categories == {"mask-after-softmax"}  # needs a softmax of masked scores
+
+
+def test_each_change_is_undone_exactly():
+    tree, found = sites()
+    before = ast.dump(tree)
+    parents = parents_of(tree)
+    for _, slot, new, _ in found:
+        undo, was, now = apply_change(slot, new, parents)
+        assert was != now or was == ""
+        undo()
+        assert ast.dump(tree) == before
+
+
+def test_code_text_writes_numpy_as_np():
+    call = ast.parse("__import__('numpy').sqrt(x)", mode="eval").body
+    assert code_text(call) == "np.sqrt(x)"
+
+
+def test_the_extended_sites_are_only_the_diagnosis_slips():
+    def ops(sites):
+        return {(dict(p).get("from"), dict(p).get("to")) for c, _, _, p in sites if c == "operator"}
+
+    def moved(sites):
+        return [p for c, _, _, p in sites if c == "comparison" and dict(p).get("by")]
+    plain = Sites(ast.parse(SOURCE).body[0], {"np": ast}).walk()
+    extended = Sites(ast.parse(SOURCE).body[0], {"np": ast}, extended=True).walk()
+    assert ("*", "+") in ops(extended) and ("*", "+") not in ops(plain)
+    assert moved(extended) and not moved(plain)

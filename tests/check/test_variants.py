@@ -1,0 +1,42 @@
+"""The reference on arguments a slip changes: each family finds the learner's slip, and nothing else."""
+import numpy as np
+
+import mha_course as mc
+from mha_course.check.variants import MOST, variants
+
+
+def _same(v, fn, a) -> bool:
+    try:
+        return np.array_equal(np.asarray(v.fn(*a)), np.asarray(fn(*a)))
+    except (IndexError, ValueError):  # a variant may raise where the reference does not
+        return False
+
+
+def _fits(ref, fn, args, names):
+    return [(v.key, v.slots) for v in variants(ref, args, names, {}) if all(_same(v, fn, a) for a in args)]
+
+
+def test_a_whole_number_off_by_one_modulo_another_is_found():
+    ref = lambda x, h, i: x[i]  # noqa: E731
+    args = [(np.arange(5.0) * 3, 5, i) for i in range(5)]
+    found = _fits(ref, lambda x, h, i: x[(i + 1) % h], args, ["x", "h", "i"])
+    assert ("argument-changed", {"arg": "i", "change": "+ 1 (modulo h)"}) in found
+
+
+def test_one_input_used_for_another_and_a_field_used_for_another():
+    ref = lambda x, c: x @ c.T  # noqa: E731
+    rng = np.random.default_rng(0)
+    args = [(rng.normal(size=(3, 4)), rng.normal(size=(5, 4))) for _ in range(3)]
+    assert ("replaced-input", {"arg": "x", "used": "c"}) in _fits(ref, lambda x, c: c @ c.T, args, ["x", "c"])
+    p = mc.init_params(8, rng=rng)
+    found = _fits(lambda x, p: x @ p.W_v, lambda x, p: x @ p.W_k, [(rng.normal(size=(2, 8)), p)], ["x", "p"])
+    assert ("replaced-input", {"arg": "p.W_v", "used": "p.W_k"}) in found
+
+
+def test_a_right_answer_fits_no_variant_and_the_list_is_bounded():
+    ref = lambda W, x: x @ W  # noqa: E731
+    rng = np.random.default_rng(1)
+    args = [(rng.normal(size=(4, 4)), rng.normal(size=(2, 4))) for _ in range(3)]
+    assert _fits(ref, ref, args, ["W", "x"]) == []
+    assert ("transposed-input", {"arg": "W"}) in _fits(ref, lambda W, x: x @ W.T, args, ["W", "x"])
+    assert len(variants(ref, args, ["W", "x"], {})) <= MOST
