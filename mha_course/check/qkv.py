@@ -14,7 +14,7 @@ from ..mha import init_params
 from ..mha import trace as _trace
 from .attention import scores, sdpa_scaled
 from .engine import Case, Exercise, Mistake
-from .mha import check_count, no_bias
+from .mha import check_count
 
 __all__ = ["project_qkv", "qkv_param_count", "no_projection_weights", "PROJECT_QKV", "QKV_PARAM_COUNT",
            "NO_PROJECTION_WEIGHTS"]
