@@ -173,6 +173,14 @@ def _causal_cases():
 
 
 _FIX_CAUSAL = "mask = np.tril(np.ones((T, T), dtype=bool)); np.where(mask, scores, -np.inf) before the softmax"
+
+
+def _mask_of_size(n, T):
+    """A causal mask built for n positions, cut or padded with True to (T, T)."""
+    mask = np.ones((T, T), dtype=bool)
+    k = min(n, T)
+    mask[:k, :k] = _causal_mask(k)
+    return mask
 CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_ref, _causal_cases, (
     Mistake("the causal mask is not applied: every query sees the future", _FIX_CAUSAL,
             lambda x, params, h: _mha(x, params, h)),
@@ -182,6 +190,15 @@ CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_re
             _causal_with(_sdpa, lambda T: ~_causal_mask(T))),
     Mistake("the mask is applied after the softmax (rows no longer sum to 1)", _FIX_CAUSAL,
             _causal_with(sdpa_mask_after, _causal_mask)),
+    Mistake("the mask applied only to the returned weights (zeroed after the softmax): the output is computed "
+            "unmasked, so every query still sees the future", _FIX_CAUSAL,
+            lambda x, params, h: (_mha(x, params, h)[0], _mha(x, params, h)[1] * _causal_mask(x.shape[1]))),
+    Mistake("the mask applied only to the returned weights (masked and renormalised): the output is computed "
+            "unmasked, so every query still sees the future", _FIX_CAUSAL,
+            lambda x, params, h: (_mha(x, params, h)[0], _mha(x, params, h, _causal_mask(x.shape[1]))[1])),
+    Mistake("the causal mask built for x.shape[0] = B positions (the batch size) instead of T = x.shape[1]",
+            "T = x.shape[1]: x is (B, T, d_model)",
+            lambda x, params, h: _mha(x, params, h, _mask_of_size(x.shape[0], x.shape[1]))),
     Mistake("the output projection W_o is forgotten", "out = concat @ params.W_o (+ b_o)",
             lambda x, params, h: _mha_from_trace(lambda t, p: np.array(t["concat"]), x, params, h,
                                                  _causal_mask(x.shape[1]))),
