@@ -22,24 +22,9 @@ __all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "padding_ma
            "sdpa_mask_after", "sdpa_mask_ignored", "scores"]
 
 
-def _softmax_naive(x, axis=-1):
-    e = np.exp(x)  # overflows to inf for logits above ~710
-    return e / e.sum(axis=axis, keepdims=True)
-
-
 def _softmax_textbook(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))  # an all -inf row: -inf - (-inf) = nan
     return e / e.sum(axis=axis, keepdims=True)
-
-
-def _softmax_global_max(x, axis=-1):
-    e = np.exp(x - np.max(x))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def _softmax_global_sum(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum()
 
 
 def _softmax_cases():
@@ -60,19 +45,67 @@ def _softmax_cases():
 
 
 _FIX_AXIS = "use the given axis in both x.max(axis=axis, keepdims=True) and e.sum(axis=axis, keepdims=True)"
-_SOFTMAX_MISTAKES = (
-    Mistake("softmax without subtracting the maximum (exp overflows to inf, giving nan)",
-            "subtract each row's maximum first: z = x - x.max(axis=axis, keepdims=True)", _softmax_naive),
-    Mistake("subtracting the maximum of the whole array instead of each row's maximum",
-            "z = x - x.max(axis=axis, keepdims=True)", _softmax_global_max),
-    Mistake("dividing by the sum of the whole array instead of each row's sum",
-            "e / e.sum(axis=axis, keepdims=True)", _softmax_global_sum),
+
+
+def _softmax_variant(shift, total, dead):
+    """A learner's softmax: the maximum subtracted over ``shift`` ("axis", "all": the whole array,
+    "none"), the sum over ``total`` ("axis", "all", "last"), and a row that is entirely -inf handled as
+    ``dead`` ("zeros" as the reference, "nan": left to give nan, "uniform": -inf clamped to -1e30 first)."""
+    def softmax_(x, axis=-1):
+        x = np.asarray(x, dtype=float)
+        if dead == "uniform":
+            x = np.maximum(x, -1e30)  # an all -inf row becomes equal finite logits: uniform weights
+        m = {"axis": lambda: x.max(axis=axis, keepdims=True), "all": lambda: np.max(x), "none": lambda: 0.0}[shift]()
+        if dead == "zeros":
+            m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(x - m)
+        sums = {"axis": lambda: e.sum(axis=axis, keepdims=True), "all": lambda: e.sum(),
+                "last": lambda: e.sum(axis=-1, keepdims=True)}[total]()
+        return e / np.where(sums == 0, 1.0, sums) if dead == "zeros" else e / sums
+    return softmax_
+
+
+_SHIFTS = (("axis", "", ""),
+           ("all", "subtracting the maximum of the whole array instead of each row's maximum",
+            "z = x - x.max(axis=axis, keepdims=True)"),
+           ("none", "softmax without subtracting the maximum (exp overflows to inf, giving nan)",
+            "subtract each row's maximum first: z = x - x.max(axis=axis, keepdims=True)"))
+_TOTALS = (("axis", "", ""),
+           ("all", "dividing by the sum of the whole array instead of each row's sum",
+            "e / e.sum(axis=axis, keepdims=True)"),
+           ("last", "the maximum over the given axis but the sum over the last axis (two different axes)", _FIX_AXIS))
+_DEAD_FIX = ("where the row maximum m is -inf use 0 instead (np.where(np.isfinite(m), m, 0)), and divide "
+             "by 1 where the sum is 0, so such a row gives zeros")
+_DEADS = (("zeros", "", ""),
+          ("nan", "a row that is entirely -inf gives nan: its maximum is -inf, and -inf - (-inf) = nan", _DEAD_FIX),
+          ("uniform", "a row that is entirely -inf gives uniform weights instead of zeros (-inf replaced by a "
+           "large negative number, so every key of that row looks equal)", "keep -inf; " + _DEAD_FIX))
+
+
+def _softmax_mistakes():
+    """Every wrong maximum, wrong sum and wrong all -inf row, alone and combined (each part named).
+    A row of -inf turns uniform only when its own maximum is subtracted; without it, 0/0 gives nan
+    (and the sum of the whole array is never 0)."""
+    out = []
+    for shift, s_name, s_fix in _SHIFTS:
+        for total, t_name, t_fix in _TOTALS:
+            for dead, d_name, d_fix in _DEADS:
+                if shift != "axis" and (dead == "uniform" or (dead == "nan" and total == "all")):
+                    continue  # the same numbers as another: no row maximum to make the row equal, no 0 sum
+                if shift != "axis" and dead == "nan":
+                    d_name = "a row that is entirely -inf gives nan (0 / 0) instead of zeros"
+                names = [n for n in (s_name, t_name, d_name) if n]
+                if names:
+                    out.append(Mistake("; and ".join(names), "; ".join(dict.fromkeys(f for f in (s_fix, t_fix, d_fix)
+                                                                                     if f)),
+                                       _softmax_variant(shift, total, dead)))
+    return tuple(out)
+
+
+_SOFTMAX_MISTAKES = _softmax_mistakes() + (
     Mistake("the axis argument is ignored (softmax always over the last axis)", _FIX_AXIS,
             lambda x, axis=-1: _softmax(x, axis=-1)),
     Mistake("softmax always over axis 0", _FIX_AXIS, lambda x, axis=-1: _softmax(x, axis=0)),
-    Mistake("a row that is entirely -inf gives nan: its maximum is -inf, and -inf - (-inf) = nan",
-            "where the row maximum m is -inf use 0 instead (np.where(np.isfinite(m), m, 0)), and divide "
-            "by 1 where the sum is 0, so such a row gives zeros", _softmax_textbook),
 )
 SOFTMAX = Exercise("softmax", _softmax, _softmax_cases, _SOFTMAX_MISTAKES)
 
@@ -168,6 +201,8 @@ _SDPA_MISTAKES = (
             partial(sdpa_scaled, lambda Q, K: 1 / math.sqrt(K.shape[-2]))),
     Mistake("scaling by √T (the number of queries, Q.shape[-2]) instead of √d_k", _FIX_SCALE,
             partial(sdpa_scaled, lambda Q, K: 1 / math.sqrt(Q.shape[-2]))),
+    Mistake("scaling by √d_v (the width of V, V.shape[-1]) instead of √d_k (the width of Q and K)", _FIX_SCALE,
+            lambda Q, K, V, mask=None: sdpa_scaled(lambda q, k: 1 / math.sqrt(V.shape[-1]), Q, K, V, mask)),
     Mistake("d_k read from the first axis (Q.shape[0])", "d_k = Q.shape[-1], the size of the last axis",
             partial(sdpa_scaled, lambda Q, K: 1 / math.sqrt(Q.shape[0]))),
     Mistake("mask polarity inverted (the course's masks are True = may attend)",
@@ -221,6 +256,8 @@ _CAUSAL_MISTAKES = (
             _FIX_CAUSAL, partial(_tril, k=-1)),
     Mistake("mask polarity inverted (True must mean 'may attend')", _FIX_CAUSAL, lambda T: ~_tril(T)),
     Mistake("nothing is masked", _FIX_CAUSAL, lambda T: np.ones((T, T), dtype=bool)),
+    Mistake("the diagonal shifted by one (np.tril(..., k=1)): each query also sees the next token", _FIX_CAUSAL,
+            partial(_tril, k=1)),
 )
 CAUSAL_MASK = Exercise("causal_mask", _causal_mask, lambda: [Case((6,)), Case((1,)), Case((9,)), Case((2,))],
                        _CAUSAL_MISTAKES, axes={"result": ("query", "key")})
@@ -252,6 +289,9 @@ _PADDING_MISTAKES = (
             partial(_padding_shape, lambda B, S: (B, S))),
     Mistake("shape (B, 1, S): one broadcast axis is missing (scores are (B, h, T, S))", _FIX_PADDING,
             partial(_padding_shape, lambda B, S: (B, 1, S))),
+    Mistake("the key axis of length max(lengths) instead of S (the padded length the scores have)",
+            "np.arange(S), not np.arange(lengths.max()): the mask has one column per key of the scores",
+            lambda lengths, S: _padding_mask(lengths, int(np.max(lengths)))),
 )
 PADDING_MASK = Exercise(
     "padding_mask", _padding_mask,

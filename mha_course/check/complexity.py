@@ -14,7 +14,23 @@ from ..lessons.complexity import crossover_seq_len as _crossover
 from .engine import Case, Exercise, Mistake
 
 __all__ = ["flops", "crossover_seq_len", "score_bytes", "max_seq_len", "FLOPS", "CROSSOVER_SEQ_LEN",
-           "SCORE_BYTES", "MAX_SEQ_LEN"]
+           "SCORE_BYTES", "MAX_SEQ_LEN", "unit_mistakes"]
+
+_UNITS = (("KiB (divided by 2**10)", 2 ** 10), ("MiB (divided by 2**20)", 2 ** 20), ("GiB (divided by 2**30)", 2 ** 30),
+          ("kB (divided by 1000)", 10 ** 3), ("MB (divided by 10**6)", 10 ** 6), ("GB (divided by 10**9)", 10 ** 9))
+
+
+def unit_mistakes(reference, bits=True) -> tuple:
+    """The mistakes of a size in bytes given in another unit: bits (x 8, when ``bits``), KiB, MiB,
+    GiB, kB, MB, GB (a true division, as a learner writes it)."""
+    fix = "return the number of bytes itself: no conversion to another unit"
+    out = [Mistake(f"the size in {unit}, not in bytes", fix,
+                   lambda *args, _n=n: reference(*args) / _n) for unit, n in _UNITS]
+    if bits:
+        out.insert(0, Mistake("bits, not bytes (x 8)", "bytes_per_number is already in bytes: no factor of 8",
+                              lambda *args: reference(*args) * 8))
+    return tuple(out)
+
 
 
 def _flops_ref(T, d_model):
@@ -34,7 +50,22 @@ FLOPS = Exercise("flops", _flops_ref, lambda: [Case(c) for c in ((10, 16), (333,
     Mistake("only Q Kᵀ counted, not weights · V", "two matmuls of 2·T²·d_model each", _flops_scaled(1, 0.5),
             also="the attention halved for a causal mask (this exercise counts every score)"),
     Mistake("the tuple in the swapped order (attention, projections)", "return projections, attention",
-            lambda T, d_model: _flops_ref(T, d_model)[::-1])),
+            lambda T, d_model: _flops_ref(T, d_model)[::-1]),
+    Mistake("the attention as 4·T²·d_model²: d_model squared too (Q Kᵀ is (T, d) x (d, T): 2·T·d·T FLOPs)",
+            "attention 4·T²·d_model: each of the two matmuls costs 2·T·T·d_model",
+            lambda T, d_model: (projection_flops(T, d_model), attention_flops(T, d_model) * d_model)),
+    Mistake("the attention as 4·T·d_model²: T and d_model swapped (its matmuls are (T, d) x (d, T))",
+            "attention 4·T²·d_model: each of the two matmuls costs 2·T·T·d_model",
+            lambda T, d_model: (projection_flops(T, d_model), 4 * T * d_model ** 2)),
+    Mistake("the attention as 4·T·d_model: T not squared (every query meets every key)",
+            "attention 4·T²·d_model: each of the two matmuls costs 2·T·T·d_model",
+            lambda T, d_model: (projection_flops(T, d_model), 4 * T * d_model)),
+    Mistake("the projections as 8·T²·d_model: T and d_model swapped (each is (T, d) x (d, d))",
+            "projections 8·T·d_model²: four matmuls of 2·T·d_model·d_model",
+            lambda T, d_model: (8 * T * T * d_model, attention_flops(T, d_model))),
+    Mistake("the projections as 8·T·d_model: d_model not squared (each weight matrix is d_model x d_model)",
+            "projections 8·T·d_model²: four matmuls of 2·T·d_model·d_model",
+            lambda T, d_model: (8 * T * d_model, attention_flops(T, d_model)))),
     outputs=("projections", "attention"))
 
 
@@ -87,7 +118,7 @@ SCORE_BYTES = Exercise("score_bytes", _score_bytes_ref,
     Mistake("T instead of T²: one score per query AND key", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * b),
     Mistake("numbers counted, not bytes", "multiply by bytes_per_number", lambda B, h, T, b=4: B * h * T * T),
     Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "multiply by bytes_per_number, not by 4",
-            lambda B, h, T, b=4: B * h * T * T * 4)))
+            lambda B, h, T, b=4: B * h * T * T * 4)) + unit_mistakes(_score_bytes_ref))
 
 
 def score_bytes(fn) -> bool:
@@ -113,7 +144,22 @@ MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c i
     Mistake("numbers counted, not bytes", "divide the budget by bytes_per_number too",
             lambda n, B, h, b=4: math.isqrt(n // (B * h))),
     Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt, or int(...)",
-            lambda n, B, h, b=4: math.ceil(math.sqrt(n / (B * h * b))))))
+            lambda n, B, h, b=4: math.ceil(math.sqrt(n / (B * h * b)))),
+    Mistake("rounded to the nearest: the scores of that T may no longer fit", "round down: math.isqrt, or int(...)",
+            lambda n, B, h, b=4: round(math.sqrt(n / (B * h * b)))),
+    Mistake("off by one: the first T whose scores no longer fit (the largest T that fits, + 1)",
+            "the largest T with B·h·T²·bytes_per_number <= budget: math.isqrt(budget // (B * h * bytes_per_number))",
+            lambda n, B, h, b=4: _max_seq_len_ref(n, B, h, b) + 1),
+    Mistake("off by one: the largest T that fits, - 1 (a < where <= belongs)",
+            "the largest T with B·h·T²·bytes_per_number <= budget: math.isqrt(budget // (B * h * bytes_per_number))",
+            lambda n, B, h, b=4: _max_seq_len_ref(n, B, h, b) - 1),
+    Mistake("the square root taken before dividing: isqrt(budget) // (B·h·bytes_per_number); B·h·bytes is not "
+            "squared, only T is", "math.isqrt(budget // (B * h * bytes_per_number))",
+            lambda n, B, h, b=4: math.isqrt(n) // (B * h * b)),
+    Mistake("B is forgotten: every sequence has its own scores", "budget // (B * h * bytes_per_number)",
+            lambda n, B, h, b=4: math.isqrt(n // (h * b))),
+    Mistake("not rounded: the real square root, where the largest whole T is asked", "math.isqrt(...), or "
+            "int(math.sqrt(...))", lambda n, B, h, b=4: math.sqrt(n / (B * h * b)))))
 
 
 def max_seq_len(fn) -> bool:

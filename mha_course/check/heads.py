@@ -105,6 +105,12 @@ _COMBINE_MISTAKES = (
             FIX_COMBINE, combine_no_transpose),
     Mistake("heads averaged instead of concatenated", FIX_COMBINE, lambda x: x.mean(axis=1)),
     Mistake("heads summed instead of concatenated", FIX_COMBINE, lambda x: x.sum(axis=1)),
+    Mistake("heads averaged, and the mean repeated h times to width h·d_k (np.tile): every head's slot holds "
+            "the same mean, not its own head", FIX_COMBINE, lambda x: np.tile(x.mean(axis=1), (1, 1, x.shape[1]))),
+    Mistake("heads summed, and the sum repeated h times to width h·d_k (np.tile): every head's slot holds the "
+            "same sum, not its own head", FIX_COMBINE, lambda x: np.tile(x.sum(axis=1), (1, 1, x.shape[1]))),
+    Mistake("one head (head 0) repeated h times instead of every head in its own slot", FIX_COMBINE,
+            lambda x: np.tile(x[:, 0], (1, 1, x.shape[1]))),
     Mistake("the heads concatenated over the batch axis (axis 0) instead of the features",
             "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE, partial(_concat_heads, 0)),
     Mistake("the heads concatenated over the positions (axis 1) instead of the features",
@@ -146,6 +152,12 @@ def _head_queries_cols(cols):
     return lambda X, W_q, h, i: np.matmul(X, W_q[:, cols(W_q.shape[1] // h, h, i)])  # -> (B, T, d_k)
 
 
+def _own_block(X, W_q, h, i):
+    """X's block of features times W_q's diagonal block: (B, T, d_k) x (d_k, d_k) -> (B, T, d_k)."""
+    block = slice(i * (W_q.shape[1] // h), (i + 1) * (W_q.shape[1] // h))
+    return X[..., block] @ W_q[block, block]
+
+
 def _head_queries_cases():
     rng = np.random.default_rng(20240508)
     X, W = rng.normal(size=(2, 5, 12)), rng.normal(size=(12, 12))
@@ -164,6 +176,17 @@ HEAD_QUERIES = Exercise("head_queries", _head_queries_ref, _head_queries_cases, 
             _head_queries_cols(lambda d_k, h, i: slice(i, None, h))),
     Mistake("the first block of columns for every head (the offset i*d_k is missing)", _FIX_HEAD,
             _head_queries_cols(lambda d_k, h, i: slice(0, d_k))),
+    Mistake("a block of h columns (W_q[:, i*h:(i+1)*h]): h where d_k belongs", _FIX_HEAD,
+            _head_queries_cols(lambda d_k, h, i: slice(i * h, (i + 1) * h))),
+    Mistake("the block of head i+1 (a 1-based head index: the last head wraps to block 0)", _FIX_HEAD,
+            _head_queries_cols(lambda d_k, h, i: slice((i + 1) % h * d_k, ((i + 1) % h + 1) * d_k))),
+    Mistake("the block of head i+1 (a 1-based head index)", _FIX_HEAD,
+            _head_queries_cols(lambda d_k, h, i: slice((i + 1) * d_k, (i + 2) * d_k))),
+    Mistake("the block of head i-1 (the head index off by one)", _FIX_HEAD,
+            _head_queries_cols(lambda d_k, h, i: slice((i - 1) * d_k, i * d_k))),
+    Mistake("only head i's own input features used (X[..., block] @ W_q[block, block], as if W_q were "
+            "block-diagonal): each head reads all d_model features of x", _FIX_HEAD,
+            lambda X, W_q, h, i: _own_block(X, W_q, h, i)),
     Mistake("d_k = d_model / h is a float (true division): slice bounds need whole numbers",
             "d_k = W_q.shape[1] // h (floor division)",
             lambda X, W_q, h, i: X @ W_q[:, i * (W_q.shape[1] / h):(i + 1) * (W_q.shape[1] / h)])),
@@ -246,6 +269,14 @@ BUG_SOURCE_POSITION = Exercise("bug_source_position", _bug_position_ref, _bug_ca
     Mistake("true division (i*T + t) / h gives a float, and a fraction between two positions",
             "floor division: (i*T + t) // h", lambda i, t, T, h: (i * T + t) / h),
     Mistake("i*T // h + t: only the head's offset is divided by h", _FIX_BUG, lambda i, t, T, h: i * T // h + t),
+    Mistake("i*T + t // h: only t is divided by h (// binds tighter than +)", "brackets: (i*T + t) // h",
+            lambda i, t, T, h: i * T + t // h),
+    Mistake("the remainder (i*T + t) % h instead of the quotient: % gives the feature block within a position, "
+            "// the position", "(i*T + t) // h", lambda i, t, T, h: (i * T + t) % h),
+    Mistake("rounded up (ceil) instead of down: the flat row's position is its floor", "(i*T + t) // h",
+            lambda i, t, T, h: -(-(i * T + t) // h)),
+    Mistake("rounded to the nearest instead of down: the flat row's position is its floor", "(i*T + t) // h",
+            lambda i, t, T, h: int(round((i * T + t) / h))),
 ))
 
 

@@ -21,7 +21,7 @@ from .engine import Case, Exercise, Mistake
 from .heads import FIX_COMBINE, FIX_SPLIT, combine_no_transpose, split_no_transpose
 
 __all__ = ["multi_head_attention", "causal_multi_head_attention", "param_count", "MULTI_HEAD_ATTENTION",
-           "CAUSAL_MULTI_HEAD_ATTENTION", "PARAM_COUNT", "check_count", "no_bias"]
+           "CAUSAL_MULTI_HEAD_ATTENTION", "PARAM_COUNT", "check_count", "count_mistakes", "no_bias"]
 
 _MHA_AXES = {"out": ("batch", "query", "feature"), "weights": ("batch", "head", "query", "key")}
 
@@ -88,6 +88,8 @@ _MHA_MISTAKES = (
             partial(_mha_from_trace, lambda t, p: np.array(t["head_outputs"]).mean(axis=1))),
     Mistake("scaling by √d_model instead of √d_k", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1 / math.sqrt(D))),
     Mistake("no scaling of the scores", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1.0)),
+    Mistake("scaling by √h (the number of heads) instead of √d_k", _FIX_MHA_SCALE,
+            partial(_mha_scaled, lambda d_k, D: 1 / math.sqrt(D // d_k))),
     Mistake("scaling by d_k instead of √d_k", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1 / d_k)),
     Mistake("split_heads as a reshape without the transpose", FIX_SPLIT,
             partial(_mha_attend, _sdpa, split=split_no_transpose)),
@@ -171,6 +173,14 @@ def _causal_cases():
 
 
 _FIX_CAUSAL = "mask = np.tril(np.ones((T, T), dtype=bool)); np.where(mask, scores, -np.inf) before the softmax"
+
+
+def _mask_of_size(n, T):
+    """A causal mask built for n positions, cut or padded with True to (T, T)."""
+    mask = np.ones((T, T), dtype=bool)
+    k = min(n, T)
+    mask[:k, :k] = _causal_mask(k)
+    return mask
 CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_ref, _causal_cases, (
     Mistake("the causal mask is not applied: every query sees the future", _FIX_CAUSAL,
             lambda x, params, h: _mha(x, params, h)),
@@ -180,6 +190,15 @@ CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_re
             _causal_with(_sdpa, lambda T: ~_causal_mask(T))),
     Mistake("the mask is applied after the softmax (rows no longer sum to 1)", _FIX_CAUSAL,
             _causal_with(sdpa_mask_after, _causal_mask)),
+    Mistake("the mask applied only to the returned weights (zeroed after the softmax): the output is computed "
+            "unmasked, so every query still sees the future", _FIX_CAUSAL,
+            lambda x, params, h: (_mha(x, params, h)[0], _mha(x, params, h)[1] * _causal_mask(x.shape[1]))),
+    Mistake("the mask applied only to the returned weights (masked and renormalised): the output is computed "
+            "unmasked, so every query still sees the future", _FIX_CAUSAL,
+            lambda x, params, h: (_mha(x, params, h)[0], _mha(x, params, h, _causal_mask(x.shape[1]))[1])),
+    Mistake("the causal mask built for x.shape[0] = B positions (the batch size) instead of T = x.shape[1]",
+            "T = x.shape[1]: x is (B, T, d_model)",
+            lambda x, params, h: _mha(x, params, h, _mask_of_size(x.shape[0], x.shape[1]))),
     Mistake("the output projection W_o is forgotten", "out = concat @ params.W_o (+ b_o)",
             lambda x, params, h: _mha_from_trace(lambda t, p: np.array(t["concat"]), x, params, h,
                                                  _causal_mask(x.shape[1]))),
@@ -210,9 +229,45 @@ _COUNT_CASES = [(12, 3, False), (12, 4, True), (8, 8, True), (64, 16, False), (3
 _FIX_HEADS = "h does not change the count: the heads are slices of one d_model x d_model matrix"
 
 
-def _count(k, per_bias=lambda d: d, per_matrix=lambda d, h: d * d):
-    """k matrices of per_matrix(d_model, h) scalars, and k biases of per_bias(d_model) when bias."""
-    return lambda d_model, h, bias=False: k * per_matrix(d_model, h) + (k * per_bias(d_model) if bias else 0)
+def _count(k, per_bias=lambda d, h: d, per_matrix=lambda d, h: d * d, biases=None):
+    """k matrices of per_matrix(d_model, h) scalars, and ``biases`` (default k) biases of
+    per_bias(d_model, h) when bias."""
+    n_b = k if biases is None else biases
+    return lambda d_model, h, bias=False: k * per_matrix(d_model, h) + (n_b * per_bias(d_model, h) if bias else 0)
+
+
+_FIX_BIAS = "each of the projections has its own bias vector of d_model numbers"
+
+
+def count_mistakes(n, other):
+    """The mistakes of a count of ``n`` d_model x d_model matrices and their biases: every wrong way
+    of counting the matrices combined with every wrong way of counting the biases (each part named
+    in the message). ``other`` = (name, fix, number of matrices) of the wrong-matrix-count mistake."""
+    matrices = (  # (name, fix, number of matrices, scalars of one (d_model, h))
+        ("", "", n, lambda d, h: d * d),
+        (other[0], other[1], other[2], lambda d, h: d * d),
+        ("each head counted with full-size d_model x d_model matrices (×h)", _FIX_HEADS, n, lambda d, h: h * d * d),
+        (f"{n}·d_model·d_k: one head's columns, the ×h is forgotten",
+         "the heads together fill all d_model columns: each matrix is d_model x d_model", n, lambda d, h: d * (d // h)))
+    biases = (  # (name, fix, number of biases or None for as many as matrices, scalars of one (d_model, h))
+        ("", "", None, lambda d, h: d),
+        ("the biases are forgotten", "add d_model per bias vector when bias=True", 0, lambda d, h: 0),
+        ("a bias counted as d_model² (a bias is a vector of d_model numbers)", "each bias adds d_model scalars",
+         None, lambda d, h: d * d),
+        ("one bias shared by the projections (d_model once)", _FIX_BIAS, 1, lambda d, h: d),
+        ("biases of width d_k (one head's), not d_model", "a bias has d_model numbers: one per output column of "
+         "its matrix (all heads)", None, lambda d, h: d // h),
+        ("the biases counted per head too (×h)", "a bias has d_model numbers in all: its heads are slices of it",
+         None, lambda d, h: h * d))
+    out = []
+    for m_name, m_fix, k, per_matrix in matrices:
+        for b_name, b_fix, n_b, per_bias in biases:
+            if not (m_name or b_name):
+                continue
+            name = "; and ".join(x for x in (m_name, b_name) if x)
+            fix = "; ".join(x for x in (m_fix, b_fix) if x)
+            out.append(Mistake(name, fix, _count(k, per_bias, per_matrix, n_b if n_b is not None else k)))
+    return tuple(out)
 
 
 def check_count(name, fields, other):
@@ -220,16 +275,7 @@ def check_count(name, fields, other):
     fields; ``other`` = (name, fix, number of matrices) of the wrong-matrix-count mistake."""
     n = sum(f.startswith("W") for f in fields)
     return Exercise(name, lambda d_model, h, bias=False: _block_params(d_model, bias, fields),
-                    lambda: [Case(c) for c in _COUNT_CASES], (
-        Mistake("the biases are forgotten", "add d_model per bias vector when bias=True", _count(n, lambda d: 0)),
-        Mistake(other[0], other[1], _count(other[2])),
-        Mistake("each head counted with full-size d_model x d_model matrices", _FIX_HEADS,
-                lambda d_model, h, bias=False: h * _count(n)(d_model, h, bias)),
-        Mistake(f"{n}·d_model·d_k: one head's columns, the ×h is forgotten",
-                "the heads together fill all d_model columns: each matrix is d_model x d_model",
-                _count(n, per_matrix=lambda d, h: d * (d // h))),
-        Mistake("a bias counted as d_model² (a bias is a vector of d_model numbers)",
-                "each bias adds d_model scalars", _count(n, per_bias=lambda d: d * d))))
+                    lambda: [Case(c) for c in _COUNT_CASES], count_mistakes(n, other))
 
 
 PARAM_COUNT = check_count("param_count", ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o"),

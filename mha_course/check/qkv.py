@@ -14,7 +14,7 @@ from ..mha import init_params
 from ..mha import trace as _trace
 from .attention import scores, sdpa_scaled
 from .engine import Case, Exercise, Mistake
-from .mha import check_count, no_bias
+from .mha import check_count
 
 __all__ = ["project_qkv", "qkv_param_count", "no_projection_weights", "PROJECT_QKV", "QKV_PARAM_COUNT",
            "NO_PROJECTION_WEIGHTS"]
@@ -32,14 +32,46 @@ def _project_cases():
             Case((rng.normal(size=(1, 6, 10)), init_params(10, rng=rng, bias=True)), "with biases")]
 
 
-PROJECT_QKV = Exercise("project_qkv", _qkv_of, _project_cases, (
-    Mistake("the biases are forgotten", "add b_q, b_k, b_v when they are not None",
-            lambda x, p: _qkv_of(x, no_bias(p))),
-    Mistake("the weight matrices are transposed (x @ W.T, PyTorch's nn.Linear convention)",
-            "this course uses x @ W: Q = x @ params.W_q",
-            lambda x, p: _qkv_of(x, p._replace(W_q=p.W_q.T, W_k=p.W_k.T, W_v=p.W_v.T))),
+def _projected(weights, biases, transposed=False):
+    """A learner's (Q, K, V): output j is x @ W_<weights[j]> (transposed) + b_<biases[j]> (no bias for '')."""
+    def project(x, p):
+        out = []
+        for w, b in zip(weights, biases):
+            W = getattr(p, f"W_{w}")
+            y = x @ (W.T if transposed else W)  # (B, T, D) x (D, D) -> (B, T, D)
+            bias = getattr(p, f"b_{b}") if b else None
+            out.append(y if bias is None else y + bias)
+        return tuple(out)
+    return project
+
+
+_FIX_OWN = "each projection uses its own matrix and bias: K = x @ W_k + b_k, V = x @ W_v + b_v"
+_WEIGHTS = (("qkv", "", ""), ("qqq", "W_q used for all three projections (copy-paste)", _FIX_OWN),
+            ("qkk", "W_k used for V too (copy-paste)", _FIX_OWN))
+_BIASES = (("qkv", "", ""), (("", "", ""), "the biases are forgotten", "add b_q, b_k, b_v when they are not None"),
+           (("q", "", ""), "the bias added to Q only (K and V without b_k, b_v)", "add b_k to K and b_v to V too"),
+           ("qqq", "b_q added to all three projections (copy-paste)", _FIX_OWN),
+           ("qkk", "b_k added to V too (copy-paste)", _FIX_OWN))
+_TRANSPOSED = ((False, "", ""), (True, "the weight matrices are transposed (x @ W.T, PyTorch's nn.Linear convention)",
+                                 "this course uses x @ W: Q = x @ params.W_q"))
+
+
+def _project_mistakes():
+    """Every combination of a wrong matrix, a wrong bias and a transpose (each part named)."""
+    out = []
+    for t, t_name, t_fix in _TRANSPOSED:
+        for w, w_name, w_fix in _WEIGHTS:
+            for b, b_name, b_fix in _BIASES:
+                names = [n for n in (w_name, b_name, t_name) if n]
+                if names:
+                    fixes = list(dict.fromkeys(f for f in (w_fix, b_fix, t_fix) if f))
+                    out.append(Mistake("; and ".join(names), "; ".join(fixes), _projected(w, b, t)))
+    return tuple(out)
+
+
+PROJECT_QKV = Exercise("project_qkv", _qkv_of, _project_cases, _project_mistakes() + (
     Mistake("the outputs in the order (Q, V, K)", "return Q, K, V (in this order)",
-            lambda x, p: tuple(_qkv_of(x, p)[i] for i in (0, 2, 1)))),
+            lambda x, p: tuple(_qkv_of(x, p)[i] for i in (0, 2, 1))),),
     outputs=("Q", "K", "V"), axes={n: ("batch", "position", "feature") for n in "QKV"})
 
 
@@ -80,6 +112,8 @@ NO_PROJECTION_WEIGHTS = Exercise("no_projection_weights", lambda x: _sdpa(x, x, 
     Mistake("the scores are not divided by √d", _FIX_SQRT, lambda x: sdpa_scaled(lambda Q, K: 1.0, x, x, x)[1]),
     Mistake("the scores are divided by d instead of √d", _FIX_SQRT,
             lambda x: sdpa_scaled(lambda Q, K: 1 / Q.shape[-1], x, x, x)[1]),
+    Mistake("the scores are divided by √T (the number of positions, x.shape[-2]) instead of √d", _FIX_SQRT,
+            lambda x: sdpa_scaled(lambda Q, K: 1 / math.sqrt(Q.shape[-2]), x, x, x)[1]),
     Mistake("the scores are returned, not the weights (no softmax)", "apply mc.softmax over the last axis",
             lambda x: scores(x, x, 1 / math.sqrt(x.shape[-1]))),
     Mistake("the output is returned instead of the weights", "out, weights = ...; return weights",

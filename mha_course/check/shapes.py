@@ -35,6 +35,27 @@ def _common_mistakes(stages):
                      "split_heads gives (B, h, T, d_k): heads come before positions", _HEADS,
                      lambda stage, s, z: (s[0], s[2], s[1], s[3])),
         ShapeMistake("the batch axis forgotten", "every stage starts with B", stages, lambda stage, s, z: s[1:]),
+        ShapeMistake("the head axis forgotten: each head has its own rows of scores and outputs",
+                     "Q_heads, K_heads, V_heads, head_outputs are (B, h, ·, d_k); scores and weights (B, h, T, S)",
+                     _HEADS + _SCORES, lambda stage, s, z: s[:1] + s[2:]),
+        ShapeMistake("h where d_k belongs (d_model // d_k = h heads; each holds d_k = d_model // h features)",
+                     "Q_heads, K_heads, V_heads and head_outputs end with d_k = d_model // h", _HEADS,
+                     lambda stage, s, z: s[:-1] + (z.h,)),
+        ShapeMistake("d_k where d_model belongs: concatenating h heads of d_k features gives h·d_k = d_model",
+                     "X, Q, K, V, concat and output end with d_model", ("X", "Q", "K", "V", "concat", "output"),
+                     lambda stage, s, z: s[:-1] + (z.d_k,)),
+        ShapeMistake("h·d_model where d_model belongs: the heads are slices of d_model, not h copies of it",
+                     "concat and output are (B, T, d_model): h heads of d_k = d_model // h features",
+                     ("concat", "output"), lambda stage, s, z: s[:-1] + (z.h * z.d_model,)),
+        ShapeMistake("the split into heads forgotten: still (B, T, d_model)",
+                     "split_heads gives (B, h, T, d_k)", ("Q_heads", "K_heads", "V_heads"),
+                     lambda stage, s, z: (s[0], s[2], z.d_model)),
+        ShapeMistake("head_outputs given the shape of the weights (B, h, T, S): weights @ V_heads is (B, h, T, d_k)",
+                     "head_outputs = weights (B, h, T, S) @ V_heads (B, h, S, d_k) -> (B, h, T, d_k)",
+                     ("head_outputs",), lambda stage, s, z: s[:-1] + (z.S,)),
+        ShapeMistake("the heads not combined: concat still (B, h, T, d_k)",
+                     "combine_heads gives (B, T, h·d_k) = (B, T, d_model)", ("concat", "output"),
+                     lambda stage, s, z: (s[0], z.h, s[1], z.d_k)),
     )
 
 
@@ -73,6 +94,12 @@ CROSS_ATTENTION_SHAPES = ShapeExercise(
         ShapeMistake("T and S swapped on the scores and weights", "scores (B, h, T, S): one row per query "
                      "(T, from x), one column per key (S, from the context)", _SCORES,
                      lambda stage, s, z: (*s[:-2], s[-1], s[-2])),
+        ShapeMistake("the outputs given length S: there is one output per query, T of them (the keys' S is "
+                     "summed over by weights @ V)", "head_outputs (B, h, T, d_k), concat and output (B, T, d_model)",
+                     ("head_outputs", "concat", "output"), lambda stage, s, z: (*s[:-2], z.S, s[-1])),
+        ShapeMistake("the queries given length S: they come from x, of length T",
+                     "Q (B, T, d_model), Q_heads (B, h, T, d_k), scores (B, h, T, S)", ("Q", "Q_heads"),
+                     lambda stage, s, z: (*s[:-2], z.S, s[-1])),
         ShapeMistake("the keys and values given length T: they come from the context, of length S",
                      "K, V (B, S, d_model), K_heads, V_heads (B, h, S, d_k), scores (B, h, T, S)",
                      ("K", "V", "K_heads", "V_heads", *_SCORES), _keys_of_length_T)))

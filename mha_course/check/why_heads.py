@@ -47,6 +47,19 @@ _MISTAKES = (
             _swapped),
     Mistake("head 1 contributes the first half of u_b; the answer needs its second half", _FIX,
             _first_half_of_b),
+    Mistake("both heads weighted 0.5 on every content feature (an average of the two reports): each output "
+            "feature must come from one head only", _FIX,
+            lambda d_model, content: 0.5 * _W(d_model, np.r_[np.arange(content), d_model // 2 + np.arange(content)],
+                                              np.r_[np.arange(content), np.arange(content)])),
+    Mistake("both heads added on every content feature (weights 1 on both strips): each output feature must come "
+            "from one head only", _FIX,
+            lambda d_model, content: _W(d_model, np.r_[np.arange(content), d_model // 2 + np.arange(content)],
+                                        np.r_[np.arange(content), np.arange(content)])),
+    Mistake("head 1's half kept in head 1's place (output features d_k + f, not f): the facts must land side by "
+            "side in output features 0..content-1", _FIX,
+            lambda d_model, content: _W(d_model, np.r_[np.arange(content // 2), d_model // 2 + np.arange(
+                content // 2, content)], np.r_[np.arange(content // 2), d_model // 2 + np.arange(content // 2,
+                                                                                                content)])),
     Mistake("W_o transposed: rows are concat columns (the heads), columns are output features", _FIX,
             lambda d_model, content: _reference(d_model, content).T),
 )

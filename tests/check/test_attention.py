@@ -32,3 +32,38 @@ def test_an_uncatalogued_softmax_mistake_is_located(capsys):
 def test_a_causal_mask_of_ints_is_refused(capsys):
     assert not ca.causal_mask(lambda T: np.tril(np.ones((T, T), dtype=int)))
     assert "bool" in capsys.readouterr().out
+
+
+def _soft(x, axis=-1, over_max=None, over_sum=None, floor=None):
+    """A new learner's softmax: its max over ``over_max``, its sum over ``over_sum``, -inf clamped to ``floor``."""
+    x = np.asarray(x, dtype=float)
+    if floor is not None:
+        x = np.clip(x, floor, None)
+    m = np.max(x, axis=axis if over_max == "axis" else over_max, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - m)
+    s = np.sum(e, axis=axis if over_sum == "axis" else over_sum, keepdims=True)
+    return e / np.where(s == 0, 1, s)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda x, axis=-1: _soft(x, axis, None, "axis"), "the maximum of the whole array"),
+    (lambda x, axis=-1: _soft(x, axis, "axis", -1), "the sum over the last axis"),
+    (lambda x, axis=-1: _soft(x, axis, "axis", "axis", -1e9), "gives uniform weights"),
+])
+def test_softmax_parts_are_named(capsys, fn, said):
+    assert ca.softmax(fn) is False
+    out = capsys.readouterr().out
+    assert "Looks like: " in out and said in out, out
+
+
+def test_the_scale_by_the_width_of_v_and_the_shifted_diagonal_are_named(capsys):
+    def sdpa_dv(Q, K, V, mask=None):
+        return mc.scaled_dot_product_attention(Q * (Q.shape[-1] / V.shape[-1]) ** 0.5, K, V, mask)
+    assert ca.scaled_dot_product_attention(sdpa_dv) is False
+    assert "√d_v" in capsys.readouterr().out
+    assert ca.causal_mask(lambda T: np.arange(T)[None, :] <= np.arange(T)[:, None] + 1) is False
+    assert "k=1" in capsys.readouterr().out
+    assert ca.padding_mask(lambda lengths, S: (np.arange(max(lengths))[None] < np.asarray(lengths)[:, None])
+                           [:, None, None]) is False
+    assert "max(lengths)" in capsys.readouterr().out

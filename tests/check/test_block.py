@@ -26,3 +26,14 @@ def test_layer_norm_in_other_words_passes(capsys, fn):
 def test_the_slips_are_named(capsys, fn, words):
     assert check.layer_norm(fn) is False
     assert words in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda x, eps=1e-5: x * (np.mean(np.square(x), -1, keepdims=True) + eps) ** -0.5, "RMSNorm"),
+    (lambda x, eps=1e-5: (x - x.mean(-1, keepdims=True)) / (x.var(-1, keepdims=True) + eps), "without the square root"),
+    (lambda x, eps=1e-5: x / (x.std(-1, keepdims=True) ** 2 + eps) ** 0.5, "the mean is not subtracted"),
+])
+def test_other_normalisations_are_named_without_d_k(capsys, fn, said):
+    assert check.layer_norm(fn) is False
+    out = capsys.readouterr().out
+    assert said in out and "d_k" not in out, out

@@ -46,3 +46,16 @@ def test_a_stub_is_not_finished(capsys, checker):
     def stub(*args):
         raise NotImplementedError
     assert checker(stub) is False and "not finished" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("checker, fn, said", [
+    (cc.score_bytes, lambda B, h, T, b=4: B * h * T * T * b / 1024 ** 2, "MiB"),
+    (cc.score_bytes, lambda B, h, T, b=4: 8 * b * B * h * T ** 2, "bits"),
+    (cc.flops, lambda T, d: (8 * T * T * d, 4 * T * T * d), "T and d_model swapped"),
+    (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n // (B * h * b)) + 1, "off by one"),
+    (cc.max_seq_len, lambda n, B, h, b=4: int(math.sqrt(n)) // (B * h * b), "before dividing"),
+])
+def test_units_terms_and_rounding_are_named(capsys, checker, fn, said):
+    assert checker(fn) is False
+    out = capsys.readouterr().out
+    assert "Looks like: " in out and said in out, out

@@ -1,4 +1,6 @@
 """check.heads (notebooks 03-04): right answers in a learner's own words pass, slips are named."""
+import math
+
 import numpy as np
 import pytest
 
@@ -64,3 +66,20 @@ def test_head_queries_a_slice_of_the_columns_passes_and_the_rows_fail(capsys):
         return X @ W_q[i * d_k:(i + 1) * d_k].T
     assert check.head_queries(right) is True
     assert check.head_queries(rows_instead) is False
+
+
+def test_new_head_mistakes_are_named(capsys):
+    assert check.combine_heads(lambda x: np.concatenate([x.sum(axis=1)] * x.shape[1], axis=-1)) is False
+    assert "heads summed, and the sum repeated h times" in capsys.readouterr().out
+
+    def previous_head(X, W_q, h, i):
+        d_k = W_q.shape[1] // h
+        return X @ W_q[:, (i - 1) * d_k:i * d_k]
+    assert check.head_queries(previous_head) is False
+    assert "the block of head i-1" in capsys.readouterr().out
+    assert check.head_queries(lambda X, W_q, h, i: X @ W_q[:, i * h:(i + 1) * h]) is False
+    assert "h where d_k belongs" in capsys.readouterr().out
+    assert check.bug_source_position(lambda i, t, T, h: math.ceil((i * T + t) / h)) is False
+    assert "rounded up" in capsys.readouterr().out
+    assert check.bug_source_position(lambda i, t, T, h: (t + i * T) - h * ((t + i * T) // h)) is False
+    assert "the remainder" in capsys.readouterr().out

@@ -44,3 +44,28 @@ def test_attention_without_projections(capsys):
     assert check.no_projection_weights(lambda x: mc.softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]))) is True
     assert check.no_projection_weights(lambda x: mc.softmax(x @ np.swapaxes(x, -1, -2))) is False
     assert "√d" in capsys.readouterr().out
+
+
+def test_copy_pasted_projections_are_named_part_by_part(capsys):
+    def bias_q_only_transposed(x, p):
+        Q = x @ p.W_q.T + (0 if p.b_q is None else p.b_q)
+        return Q, x @ p.W_k.T, x @ p.W_v.T
+    assert check.project_qkv(bias_q_only_transposed) is False
+    out = capsys.readouterr().out
+    assert "the bias added to Q only" in out and "transposed" in out, out
+
+    def v_from_k(x, p):
+        b = (lambda v: 0 if v is None else v)
+        return x @ p.W_q + b(p.b_q), x @ p.W_k + b(p.b_k), x @ p.W_k + b(p.b_k)
+    assert check.project_qkv(v_from_k) is False
+    out = capsys.readouterr().out
+    assert "W_k used for V too" in out and "b_k added to V too" in out, out
+    assert check.qkv_param_count(lambda d, h, bias=False: 3 * h * d * d + (3 * d if bias else 0)) is False
+    assert "(×h)" in capsys.readouterr().out
+
+    def by_sqrt_T(x):
+        s = x @ x.swapaxes(-1, -2) / np.sqrt(x.shape[1])  # (B, T, T), scaled by sqrt(T)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    assert check.no_projection_weights(by_sqrt_T) is False
+    assert "√T" in capsys.readouterr().out

@@ -29,3 +29,28 @@ def test_a_float_d_k_is_refused(capsys):
         return {k: tuple(d_model / h if (n == len(v) - 1 and k.endswith("heads")) else x for n, x in enumerate(v))
                 for k, v in s.items()}
     assert check.cross_attention_shapes(true_division) is False
+
+
+def _stage_self(B, T, S, d_model, h, **over):
+    return {**cross(B, T, S, d_model, h), **over}
+
+
+def test_stage_confusions_are_named_by_the_symbol_used(capsys):
+    """New learners: d_k written as h, the outputs of length S, concat of width d_k, heads never combined."""
+    cases = [
+        (lambda B, T, S, D, h: _stage_self(B, T, S, D, h, Q_heads=(B, h, T, h), K_heads=(B, h, S, h),
+                                           V_heads=(B, h, S, h), head_outputs=(B, h, T, h)), "h where d_k belongs"),
+        (lambda B, T, S, D, h: _stage_self(B, T, S, D, h, head_outputs=(B, h, S, D // h), concat=(B, S, D),
+                                           output=(B, S, D)), "the outputs given length S"),
+        (lambda B, T, S, D, h: _stage_self(B, T, S, D, h, concat=(B, T, D // h)), "d_k where d_model belongs"),
+        (lambda B, T, S, D, h: _stage_self(B, T, S, D, h, concat=(B, h, T, D // h), output=(B, h, T, D // h)),
+         "the heads not combined"),
+        (lambda B, T, S, D, h: _stage_self(B, T, S, D, h, head_outputs=(B, h, T, S)),
+         "head_outputs given the shape of the weights"),
+        (lambda B, T, S, D, h: _stage_self(B, T, S, D, h, scores=(B, T, S), weights=(B, T, S)),
+         "the head axis forgotten"),
+    ]
+    for fn, said in cases:
+        assert check.cross_attention_shapes(fn) is False
+        out = capsys.readouterr().out
+        assert f"Looks like: {said}" in out, out

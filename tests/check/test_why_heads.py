@@ -80,3 +80,21 @@ def test_a_stub_is_not_finished(capsys):
 def test_an_unknown_mistake_is_localised(capsys):
     ok, out = run(capsys, lambda d_model, content: 1.37 * solution(d_model, content))
     assert not ok and "not one of the mistakes I know" in out and "concat column" in out
+
+
+def test_both_strips_and_head_1_kept_in_place_are_named(capsys):
+    def both(d_model, content):
+        W = np.zeros((d_model, d_model))
+        for f in range(content):
+            W[f, f] = W[d_model // 2 + f, f] = 0.5
+        return W
+    assert check.gather_output_projection(both) is False
+    assert "weighted 0.5" in capsys.readouterr().out
+
+    def in_place(d_model, content):
+        W = np.zeros((d_model, d_model))
+        idx = [f if f < content // 2 else d_model // 2 + f for f in range(content)]
+        W[idx, idx] = 1
+        return W
+    assert check.gather_output_projection(in_place) is False
+    assert "kept in head 1's place" in capsys.readouterr().out
