@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .compare import (NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, states_int,
-                      where_and_how)
+from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, states_int, where_and_how
 from .derive import also_fitting, candidates, case_sizes, derive
 from .language import say
 from .sandbox import np, protect, quiet_numpy

@@ -80,7 +80,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 import sys
 import types
 from dataclasses import dataclass, field
