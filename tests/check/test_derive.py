@@ -236,3 +236,27 @@ def test_a_whole_float_with_a_catalogued_mistake_is_named(capsys, checker, fn, w
     out = capsys.readouterr().out
     assert ok is False and words in out, out
     assert (checker == "max_seq_len") == ("is a float where the signature states an int" in out), out
+
+
+def _alibi_base(numerator):
+    def slopes(h):
+        def geometric(n):
+            return 2.0 ** (numerator * np.arange(1, n + 1) / n)
+        n = 2 ** int(math.floor(math.log2(h)))
+        return geometric(h) if n == h else np.concatenate([geometric(n), geometric(2 * n)[0::2][:h - n]])
+    return slopes
+
+
+@pytest.mark.parametrize("checker, fn, words", [
+    ("kv_head_index", lambda h, h_kv: np.arange(1, h + 1) // (h // h_kv),
+     "np.arange(1, h + 1) where np.arange(h) belongs (the range shifted by one)"),
+    (GROUP, lambda h, h_kv: (np.arange(h) - 1) // (h // h_kv), "shifted by one"),  # said of the output here
+    ("alibi_slopes", _alibi_base(-1.0), "the number -1.0 where -8.0 belongs"),
+    ("work_growth", lambda T, d: (4 * (2 * T) ** 2 * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d) - 1,
+     "result is one less than expected on every case"),
+])
+def test_a_range_a_constant_or_a_ratio_off_by_one_is_named(capsys, checker, fn, words):
+    from mha_course import check
+    ok = checker.check(fn) if isinstance(checker, engine.Exercise) else getattr(check, checker)(fn)
+    out = capsys.readouterr().out
+    assert ok is False and words in out and "not one of the mistakes" not in out, out
