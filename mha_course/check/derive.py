@@ -434,12 +434,16 @@ def _mutant_level(spec, runs, budget) -> list:
         if not alive:
             return []
     found, seen = [], set()
-    for m in alive:
+    for m in sorted(alive, key=lambda m: vocabulary.mutant_class(m.mutation.category) in _SPECULATIVE):
+        # a slip in the code itself first; an argument or a range moved (often an equivalent way round) after
         d = _mutant_words(m.mutation)
         if d.text not in seen:
             seen.add(d.text)
             found.append(d)
     return found
+
+
+_SPECULATIVE = frozenset({"replaced-name", "index"})  # named after the other classes that fit
 
 
 def _size(value) -> int:
