@@ -469,6 +469,8 @@ def _mutant_words(mutation) -> Derived:
         key = "comparison-boundary"
     elif key == "index" and params.get("range"):
         key = "range-shifted"
+    elif key == "swapped-arguments" and "order" in params:
+        key = "parts-order"
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
@@ -476,7 +478,7 @@ def _mutant_words(mutation) -> Derived:
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
     slots = {"op": op, "before": before, "after": after}
-    if key in ("replaced-name", "subscript", "range-shifted"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+    if key in ("replaced-name", "subscript", "range-shifted", "parts-order"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"

@@ -50,6 +50,8 @@ Notes for checker authors:
   from ``axes={"weights": ("query", "key")}`` (an output's trailing axes; default: the reference
   docstring's shape line ``-> weights (..., T, S)``) and ``sizes=lambda Q, h: {"d_k": ..., "h": h}``
   (default: that line's symbols, the whole-number arguments, ``d_k = d_model / h``).
+- ``rules=(Fresh(),)``: the result must be a new array, never an argument or a view of one
+  (6.2's "a bool copy"); ``Forbid`` and ``Returns`` are the exercise's other stated rules.
 - ``outputs=("out", "weights")`` names the outputs of a reference returning a tuple (the learner
   must return a tuple too).
 - A reference may return a dict of arrays (compared key by key, each key named as an output).
