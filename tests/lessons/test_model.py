@@ -164,7 +164,7 @@ def test_traces_and_patch_go_together_and_make_batch_refuses_zero():
         tr.make_batch(TINY, np.random.default_rng(0), 0)
 
 
-# ----------------------------------------------------------------------------- issue 32: every entry checks
+# ----------------------------------------------------------------------------- every entry checks its arguments
 def _tiny():
     params = tr.init_model(TINY)
     return params, tr.make_batch(TINY, np.random.default_rng(0))
