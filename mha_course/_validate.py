@@ -336,11 +336,7 @@ def context_array(context, x: np.ndarray) -> np.ndarray:
 def score_bias(bias, target: tuple, dtype) -> np.ndarray:
     """An additive score bias (ALiBi's), checked: real, finite, broadcastable to ``target`` (..., T, S)."""
     b = finite_array(bias, "bias")
-    try:
-        ok = np.broadcast_shapes(b.shape, tuple(target)) == tuple(target)
-    except ValueError:
-        ok = False
-    if not ok:
+    if not _broadcasts_to(b.shape, tuple(target)):
         raise ValueError(f"bias has shape {b.shape}, which does not broadcast to the scores' shape {tuple(target)}; "
                          "give one number per (head, query, key), e.g. positions.alibi_bias(h, T, S)")
     return b.astype(dtype, copy=False)
