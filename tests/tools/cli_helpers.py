@@ -150,3 +150,14 @@ def paste_solutions(student_nb, original_nb, upto: int):
     for i in exercise_cells(original_nb)[:upto]:
         nb.cells[i].source = paste_back(nb.cells[i].source, original_nb.cells[i].source)
     return nb
+
+
+@pytest.fixture(name="course")
+def course_fixture(tmp_path):
+    """Fixture ``course``: a tiny course folder, notebooks/09_fixture.ipynb and docs/glossary.md."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "glossary.md").write_text("# Glossary\n")
+    (tmp_path / "notebooks").mkdir()
+    path = tmp_path / "notebooks" / "09_fixture.ipynb"
+    nbformat.write(fixture_notebook(), path)
+    return path

@@ -24,6 +24,7 @@ import pytest
 from cli_helpers import (
     SOLUTION,
     STUB,
+    course_fixture,  # noqa: F401  (the fixture course)
     exercise_cells,
     fixture_notebook,
     one_line_error,
@@ -43,17 +44,6 @@ from mha_course.tools.torch_rule import notebook_needs_torch, torch_skip_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-
-
-@pytest.fixture
-def course(tmp_path):
-    """A tiny course folder: notebooks/09_fixture.ipynb and docs/glossary.md."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "glossary.md").write_text("# Glossary\n")
-    (tmp_path / "notebooks").mkdir()
-    path = tmp_path / "notebooks" / "09_fixture.ipynb"
-    nbformat.write(fixture_notebook(), path)
-    return path
 
 
 def execute(nb, cwd):

@@ -7,8 +7,8 @@ import hashlib
 import nbformat
 import pytest
 from cli_helpers import (
+    course_fixture,  # noqa: F401  (the fixture course)
     files_under,
-    fixture_notebook,
     one_line_error,
     small_course_fixture,  # noqa: F401  (the fixture small_course)
     small_notebook,
@@ -19,14 +19,9 @@ from mha_course.tools import student as st
 from mha_course.tools import student_plan as sp
 
 
-def test_the_plan_lists_each_copy_and_the_files_its_markdown_links(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "glossary.md").write_text("# Glossary\n")
-    (tmp_path / "notebooks").mkdir()
-    source = tmp_path / "notebooks" / "09_fixture.ipynb"
-    nbformat.write(fixture_notebook(), source)
+def test_the_plan_lists_each_copy_and_the_files_its_markdown_links(course, tmp_path):
     out = tmp_path / "out"
-    plan, assets = sp.plan_copies([source], out)
+    plan, assets = sp.plan_copies([course], out)
     assert [t for t, _ in plan] == [out / "notebooks" / "09_fixture.ipynb"]
     assert "raise NotImplementedError" in plan[0][1] and "BEGIN SOLUTION" not in plan[0][1]
     # the glossary is linked; the web page and the other notebook (its solutions) are not copied
