@@ -24,22 +24,8 @@ from ..attention import softmax
 from ..backward import linear_backward
 from ..block import layer_norm
 from ..runtime import blas_on_one_thread
-from .model import (
-    LN_EPS,
-    Batch,
-    Config,
-    Metrics,
-    Model,
-    check_batch,
-    check_config,
-    check_model,
-    compact_grads,
-    forward,
-    init_model,
-    make_batch,
-    norm,
-    scored_metrics,
-)
+from .model import LN_EPS, compact_grads, forward, init_model, make_batch, norm, scored_metrics
+from .model_config import Batch, Config, Metrics, Model, check_batch, check_config, check_model
 
 __all__ = ["AdamState", "History", "check_history", "cross_entropy", "layer_norm_backward", "loss_and_grads", "backward",
            "adam_init", "adam_step", "metrics", "evaluate", "train"]

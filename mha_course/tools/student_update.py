@@ -13,17 +13,8 @@ import time
 from pathlib import Path
 
 from ..check.progress import MARKER
-from . import files
-from .student_plan import (
-    StudentInputError,
-    error_line,
-    existing_kind,
-    outdir_path,
-    plan_copies,
-    read_manifest,
-    record_copies,
-    sha256,
-)
+from . import files, student_plan
+from .student_plan import StudentInputError
 from .student_stubs import StudentCopyError
 
 __all__ = ["UPDATED", "update_student_copies"]
@@ -53,7 +44,7 @@ def _beside(target: Path, text: str, manifest: dict, outdir: Path) -> tuple:
         here = path.read_bytes()
         if here == data:
             return path, data, "same"
-        if manifest.get(str(path.relative_to(outdir))) == sha256(here):
+        if manifest.get(str(path.relative_to(outdir))) == student_plan.sha256(here):
             return path, data, "ours"  # an earlier update's file the learner never changed
     raise StudentInputError(f"{target.parent} holds too many {target.stem}{UPDATED}-N copies; remove old ones")
 
@@ -81,7 +72,7 @@ def _swap_ours(tmp: Path, target: Path, old_sha: str, holding: Path) -> bool:
     linked in. A save that landed in between is moved back (or kept beside it): never lost.
     """
     os.rename(target, holding)
-    if sha256(holding.read_bytes()) == old_sha:
+    if student_plan.sha256(holding.read_bytes()) == old_sha:
         put = _put_new(tmp, target)
         holding.unlink()  # our own old copy; if the learner saved meanwhile, their save stays at target
         return put
@@ -103,23 +94,25 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
     Every file is staged next to its target and linked in only where nothing is, so nothing a
     learner wrote is overwritten or half-written. OUTDIR without a copy: StudentInputError.
     """
-    outdir = outdir_path(outdir, "~/mha-course")
+    outdir = student_plan.outdir_path(outdir, "~/mha-course")
     if not (outdir / "notebooks").is_dir():
         raise StudentInputError(f"{outdir} holds no student copy (no {outdir / 'notebooks'}); make one first: "
                                 f"mha-course student {outdir}")
-    plan, assets = plan_copies(notebooks, outdir, lang)
-    manifest, done, hashes = read_manifest(outdir), {"new": [], "updated": [], "beside": [], "same": []}, {}
+    plan, assets = student_plan.plan_copies(notebooks, outdir, lang)
+    manifest, hashes = student_plan.read_manifest(outdir), {}
+    done = {"new": [], "updated": [], "beside": [], "same": []}
     (outdir / MARKER).mkdir(exist_ok=True)
     try:
         for target, text in plan:
             _update_one(target, text, manifest, outdir, done, hashes, log)
         _add_missing_assets(assets, done)
     except OSError as err:
-        raise StudentInputError(error_line(err, outdir, "Each file is whole: the old version or the new")) from None
+        whole = "Each file is whole: the old version or the new"
+        raise StudentInputError(student_plan.error_line(err, outdir, whole)) from None
     finally:
         if hashes:
             try:
-                record_copies(outdir, hashes)
+                student_plan.record_copies(outdir, hashes)
             except OSError:
                 pass  # the files are whole; without the record a later --update treats them as edited
     return done
@@ -129,25 +122,25 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
 def _update_one(target, text, manifest, outdir, done, hashes, log) -> None:
     """One notebook of ``update_student_copies``: same, new, replaced (ours) or written beside (theirs)."""
     data = text.encode("utf-8")
-    kind = existing_kind(target, text)
+    kind = student_plan.existing_kind(target, text)
     old_sha = manifest.get(str(target.relative_to(outdir)))
-    ours = kind == "broken" or (kind == "learner" and old_sha == sha256(target.read_bytes()))
+    ours = kind == "broken" or (kind == "learner" and old_sha == student_plan.sha256(target.read_bytes()))
     if kind == "same":
         done["same"].append(target)
-        hashes[target] = sha256(data)
+        hashes[target] = student_plan.sha256(data)
         return
     files.remove_stale_temporaries(target.parent)
     tmp = files.stage(target, data, files.file_mode(target))
     try:
         if kind == "new" and _put_new(tmp, target):
             done["new"].append(target)
-            hashes[target] = sha256(data)
+            hashes[target] = student_plan.sha256(data)
             log(f"new {target}")
             return
-        if ours and _swap_ours(tmp, target, old_sha or sha256(target.read_bytes()),
+        if ours and _swap_ours(tmp, target, old_sha or student_plan.sha256(target.read_bytes()),
                                outdir / MARKER / f".updating-{target.name}"):
             done["updated"].append(target)
-            hashes[target] = sha256(data)
+            hashes[target] = student_plan.sha256(data)
             log(f"updated {target}")
             return
     finally:
@@ -168,7 +161,7 @@ def _write_beside(target, text, manifest, outdir, done, hashes, log) -> None:
                 raise StudentCopyError(f"{beside} changed while it was written; run --update again")
         finally:
             tmp.unlink(missing_ok=True)
-    hashes[beside] = sha256(beside_data)
+    hashes[beside] = student_plan.sha256(beside_data)
     done["beside"].append(beside)
     log(f"kept your {target} (you edited it); the new version is {beside}")
 
