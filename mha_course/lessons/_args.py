@@ -80,20 +80,7 @@ def tokens(config_, value, name: str = "tokens") -> np.ndarray:
 
 def token_ids(value, vocab=None, name: str = "tokens") -> np.ndarray:
     """token ids without a config: whole numbers >= 0, below ``vocab`` when it is given -> int64 array."""
-    if vocab is not None:
-        return _validate.token_ids(value, _validate.positive_int(vocab, "vocab"), name)
-    try:
-        ids = np.asarray(value)
-    except ValueError:
-        raise ValueError(f"{name} is not a rectangular array (ragged nested lists?); give every row the same "
-                         "length") from None
-    if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
-        raise ValueError(f"{name} must be whole-number token ids >= 0, got dtype {ids.dtype}; pass an int array "
-                         f"(and vocab= to check the ids against the vocabulary)")
-    if ids.size and ids.min() < 0:
-        raise ValueError(f"{name} holds the id {ids.min()}; token ids are >= 0 (numpy would read a negative one "
-                         "from the end)")
-    return ids.astype(np.int64, copy=False)
+    return _validate.token_ids(value, None if vocab is None else _validate.positive_int(vocab, "vocab"), name)
 
 
 def batch(config_, value, name: str = "batch") -> train.Batch:

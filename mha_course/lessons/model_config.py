@@ -188,9 +188,8 @@ def check_batch(batch: Batch, vocab: Optional[int] = None, name: str = "batch") 
     if not isinstance(batch, Batch):
         raise ValueError(f"{name} must be a train.Batch (tokens, targets, scored), got {type(batch).__name__}; "
                          "make one with train.make_batch(config, rng)")
-    bound = np.iinfo(np.int64).max if vocab is None else vocab
-    tokens = _validate.token_ids(batch.tokens, bound, f"{name}.tokens")
-    targets = _validate.token_ids(batch.targets, bound, f"{name}.targets")
+    tokens = _validate.token_ids(batch.tokens, vocab, f"{name}.tokens")
+    targets = _validate.token_ids(batch.targets, vocab, f"{name}.targets")
     scored = np.asarray(batch.scored)
     if tokens.ndim != 2 or 0 in tokens.shape or targets.shape != tokens.shape or scored.shape != tokens.shape \
             or scored.dtype != np.bool_:

@@ -83,14 +83,8 @@ def token_labels(tokens, T: int, vocab=None) -> list[str]:
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple, np.ndarray)):
         raise ValueError(f"tokens must be the (T,) token ids of the sequence, got {type(tokens).__name__}; "
                          "pass e.g. batch.tokens[0]")
-    if vocab is None:  # any id >= 0 labels a position
-        ids = np.asarray(tokens)
-        if ids.dtype.kind in "iu" and ids.size and ids.min() < 0:
-            raise ValueError(f"tokens holds the id {ids.min()}; token ids are >= 0 (numpy would read a negative "
-                             "id from the end): give the sequence's ids, e.g. batch.tokens[0]")
-        ids = _validate.token_ids(tokens, np.iinfo(np.int64).max)
-    else:
-        ids = _validate.token_ids(tokens, _validate.positive_int(vocab, "vocab"))
+    # vocab None: any id >= 0 labels a position
+    ids = _validate.token_ids(tokens, None if vocab is None else _validate.positive_int(vocab, "vocab"))
     if ids.shape != (T,):
         raise ValueError(f"tokens has shape {ids.shape} but the weights are for T={T} positions; "
                          "give the ids of that one sequence, e.g. batch.tokens[0]")

@@ -175,3 +175,15 @@ def test_flag_instance_and_vector_refuse_what_would_be_misread():
     for bad in ([1.0, 2.0], np.zeros((2, 0)), "spam", None):
         with pytest.raises(ValueError, match="m "):
             _validate.array(bad, "m", 2, "(N, M)")
+
+
+def test_token_ids_without_a_vocabulary_take_any_id_from_zero_and_nothing_else():
+    """The one check of token ids: with vocab None (a view's labels, a batch without its config) any
+    id >= 0 passes; -1, floats and bools are refused as with a vocabulary."""
+    assert _validate.token_ids([[0, 10**12]], None).tolist() == [[0, 10**12]]
+    for bad, message in (([0, -1], "holds the id -1; token ids are >= 0"), ([0.5], "whole-number token ids >= 0"),
+                         ([True], "whole-number token ids >= 0")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            _validate.token_ids(bad, None)
+    with pytest.raises(ValueError, match=re.escape("holds the id 4, outside 0..3 (vocab=4)")):
+        _validate.token_ids([4], 4)
