@@ -138,32 +138,26 @@ def cast(arr: np.ndarray, dtype, name: str, fix: str) -> np.ndarray:
 
 
 def token_ids(tokens, vocab: int | None, name: str = "tokens") -> np.ndarray:
-    """``tokens`` as an int64 array of ids in 0 .. vocab - 1 (``vocab`` None: any id >= 0); floats, bools
+    """``tokens`` as an int64 array of ids in 0 .. vocab - 1 (``vocab=None``: any id >= 0); floats, bools
     and ids out of range refused (numpy would read -1 as the last token, and 2.5 cannot index a table).
 
     >>> token_ids([[3, 0]], vocab=4).dtype
     dtype('int64')
-    >>> token_ids([-1], vocab=None)
-    Traceback (most recent call last):
-    ...
-    ValueError: tokens holds the id -1; token ids are >= 0 (numpy would read a negative one from the end)
     """
+    span = f"in 0..{vocab - 1}" if vocab is not None else ">= 0"
     try:
         arr = np.asarray(tokens)
     except ValueError:
         raise ValueError(f"{name} is not a rectangular array (ragged nested lists?); give every row the same "
                          "length") from None
-    ids = ">= 0" if vocab is None else f"in 0..{vocab - 1}"
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name} must be whole-number token ids {ids}, got dtype {arr.dtype}; "
+        raise ValueError(f"{name} must be whole-number token ids {span}, got dtype {arr.dtype}; "
                          f"pass an int array, e.g. np.asarray({name}, dtype=int) if they are whole numbers")
-    if arr.size and arr.min() < 0 and vocab is None:
-        raise ValueError(f"{name} holds the id {arr.min()}; token ids are >= 0 (numpy would read a negative one "
-                         "from the end)")
-    if arr.size and vocab is not None and (arr.min() < 0 or arr.max() >= vocab):
+    if arr.size and (arr.min() < 0 or (vocab is not None and arr.max() >= vocab)):
         bad = arr.min() if arr.min() < 0 else arr.max()
-        raise ValueError(f"{name} holds the id {bad}, outside 0..{vocab - 1} (vocab={vocab}); numpy would read "
-                         f"a negative id from the end: give ids below {vocab}")
+        where = f"outside 0..{vocab - 1} (vocab={vocab})" if vocab is not None else "below 0 (token ids are >= 0)"
+        raise ValueError(f"{name} holds the id {bad}, {where}; numpy would read "
+                         f"a negative id from the end" + (f": give ids below {vocab}" if vocab is not None else ""))
     return arr.astype(np.int64, copy=False)
 
 

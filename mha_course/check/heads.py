@@ -189,7 +189,10 @@ HEAD_QUERIES = Exercise("head_queries", _head_queries_ref, _head_queries_cases, 
             lambda X, W_q, h, i: _own_block(X, W_q, h, i)),
     Mistake("d_k = d_model / h is a float (true division): slice bounds need whole numbers",
             "d_k = W_q.shape[1] // h (floor division)",
-            lambda X, W_q, h, i: X @ W_q[:, i * (W_q.shape[1] / h):(i + 1) * (W_q.shape[1] / h)])),
+            lambda X, W_q, h, i: X @ W_q[:, i * (W_q.shape[1] / h):(i + 1) * (W_q.shape[1] / h)]),
+    Mistake("X @ W_q reshaped straight to (B, h, T, d_k) with no transpose: head i's rows then mix positions "
+            "and heads (notebook 03's bug)", _FIX_HEAD,
+            lambda X, W_q, h, i: (X @ W_q).reshape(X.shape[0], h, X.shape[1], -1)[:, i])),
     axes={"result": ("batch", "position", "feature")}, rules=(_NO_SPLIT,))
 
 
@@ -222,16 +225,22 @@ class _Watched(np.ndarray):
         return func(*unwrap(args), **{k: unwrap(v) for k, v in kwargs.items()})
 
 
-def _full_projection(fn) -> bool:
-    """True when fn projects X with all of W_q (then slices): the probe B, T, D, h, i = 2, 3, 8, 4, 2."""
+def _full_projection(fn) -> tuple:
+    """(fn projects X with all of W_q, then slices; its output is the reference's) on the probe
+    B, T, D, h, i = 2, 3, 8, 4, 2."""
     rng = np.random.default_rng(0)
-    W = rng.normal(size=(8, 8)).view(_Watched)
-    W.full, W.width = [], 8
+    X, W = rng.normal(size=(2, 3, 8)), rng.normal(size=(8, 8))
+    watched = W.copy().view(_Watched)
+    watched.full, watched.width = [], 8
     try:
-        engine.call_learner(fn, rng.normal(size=(2, 3, 8)), W, 4, 2)
+        got = engine.call_learner(fn, X, watched, 4, 2)
     except engine.LearnerFailed:
-        return False
-    return bool(W.full)
+        return False, False
+    try:
+        right = np.allclose(np.asarray(got, dtype=float), _head_queries_ref(X, W, 4, 2))
+    except (TypeError, ValueError):  # a result of another shape or kind: not right
+        right = False
+    return bool(watched.full), bool(right)
 
 
 def head_queries(fn) -> bool:
@@ -243,11 +252,17 @@ def head_queries(fn) -> bool:
     ✔ head_queries: all 4 cases match
     True
     """
-    if callable(fn) and _full_projection(fn):
+    full, right = _full_projection(fn) if callable(fn) else (False, False)
+    if full and right:
         return engine.report("head_queries", "wrong", [
             "✘ head_queries: the values are right, but your function multiplies X by all of W_q (a full "
             "projection, X @ W_q) and then takes head i's columns, which this exercise asks you not to do.",
             f"  Fix: {_FIX_HEAD} (d_model x d_k numbers per head, not d_model x d_model)"])
+    if full:  # a full projection AND wrong values: say both, the values' diagnosis from the cases
+        print("✘ head_queries: your function multiplies X by all of W_q (a full projection, X @ W_q), which this "
+              "exercise asks you not to do, and its values are wrong too:")
+        HEAD_QUERIES.check(fn)
+        return False
     return HEAD_QUERIES.check(fn)
 
 

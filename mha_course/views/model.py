@@ -83,8 +83,8 @@ def token_labels(tokens, T: int, vocab=None) -> list[str]:
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple, np.ndarray)):
         raise ValueError(f"tokens must be the (T,) token ids of the sequence, got {type(tokens).__name__}; "
                          "pass e.g. batch.tokens[0]")
-    # vocab None: any id >= 0 labels a position
-    ids = _validate.token_ids(tokens, None if vocab is None else _validate.positive_int(vocab, "vocab"))
+    vocab = None if vocab is None else _validate.positive_int(vocab, "vocab")  # None: any id >= 0 labels a position
+    ids = _validate.token_ids(tokens, vocab)
     if ids.shape != (T,):
         raise ValueError(f"tokens has shape {ids.shape} but the weights are for T={T} positions; "
                          "give the ids of that one sequence, e.g. batch.tokens[0]")

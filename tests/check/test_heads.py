@@ -83,3 +83,21 @@ def test_new_head_mistakes_are_named(capsys):
     assert "rounded up" in capsys.readouterr().out
     assert check.bug_source_position(lambda i, t, T, h: (t + i * T) - h * ((t + i * T) // h)) is False
     assert "the remainder" in capsys.readouterr().out
+
+
+def test_head_queries_never_calls_wrong_values_right_when_a_full_projection_is_used(capsys):
+    """A full projection X @ W_q is refused by the exercise's rule; the message says the values are right
+    only when they are, and otherwise diagnoses them too."""
+    def first_block_of_full_projection(X, W_q, h, i):  # the full product, then head 0's columns for every i
+        return (X @ W_q)[..., : W_q.shape[1] // h]
+
+    def right_columns_of_full_projection(X, W_q, h, i):
+        d_k = W_q.shape[1] // h
+        return (X @ W_q)[..., i * d_k:(i + 1) * d_k]
+
+    assert check.head_queries(first_block_of_full_projection) is False
+    out = capsys.readouterr().out
+    assert "the values are right" not in out and "full projection" in out
+    assert "the first block of columns for every head" in out
+    assert check.head_queries(right_columns_of_full_projection) is False
+    assert "the values are right, but your function multiplies X by all of W_q" in capsys.readouterr().out

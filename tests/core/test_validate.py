@@ -181,7 +181,7 @@ def test_token_ids_without_a_vocabulary_take_any_id_from_zero_and_nothing_else()
     """The one check of token ids: with vocab None (a view's labels, a batch without its config) any
     id >= 0 passes; -1, floats and bools are refused as with a vocabulary."""
     assert _validate.token_ids([[0, 10**12]], None).tolist() == [[0, 10**12]]
-    for bad, message in (([0, -1], "holds the id -1; token ids are >= 0"), ([0.5], "whole-number token ids >= 0"),
+    for bad, message in (([0, -1], "holds the id -1, below 0 (token ids are >= 0)"), ([0.5], "whole-number token ids >= 0"),
                          ([True], "whole-number token ids >= 0")):
         with pytest.raises(ValueError, match=re.escape(message)):
             _validate.token_ids(bad, None)

@@ -82,7 +82,7 @@ def test_shipped_experiments_are_reproducible():
         checkpoints.load_experiments("/nonexistent/e.npz")
 
 
-# ----------------------------------------------------------------------------- every entry checks its arguments
+# ----------------------------------------------------------------------------- every entry checks
 @pytest.mark.parametrize("bad", [None, 3, b"m.npz", ""])
 def test_a_path_that_is_none_or_not_path_like_is_refused_by_name(bad, tmp_path):
     """It was a TypeError from os.fspath naming no argument."""

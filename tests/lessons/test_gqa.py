@@ -178,7 +178,7 @@ def test_benchmark_prints_its_command_and_table(capsys):
     assert len(rows) == 2 and all(row.rstrip().endswith("KiB |") for row in rows)
 
 
-# ----------------------------------------------------------------------------- every entry checks its arguments
+# ----------------------------------------------------------------------------- every entry checks
 def test_greedy_steps_checks_everything_when_called_not_when_first_read():
     """It was a generator: a bad prompt, n_new or config passed silently until the first next()."""
     config = CONFIGS["mha"]

@@ -109,7 +109,7 @@ def test_same_seed_same_losses_and_other_seed_differs():
 
 
 
-# ----------------------------------------------------------------------------- every entry checks its arguments
+# ----------------------------------------------------------------------------- every entry checks
 @pytest.mark.parametrize("name, value, message", [
     ("lr", float("nan"), "lr=nan must be a finite number"), ("lr", -1e-3, "lr=-0.001 is outside (0"),
     ("b1", 1.0, "b1=1.0 is outside [0, 1)"), ("b2", float("inf"), "b2=inf must be a finite number"),
