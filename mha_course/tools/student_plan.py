@@ -150,10 +150,13 @@ def existing_kind(target: Path, text: str):
 
 
 def error_line(err: OSError, path, after: str) -> str:
+    """The one line an OSError while writing the copies becomes: what failed at ``path``, the fix, then ``after``
+    (what state the files are in)."""
     return f"{files.os_error_line(err, path, 'choose a folder you can write to, e.g. ~/mha-student')}. {after}"
 
 
 def sha256(data: bytes) -> str:
+    """The hex sha256 of ``data``: how copies.json tells a copy as written from one the learner edited."""
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
