@@ -61,12 +61,13 @@ from .model_config import (  # re-exported (in __all__): train.Config, train.che
     Model,
     check_batch,
     check_config,
+    check_logits,
     check_model,
     check_tokens,
 )
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "TASKS", "POSITIONS", "LN_EPS", "check_config",
-           "check_model", "check_tokens", "check_batch",
+           "check_model", "check_tokens", "check_batch", "check_logits",
            "make_batch", "init_model", "embed", "layer_params", "compact_grads", "cached_layer_params", "norm",
            "forward", "ablate_head", "induction_score", "token_losses", "scored_metrics"]
 
@@ -478,13 +479,7 @@ def scored_metrics(logits, batch: Batch, losses=None) -> Metrics:
     >>> round(scored_metrics(np.log(np.array([[[0.5, 0.5], [0.9, 0.1]]])), b).loss, 4)  # ln 2 at the one scored
     0.6931
     """
-    logits = _validate.finite_array(logits, "logits")
-    if logits.ndim != 3 or logits.shape[-1] == 0:
-        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1, one score per token")
-    batch = check_batch(batch, logits.shape[-1])
-    if batch.tokens.shape != logits.shape[:2]:
-        raise ValueError(f"batch is {batch.tokens.shape} but logits {logits.shape}; give the logits of the forward "
-                         "pass over batch.tokens: (B, T, V)")
+    logits, batch = check_logits(logits, batch)
     if losses is None:
         losses = token_losses(logits, batch.targets)  # (B, T)
     else:

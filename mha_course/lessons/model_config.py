@@ -2,10 +2,11 @@
 
 ``Config`` (every choice of one training run), ``Model`` (its weights: embed (V, D), pos (T, D)
 or None, one MHAParams per layer, unembed (D, V)), ``Batch`` (tokens, targets, scored: (B, T)
-each) and ``Metrics`` (loss, accuracy); ``check_config``, ``check_model``, ``check_tokens`` and
-``check_batch`` validate them once, at the entry of every function of ``lessons.model``,
-``lessons.training`` and ``lessons.checkpoints``, with a ValueError that names the fix.
-``lessons.model`` re-exports every name (the notebooks write ``train.Config``).
+each) and ``Metrics`` (loss, accuracy); ``check_config``, ``check_model``, ``check_tokens``,
+``check_batch`` and ``check_logits`` (a forward pass's logits (B, T, V) with its Batch) validate
+them once, at the entry of every function of ``lessons.model``, ``lessons.training`` and
+``lessons.checkpoints``, with a ValueError that names the fix. ``lessons.model`` re-exports
+every name (the notebooks write ``train.Config``).
 
 >>> config = check_config(Config(d_model=8, h=2))
 >>> config.h_kv, check_tokens([[0, 3]], config).shape
@@ -24,7 +25,7 @@ from ..mha import MHAParams
 from ..positions import rope_inv_freq
 
 __all__ = ["Config", "Model", "Batch", "Metrics", "TASKS", "POSITIONS", "check_config", "check_model",
-           "check_tokens", "check_batch"]
+           "check_tokens", "check_batch", "check_logits"]
 
 TASKS = ("previous_token", "induction")
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -197,3 +198,23 @@ def check_batch(batch: Batch, vocab: Optional[int] = None, name: str = "batch") 
                          f"({scored.dtype}); all three must be (B, T) with B, T >= 1, scored bool: "
                          "make it with train.make_batch(config, rng)")
     return Batch(tokens, targets, scored)
+
+
+def check_logits(logits, batch: Batch, name: str = "batch") -> tuple:
+    """logits (B, T, V), Batch -> (logits as finite floats, the checked Batch): the logits of the forward
+    pass over batch.tokens, V >= 1, and targets below V. What every loss of the model checks first.
+
+    >>> b = Batch(np.array([[1, 0]]), np.array([[1, 0]]), np.array([[True, False]]))
+    >>> check_logits(np.zeros((1, 3, 2)), b)
+    Traceback (most recent call last):
+    ...
+    ValueError: batch is (1, 2) but logits (1, 3, 2); give the logits of the forward pass over batch.tokens: (B, T, V)
+    """
+    logits = _validate.finite_array(logits, "logits")
+    if logits.ndim != 3 or logits.shape[-1] == 0:
+        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1, one score per token")
+    batch = check_batch(batch, logits.shape[-1], name)
+    if batch.tokens.shape != logits.shape[:2]:
+        raise ValueError(f"{name} is {batch.tokens.shape} but logits {logits.shape}; give the logits of the forward "
+                         f"pass over {name}.tokens: (B, T, V)")
+    return logits, batch

@@ -111,3 +111,16 @@ def test_a_model_holds_finite_float_arrays():
                        (params._replace(embed=np.full((6, 4), "a")), "params.embed is ndarray <U1")):
         with pytest.raises(ValueError, match=re.escape(named)):
             tr.forward(bad, batch.tokens, TINY)
+
+
+def test_the_losses_check_their_logits_once_and_alike():
+    """scored_metrics and training.cross_entropy take the same logits and refuse the same ones, by one check."""
+    params, batch = _tiny()
+    logits, _ = tr.forward(params, batch.tokens, TINY)
+    assert cfg.check_logits(logits, batch)[0] is logits
+    for bad, message in ((logits[:, 1:], "batch is (3, 6) but logits (3, 5, 6)"), (logits[0], "logits has shape (6, 6)"),
+                         (np.full_like(logits, np.nan), "logits has 108 non-finite values"),
+                         (logits[..., :4], "holds the id 4, outside 0..3")):
+        for loss in (cfg.check_logits, tr.scored_metrics, training.cross_entropy):
+            with pytest.raises(ValueError, match=re.escape(message)):
+                loss(bad, batch)
