@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import mha_course as mc
+from mha_course.subquadratic import elu_feature_map
 from mha_course.check import derive, engine
 
 
@@ -260,3 +261,19 @@ def test_a_range_a_constant_or_a_ratio_off_by_one_is_named(capsys, checker, fn, 
     ok = checker.check(fn) if isinstance(checker, engine.Exercise) else getattr(check, checker)(fn)
     out = capsys.readouterr().out
     assert ok is False and words in out and "not one of the mistakes" not in out, out
+
+
+def _featured(x, y):
+    """x (n, d), y (d, m) -> (n, m): the feature map of x, times y."""
+    return elu_feature_map(x) @ y
+
+
+FEATURED = engine.Exercise("featured", _featured, lambda: [engine.Case((np.linspace(-2, 2, 12).reshape(3, 4),
+                                                                         np.arange(8.0).reshape(4, 2))),
+                                                            engine.Case((np.cos(np.arange(10.0)).reshape(5, 2),
+                                                                         np.ones((2, 3))))], register=False)
+
+
+def test_a_package_step_left_out_is_named_by_its_function(capsys):
+    ok, out = verdict(capsys, lambda x, y: x @ y, FEATURED)
+    assert ok is False and "the elu_feature_map left out" in out, out
