@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import mha_course as mc
-from mha_course.subquadratic import elu_feature_map
 from mha_course.check import derive, engine
+from mha_course.subquadratic import elu_feature_map
 
 
 def _scores(Q, K):
