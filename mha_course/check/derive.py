@@ -249,75 +249,104 @@ def _together(found) -> Derived:
 
 def _transforms(spec, runs, output, pairs, raws=None) -> list:
     """Every output-level transformation that maps the expected output to the learner's on every case."""
+    all_close = _all_close_over(pairs, runs)
+    same_shape = all(g.shape == w.shape for g, w in pairs)
+    k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
+    labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
+    raws = raws or pairs
+    out = _mask_forms(raws) if same_shape else []
+    if not out and same_shape and _only_non_finite(pairs):
+        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
+                        vocabulary.fix("non-finite", output=output))]
+    if same_shape:
+        out += _number_forms(pairs, raws, all_close) + _value_forms(spec, runs, pairs, raws, k, labels, all_close)
+    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6:
+        out += _shape_forms(pairs, k, labels, all_close)
+    return [Derived(key, vocabulary.sentence(key, output=output, **slots), vocabulary.fix(key, output=output, **slots))
+            for key, slots in out]
+
+
+def _all_close_over(pairs, runs):
+    """all_close(f): f(expected, got, run) holds on every case (False if f raises)."""
     def all_close(f):
         try:
             return all(f(w, g, r) for (g, w), r in zip(pairs, runs))
         except Exception:
             return False
-    same_shape = all(g.shape == w.shape for g, w in pairs)
-    k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
-    labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
+    return all_close
+
+
+def _mask_forms(raws) -> list:
+    """A boolean mask returned in its additive form (0 / -inf), either way round."""
     out = []
-    raws = raws or pairs
-    if same_shape and all(w.dtype == np.bool_ and g.dtype.kind == "f" for g, w in raws):
+    if all(w.dtype == np.bool_ and g.dtype.kind == "f" for g, w in raws):
         for key, keep, block in (("additive-mask", 0.0, -np.inf), ("additive-mask-reversed", -np.inf, 0.0)):
             if all(np.array_equal(g, np.where(w, keep, block)) for g, w in raws):
                 out.append((key, {}))
-    if not out and same_shape and _only_non_finite(pairs):
-        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
-                        vocabulary.fix("non-finite", output=output))]
-    if same_shape and all(w.dtype.kind in "iuf" and w.dtype != np.bool_ for _, w in raws):
+    return out
+
+
+def _number_forms(pairs, raws, all_close) -> list:
+    """A count one more or one less; a whole-number answer left as a float (or rounded the wrong way)."""
+    out = []
+    if all(w.dtype.kind in "iuf" and w.dtype != np.bool_ for _, w in raws):
         for delta in (1, -1):  # a count, or a ratio read as "how many times more" (minus 1)
             if all_close(lambda w, g, r, d=delta: close(g, w + d)):
                 out.append(("off-by-one", {"delta": "one more" if delta == 1 else "one less"}))
-    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
-        if all(g.dtype.kind == "f" for g, _ in raws):
-            for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
-                           ("round it up (math.ceil)", np.ceil)):
-                if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
-                    out.append(("float-result", {"how": how}))
-                    break
-    if same_shape:
-        if any(np.any(w != 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, -w)):
-            out.append(("negated", {}))
-        if all_close(lambda w, g, r: close(g, 1 / w)):
-            out.append(("inverse", {}))
-        if any(np.any(w < 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, np.abs(w))):
-            out.append(("absolute", {}))
-        moved = [(w, g) for g, w in pairs if not close(g, w)]
-        for key, f in (("squared", np.square), ("square-root", np.sqrt), ("exponential", np.exp), ("logarithm", np.log)):
-            with np.errstate(all="ignore"):
-                if moved and all_close(lambda w, g, r, f=f: close(g, f(w))):
-                    out.append((key, {}))
-        factor = _factor(spec, runs, pairs)
-        if factor:
-            out.append(("scale", {"factor": factor[0], "size": factor[1]}))
-        for a, b in combinations(range(-k, 0), 2):
-            if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
-                    lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
-                    lambda w, g, r: close(g, w)):
-                out.append(("transpose", {"a": labels[a], "b": labels[b]}))
-        for ax in range(-k, 0):
-            if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
-                mask = all(w.dtype == np.bool_ for _, w in raws)
-                out.append(("flipped-mask" if mask else "flipped", {"axis": labels[ax]}))
-            elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
-                out.append(("shifted", {"axis": labels[ax]}))
-    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6 and _repeated(pairs, k):
-        ax, how = _repeated(pairs, k)
-        out.append(("repeated", {"axis": labels[ax], "how": how}))
-    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6:
-        for perm in permutations(range(-k, 0)):
-            if perm != tuple(range(-k, 0)) and all_close(
-                    lambda w, g, r, p=perm: close(g, np.moveaxis(w, p, tuple(range(-k, 0))))):
-                moved = [i for i, j in zip(perm, range(-k, 0)) if i != j]
-                if len(moved) == 2:  # two axes swapped
-                    out.append(("transpose", {"a": labels[moved[0]], "b": labels[moved[1]]}))
-                else:
-                    out.append(("axis-order", {"order": "(" + ", ".join(labels[i] for i in perm) + ")"}))
+    if all(w.dtype.kind in "iu" for _, w in raws) and all(g.dtype.kind == "f" for g, _ in raws):
+        for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
+                       ("round it up (math.ceil)", np.ceil)):
+            if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
+                out.append(("float-result", {"how": how}))
                 break
-    return [Derived(key, vocabulary.sentence(key, output=output, **slots), vocabulary.fix(key, output=output, **slots))
-            for key, slots in out]
+    return out
+
+
+def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
+    """Same shape: the expected values negated, inverted, through a function, scaled, transposed, flipped."""
+    out = []
+    if any(np.any(w != 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, -w)):
+        out.append(("negated", {}))
+    if all_close(lambda w, g, r: close(g, 1 / w)):
+        out.append(("inverse", {}))
+    if any(np.any(w < 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, np.abs(w))):
+        out.append(("absolute", {}))
+    moved = [(w, g) for g, w in pairs if not close(g, w)]
+    for key, f in (("squared", np.square), ("square-root", np.sqrt), ("exponential", np.exp), ("logarithm", np.log)):
+        with np.errstate(all="ignore"):
+            if moved and all_close(lambda w, g, r, f=f: close(g, f(w))):
+                out.append((key, {}))
+    factor = _factor(spec, runs, pairs)
+    if factor:
+        out.append(("scale", {"factor": factor[0], "size": factor[1]}))
+    for a, b in combinations(range(-k, 0), 2):
+        if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
+                lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
+                lambda w, g, r: close(g, w)):
+            out.append(("transpose", {"a": labels[a], "b": labels[b]}))
+    for ax in range(-k, 0):
+        if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
+            mask = all(w.dtype == np.bool_ for _, w in raws)
+            out.append(("flipped-mask" if mask else "flipped", {"axis": labels[ax]}))
+        elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
+            out.append(("shifted", {"axis": labels[ax]}))
+    return out
+
+
+def _shape_forms(pairs, k, labels, all_close) -> list:
+    """Another shape of the same number of axes: an axis repeated, two axes swapped, the axes reordered."""
+    repeated = _repeated(pairs, k)
+    if repeated:
+        ax, how = repeated
+        return [("repeated", {"axis": labels[ax], "how": how})]
+    for perm in permutations(range(-k, 0)):
+        if perm != tuple(range(-k, 0)) and all_close(
+                lambda w, g, r, p=perm: close(g, np.moveaxis(w, p, tuple(range(-k, 0))))):
+            moved = [i for i, j in zip(perm, range(-k, 0)) if i != j]
+            if len(moved) == 2:  # two axes swapped
+                return [("transpose", {"a": labels[moved[0]], "b": labels[moved[1]]})]
+            return [("axis-order", {"order": "(" + ", ".join(labels[i] for i in perm) + ")"})]
+    return []
 
 
 def _only_non_finite(pairs) -> bool:

@@ -345,16 +345,7 @@ class Sites:
         on_module = isinstance(func, ast.Attribute) and self.is_module(func.value)
         is_method = isinstance(func, ast.Attribute) and not on_module
         first = func.value if is_method else (node.args[0] if node.args else None)
-        base = _ALIASES.get(name, name)
-        if base in _REDUCTIONS and (isinstance(func, ast.Attribute) or base in ("max", "min")):
-            for other in _REDUCTIONS:
-                if other != base and (isinstance(func, ast.Attribute) or other in ("max", "min")):
-                    new_func = copy.copy(func)
-                    if isinstance(func, ast.Attribute):
-                        new_func.attr = other
-                    else:
-                        new_func.id = other
-                    self.add("reduction", (node, "func", None), new_func, (("from", base), ("to", other)))
+        self.reductions(node, func, _ALIASES.get(name, name))
         if first is not None and not (is_method and name in ("sum", "mean", "max", "min")):
             if name == "sqrt":
                 self.add("sqrt", slot, first, (("dropped", True),))
@@ -382,6 +373,18 @@ class Sites:
                 self.add("dropped-call", slot, node.args[0], (("dropped", name),))
         self.axes(node, name, is_method)
         self.arguments(node, name)
+
+    def reductions(self, node, func, base):
+        """One reduction for another (sum, mean, max, min ...): a method, or the builtin max and min."""
+        if base in _REDUCTIONS and (isinstance(func, ast.Attribute) or base in ("max", "min")):
+            for other in _REDUCTIONS:
+                if other != base and (isinstance(func, ast.Attribute) or other in ("max", "min")):
+                    new_func = copy.copy(func)
+                    if isinstance(func, ast.Attribute):
+                        new_func.attr = other
+                    else:
+                        new_func.id = other
+                    self.add("reduction", (node, "func", None), new_func, (("from", base), ("to", other)))
 
     def extended_call(self, node, slot, name, first):
         """The diagnosis' slips in a call: another rounding of a whole-number result (round or

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..mha import init_params
 from ..mha import trace as _trace
-from .engine import ShapeExercise, ShapeMistake, Sizes
+from .shape_exercise import ShapeExercise, ShapeMistake, Sizes
 
 __all__ = ["stage_shapes", "cross_attention_shapes", "STAGE_SHAPES", "CROSS_ATTENTION_SHAPES"]
 
