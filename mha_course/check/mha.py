@@ -247,7 +247,8 @@ def count_mistakes(n, other):
         ("", "", n, lambda d, h: d * d),
         (other[0], other[1], other[2], lambda d, h: d * d),
         ("each head counted with full-size d_model x d_model matrices (×h)", _FIX_HEADS, n, lambda d, h: h * d * d),
-        (f"{n}·d_model·d_k: one head's columns, the ×h is forgotten",
+        (f"{n}·d_model·d_k: one head's columns, the ×h is forgotten; or {n}·h·d_k², each head's block counted "
+         "as d_k x d_k (a head reads all d_model features), which gives the same numbers",
          "the heads together fill all d_model columns: each matrix is d_model x d_model", n, lambda d, h: d * (d // h)))
     biases = (  # (name, fix, number of biases or None for as many as matrices, scalars of one (d_model, h))
         ("", "", None, lambda d, h: d),
