@@ -136,16 +136,16 @@ def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4) -> int:
 
 
 MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c in (
-    (16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (10**6, 1, 1), (10**6 + 7, 2, 3, 2), (5 * 10**8, 4, 6, 8))], (
+    (16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (2**56 - 4, 1, 1), (10**6 + 7, 2, 3, 2), (192 * 1500**2, 4, 6, 8))], (
     Mistake("h is forgotten: every head has its own T x T scores", "budget // (B * h * bytes_per_number)",
             lambda n, B, h, b=4: math.isqrt(n // (B * b))),
     Mistake("the square root is forgotten: the scores grow with T², not T",
             "math.isqrt(budget // (B * h * bytes_per_number))", lambda n, B, h, b=4: n // (B * h * b)),
     Mistake("numbers counted, not bytes", "divide the budget by bytes_per_number too",
             lambda n, B, h, b=4: math.isqrt(n // (B * h))),
-    Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt, or int(...)",
+    Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: math.ceil(math.sqrt(n / (B * h * b)))),
-    Mistake("rounded to the nearest: the scores of that T may no longer fit", "round down: math.isqrt, or int(...)",
+    Mistake("rounded to the nearest: the scores of that T may no longer fit", "round down: math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: round(math.sqrt(n / (B * h * b)))),
     Mistake("off by one: the first T whose scores no longer fit (the largest T that fits, + 1)",
             "the largest T with B·h·T²·bytes_per_number <= budget: math.isqrt(budget // (B * h * bytes_per_number))",
@@ -158,8 +158,13 @@ MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c i
             lambda n, B, h, b=4: math.isqrt(n) // (B * h * b)),
     Mistake("B is forgotten: every sequence has its own scores", "budget // (B * h * bytes_per_number)",
             lambda n, B, h, b=4: math.isqrt(n // (h * b))),
+    Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "divide by bytes_per_number, not by 4",
+            lambda n, B, h, b=4: math.isqrt(n // (B * h * 4))),
     Mistake("not rounded: the real square root, where the largest whole T is asked", "math.isqrt(...), or "
-            "int(math.sqrt(...))", lambda n, B, h, b=4: math.sqrt(n / (B * h * b)))))
+            "int(math.sqrt(...)) with a check that T² still fits", lambda n, B, h, b=4: math.sqrt(n / (B * h * b))),
+    Mistake("a float square root, int(math.sqrt(...)): a float holds 53 bits, so for a huge budget the root "
+            "rounds up past the largest T that fits", "math.isqrt(budget // (B * h * bytes_per_number)): "
+            "the exact integer square root", lambda n, B, h, b=4: int(math.sqrt(n / (B * h * b))))))
 
 
 def max_seq_len(fn) -> bool:

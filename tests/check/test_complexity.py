@@ -34,7 +34,8 @@ def crossover_loop(d_model):
     (cc.score_bytes, lambda B, h, T, bytes_per_number=4: B * h * T ** 2 * bytes_per_number),
     (cc.score_bytes, lambda B, h, T, bytes_per_number=4: int(np.prod([B, h, T, T, bytes_per_number]))),
     (cc.max_seq_len, lambda budget, B, h, b=4: math.isqrt(budget // (B * h * b))),
-    (cc.max_seq_len, lambda budget, B, h, b=4: int(math.sqrt(budget // (B * h * b)))),
+    (cc.max_seq_len, lambda budget, B, h, b=4: max(T for T in (int(math.sqrt(budget / (B * h * b))) + d
+                                                            for d in (-1, 0, 1)) if B * h * b * T * T <= budget)),
 ])
 def test_right_answers_are_accepted(capsys, checker, fn):
     ok = checker(fn)
@@ -53,7 +54,9 @@ def test_a_stub_is_not_finished(capsys, checker):
     (cc.score_bytes, lambda B, h, T, b=4: 8 * b * B * h * T ** 2, "bits"),
     (cc.flops, lambda T, d: (8 * T * T * d, 4 * T * T * d), "T and d_model swapped"),
     (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n // (B * h * b)) + 1, "off by one"),
-    (cc.max_seq_len, lambda n, B, h, b=4: int(math.sqrt(n)) // (B * h * b), "before dividing"),
+    (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n) // (B * h * b), "before dividing"),
+    (cc.max_seq_len, lambda n, B, h, b=4: int(math.sqrt(n // (B * h * b))), "a float holds 53 bits"),
+    (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n // (4 * B * h)), "bytes_per_number is ignored"),
 ])
 def test_units_terms_and_rounding_are_named(capsys, checker, fn, said):
     assert checker(fn) is False
