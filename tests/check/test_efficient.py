@@ -89,7 +89,7 @@ def update_normalised(state, scores_block, V_block):
     return m_new, l_new, out
 
 
-@pytest.mark.parametrize("fn, index", [(update_block_max_only, 5), (update_inverted, 3), (update_normalised, 8)])
+@pytest.mark.parametrize("fn, index", [(update_block_max_only, 6), (update_inverted, 3), (update_normalised, 9)])
 def test_update_learner_mistakes_are_named(capsys, fn, index):
     ok, out = run(capsys, "online_softmax_update", fn)
     assert not ok and named(out, ce.ONLINE_SOFTMAX_UPDATE.mistakes[index]), out
