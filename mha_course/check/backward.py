@@ -74,6 +74,9 @@ _SOFTMAX_MISTAKES = (
     Mistake("the sign flipped: p * ((p * g).sum(...) - g), the Jacobian taken as p pᵀ - diag(p)",
             "J = diag(p) - p pᵀ, so grad = p * (g - (p * g).sum(-1, keepdims=True))",
             lambda p, g: p * ((p * g).sum(-1, keepdims=True) - g)),
+    Mistake("the weighted sum over axis=1 (right only for 2-D weights): the keys are the LAST axis, whatever "
+            "the batch axes", "(p * g).sum(axis=-1, keepdims=True)",
+            lambda p, g: p * (g - (p * g).sum(axis=1, keepdims=True))),
 )
 SOFTMAX_BACKWARD = Exercise("softmax_backward", _softmax_backward, _softmax_cases, _SOFTMAX_MISTAKES)
 
@@ -164,6 +167,11 @@ _SPLIT_BACKWARD_MISTAKES = (
             lambda g: g.transpose(0, 2, 1, 3)),
     Mistake("the heads concatenated in reverse order (head h-1 first)",
             "head i's gradient goes to features i·d_k .. (i+1)·d_k - 1", lambda g: _split_heads_backward(g[:, ::-1])),
+    Mistake("averaged over the heads and the mean repeated h times (np.tile): every head's slot gets the same "
+            "mean, not its own gradient", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): head i's gradient "
+            "in features i·d_k .. (i+1)·d_k - 1", lambda g: np.tile(g.mean(axis=1), (1, 1, g.shape[1]))),
+    Mistake("summed over the heads and the sum repeated h times (np.tile)", "g.transpose(0, 2, 1, 3).reshape(B, T, "
+            "h * d_k): head i's gradient in its own features", lambda g: np.tile(g.sum(axis=1), (1, 1, g.shape[1]))),
 )
 SPLIT_HEADS_BACKWARD = Exercise("split_heads_backward", _split_heads_backward, _split_backward_cases,
                                 _SPLIT_BACKWARD_MISTAKES)
@@ -256,6 +264,9 @@ _SHARED_MISTAKES = (
             "matrix: grad_K with W_k, grad_V with W_v", lambda c, W_k, W_v, gK, gV: gK @ W_v.T + gV @ W_k.T),
     Mistake("the two paths subtracted instead of added", _FIX_SHARED,
             lambda c, W_k, W_v, gK, gV: gK @ W_k.T - gV @ W_v.T),
+    Mistake("multiplied by c as well (c * (grad_K @ W_k.T + grad_V @ W_v.T)): c is what the gradient is for; "
+            "the gradient with respect to W would be c.T @ grad", _FIX_SHARED,
+            lambda c, W_k, W_v, gK, gV: c * (gK @ W_k.T + gV @ W_v.T)),
 )
 SHARED_INPUT_BACKWARD = Exercise("shared_input_backward", _shared_reference, _shared_cases, _SHARED_MISTAKES)
 
