@@ -183,6 +183,13 @@ def _sdpa_dot_T(Q, K, V, mask=None):
     return np.matmul(w, V), w
 
 
+def _sdpa_scaled_after(Q, K, V, mask=None):
+    """The softmax of the unscaled scores, then the weights divided by sqrt(d_k)."""
+    s = scores(Q, K, 1.0)
+    w = _softmax(s if mask is None else np.where(mask, s, -np.inf)) / math.sqrt(Q.shape[-1])
+    return np.matmul(w, V), w
+
+
 def _sdpa_bool_index(Q, K, V, mask=None):
     """``s[~mask] = -inf``: boolean indexing needs a mask of the scores' own shape (no broadcasting)."""
     s = scores(Q, K, 1 / math.sqrt(Q.shape[-1]))
@@ -240,6 +247,9 @@ _SDPA_MISTAKES = (
             lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[::-1]),
     Mistake("softmax over the queries (axis -2) instead of the keys",
             "normalise each query's scores over the keys: softmax(scores, axis=-1)", _sdpa_query_axis),
+    Mistake("the 1/√d_k applied after the softmax (weights / √d_k): the scores must be scaled before it, and "
+            "the rows no longer sum to 1", "scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k), then the softmax",
+            _sdpa_scaled_after),
     Mistake("K.T on a batched array: .T reverses every axis, not only the last two",
             "np.swapaxes(K, -1, -2) (or K.swapaxes(-1, -2)) transposes the last two axes only", _sdpa_dot_T),
     Mistake("the mask applied by boolean indexing, scores[~mask] = -inf: an index needs the scores' own shape, "
