@@ -180,6 +180,14 @@ COMPOSITION_SCORE = Exercise("composition_score", _composition, _composition_cas
             lambda a, b: float(np.linalg.norm(a @ b, 2) / (np.linalg.norm(a, 2) * np.linalg.norm(b, 2)))),
     Mistake("divided by one norm only (||W_A||_F)", _NORMS_FIX,
             lambda a, b: float(np.linalg.norm(a @ b) / np.linalg.norm(a))),
+    Mistake("the sum of the norms in the denominator (||W_A|| + ||W_B||) instead of their product", _NORMS_FIX,
+            lambda a, b: float(np.linalg.norm(a @ b) / (np.linalg.norm(a) + np.linalg.norm(b)))),
+    Mistake("nuclear norms (the sum of the singular values) instead of Frobenius norms",
+            "np.linalg.norm(M) of a matrix is the Frobenius norm; do not pass ord='nuc'",
+            lambda a, b: float(np.linalg.norm(a @ b, "nuc") / (np.linalg.norm(a, "nuc") * np.linalg.norm(b, "nuc")))),
+    Mistake("the elementwise product W_A * W_B instead of the matrix product W_A @ W_B", "compose the maps: "
+            "W_A @ W_B (what W_A writes, W_B reads)",
+            lambda a, b: float(np.linalg.norm(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))),
 ))
 
 
@@ -212,6 +220,12 @@ def _wrong_axis(corrupt, clean, head):
     return out
 
 
+def _first_sequence_only(corrupt, clean, head):
+    out = np.array(corrupt, dtype=float)
+    out[0, head] = clean[0, head]
+    return out
+
+
 _PATCH_FIX = "start from the corrupted run and copy the clean head in: out = corrupt.copy(); out[:, head] = clean[:, head]"
 PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
     Mistake("patching the wrong direction: the clean run with the corrupted head (that asks what breaks it, "
@@ -222,6 +236,12 @@ PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
             lambda corrupt, clean, head: np.array(clean, dtype=float)),
     Mistake("the clean head added to the corrupted one instead of replacing it", _PATCH_FIX,
             lambda corrupt, clean, head: _patched_ref(corrupt, corrupt + clean, head)),
+    Mistake("only the patched head's outputs returned (B, T, D): the result is every head's, (B, h, T, D), with "
+            "that one taken from the clean run", _PATCH_FIX, lambda corrupt, clean, head: np.array(clean)[:, head]),
+    Mistake("head + 1 patched (the heads counted from 1): heads are numbered 0 .. h-1", _PATCH_FIX,
+            lambda corrupt, clean, head: _patched_ref(corrupt, clean, (head + 1) % np.shape(corrupt)[1])),
+    Mistake("only the first sequence patched (out[0, head]): every sequence of the batch gets the clean head",
+            _PATCH_FIX, _first_sequence_only),
 ), axes={"result": ("position", "feature")})
 
 

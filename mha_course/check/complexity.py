@@ -93,7 +93,14 @@ CROSSOVER_SEQ_LEN = Exercise("crossover_seq_len", _crossover,
     Mistake("the output projection is forgotten (3 projections, not 4)", "count Q, K, V "
             "and the output projection", lambda d_model: -(-3 * d_model // 2)),
     Mistake("only Q Kᵀ counted in the attention, not weights · V", "two matmuls of "
-            "2·T²·d_model each", lambda d_model: 4 * d_model)))
+            "2·T²·d_model each", lambda d_model: 4 * d_model),
+    Mistake("the FLOP count at the crossover returned (4·T²·d_model at T = 2·d_model), not T itself",
+            "return the sequence length T = 2·d_model", lambda d_model: 16 * d_model ** 3),
+    Mistake("the search starts at T = 0, where both costs are 0 (attention >= projections already holds)",
+            "start at T = 1: the first T >= 1 where 4·T²·d_model >= 8·T·d_model²", lambda d_model: 0),
+    Mistake("the projections' T forgotten (8·d_model²): 4·T²·d_model >= 8·d_model² gives ceil(sqrt(2·d_model))",
+            "the projections cost 8·T·d_model²: 4·T²·d_model >= 8·T·d_model² gives T = 2·d_model",
+            lambda d_model: math.ceil(math.sqrt(2 * d_model)))))
 
 
 def crossover_seq_len(fn) -> bool:
@@ -118,7 +125,10 @@ SCORE_BYTES = Exercise("score_bytes", _score_bytes_ref,
     Mistake("T instead of T²: one score per query AND key", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * b),
     Mistake("numbers counted, not bytes", "multiply by bytes_per_number", lambda B, h, T, b=4: B * h * T * T),
     Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "multiply by bytes_per_number, not by 4",
-            lambda B, h, T, b=4: B * h * T * T * 4)) + unit_mistakes(_score_bytes_ref))
+            lambda B, h, T, b=4: B * h * T * T * 4),
+    Mistake("only the causal lower triangle counted, T·(T+1)/2 scores: the (B, h, T, T) array is stored whole, "
+            "masked or not", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * (T + 1) // 2 * b)) + unit_mistakes(
+    _score_bytes_ref))
 
 
 def score_bytes(fn) -> bool:

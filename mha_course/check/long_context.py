@@ -163,12 +163,12 @@ def interpolated_inv_freq(fn) -> bool:
 # the log-sum-exp merge of split-KV partials
 # ---------------------------------------------------------------------------------------
 
-def _merge_with(shift=True, normalise=True, guard=True, linear=False, chunks=None):
+def _merge_with(shift=True, normalise=True, guard=True, linear=False, chunks=None, zeroed=False):
     def merge(outs, lses):
         outs, lses = (outs, lses) if chunks is None else (outs[:chunks], lses[:chunks])
         lse = np.stack(lses)  # (n, T, 1)
         if linear:
-            w = np.where(np.isfinite(lse), lse, 0.0) if guard else lse
+            w = np.where(np.isfinite(lse), lse, 0.0) if zeroed else lse
         else:
             m = lse.max(axis=0)
             s = (np.where(np.isfinite(m), m, 0.0) if guard else m) if shift else 0.0
@@ -202,6 +202,8 @@ _MERGE_MISTAKES = (
     Mistake("the lse values are used as weights directly instead of exp(lse)",
             "lse is a log: the weight of chunk c is exp(lse_c - m), normalised",
             _merge_with(linear=True)),
+    Mistake("the lse values are used as weights directly instead of exp(lse) (an lse of -inf taken as 0)",
+            "lse is a log: the weight of chunk c is exp(lse_c - m), normalised", _merge_with(linear=True, zeroed=True)),
     Mistake("only the first two chunks merged: every chunk of the list counts", "loop over (or stack) all the "
             "chunks: np.stack(lses) is (n_chunks, T, 1)", _merge_with(chunks=2)),
     Mistake("the chunk weights normalised over the queries (axis 1) instead of over the chunks (axis 0)",
