@@ -28,7 +28,7 @@ from .compare import close, num, same_outcome
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
 
-CALLS = 600  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
+CALLS = 1500  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
 
 
 class Derived(NamedTuple):
@@ -123,7 +123,8 @@ def case_sizes(spec, args) -> dict:
 
 def candidates(sizes) -> dict:
     """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
-    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125}
+    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125,
+           "10 (a zero too many?)": 10.0, "1/10 (a zero too few?)": 0.1}
     for k, v in sizes.items():
         if v > 0:
             for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
@@ -381,7 +382,7 @@ def _factor(spec, runs, pairs) -> tuple:
         return ()
     varying = [k for k in symbols if len({round(named[k], 9) for _, named in values}) > 1]
     best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
-    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best:
+    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best or "zero" in best:
         return best, best.split(" ")[0]
     return f"{best} ({values[0][0]:.4g} in case 1)", best
 
@@ -422,8 +423,8 @@ def _mutant_level(spec, runs, budget) -> list:
     ms = _mutants_of(spec)
     if not ms:
         return []
-    order = sorted(range(len(runs)), key=lambda i: not runs[i].problem)  # failing cases first: they filter most
-    alive, calls = ms[:budget], 0
+    order = sorted(range(len(runs)), key=lambda i: (not runs[i].problem, _size(runs[i].case.args)))  # failing
+    alive, calls = ms[:budget], 0  # cases first (they filter most), the smallest first (the cheapest runs)
     for i in order:
         calls += len(alive)
         if calls > budget:
@@ -438,6 +439,17 @@ def _mutant_level(spec, runs, budget) -> list:
             seen.add(d.text)
             found.append(d)
     return found
+
+
+def _size(value) -> int:
+    """How many numbers an argument (or a tuple, list or dict of them) holds: a case's cost."""
+    if isinstance(value, np.ndarray):
+        return value.size
+    if isinstance(value, (tuple, list)):
+        return sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    return 1
 
 
 def _short(text, n=60) -> str:
@@ -457,6 +469,11 @@ def _mutant_words(mutation) -> Derived:
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
     slots = {"op": op, "before": before, "after": after}
+    if key in ("replaced-name", "subscript"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+        slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
+                      "from": params.get("from", ""), "to": params.get("to", ""),
+                      "how": "only the first item of the first axis" if params.get("leading") == "first"
+                      else "the index on another axis"})
     return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
 
 

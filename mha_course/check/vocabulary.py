@@ -106,6 +106,10 @@ SENTENCES = {
     "statement-order": ("two steps in the other order", "do the steps in the formula's order"),
     "mask-after-softmax": ("the mask is applied after the softmax",
                            "mask the scores (-inf) before the softmax, so each row still sums to 1"),
+    "subscript": ("{after} where {before} belongs ({how})",
+                  "index the axis the formula names: x[:, i] takes item i of axis 1 for every item of axis 0"),
+    "replaced-name": ("{after} where {before} belongs ({to} read in place of {from})",
+                      "check which input each step reads: {from} here"),
     "first-occurrence": ("only the first occurrence counted, not every one", "count every occurrence"),
     "last-occurrence": ("only the last occurrence counted, not every one", "count every occurrence"),
 }
@@ -126,6 +130,8 @@ _PLAIN = {
     "dropped-term": "a term or a step left out",
     "comparison-negated": "the opposite test (== for !=, or the reverse)",
     "comparison-boundary": "a comparison's boundary moved by one",
+    "replaced-name": "one argument read where another belongs",
+    "subscript": "an index on another axis",
 }
 
 
