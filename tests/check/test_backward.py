@@ -285,3 +285,35 @@ def test_adam_without_bias_correction_is_called_too_large_not_too_small():
 ])
 def test_adam_unknown_mistakes_show_the_first_step(capsys, fn, says):
     closer(capsys, cb.adam_step, fn, says)
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def test_softmax_backward_over_axis_1_is_named(capsys):
+    _says(capsys, _check.softmax_backward, lambda p, g: p * g - p * np.sum(p * g, axis=1, keepdims=True),
+          "the weighted sum over axis=1")
+
+
+@pytest.mark.parametrize("reduce, said", [(np.mean, "averaged over the heads and the mean repeated h times"),
+                                          (np.sum, "summed over the heads and the sum repeated h times")])
+def test_split_heads_backward_tiled_reductions_are_named(capsys, reduce, said):
+    def learner(g):
+        one = reduce(g, axis=1)  # (B, T, d_k)
+        return np.concatenate([one] * g.shape[1], axis=-1)
+    _says(capsys, _check.split_heads_backward, learner, said)
+
+
+def test_shared_input_backward_times_c_is_named(capsys):
+    _says(capsys, _check.shared_input_backward,
+          lambda c, W_k, W_v, gK, gV: (np.einsum("bsd,ed->bse", gK, W_k) + np.einsum("bsd,ed->bse", gV, W_v)) * c,
+          "multiplied by c as well")

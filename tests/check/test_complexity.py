@@ -62,3 +62,34 @@ def test_units_terms_and_rounding_are_named(capsys, checker, fn, said):
     assert checker(fn) is False
     out = capsys.readouterr().out
     assert "Looks like: " in out and said in out, out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+@pytest.mark.parametrize("checker, fn, said", [
+    (cc.crossover_seq_len, lambda d: 4 * (2 * d) ** 2 * d, "the FLOP count at the crossover returned"),
+    (cc.crossover_seq_len, lambda d: next(T for T in range(0, 10 ** 6) if 4 * T * T * d >= 8 * T * d * d),
+     "the search starts at T = 0"),
+    (cc.crossover_seq_len, lambda d: next(T for T in range(1, 10 ** 6) if 4 * T * T * d >= 8 * d * d),
+     "the projections' T forgotten"),
+    (cc.score_bytes, lambda B, h, T, bytes_per_number=4: bytes_per_number * B * h * sum(range(1, T + 1)),
+     "only the causal lower triangle counted"),
+])
+def test_counts_with_a_slip_are_named(capsys, checker, fn, said):
+    _says(capsys, checker, fn, said)
+
+
+def test_whole_numbers_are_compared_exactly(capsys):
+    exact = cc.MAX_SEQ_LEN.expected()[2][1]
+    assert exact == 2 ** 27 - 1  # the budget whose float square root rounds up to 2**27
+    assert cc.max_seq_len(lambda n, B, h, b=4: math.isqrt(n // (B * h * b)) + (n == 2 ** 56 - 4)) is False
+    capsys.readouterr()
