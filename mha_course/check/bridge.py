@@ -101,12 +101,12 @@ TORCH_STATE_DICT = Exercise("torch_state_dict", _state_dict, _state_cases, (
             "add \"out_proj.bias\": params.b_o", _without("out_proj.bias")),
     Mistake("in_proj_bias is missing: nn.MultiheadAttention(bias=True) has it",
             "add \"in_proj_bias\": np.concatenate([b_q, b_k, b_v])", _without("in_proj_bias")),
+    *(Mistake(f"in_proj_bias stacked as {', '.join(o.upper())}, not in the weights' order Q, K, V",
+              "np.concatenate([b_q, b_k, b_v]): the same order as in_proj_weight", _stacked(bias_order=o))
+      for o in ("kvq", "vqk")),  # a rotation; a swap of two is derived from the reference (.derive)
     Mistake("in_proj_weight not transposed (W_q, W_k, W_v stacked as they are; out_proj.weight is transposed): "
             "nn.Linear stores weight as (out, in)", "stack W_q.T, W_k.T, W_v.T",
             _stacked(transpose=False, out_transpose=True)),
-    *(Mistake(f"in_proj_bias stacked as {', '.join(o.upper())}, not in the weights' order Q, K, V",
-              "np.concatenate([b_q, b_k, b_v]): the same order as in_proj_weight", _stacked(bias_order=o))
-      for o in ("kqv", "qvk", "vkq", "kvq", "vqk")),
 ))
 
 

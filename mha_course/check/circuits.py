@@ -220,12 +220,6 @@ def _wrong_axis(corrupt, clean, head):
     return out
 
 
-def _first_sequence_only(corrupt, clean, head):
-    out = np.array(corrupt, dtype=float)
-    out[0, head] = clean[0, head]
-    return out
-
-
 _PATCH_FIX = "start from the corrupted run and copy the clean head in: out = corrupt.copy(); out[:, head] = clean[:, head]"
 PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
     Mistake("patching the wrong direction: the clean run with the corrupted head (that asks what breaks it, "
@@ -240,8 +234,6 @@ PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
             "that one taken from the clean run", _PATCH_FIX, lambda corrupt, clean, head: np.array(clean)[:, head]),
     Mistake("head + 1 patched (the heads counted from 1): heads are numbered 0 .. h-1", _PATCH_FIX,
             lambda corrupt, clean, head: _patched_ref(corrupt, clean, (head + 1) % np.shape(corrupt)[1])),
-    Mistake("only the first sequence patched (out[0, head]): every sequence of the batch gets the clean head",
-            _PATCH_FIX, _first_sequence_only),
 ), axes={"result": ("position", "feature")})
 
 

@@ -262,6 +262,8 @@ _FIX_FILL = "scores = np.where(keep, scores, -np.inf) before the softmax"
 _SELF_ATTENTION_MISTAKES = (
     Mistake("no mask: every token reads the future", "pass mask=causal_mask(T) (True on and below the diagonal)",
             _attend_with(lambda T: None)),
+    Mistake("the causal mask built from x.shape[0] (the batch size B for a batch) instead of T = x.shape[-2]",
+            "T = x.shape[-2]: x is (..., T, d)", lambda x: _sdpa(x, x, x, _causal_mask(x.shape[0]))[0]),
     Mistake("the batch and token axes swapped on a batch (x.shape[0] taken as T): the causal attention runs "
             "over the sequences, not over the tokens of each", "x is (..., T, d): T = x.shape[-2], and the "
             "scores x @ np.swapaxes(x, -1, -2) are (..., T, T)", _batch_as_tokens),

@@ -232,13 +232,12 @@ def _says(capsys, checker, fn, said):
     assert ok is False and f"Looks like: {said}" in out, out
 
 
-def test_state_dict_bias_order_and_a_lone_untransposed_in_proj_are_named(capsys):
+def test_a_lone_untransposed_in_proj_and_a_rotated_bias_order_are_named(capsys):
     require_torch()
-    def bias_order(p):
-        d = torch_state_dict(p)
-        return {**d, "in_proj_bias": np.concatenate([p.b_k, p.b_v, p.b_q])}
-    _says(capsys, _check.torch_state_dict, bias_order, "in_proj_bias stacked as K, V, Q")
 
+    def bias_order(p):
+        return {**torch_state_dict(p), "in_proj_bias": np.concatenate([p.b_k, p.b_v, p.b_q])}
+    _says(capsys, _check.torch_state_dict, bias_order, "in_proj_bias stacked as K, V, Q")
     def untransposed(p):
         return {**torch_state_dict(p), "in_proj_weight": np.vstack([p.W_q, p.W_k, p.W_v])}
     _says(capsys, _check.torch_state_dict, untransposed, "in_proj_weight not transposed")

@@ -260,9 +260,6 @@ def test_composition_slips_are_named(capsys, fn, said):
     (lambda corrupt, clean, head: clean[:, head].copy(), "only the patched head's outputs returned"),
     (lambda corrupt, clean, head: np.where((np.arange(corrupt.shape[1]) == (head + 1) % corrupt.shape[1])
                                            [None, :, None, None], clean, corrupt), "head + 1 patched"),
-    (lambda corrupt, clean, head: np.concatenate([np.where((np.arange(corrupt.shape[1]) == head)[:, None, None],
-                                                           clean[:1], corrupt[:1]), corrupt[1:]]),
-     "only the first sequence patched"),
 ])
 def test_patching_slips_are_named(capsys, fn, said):
     _says(capsys, _check.patched_heads, fn, said)

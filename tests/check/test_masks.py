@@ -431,3 +431,10 @@ def test_queries_from_the_context_are_named(capsys, q_from, k_from, said):
         w = mc.softmax(s)
         return w @ V, w
     _says(capsys, _check.cross_attention, learner, said)
+
+
+def test_a_causal_mask_from_the_first_axis_is_named(capsys):
+    def learner(x):
+        keep = np.tril(np.ones((len(x), len(x)), dtype=bool))  # len(x) is B for a batch
+        return mc.scaled_dot_product_attention(x, x, x, keep)[0]
+    _says(capsys, _check.causal_self_attention, learner, "the causal mask built from x.shape[0]")
