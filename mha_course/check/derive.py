@@ -266,10 +266,11 @@ def _transforms(spec, runs, output, pairs, raws=None) -> list:
     if not out and same_shape and _only_non_finite(pairs):
         return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
                         vocabulary.fix("non-finite", output=output))]
-    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
-        for delta in (1, -1):
-            if all_close(lambda w, g, r, d=delta: np.array_equal(g, w + d)):
+    if same_shape and all(w.dtype.kind in "iuf" and w.dtype != np.bool_ for _, w in raws):
+        for delta in (1, -1):  # a count, or a ratio read as "how many times more" (minus 1)
+            if all_close(lambda w, g, r, d=delta: close(g, w + d)):
                 out.append(("off-by-one", {"delta": "one more" if delta == 1 else "one less"}))
+    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
         if all(g.dtype.kind == "f" for g, _ in raws):
             for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
                            ("round it up (math.ceil)", np.ceil)):
@@ -433,12 +434,16 @@ def _mutant_level(spec, runs, budget) -> list:
         if not alive:
             return []
     found, seen = [], set()
-    for m in alive:
+    for m in sorted(alive, key=lambda m: vocabulary.mutant_class(m.mutation.category) in _SPECULATIVE):
+        # a slip in the code itself first; an argument or a range moved (often an equivalent way round) after
         d = _mutant_words(m.mutation)
         if d.text not in seen:
             seen.add(d.text)
             found.append(d)
     return found
+
+
+_SPECULATIVE = frozenset({"replaced-name", "index"})  # named after the other classes that fit
 
 
 def _size(value) -> int:
@@ -462,6 +467,10 @@ def _mutant_words(mutation) -> Derived:
     params = dict(mutation.params)
     if key == "comparison" and "by" in params:
         key = "comparison-boundary"
+    elif key == "index" and params.get("range"):
+        key = "range-shifted"
+    elif key == "swapped-arguments" and "order" in params:
+        key = "parts-order"
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
@@ -469,7 +478,7 @@ def _mutant_words(mutation) -> Derived:
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
     slots = {"op": op, "before": before, "after": after}
-    if key in ("replaced-name", "subscript"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+    if key in ("replaced-name", "subscript", "range-shifted", "parts-order"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"

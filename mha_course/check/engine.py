@@ -419,19 +419,16 @@ class Returns(NamedTuple):
 
 
 class Fresh(NamedTuple):
-    """A rule the exercise states: the result is a new array, never an argument itself or a view
-    of one (a caller who writes into the result must not change their input).
+    """A rule the exercise states: the result is a new array, never an argument or a view of one.
 
-    >>> x = np.zeros(3)
-    >>> Fresh().aliased(x, (x,)), Fresh().aliased(x.copy(), (x,))
+    >>> x = np.zeros(3); Fresh().aliased(x, (x,)), Fresh().aliased(x.copy(), (x,))
     (True, False)
     """
     fix: str = "return a copy: np.array(x, dtype=bool) or x.copy(), not x itself"
 
     def aliased(self, value, args) -> bool:
-        values = value if isinstance(value, tuple) else (value,)
         return any(isinstance(v, np.ndarray) and isinstance(a, np.ndarray) and np.shares_memory(v, a)
-                   for v in values for a in args)
+                   for v in (value if isinstance(value, tuple) else (value,)) for a in args)
 
     @property
     def message(self) -> str:

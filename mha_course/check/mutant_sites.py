@@ -217,6 +217,8 @@ class Sites:
             self.add("reciprocal", slot, ast.BinOp(node.right, ast.Div(), node.left))
             if not (isinstance(node.right, ast.Call) and _call_name(node.right) == "sqrt"):
                 self.add("sqrt", slot, ast.BinOp(node.left, ast.Div(), _np_call("sqrt", node.right)), (("added", True),))
+            elif self.extended:  # the fourth root: / np.sqrt(np.sqrt(d_k))
+                self.add("sqrt", slot, ast.BinOp(node.left, ast.Div(), _np_call("sqrt", node.right)), (("added", True),))
             self.add("rounding", slot, _np_call("floor", node), (("added", "floor"),))
         elif op in (ast.Sub, ast.MatMult, ast.Pow, ast.Mod, ast.FloorDiv):
             self.add("swapped-arguments", slot, ast.BinOp(node.right, node.op, node.left))
@@ -268,6 +270,8 @@ class Sites:
             if v != v or v in (float("inf"), float("-inf")):
                 return
             choices = [v * 2, v / 2, 1.0, -v] if v != 0 else [1.0, -1.0]
+            if self.extended and v < 0:
+                choices.append(-1.0)
         if self.extended and abs(v) >= 10:  # a zero too many or too few: 1000 for 10000
             choices += [v * 10, v / 10 if isinstance(v, float) else (v // 10 if v % 10 == 0 else v)]
         seen = {v}
@@ -389,6 +393,12 @@ class Sites:
                 self.add("rounding", slot, ast.Call(func=func, args=[real], keywords=[]),
                          (("from", name), ("to", other)))
             self.add("rounding", slot, real, (("dropped", name),))
+        if name in ("arange", "range") and len(node.args) in (1, 2) and not node.keywords:  # 0..n-1 for 1..n
+            for d, op in ((1, ast.Add), (-1, ast.Sub)):
+                shifted = copy.copy(node)
+                args = node.args if len(node.args) == 2 else [ast.Constant(0), node.args[0]]
+                shifted.args = [_shifted(a, d, op) for a in args]
+                self.add("index", slot, shifted, (("by", d), ("range", True)))
         if name in ("tril", "triu") and len(node.args) == 1 and not node.keywords:
             for k in (1, -1):
                 new = copy.copy(node)
@@ -446,6 +456,9 @@ class Sites:
 
     def axes(self, node, name, is_method):
         for kw in node.keywords:
+            if kw.arg == "axis" and self.extended and isinstance(kw.value, ast.Name):  # axis=axis: another, fixed
+                for c in (0, -1):
+                    self.add("axis", (kw, "value", None), _const(c), (("axis", kw.value.id), ("to", c)))
             if kw.arg == "axis":
                 self.axis_choices(kw, "value", None, kw.value)
             elif kw.arg == "axes" and isinstance(kw.value, (ast.Tuple, ast.List)):
@@ -491,6 +504,16 @@ class Sites:
             swapped[i], swapped[i + 1] = b, a
             category = "mask-polarity" if name == "where" and i == 1 else "swapped-arguments"
             self.add(category, (node, "args", None), swapped, (("swapped", (i, i + 1)),))
+
+
+def _shifted(a, d, op):
+    """``a`` moved by ``d`` (+1 or -1) as a learner writes it: 1 -> 0, n + 1 -> n, n -> n - 1."""
+    k = _int_of(a)
+    if k is not None:
+        return _const(k + d)
+    if isinstance(a, ast.BinOp) and _int_of(a.right) == 1 and isinstance(a.op, ast.Sub if d == 1 else ast.Add):
+        return a.left
+    return ast.BinOp(a, op(), ast.Constant(1))
 
 
 def _whole(holder, root):

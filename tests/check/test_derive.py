@@ -7,6 +7,7 @@ import pytest
 
 import mha_course as mc
 from mha_course.check import derive, engine
+from mha_course.subquadratic import elu_feature_map
 
 
 def _scores(Q, K):
@@ -236,3 +237,43 @@ def test_a_whole_float_with_a_catalogued_mistake_is_named(capsys, checker, fn, w
     out = capsys.readouterr().out
     assert ok is False and words in out, out
     assert (checker == "max_seq_len") == ("is a float where the signature states an int" in out), out
+
+
+def _alibi_base(numerator):
+    def slopes(h):
+        def geometric(n):
+            return 2.0 ** (numerator * np.arange(1, n + 1) / n)
+        n = 2 ** int(math.floor(math.log2(h)))
+        return geometric(h) if n == h else np.concatenate([geometric(n), geometric(2 * n)[0::2][:h - n]])
+    return slopes
+
+
+@pytest.mark.parametrize("checker, fn, words", [
+    ("kv_head_index", lambda h, h_kv: np.arange(1, h + 1) // (h // h_kv),
+     "np.arange(1, h + 1) where np.arange(h) belongs (the range shifted by one)"),
+    (GROUP, lambda h, h_kv: (np.arange(h) - 1) // (h // h_kv), "shifted by one"),  # said of the output here
+    ("alibi_slopes", _alibi_base(-1.0), "the number -1.0 where -8.0 belongs"),
+    ("work_growth", lambda T, d: (4 * (2 * T) ** 2 * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d) - 1,
+     "result is one less than expected on every case"),
+])
+def test_a_range_a_constant_or_a_ratio_off_by_one_is_named(capsys, checker, fn, words):
+    from mha_course import check
+    ok = checker.check(fn) if isinstance(checker, engine.Exercise) else getattr(check, checker)(fn)
+    out = capsys.readouterr().out
+    assert ok is False and words in out and "not one of the mistakes" not in out, out
+
+
+def _featured(x, y):
+    """x (n, d), y (d, m) -> (n, m): the feature map of x, times y."""
+    return elu_feature_map(x) @ y
+
+
+FEATURED = engine.Exercise("featured", _featured, lambda: [engine.Case((np.linspace(-2, 2, 12).reshape(3, 4),
+                                                                         np.arange(8.0).reshape(4, 2))),
+                                                            engine.Case((np.cos(np.arange(10.0)).reshape(5, 2),
+                                                                         np.ones((2, 3))))], register=False)
+
+
+def test_a_package_step_left_out_is_named_by_its_function(capsys):
+    ok, out = verdict(capsys, lambda x, y: x @ y, FEATURED)
+    assert ok is False and "the elu_feature_map left out" in out, out

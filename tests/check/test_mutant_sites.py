@@ -73,3 +73,19 @@ def test_the_diagnosis_only_sites_change_what_their_sentence_says():
     assert any(c == "constant" and now.endswith("* 1000.0") for c, _, now in said)
     plain = {c for c, *_ in Sites(tree, {"np": ast}).walk()}
     assert not plain & DIAGNOSIS_ONLY
+
+
+def test_the_diagnosis_slips_of_ranges_axes_and_roots():
+    tree = ast.parse("def f(x, n, axis):\n    return x.sum(axis=axis) * np.arange(1, n + 1) / np.sqrt(n) * -8.0").body[0]
+    found = Sites(tree, {"np": ast}, extended=True).walk()
+    parents = parents_of(tree)
+    said = set()
+    for category, slot, new, params in found:
+        undo, was, now = apply_change(slot, new, parents)
+        said.add((category, now))
+        undo()
+    texts = {now for _, now in said}
+    assert ("index", "np.arange(0, n)") in said and ("index", "np.arange(2, n + 1 + 1)") in said  # 0..n-1, 2..n+1
+    assert any("x.sum(axis=0)" in t for t in texts) and any("x.sum(axis=-1)" in t for t in texts)
+    assert any("np.sqrt(np.sqrt(n))" in t for t in texts)
+    assert any(t.endswith("* -1.0") for t in texts)
