@@ -59,7 +59,7 @@ def _head_params_ref(d_model, h):
 
 
 HEAD_PARAMS = Exercise("head_params", _head_params_ref,
-                       lambda: [Case(c) for c in ((16, 4), (512, 8), (96, 3), (30, 1), (768, 12))], (
+                       lambda: [Case(c) for c in ((16, 4), (512, 8), (3 * (2**28 + 1), 3), (30, 1), (768, 12))], (
     Mistake("each head owns full (d_model, d_model) matrices", "a head uses d_k columns of W_q, W_k, W_v "
             "and d_k rows of W_o: 4·d_model·d_k", lambda D, h: (4 * D * D, 4 * h * D * D)),
     Mistake("a head's slice taken as d_k x d_k: its input is still all d_model features",
@@ -72,6 +72,9 @@ HEAD_PARAMS = Exercise("head_params", _head_params_ref,
             lambda D, h: (4 * D * h, 4 * h * D * h)),
     Mistake("only one matrix counted (W_q): d_model·d_k per head", "a head uses a slice of all four: "
             "W_q, W_k, W_v (d_k columns each) and W_o (d_k rows)", lambda D, h: (D * (D // h), D * D)),
+    Mistake("a true division turned back into an int (int(4 * d_model * d_model / h)): a float holds 53 bits, "
+            "so a count this large comes back rounded", "d_k = d_model // h: whole-number arithmetic stays exact, "
+            "per head 4 * d_model * (d_model // h)", lambda D, h: (int(4 * D * D / h), 4 * D * D)),
     Mistake("the biases counted too: this exercise counts the weights of the four matrices only",
             "leave out b_q, b_k, b_v, b_o: per head 4·d_model·d_k",
             lambda D, h: (4 * D * (D // h) + 4 * (D // h), 4 * D * D + 4 * D))),

@@ -112,3 +112,8 @@ def test_same_numbers_name_both_causes(capsys, checker, fn, first, second):
 def test_the_rnn_projection_count_is_named(capsys):
     assert cm.work_growth(lambda T, d: (16 * T * T * d + 8 * T * d * d) / (4 * T * T * d + 4 * T * d * d)) is False
     assert "Looks like: the projections counted as 4·T·d_model²" in capsys.readouterr().out
+
+
+def test_a_float_division_of_a_huge_count_is_refused_and_named(capsys):
+    assert cm.head_params(lambda d_model, h: (int(4 * d_model * (d_model / h)), int(4 * d_model ** 2))) is False
+    assert "Looks like: a true division turned back into an int" in capsys.readouterr().out
