@@ -193,7 +193,10 @@ def num(a):
 
 
 def isclose(g, w):
-    return np.isclose(num(g), num(w), rtol=RTOL, atol=ATOL, equal_nan=True)
+    g, w = num(g), num(w)
+    if g.dtype.kind in "iu" and w.dtype.kind in "iu":
+        return np.equal(g, w)  # whole numbers exactly: 2**27 is not 2**27 - 1, however large
+    return np.isclose(g, w, rtol=RTOL, atol=ATOL, equal_nan=True)
 
 
 def close(a, b) -> bool:

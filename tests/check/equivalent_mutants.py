@@ -221,9 +221,9 @@ EQUIVALENT = {
         **_lines("_rope_reference>_apply_rope", (0,), ORDER + " (argument checks and the dtype noted first)"),
     },
     "rope_scores": {
-        **_lines("scores", (0, 2, 3, 4, 5, 8, 9, 10), FACTORY),
-        "scores+6 swapped-arguments: np.swapaxes(k, -1, -2) -> np.swapaxes(k, -2, -1)": SWAPAXES,
-        **_lines("scores", (7,), FACTORY + " (softmax=False: the softmax lines never run)"),
+        **_lines("scores", (0, 2, 3, 4, 5, 6, 7, 10, 11, 12), FACTORY),
+        "scores+8 swapped-arguments: np.swapaxes(k, -1, -2) -> np.swapaxes(k, -2, -1)": SWAPAXES,
+        **_lines("scores", (9,), FACTORY + " (softmax=False: the softmax lines never run)"),
         "scores>_apply_rope+19 dropped-call: np.asarray(x) -> x": ASARRAY,
         "scores>_apply_rope+33 swapped-arguments: a * cos - b * sin -> b * sin - a * cos":
             "both Q and K are rotated the same way: each rotated pair changes sign in both, and the scores "

@@ -204,3 +204,62 @@ def test_a_stub_is_not_finished(capsys, name):
         raise NotImplementedError("Exercise 14")
     ok, out = run(capsys, name, stub)
     assert not ok and "not finished" in out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def _prefix_loop(weights, tokens, *, itself=False, transpose=False, first_row=False):
+    """A loop over batch, query and earlier key, with one slip at a time."""
+    B, h, T, _ = weights.shape
+    total, n = np.zeros(h), 0
+    for b in range(B):
+        toks = tokens[0] if first_row else tokens[b]
+        for t in range(T):
+            earlier = [s for s in range(t + 1 if itself else t) if toks[s] == toks[t]]
+            if not earlier:
+                continue
+            keys = [s + 1 for s in earlier if s + 1 < T]
+            w = weights[b, :, keys, t] if transpose else weights[b, :, t, keys]
+            total, n = total + (w.sum(0) if keys else 0.0), n + 1
+    return total / n
+
+
+@pytest.mark.parametrize("how, said", [
+    (dict(itself=True), "the query counted as its own earlier occurrence (s <= t"),
+    (dict(transpose=True), "the weights read as (key, query)"),
+    (dict(first_row=True), "the first sequence's tokens used for every sequence"),
+])
+def test_prefix_matching_slips_are_named(capsys, how, said):
+    _says(capsys, _check.prefix_matching_score, lambda w, t: _prefix_loop(w, t, **how), said)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda a, b: float(np.sqrt(((a @ b) ** 2).sum()) / (np.sqrt((a ** 2).sum()) + np.sqrt((b ** 2).sum()))),
+     "the sum of the norms in the denominator"),
+    (lambda a, b: float(np.linalg.svd(a @ b, compute_uv=False).sum()
+                        / (np.linalg.svd(a, compute_uv=False).sum() * np.linalg.svd(b, compute_uv=False).sum())),
+     "nuclear norms"),
+    (lambda a, b: float(np.linalg.norm(np.multiply(a, b)) / np.linalg.norm(a) / np.linalg.norm(b)),
+     "the elementwise product W_A * W_B"),
+])
+def test_composition_slips_are_named(capsys, fn, said):
+    _says(capsys, _check.composition_score, fn, said)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda corrupt, clean, head: clean[:, head].copy(), "only the patched head's outputs returned"),
+    (lambda corrupt, clean, head: np.where((np.arange(corrupt.shape[1]) == (head + 1) % corrupt.shape[1])
+                                           [None, :, None, None], clean, corrupt), "head + 1 patched"),
+])
+def test_patching_slips_are_named(capsys, fn, said):
+    _says(capsys, _check.patched_heads, fn, said)
