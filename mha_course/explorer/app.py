@@ -36,7 +36,7 @@ def find_mode(mode: str) -> Mode:
     for m in MODE_LIST:
         if str(mode).lower() == m.name.lower():
             return m
-    raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+    raise ValueError(f"mode={mode!r:.40} is not one of {', '.join(MODES)}; pass one of them (any case)")
 
 
 class Explorer:
@@ -112,7 +112,9 @@ class Explorer:
         return self._png[mode]
 
     def touch(self, mode: str) -> None:
-        """Something only ``mode`` shows changed: mark it stale, and redraw it if it is visible."""
+        """Something only ``mode`` (one of MODES, in any case) shows changed: mark it stale, and redraw it if
+        it is visible. An unknown mode is refused, listing the modes (it would mark nothing)."""
+        mode = find_mode(mode).name
         self._stale.add(mode)
         if self.mode.value == mode:
             self.redraw()
@@ -131,11 +133,12 @@ class Explorer:
 
     # -- the actions of the State and Performance modes, as methods -----------------------------
     def step(self, delta: int) -> int:
-        """Move the State mode ``delta`` stages (see ``state.step``); return the index."""
+        """Move the State mode ``delta`` stages, a whole number (see ``state.step``); return the index."""
         return state.step(self, delta)
 
     def measure(self, max_len: int = 1024, repeats: int = 3) -> dict:
-        """Time the forward pass over seq_len (see ``performance.measure``); return the sweep."""
+        """Time the forward pass over seq_len 8, 16, ..., max_len (>= 8) and the current seq_len (see
+        ``performance.measure``); return the sweep."""
         return performance.measure(self, max_len, repeats)
 
     def _repr_mimebundle_(self, **kwargs):

@@ -25,6 +25,7 @@ import ast
 import json
 import math
 import operator
+import string
 from pathlib import Path
 from typing import NamedTuple
 
@@ -306,12 +307,18 @@ def choice_value(choice):
 def format_value(value, template: str = "{}") -> str:
     """A value -> its text: ints with thousands separators, tuples as shapes, lists joined.
 
+    ``template`` holds one ``{}`` field, where the text goes (e.g. "h in {}").
+
     >>> format_value(1048576), format_value((2, 4, 5, 5)), format_value([1, 2, 4], "h in {}")
     ('1,048,576', '(2, 4, 5, 5)', 'h in 1, 2, 4')
     """
     if value is None or not isinstance(value, (str, bool, np.bool_, int, np.integer, tuple, list)):
         raise TypeError(f"value={value!r:.40} ({type(value).__name__}) is no quiz value; format an int, a bool, "
                         "a string, a tuple of ints (a shape) or a list of them")
+    _check_template(template)
+    if isinstance(value, tuple) and not all(_validate.is_whole(v) for v in value):
+        raise TypeError(f"value={value!r:.40} is a tuple but not a shape of whole numbers; give a shape such as "
+                        "(2, 4, 5, 5), or a list for other values")
     if isinstance(value, (bool, np.bool_)):
         text = str(bool(value))
     elif isinstance(value, (int, np.integer)):
@@ -321,6 +328,20 @@ def format_value(value, template: str = "{}") -> str:
     else:
         text = str(tuple(int(v) for v in value)) if isinstance(value, tuple) else str(value)
     return template.format(text)
+
+
+def _check_template(template) -> None:
+    """Raise unless ``template`` is a string with exactly one ``{}`` field (a name such as {x} has no value)."""
+    if not isinstance(template, str):
+        raise TypeError(f"template={template!r:.40} must be a string with one {{}} field, e.g. 'h in {{}}'")
+    try:
+        fields = [(f, conv) for _, f, _, conv in string.Formatter().parse(template) if f is not None]
+    except ValueError as e:  # "Single '}' encountered", an unclosed '{'
+        raise ValueError(f"template={template!r:.60} is no format string ({e}); write one {{}} field, e.g. "
+                         "'h in {}' ({{ and }} for a literal brace)") from None
+    if [f for f, _ in fields] != [""] or fields[0][1] is not None:
+        raise ValueError(f"template={template!r:.60} must hold exactly one {{}} field, where the value goes "
+                         f"(it has {len(fields)}: {['{' + f + '}' for f, _ in fields]}); write e.g. 'h in {{}}'")
 
 
 def _choice_text(choice) -> str:

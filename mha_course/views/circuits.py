@@ -16,7 +16,7 @@ from .. import _validate
 from ..lessons import circuits as ci
 from .attention import attention_heatmap
 from .model import smooth
-from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color
+from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color, known_keys
 
 __all__ = ["LETTERS", "token_text", "checked_runs", "head_labels", "text_color", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
            "circuits_figure", "composition_figure", "head_bars", "position_patching_figure", "ablation_figure",
@@ -121,7 +121,11 @@ def _ax(ax, figsize):
 
 
 def scores_table(scores: dict, ax=None, title="head detector"):
-    """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written."""
+    """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written.
+
+    The names are those of ``circuits.SCORE_NAMES`` (what ``circuits.head_scores`` returns); a misspelled one
+    is refused, not drawn as a column of its own."""
+    known_keys(scores, ci.SCORE_NAMES, "scores")
     scores = _tables(scores, "scores", "(L, h)")  # e.g. circuits.head_scores(...)
     names = list(scores)
     L, h = scores[names[0]].shape
@@ -197,6 +201,7 @@ def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_lab
                     col_label="key token", colorbar: bool = True):
     """matrix (N, M) -> ax: a signed circuit (QK or OV) as a heatmap centred on 0, rows and columns labelled."""
     m = _validate.array(matrix, "matrix", 2, "(N, M)")
+    colorbar = _validate.flag(colorbar, "colorbar")
     ax = _ax(ax, (4, 3.6))
     shown = np.abs(m[np.isfinite(m)])  # NaN: entries the causal mask hides
     lim = float(shown.max()) if shown.size and shown.max() > 0 else 1.0
@@ -217,10 +222,7 @@ def circuits_figure(params, config, kind: str = "ov"):
     """-> Figure: one heatmap per head of the OV circuits ("ov", source token x output token), the token QK
     circuits ("qk") or the positional QK circuits ("pos", query position x key position)."""
     kinds = {"ov": ci.ov_circuit, "qk": ci.qk_circuit, "pos": ci.positional_qk_circuit}
-    if kind not in kinds:
-        raise ValueError(f"kind={kind!r}; choose 'ov' (OV circuits), 'qk' (token QK circuits) or 'pos' "
-                         "(positional QK circuits)")
-    fn = kinds[kind]
+    fn = kinds[_validate.choice(kind, kinds, "kind")]  # 'ov' (OV), 'qk' (token QK), 'pos' (positional QK)
     fn(params, config, 0, 0)  # a TypeError names a params or config that is not a model's
     L, h = config.n_layers, config.h
     fig, axes = plt.subplots(1, L * h, figsize=(3.4 * L * h, 3.3), layout="constrained", squeeze=False)
@@ -244,7 +246,8 @@ def circuits_figure(params, config, kind: str = "ov"):
 
 def composition_figure(scores: dict, baseline: float, axes=None):
     """{"Q", "K", "V": (h, h)} -> axes (3,): each kind's scores, layer-1 heads (rows) x layer-2 heads (columns),
-    one colour scale; the random baseline in the titles."""
+    one colour scale; the random baseline in the titles. All three kinds are required."""
+    known_keys(scores, ("Q", "K", "V"), "scores", required=("Q", "K", "V"))
     scores = _tables(scores, "scores", "(h, h)")  # e.g. circuits.composition_scores(params, config)
     baseline = _validate.number(baseline, "baseline")
     if axes is None:

@@ -229,13 +229,16 @@ def rope_turns_figure(d_k: int, factor: float, train_len: int, base: float = 100
 
 
 def window_mask(mask, window: int, sinks: int, ax=None):
-    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask; every
-    fourth key and query labelled (24 labels side by side run together)."""
+    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask, titled with
+    ``window`` and ``sinks`` (0..T); every fourth key and query labelled (24 labels side by side run together)."""
     m = np.asarray(mask)
     if m.dtype != np.bool_ or m.ndim != 2 or 0 in m.shape or m.shape[0] != m.shape[1]:
         raise ValueError(f"mask must be a square bool (T, T) mask (True = may attend), got shape {m.shape} of "
                          f"{m.dtype}; pass RollingKVCache(1, 1, 2, window, sinks).next_mask(T)")
     window, sinks = _validate.positive_int(window, "window"), _validate.count(sinks, "sinks")
+    if sinks > m.shape[0]:  # the title would name sinks that no key of this mask can be
+        raise ValueError(f"sinks={sinks} is more than the mask's T={m.shape[0]} keys; pass sinks in 0..{m.shape[0]}, "
+                         "the sinks the mask was built with")
     labels = [str(i) if i % 4 == 0 else "" for i in range(np.shape(mask)[-1])]
     ax = mask_heatmap(mask, labels[:np.shape(mask)[0]], labels, ax=_ax(ax, (3.8, 3.6)),
                       title=f"window {window}, sinks {sinks}: {int(np.asarray(mask).sum())} keys attended")

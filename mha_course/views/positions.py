@@ -231,9 +231,13 @@ def rope_figure(offset: int, base: float, d_k: int = 8, max_offset: int = 64):
 
     The view of the offset and base sliders in 07_positions_and_rope.ipynb. Left: pair i of
     a vector turned by ``offset * base^(-2i/d_k)`` (a clock per pair). Right: for q = k
-    (all ones), the RoPE score (R_m q) . (R_n k) as a function of m - n, its value at ``offset`` marked.
+    (all ones), the RoPE score (R_m q) . (R_n k) as a function of m - n in 0..max_offset, its value at ``offset``
+    (0..max_offset) marked.
     """
     offset, max_offset = _validate.count(offset, "offset"), _validate.positive_int(max_offset, "max_offset")
+    if offset > max_offset:  # the right panel plots offsets 0..max_offset: a mark off it would widen it silently
+        raise ValueError(f"offset={offset} is past the plotted range 0..max_offset={max_offset}; pass an offset "
+                         f"in 0..{max_offset}, or max_offset={offset} or more")
     d_k, base = _validate.positive_int(d_k, "d_k"), _validate.number(base, "base")
     fig = plt.figure(figsize=(12, 3.4), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.2, 1])
@@ -244,7 +248,6 @@ def rope_figure(offset: int, base: float, d_k: int = 8, max_offset: int = 64):
         ax.annotate("", xy=(a, 1.0), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": colours(i), "lw": 2})
         ax.set(ylim=(0, 1.1), yticks=[], xticks=[], title=f"pair {i}\n{a % (2 * np.pi):.2f} rad")
     left.suptitle(f"offset {offset}: each pair turned by offset·base^(-2i/d_k)", fontsize=10)
-    max_offset = max(max_offset, offset)
     grid = rope_score_grid(np.ones(d_k), np.ones(d_k), max_offset + 1, base)  # (T, T)
     ax = right.subplots()
     ax.plot(np.arange(max_offset + 1), grid[:, 0], color=plots.SCALED_COLOR)

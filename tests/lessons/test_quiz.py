@@ -326,3 +326,18 @@ def test_every_interview_link_lands_on_a_heading():
 def test_bad_arguments_are_named_at_the_entry(call, word):
     with pytest.raises((ValueError, TypeError), match=word):
         call()
+
+
+# --- issue 32, round 4: a template holds exactly one {} field
+@pytest.mark.parametrize("template, match", [("{x}", r"exactly one \{\} field.*\['\{x\}'\]"),
+                                             ("{} and {}", "it has 2"), ("{", "no format string"),
+                                             ("h", "it has 0"), (None, "must be a string")])
+def test_format_value_checks_its_template(template, match):
+    with pytest.raises((ValueError, TypeError), match=match):  # "{x}" was KeyError: 'x'
+        quiz.format_value(3, template)
+    assert quiz.format_value(1024, "{} bytes") == "1,024 bytes"
+
+
+def test_format_value_refuses_a_tuple_that_is_no_shape():
+    with pytest.raises(TypeError, match="not a shape of whole numbers"):
+        quiz.format_value((2.5, 3))  # was silently (2, 3)
