@@ -35,7 +35,7 @@ def _ax(ax, figsize=(5.6, 3.4)):
 
 
 def _color(name: str, i: int) -> str:
-    return SCHEME_COLORS.get(name.split(" ")[0].split(",")[0], plt.get_cmap("tab10")(i % 10))
+    return SCHEME_COLORS.get(str(name).split(" ")[0].split(",")[0], plt.get_cmap("tab10")(i % 10))  # a label: any key
 
 
 # ----------------------------------------------------------------------------- the arguments, checked once

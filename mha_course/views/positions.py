@@ -146,13 +146,17 @@ def patch_attention(image, weights, patch: int, ax=None, title=None, colorbar: b
     Same colour scale as every weights plot (0..1); the image shows through where a weight is small.
     """
     img, patch = _image(image, patch)
-    w = _validate.float_array(weights, "weights")
+    w = _validate.finite(_validate.float_array(weights, "weights"), "weights")
+    colorbar = _validate.flag(colorbar, "colorbar")
+    if w.size and not (w.min() >= 0 and w.max() <= 1):  # weights in 0..1, not clamped into it
+        raise ValueError(f"weights holds values in {w.min():g}..{w.max():g}, outside 0..1; pass attention weights "
+                         "(a softmax row), e.g. weights[0, head, query]")
     H, W = img.shape[:2]
     if w.shape != (H // patch * (W // patch),):
         raise ValueError(f"weights has shape {w.shape}, expected one weight per patch: ({H // patch * (W // patch)},)")
     ax = _ax(ax, (3.6, 3.6))
     ax.imshow(img, extent=(0, W, H, 0), interpolation="nearest")
-    cells = np.clip(w.reshape(H // patch, W // patch), 0.0, 1.0)  # (rows of patches, columns of patches)
+    cells = w.reshape(H // patch, W // patch)  # (rows of patches, columns of patches)
     shown = plt.cm.ScalarMappable(mcolors.Normalize(0.0, 1.0), plots.WEIGHTS_CMAP)
     rgba = shown.to_rgba(cells)  # (rows, cols, 4): colour by weight ...
     rgba[..., 3] = 0.9 * np.sqrt(cells)  # ... and opaque where the weight is large

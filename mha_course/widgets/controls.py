@@ -51,17 +51,27 @@ SIZES = ("d_model", "h", "seq_len")  # the sizes SizeControls can show
 SIZE_CONTROLS_ARGS = (*SIZES, "d_model_options", "seq_len_range", "show")  # what live_view passes on
 
 
-def distinct_options(options: list, name: str) -> list:
-    """A slider's options -> the same list, refused when one appears twice (two stops of one value).
+def distinct_options(options, name: str) -> list:
+    """A slider's options (a list, tuple, range or 1-D array) -> a list, refused when one appears twice
+    (two stops of one value); ``name`` is the argument that holds them.
 
-    >>> distinct_options([1, 2, 4], "d_k")
+    >>> distinct_options([1, 2, 4], "options")
     [1, 2, 4]
     """
-    options = list(options)
+    options = _validate.items(list(options) if isinstance(options, range) else options, name, "[1, 2, 4]")
     for i, o in enumerate(options):
-        if any(_validate.is_whole(o) == _validate.is_whole(p) and bool(o == p) for p in options[:i]):
-            raise ValueError(f"{name}'s options {options!r:.80} hold {o!r} twice; give each option once")
+        if any(_same(o, p) for p in options[:i]):
+            raise ValueError(f"{name}={options!r:.80} holds {o!r} twice; give each option once")
     return options
+
+
+def _same(a, b) -> bool:
+    """Two options are one stop: equal and both whole numbers or both not (an option that cannot be
+    compared, an array say, is no stop of another)."""
+    try:
+        return _validate.is_whole(a) == _validate.is_whole(b) and bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def seq_len_bounds(seq_len_range) -> tuple[int, int]:
@@ -108,7 +118,7 @@ class SizeControls(Controls):
         if isinstance(d_model_options, (str, bytes)) or not isinstance(d_model_options, (list, tuple)):
             raise ValueError(f"d_model_options={d_model_options!r} must be a list of sizes, e.g. (8, 16, 32)")
         d_model_options = distinct_options([int(v) for v in np.atleast_1d(
-            _validate.positive_ints(list(d_model_options), "d_model_options"))], "d_model")
+            _validate.positive_ints(list(d_model_options), "d_model_options"))], "d_model_options")
         if d_model not in d_model_options:
             d_model_options = sorted({*d_model_options, d_model})
         h = _validate.heads(d_model, h)
@@ -231,7 +241,7 @@ class OptionControls(Controls):
             raise ValueError(f"name={name!r} must be the draw function's argument name, e.g. 'd_k'")
         if not isinstance(options, (list, tuple, range, np.ndarray)):
             raise ValueError(f"options={options!r} must be a list of the slider's values, e.g. [1, 2, 4, 8]")
-        options = distinct_options(options, name)
+        options = distinct_options(options, "options")
         if not options:
             raise ValueError(f"OptionControls({name!r}) needs at least one option")
         value = options[0] if value is None else _validate.choice(value, options, name)

@@ -167,3 +167,14 @@ def test_rope_figure_refuses_an_offset_past_max_offset():
     fig = pp.rope_figure(64, 1e4, max_offset=64)  # the last offset plotted is fine
     assert fig.axes[-1].lines[0].get_xdata()[-1] == 64
     plt.close("all")
+
+
+@pytest.mark.parametrize("weights, kwargs, match", [
+    ([1.5, 0.0, 0.0, 0.0], {}, r"weights holds values in 0\.\.1\.5, outside 0\.\.1"),  # was clipped to 1
+    ([np.nan, 0.0, 0.0, 1.0], {}, "weights"),
+    ([1.0, 0.0, 0.0, 0.0], {"colorbar": "no"}, "colorbar='no' must be True or False"),
+])
+def test_patch_attention_refuses_weights_off_the_scale_and_non_flags(weights, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pp.patch_attention(np.zeros((16, 16, 3)), np.array(weights), 8, **kwargs)
+    plt.close("all")
