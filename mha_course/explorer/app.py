@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .. import _validate
 from ..widgets.controls import SizeControls
 from . import performance, state
 from .architecture import ArchitectureMode
@@ -25,6 +26,7 @@ __all__ = ["Explorer", "MODE_LIST", "MODES", "find_mode"]
 
 MODE_LIST = (ArchitectureMode(), DataMode(), StateMode(), PerformanceMode())
 MODES = tuple(m.name for m in MODE_LIST)
+MAX_SEED = 999_999  # the seed box's largest value
 
 
 def find_mode(mode: str) -> Mode:
@@ -51,11 +53,19 @@ class Explorer:
                  sentence: str = DEFAULT_SENTENCE, seed: int = 0, mode: str = "Architecture",
                  d_model_options=(4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64),
                  seq_len_range=(1, 16)):
+        # the seed box holds 0..MAX_SEED (a BoundedIntText would clamp any other seed silently)
+        seed = _validate.count(seed, "seed")
+        if seed > MAX_SEED:
+            raise ValueError(f"seed={seed} is past the seed box's {MAX_SEED:,}; pass a seed in 0..{MAX_SEED}")
+        sentence = "" if sentence is None else sentence  # None: the course sentence, as an empty one
+        if not isinstance(sentence, str):
+            raise ValueError(f"sentence={sentence!r:.40} must be a string of words (got {type(sentence).__name__}); "
+                             "pass e.g. sentence='the cat sat', or leave it out for the course sentence")
         self.controls = SizeControls(d_model, h, seq_len, d_model_options=d_model_options,
                                      seq_len_range=seq_len_range)
         self.sentence = W.Text(value=sentence, description="sentence", continuous_update=False,
                                style={"description_width": "70px"}, layout=W.Layout(width="660px"))
-        self.seed = W.BoundedIntText(value=seed, min=0, max=999_999, description="seed",
+        self.seed = W.BoundedIntText(value=seed, min=0, max=MAX_SEED, description="seed",
                                      style={"description_width": "40px"},
                                      layout=W.Layout(width="150px"))
         self.mode = W.ToggleButtons(options=list(MODES), value=find_mode(mode).name,

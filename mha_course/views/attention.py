@@ -26,6 +26,7 @@ from .style import (
     MASKED_COLOR,
     VALUES_CMAP,
     WEIGHTS_CMAP,
+    finite_values,
     finite_vector,
     head_color,
     head_grid,
@@ -111,7 +112,7 @@ def matrix_heatmap(values, row_labels=None, ax=None, title=None, col_label="feat
     if v.ndim != 2:
         raise ValueError(f"matrix_heatmap needs values of shape (N, F), got shape {v.shape}; "
                          "pick one batch element, e.g. values[0]")
-    _validate.finite(np.where(np.isneginf(v), 0.0, v), "values")  # -inf is a masked score; NaN, +inf are faults
+    finite_values(np.where(np.isneginf(v), 0.0, v), "values")  # -inf is a masked score; NaN, +inf are faults
     vlim = None if vlim is None else _validate.number(vlim, "vlim", 0, low_open=True)
     colorbar = _validate.flag(colorbar, "colorbar")
     ax = new_ax(ax)
@@ -456,7 +457,7 @@ def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vma
     if d.ndim != 2 or 0 in d.shape:
         raise ValueError(f"head_change_heatmap needs a non-empty delta of shape (T, d_model), got shape {d.shape}; "
                          "pick one batch element, e.g. delta[0]")
-    _validate.finite(d, "delta")
+    finite_values(d, "delta")
     vmax = None if vmax is None else _validate.number(vmax, "vmax", 0, low_open=True)
     owner = _head_of_column(d.shape[1], h)
     ax = new_ax(ax, figsize=(5, 3.5))

@@ -12,7 +12,7 @@ import numpy as np
 from .. import _validate
 from ..lessons.training import History
 from .attention import attention_heatmap
-from .style import finite_vector, head_color, log_values, new_ax
+from .style import finite_values, finite_vector, head_color, log_values, new_ax
 
 __all__ = ["smooth", "loss_curves", "layer_weights", "token_labels", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
            "ablation_figure", "LiveLossPlot"]
@@ -27,7 +27,7 @@ def smooth(values, window: int) -> np.ndarray:
     v = _validate.float_array(values, "values").astype(float)
     if v.ndim != 1:
         raise ValueError(f"values must be a 1-D array of shape (steps,), got shape {v.shape}")
-    _validate.finite(v, "values")  # a NaN would spread over the next ``window`` means
+    finite_values(v, "values")  # a NaN would spread over the next ``window`` means
     window = _validate.positive_int(window, "window")
     c = np.cumsum(np.insert(v, 0, 0.0))
     n = np.minimum(np.arange(1, len(v) + 1), window)

@@ -146,7 +146,7 @@ def patch_attention(image, weights, patch: int, ax=None, title=None, colorbar: b
     Same colour scale as every weights plot (0..1); the image shows through where a weight is small.
     """
     img, patch = _image(image, patch)
-    w = _validate.finite(_validate.float_array(weights, "weights"), "weights")
+    w = style.finite_values(weights, "weights")
     colorbar = _validate.flag(colorbar, "colorbar")
     if w.size and not (w.min() >= 0 and w.max() <= 1):  # weights in 0..1, not clamped into it
         raise ValueError(f"weights holds values in {w.min():g}..{w.max():g}, outside 0..1; pass attention weights "

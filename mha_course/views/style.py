@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.axes import Axes
 
 from .. import _validate
 
-__all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax", "finite_vector", "log_values", "known_keys",
+__all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax", "finite_values", "finite_vector", "log_values", "known_keys",
            "label_axes", "head_grid"]
 
 WEIGHTS_CMAP = "Blues"
@@ -68,13 +69,29 @@ def head_grid(h: int, ncols: int = 4):
     return fig, list(axes.flat[:h])
 
 
+def finite_values(arr, name: str):
+    """arr (any shape) -> the same float array if every entry is finite, else a ValueError naming ``name`` and
+    where its first NaN or inf is (a plot would leave a hole, or draw a line off its axis).
+
+    >>> finite_values([[1.0, 2.0]], "values").shape
+    (1, 2)
+    """
+    arr = _validate.float_array(arr, name)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} has {int(bad.sum())} non-finite value(s) (the first: {name}{list(first)} = "
+                         f"{arr[first]}); a view draws finite numbers only: drop or replace them")
+    return arr
+
+
 def finite_vector(x, name: str, n: int | None = None):
     """x -> a non-empty 1-D float array (n,) with every entry finite, or a ValueError naming ``name``.
 
     >>> finite_vector([1, 2], "losses").tolist()
     [1.0, 2.0]
     """
-    return _validate.finite(_validate.vector(x, name, n), name)
+    return finite_values(_validate.vector(x, name, n), name)
 
 
 def log_values(x, name: str, n: int | None = None):

@@ -630,6 +630,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     # the checks of views.style name what they check by ``name``: the valid call names the argument attacked
     **{VW + f"style.{name}": {"x": _arr(lambda w: np.array([1e-3, 2e-3])), "name": _fixed("x", "free")}
        for name in ("finite_vector", "log_values")},
+    VW + "style.finite_values": {"arr": _arr(lambda w: np.ones((2, 3))), "name": _fixed("arr", "free")},
     VW + "style.known_keys": {"value": obj(lambda w: {"Q": 1}), "valid": _fixed(("Q", "K", "V"), "free"),
                               "name": _fixed("value", "free"), "required": _fixed(("Q",), "free")},
     # any head index or position >= 0 has a colour (the palettes repeat): no upper bound to attack

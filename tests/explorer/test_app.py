@@ -116,3 +116,12 @@ def test_measure_refuses_bad_sizes_before_the_progress_bar_moves(explorer, kwarg
     with pytest.raises(ValueError, match=match):  # max_len=0 was an OverflowError from log2(0)
         explorer.measure(**kwargs)
     assert (explorer.progress.max, explorer.progress.value, explorer.sweep) == before
+
+
+@pytest.mark.parametrize("kwargs, match", [({"seed": 10**7}, "seed=10000000 is past the seed box's 999,999"),
+                                           ({"seed": -1}, "seed=-1 must be >= 0"),
+                                           ({"seed": 1.5}, "seed=1.5 must be a whole number"),
+                                           ({"sentence": 5}, "sentence=5 must be a string")])
+def test_a_seed_or_sentence_the_boxes_cannot_hold_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):  # the seed was clamped to 0..999999, 1.5 truncated
+        ex.Explorer(**kwargs)

@@ -66,7 +66,7 @@ import pytest  # noqa: E402
 
 @pytest.mark.parametrize("bad, match", [([1.0, 0.0], "holds 0, drawn on a log axis"),
                                         ([-2.0, 1.0], "holds -2, drawn on a log axis"),
-                                        ([1.0, np.nan], "NaN"), ([np.inf], "inf")])
+                                        ([1.0, np.nan], "= nan"), ([np.inf], "= inf")])
 def test_log_values_refuse_what_a_log_axis_cannot_show(bad, match):
     with pytest.raises(ValueError, match=match):
         style.log_values(bad, "seconds")
@@ -79,3 +79,8 @@ def test_known_keys_name_the_unknown_and_the_missing():
     with pytest.raises(ValueError, match=r"lacks the keys \['K'\]"):
         style.known_keys({"Q": 1}, ("Q", "K"), "scores", required=("Q", "K"))
     assert style.known_keys({"K": 2}, ("Q", "K"), "scores") == {"K": 2}
+
+
+def test_finite_values_name_the_first_nan_in_words_about_a_plot():
+    with pytest.raises(ValueError, match=r"values has 2 non-finite value\(s\) \(the first: values\[0, 1\] = nan\); a view"):
+        style.finite_values([[1.0, np.nan], [np.inf, 0.0]], "values")
