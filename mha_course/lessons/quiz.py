@@ -22,6 +22,7 @@ Taught in 11_misconceptions_and_interview.ipynb.
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import math
 import operator
@@ -286,6 +287,11 @@ def choice_value(choice):
         raise TypeError(f"choice={choice!r:.40} is a {type(choice).__name__}; choice_value computes a choice "
                         "stored as {\"compute\": name, \"args\": {...}} or {\"expr\": \"8 * 4\"} (a string "
                         "choice is its own text)")
+    keys = ("expr", "template") if "expr" in choice else ("compute", "args", "template")
+    unknown = [k for k in choice if k not in keys]
+    if unknown:  # a misspelled "args" would be ignored, and the computation run with its defaults
+        raise ValueError(f"choice has the unknown keys {unknown}; a computed choice holds "
+                         + ", ".join(repr(k) for k in keys) + ": fix the spelling")
     if "expr" in choice:
         if not isinstance(choice["expr"], str) or len(choice["expr"]) > 200:
             raise ValueError(f"expr={choice['expr']!r} must be a string of at most 200 characters, "
@@ -295,13 +301,20 @@ def choice_value(choice):
         except SyntaxError as exc:
             raise ValueError(f"expr={choice['expr']!r} is not a Python expression ({exc.msg})") from None
         return _arith(tree.body)
-    if choice.get("compute") not in COMPUTE:
-        raise ValueError(f"choice names the unknown computation {choice.get('compute')!r}; known: "
-                         f"{', '.join(sorted(COMPUTE))}")
+    name = choice.get("compute")
+    if not isinstance(name, str) or name not in COMPUTE:
+        raise ValueError(f"choice names the unknown computation {name!r:.40}; known: {', '.join(sorted(COMPUTE))}")
     args = choice.get("args", {})
     if not isinstance(args, dict):
         raise TypeError(f"choice's args={args!r:.40} must be a dict of keyword arguments, e.g. {{\"d_model\": 512}}")
-    return COMPUTE[choice["compute"]](**args)
+    fn = COMPUTE[name]
+    try:
+        inspect.signature(fn).bind(**args)
+    except TypeError:  # Python's "unexpected keyword argument" names no fix
+        params = ", ".join(inspect.signature(fn).parameters)
+        raise ValueError(f"choice's args {sorted(args)} do not fit the computation {name!r}, which takes "
+                         f"({params}); fix the names") from None
+    return fn(**args)
 
 
 def format_value(value, template: str = "{}") -> str:

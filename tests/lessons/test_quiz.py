@@ -341,3 +341,13 @@ def test_format_value_checks_its_template(template, match):
 def test_format_value_refuses_a_tuple_that_is_no_shape():
     with pytest.raises(TypeError, match="not a shape of whole numbers"):
         quiz.format_value((2.5, 3))  # was silently (2, 3)
+
+
+@pytest.mark.parametrize("choice, match", [
+    ({"compute": "param_count", "arg": {"d_model": 8}}, r"unknown keys \['arg'\]; a computed choice holds 'compute', 'args'"),
+    ({"compute": "param_count", "args": {"dmodel": 8}}, r"do not fit the computation 'param_count', which takes \(d_model"),
+    ({"compute": ["param_count"]}, "unknown computation"),  # unhashable: was a raw TypeError
+])
+def test_choice_value_refuses_misspelled_keys_and_argument_names(choice, match):
+    with pytest.raises(ValueError, match=match):  # args' misspelling was Python's "unexpected keyword argument"
+        quiz.choice_value(choice)
