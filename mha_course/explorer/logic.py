@@ -24,13 +24,14 @@ from ..views.diagram import shape_text
 from ..views.stages import STAGE_TABLE
 from ..views.style import log_values
 
-__all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "GAP_COLOR", "StageInfo", "sentence_tokens", "hidden_heads_note",
+__all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "MAX_SWEEP_LEN", "GAP_COLOR", "StageInfo", "sentence_tokens", "hidden_heads_note",
            "explorer_trace", "block_output", "shape_summary", "stage_info", "ledger_rows",
            "heads_side_by_side", "head_spans", "head_strip", "tick_positions", "sweep_seq_lens",
            "guide_lines", "format_seconds"]
 
 DEFAULT_SENTENCE = "the cat sat on the mat because it was warm and soft under the old lamp"
 MAX_HEADS_SHOWN = 8     # the Data and State modes draw at most this many heads
+MAX_SWEEP_LEN = 16384   # the longest seq_len a timing sweep measures (its scores: 16384² numbers per head)
 GAP_COLOR = "white"     # the columns between heads in side-by-side views
 
 
@@ -44,7 +45,10 @@ def sentence_tokens(sentence: str, seq_len: int) -> list[str]:
     ['the', 'cat', 'sat', 'tok3', 'tok4']
     """
     seq_len = _validate.positive_int(seq_len, "seq_len")
-    words = re.findall(r"[\w']+", str(sentence).lower()) or DEFAULT_SENTENCE.split()
+    if sentence is not None and not isinstance(sentence, str):
+        raise ValueError(f"sentence={sentence!r:.40} must be a string of words (got {type(sentence).__name__}); "
+                         "pass e.g. 'the cat sat', or None for the course sentence")
+    words = re.findall(r"[\w']+", (sentence or "").lower()) or DEFAULT_SENTENCE.split()
     return words[:seq_len] + [f"tok{i}" for i in range(len(words), seq_len)]
 
 
@@ -81,6 +85,7 @@ def block_output(trace: Trace) -> np.ndarray:
     >>> block_output(t).shape
     (1, 2, 4)
     """
+    _check_trace(trace)
     return layer_norm(trace["X"] + trace["output"])  # (B, T, D) + (B, T, D) -> (B, T, D)
 
 
@@ -90,10 +95,14 @@ def shape_summary(trace: Trace) -> str:
     >>> print(shape_summary(explorer_trace(["a", "b", "c"], 8, 2, seed=0)))
     d_model=8 · h=2 · d_k=4 · seq_len=3 | Q_heads (1, 2, 3, 4) · weights (1, 2, 3, 3) · concat (1, 3, 8)
     """
-    s = trace.shapes
+    s = _check_trace(trace).shapes
     return (f"d_model={trace.d_model} · h={trace.h} · d_k={trace.d_k} · seq_len={s['X'][1]} | "
             f"Q_heads {shape_text(s['Q_heads'])} · weights {shape_text(s['weights'])} · "
             f"concat {shape_text(s['concat'])}")
+
+
+def _check_trace(trace) -> Trace:
+    return _validate.instance(trace, Trace, "trace", "pass explorer_trace(tokens, d_model, h, seed)")
 
 
 class StageInfo(NamedTuple):
@@ -111,8 +120,7 @@ def stage_info(trace: Trace, i: int) -> StageInfo:
     >>> info.name, info.shape
     ('Q_heads', (1, 2, 2, 2))
     """
-    _validate.instance(trace, Trace, "trace", "pass explorer_trace(tokens, d_model, h, seed)")
-    names = trace.names
+    names = _check_trace(trace).names
     name = names[_validate.index(i, len(names), "i", f"stages ({names[0]} .. {names[-1]})")]
     view = STAGE_TABLE[name]
     return StageInfo(name, view.story, view.formula, trace.shapes[name])
@@ -214,13 +222,13 @@ def sweep_seq_lens(seq_len: int, max_len: int = 1024) -> list[int]:
     >>> sweep_seq_lens(6, 64)
     [6, 8, 16, 32, 64]
 
-    ``max_len`` >= 8 (the first length of the sweep); a seq_len past it is measured too.
+    ``max_len`` in 8 .. MAX_SWEEP_LEN (8: the first length of the sweep); a seq_len past it is measured too.
     """
     seq_len, max_len = _validate.positive_int(seq_len, "seq_len"), _validate.positive_int(max_len, "max_len")
-    if max_len < 8:
-        raise ValueError(f"max_len={max_len} is below 8, the sweep's first length; pass max_len=8 or more "
-                         "(e.g. the default 1024)")
-    powers = [2 ** p for p in range(3, int(np.log2(max_len)) + 1)]
+    if not 8 <= max_len <= MAX_SWEEP_LEN:
+        raise ValueError(f"max_len={max_len} is outside 8..{MAX_SWEEP_LEN}: 8 is the sweep's first length, and "
+                         f"{MAX_SWEEP_LEN} the longest it times (the scores grow as T²); pass e.g. the default 1024")
+    powers = [2 ** p for p in range(3, max_len.bit_length())]  # 8, 16, ... up to max_len
     return sorted(set(powers) | {int(seq_len)})
 
 

@@ -72,8 +72,9 @@ def cache_cost_figure(layers: int, d_model: int, h: int, h_kv: int, seq_len: int
 def decode_times_figure(positions, with_cache, without_cache, ax=None, window: int = 15):
     """Time per generated token (ms, log scale) against its position, with and without the cache.
 
-    Dots are single tokens; the lines are running medians over ``window`` tokens (a loaded
-    machine makes single timings jump).
+    Dots are single tokens; the lines are running medians over ``window`` tokens, or over all of
+    them when there are fewer (a loaded machine makes single timings jump). Timings are finite and > 0
+    (a log axis).
 
     >>> ax = decode_times_figure([5, 6], [1e-3, 1e-3], [1e-3, 2e-3]); len(ax.lines)
     4

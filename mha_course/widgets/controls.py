@@ -35,7 +35,10 @@ class Controls:
     _busy = False
 
     def on_change(self, fn: Callable) -> None:
-        """Call ``fn(**values)`` after every change."""
+        """Call ``fn(**values)`` after every change (``fn`` checked now, not at the first change)."""
+        if not callable(fn):
+            raise TypeError(f"on_change needs a function fn(**values), got {type(fn).__name__} ({fn!r:.40}); "
+                            "pass e.g. lambda **values: print(values)")
         self._callbacks.append(fn)
 
     def _fire(self, change=None) -> None:

@@ -109,7 +109,7 @@ def test_step_takes_whole_numbers_only(explorer, bad):
 
 
 @pytest.mark.parametrize("kwargs, match", [({"max_len": 0}, "max_len=0 must be >= 1"),
-                                           ({"max_len": 4}, "max_len=4 is below 8"),
+                                           ({"max_len": 4}, "max_len=4 is outside 8..16384"),
                                            ({"repeats": 0}, "repeats=0 must be >= 1")])
 def test_measure_refuses_bad_sizes_before_the_progress_bar_moves(explorer, kwargs, match):
     before = (explorer.progress.max, explorer.progress.value, explorer.sweep)

@@ -169,3 +169,15 @@ def test_format_seconds_refuses_what_is_no_time(bad):
 def test_guide_lines_refuse_what_log_log_axes_cannot_draw():
     with pytest.raises(ValueError, match="seconds holds 0"):
         ex.guide_lines([8, 16], [0.0, 1e-3])
+
+
+def test_helpers_refuse_what_is_no_trace_no_sentence_or_no_sweep():
+    for fn in (ex.shape_summary, ex.block_output):
+        with pytest.raises(TypeError, match="trace must be a Trace"):  # was AttributeError / KeyError
+            fn({"X": np.ones((1, 2, 4))})
+    with pytest.raises(ValueError, match="sentence=5 must be a string"):
+        ex.sentence_tokens(5, 3)  # was ['5', 'tok1', 'tok2']
+    with pytest.raises(ValueError, match=r"max_len=.* is outside 8\.\.16384"):
+        ex.sweep_seq_lens(6, 10**30)  # was a numpy-internal TypeError from log2
+    assert ex.sweep_seq_lens(6, 16) == [6, 8, 16] and ex.sweep_seq_lens(6, 31) == [6, 8, 16]
+    assert ex.sentence_tokens(None, 2) == ["the", "cat"]

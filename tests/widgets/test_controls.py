@@ -225,3 +225,10 @@ def test_a_misspelled_name_gets_the_message_set_gives():
 def test_an_option_given_twice_is_refused(make):
     with pytest.raises(ValueError, match="twice; give each option once"):
         make()
+
+
+def test_on_change_refuses_what_it_could_not_call():
+    controls = SizeControls()
+    with pytest.raises(TypeError, match="on_change needs a function"):
+        controls.on_change("redraw")  # was accepted, then a raw TypeError at the first change
+    controls.set(h=2)  # nothing was registered: the change runs
