@@ -19,6 +19,7 @@ from ..lessons import long_context as lc
 from ..lessons import model as train
 from ..positions import rope_inv_freq
 from .positions import mask_heatmap
+from .style import finite_values
 
 __all__ = ["SCHEME_COLORS", "checked_model", "rope_model", "checked_batch", "checked_table", "accuracy_vs_length", "position_loss_curves", "rope_turns_figure",
            "window_mask", "stream_loss_curves", "sink_weight_bars", "paged_memory_bars", "extrapolation_figure",
@@ -272,7 +273,8 @@ def stream_loss_curves(curves: dict, episode_len: int, ax=None, title=None):
 def sink_weight_bars(weights: dict, uniform: float, ax=None):
     """{scheme: (n_layers, h) weight on position 0} -> ax: one bar per head, the uniform share dashed."""
     weights = _validate.mapping(weights, "weights", "{scheme: (n_layers, h)}")
-    weights = {k: _validate.array(v, f"weights[{k!r}]", 2, "(n_layers, h)") for k, v in weights.items()}
+    weights = {k: finite_values(_validate.array(v, f"weights[{k!r}]", 2, "(n_layers, h)"), f"weights[{k!r}]")
+               for k, v in weights.items()}
     if len({v.shape for v in weights.values()}) != 1:
         raise ValueError(f"weights hold shapes {[v.shape for v in weights.values()]}; give every scheme (n_layers, h)")
     uniform = _validate.number(uniform, "uniform")

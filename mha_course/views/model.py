@@ -64,7 +64,7 @@ def layer_weights(weights, name: str = "weights") -> list[np.ndarray]:
     if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple, np.ndarray)) or len(weights) == 0:
         raise ValueError(f"{name} must be a non-empty list of (h, T, T) arrays, one per layer, got "
                          f"{type(weights).__name__}; pass e.g. [w[0] for w in weights_by_layer]")
-    layers = [_validate.float_array(w, f"{name}[{i}]") for i, w in enumerate(weights)]
+    layers = [finite_values(w, f"{name}[{i}]") for i, w in enumerate(weights)]  # the causal mask is drawn here
     first = layers[0].shape
     if len(first) != 3 or first[1] != first[2] or 0 in first or any(w.shape != first for w in layers):
         raise ValueError(f"{name} must hold one (h, T, T) array per layer, all of one shape, got shapes "

@@ -240,3 +240,18 @@ def test_circuit_heatmap_colorbar_is_a_flag():
     with pytest.raises(ValueError, match="kind=.*'ov', 'qk', 'pos'"):
         vc.circuits_figure(PARAMS, CONFIG, kind=["ov"])  # unhashable: was a raw TypeError
     plt.close("all")
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: vc.head_bars(np.array([[np.nan, 1.0], [1.0, 1.0]])), "values"),
+    (lambda: vc.ablation_figure({"zero": np.array([np.nan, 1.0])}, ["a", "b"]), r"losses\['zero'\]"),
+    (lambda: vc.ranking_table({"a": np.array([[np.inf, 1.0]])}), r"measures\['a'\]"),
+    (lambda: vc.circuit_heatmap(np.array([[np.inf, 1.0]]), "a", "ab"), "matrix"),
+    (lambda: vc.rollout_figure([np.nan, 1], [1, 1], [1, 1], [0, 1], 1), "rollout_row"),
+    (lambda: vc.pattern_figure(np.full((1, 3, 3), np.nan), [0, 1, 2], 0, 0), "weights"),
+])
+def test_non_finite_values_are_refused_not_drawn(call, name):
+    with pytest.raises(ValueError, match=f"{name} has .* non-finite value"):
+        call()
+    vc.circuit_heatmap(np.array([[np.nan, 1.0]]), "a", "ab")  # NaN: an entry the causal mask hides, drawn grey
+    plt.close("all")

@@ -181,3 +181,9 @@ def test_window_mask_refuses_more_sinks_than_keys():
     ax = lv.window_mask(np.tril(np.ones((4, 4), bool)), 2, 4)
     assert ax.get_title() == "window 2, sinks 4: 10 keys attended"
     plt.close("all")
+
+
+def test_sink_weight_bars_refuse_a_non_finite_weight():
+    with pytest.raises(ValueError, match=r"weights\['rope'\] has 1 non-finite value"):
+        lv.sink_weight_bars({"rope": np.array([[np.nan, 0.5]])}, 0.5)
+    plt.close("all")

@@ -152,3 +152,9 @@ def test_loss_curves_refuse_a_loss_the_log_axis_cannot_draw():
     with pytest.raises(ValueError, match="loss_increase"):
         pt.ablation_figure(["a", "b"], [np.nan, 0.1], [0.5, 0.6])
     plt.close("all")
+
+
+def test_model_heatmaps_refuse_non_finite_weights():
+    with pytest.raises(ValueError, match=r"weights\[0\] has 9 non-finite value"):
+        pt.model_heatmaps([np.full((1, 3, 3), np.nan)], [0, 1, 2])
+    plt.close("all")
