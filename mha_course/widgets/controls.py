@@ -12,6 +12,7 @@ calls once directly (the static view that GitHub shows and nbval checks).
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 import ipywidgets as W
@@ -196,6 +197,13 @@ class LiveView:
         if not callable(draw):
             raise TypeError(f"draw must be a function draw(**sizes) -> Figure, got {type(draw).__name__}")
         _validate.instance(controls, Controls, "controls", "pass e.g. SizeControls(d_model=16, h=4)")
+        try:
+            inspect.signature(draw).bind(**{k: controls.values[k] for k in controls.shown})
+        except TypeError:  # found now, not as Python's "unexpected keyword argument" at the first redraw
+            raise TypeError(f"draw{inspect.signature(draw)} cannot take the shown sizes {', '.join(controls.shown)}; "
+                            f"write draw({', '.join(controls.shown)}) or pass show= with its arguments") from None
+        except ValueError:  # no signature to read (a builtin): it is called as it is
+            pass
         self.draw = draw
         self.controls = controls
         self.output = W.Output()

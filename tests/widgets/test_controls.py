@@ -232,3 +232,9 @@ def test_on_change_refuses_what_it_could_not_call():
     with pytest.raises(TypeError, match="on_change needs a function"):
         controls.on_change("redraw")  # was accepted, then a raw TypeError at the first change
     controls.set(h=2)  # nothing was registered: the change runs
+
+
+def test_a_draw_that_cannot_take_the_shown_sizes_is_refused_at_once():
+    with pytest.raises(TypeError, match=r"draw\(d_model\) cannot take the shown sizes d_model, h, seq_len"):
+        live_view(lambda d_model: None)  # was Python's "unexpected keyword argument 'h'" at the first redraw
+    assert live_view(lambda d_model: None, show=("d_model",)).controls.shown == ("d_model",)
