@@ -271,9 +271,9 @@ class OptionControls(Controls):
 
     def set(self, **value) -> None:
         """Change the option from code, e.g. ``controls.set(d_k=64)``; a value off the slider is refused."""
-        _validate.names(list(value), (self.name,), "set()")
-        if not value:
-            raise ValueError(f"set() takes {self.name}=..., got nothing; pass e.g. {self.name}={self.slider.value!r}")
+        if set(value) != {self.name}:
+            raise ValueError(f"set() takes only {self.name}=..., got {sorted(value)}; pass e.g. "
+                             f"{self.name}={self.slider.value!r}")
         self.slider.value = _validate.choice(value[self.name], self.slider.options, self.name)
 
 

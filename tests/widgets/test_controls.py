@@ -215,7 +215,7 @@ def test_a_misspelled_name_gets_the_message_set_gives():
         SizeControls().set(heads=2)
     with pytest.raises(ValueError, match=re.escape("live_view()='heads' is not one of the valid choices: 'd_model'")):
         live_view(lambda **s: None, heads=2)  # was Python's "unexpected keyword argument"
-    with pytest.raises(ValueError, match=re.escape("set()='dk' is not one of the valid choices: 'd_k'")):
+    with pytest.raises(ValueError, match=re.escape("set() takes only d_k=..., got ['dk']; pass e.g. d_k=1")):
         OptionControls("d_k", [1, 2]).set(dk=2)
 
 
