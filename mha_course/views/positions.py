@@ -223,7 +223,7 @@ def rope_layout_pairs(d_k: int, axes=None):
 
 def score_offset_heatmap(grid, ax=None, title=None):
     """scores (T, T), e.g. ``positions.rope_score_grid`` -> ax: query position down, key position across."""
-    grid = _validate.array(grid, "grid", 2, "(T, T)")
+    grid = style.finite_values(_validate.array(grid, "grid", 2, "(T, T)"), "grid")  # named here, not as values
     ax = plots.matrix_heatmap(grid, range(grid.shape[0]), ax=ax, title=title,
                               col_label="key position n", row_label="query position m")
     ax.set_xticks(range(0, grid.shape[1], max(1, grid.shape[1] // 8)))

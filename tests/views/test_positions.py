@@ -178,3 +178,9 @@ def test_patch_attention_refuses_weights_off_the_scale_and_non_flags(weights, kw
     with pytest.raises(ValueError, match=match):
         pp.patch_attention(np.zeros((16, 16, 3)), np.array(weights), 8, **kwargs)
     plt.close("all")
+
+
+def test_score_offset_heatmap_names_its_own_argument():
+    with pytest.raises(ValueError, match=r"grid has 1 non-finite value"):
+        pp.score_offset_heatmap(np.array([[np.nan, 1.0], [0.0, 1.0]]))
+    plt.close("all")
