@@ -223,9 +223,15 @@ COPYING_SCORE = Exercise("copying_score", _copying, _copying_cases, (
     Mistake("the real parts in the denominator: sum(λ) / sum(|Re λ|)", "divide by the sizes of the "
             "(complex) eigenvalues: np.abs(lam).sum()",
             lambda W: float(np.linalg.eigvals(W).sum().real / np.abs(np.linalg.eigvals(W).real).sum())),
-    Mistake("singular values instead of eigenvalues (always positive: every head looks like a copier)",
-            "eigenvalues, np.linalg.eigvals(W): a singular value has no sign",
-            lambda W: float(np.linalg.svd(W, compute_uv=False).sum() / np.abs(np.linalg.svd(W, compute_uv=False)).sum())),
+    Mistake("a numerator without signs: always 1 (sum(|λ|) / sum(|λ|), or singular values in both sums), so "
+            "every head looks like a copier", "the numerator keeps the signs: sum(λ) (its real part), over "
+            "sum(|λ|) of the eigenvalues np.linalg.eigvals(W)", lambda W: 1.0),
+    Mistake("singular values in the denominator: sum(λ) / sum(σ) (the nuclear norm), not the eigenvalues' "
+            "sizes sum(|λ|)", "divide by the sizes of the eigenvalues: np.abs(np.linalg.eigvals(W)).sum()",
+            lambda W: float(np.linalg.eigvals(W).sum().real / np.linalg.svd(W, compute_uv=False).sum())),
+    Mistake("np.linalg.eigvalsh, which assumes a symmetric W (it reads only the lower triangle)",
+            "W is not symmetric: np.linalg.eigvals(W)",
+            lambda W: float(np.linalg.eigvalsh(W).sum() / np.abs(np.linalg.eigvalsh(W)).sum())),
     Mistake("the trace over the Frobenius norm", "sum(λ) / sum(|λ|) over the eigenvalues λ",
             lambda W: float(np.trace(W) / np.linalg.norm(W))),
 ))

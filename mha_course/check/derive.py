@@ -28,7 +28,7 @@ from .compare import close, num, same_outcome
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
 
-CALLS = 600  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
+CALLS = 1500  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
 
 
 class Derived(NamedTuple):
@@ -123,7 +123,8 @@ def case_sizes(spec, args) -> dict:
 
 def candidates(sizes) -> dict:
     """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
-    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125}
+    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125,
+           "10 (a zero too many?)": 10.0, "1/10 (a zero too few?)": 0.1}
     for k, v in sizes.items():
         if v > 0:
             for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
@@ -265,10 +266,11 @@ def _transforms(spec, runs, output, pairs, raws=None) -> list:
     if not out and same_shape and _only_non_finite(pairs):
         return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
                         vocabulary.fix("non-finite", output=output))]
-    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
-        for delta in (1, -1):
-            if all_close(lambda w, g, r, d=delta: np.array_equal(g, w + d)):
+    if same_shape and all(w.dtype.kind in "iuf" and w.dtype != np.bool_ for _, w in raws):
+        for delta in (1, -1):  # a count, or a ratio read as "how many times more" (minus 1)
+            if all_close(lambda w, g, r, d=delta: close(g, w + d)):
                 out.append(("off-by-one", {"delta": "one more" if delta == 1 else "one less"}))
+    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
         if all(g.dtype.kind == "f" for g, _ in raws):
             for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
                            ("round it up (math.ceil)", np.ceil)):
@@ -381,7 +383,7 @@ def _factor(spec, runs, pairs) -> tuple:
         return ()
     varying = [k for k in symbols if len({round(named[k], 9) for _, named in values}) > 1]
     best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
-    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best:
+    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best or "zero" in best:
         return best, best.split(" ")[0]
     return f"{best} ({values[0][0]:.4g} in case 1)", best
 
@@ -422,8 +424,8 @@ def _mutant_level(spec, runs, budget) -> list:
     ms = _mutants_of(spec)
     if not ms:
         return []
-    order = sorted(range(len(runs)), key=lambda i: not runs[i].problem)  # failing cases first: they filter most
-    alive, calls = ms[:budget], 0
+    order = sorted(range(len(runs)), key=lambda i: (not runs[i].problem, _size(runs[i].case.args)))  # failing
+    alive, calls = ms[:budget], 0  # cases first (they filter most), the smallest first (the cheapest runs)
     for i in order:
         calls += len(alive)
         if calls > budget:
@@ -432,12 +434,27 @@ def _mutant_level(spec, runs, budget) -> list:
         if not alive:
             return []
     found, seen = [], set()
-    for m in alive:
+    for m in sorted(alive, key=lambda m: vocabulary.mutant_class(m.mutation.category) in _SPECULATIVE):
+        # a slip in the code itself first; an argument or a range moved (often an equivalent way round) after
         d = _mutant_words(m.mutation)
         if d.text not in seen:
             seen.add(d.text)
             found.append(d)
     return found
+
+
+_SPECULATIVE = frozenset({"replaced-name", "index"})  # named after the other classes that fit
+
+
+def _size(value) -> int:
+    """How many numbers an argument (or a tuple, list or dict of them) holds: a case's cost."""
+    if isinstance(value, np.ndarray):
+        return value.size
+    if isinstance(value, (tuple, list)):
+        return sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    return 1
 
 
 def _short(text, n=60) -> str:
@@ -450,6 +467,10 @@ def _mutant_words(mutation) -> Derived:
     params = dict(mutation.params)
     if key == "comparison" and "by" in params:
         key = "comparison-boundary"
+    elif key == "index" and params.get("range"):
+        key = "range-shifted"
+    elif key == "swapped-arguments" and "order" in params:
+        key = "parts-order"
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
@@ -457,6 +478,11 @@ def _mutant_words(mutation) -> Derived:
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
     slots = {"op": op, "before": before, "after": after}
+    if key in ("replaced-name", "subscript", "range-shifted", "parts-order"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+        slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
+                      "from": params.get("from", ""), "to": params.get("to", ""),
+                      "how": "only the first item of the first axis" if params.get("leading") == "first"
+                      else "the index on another axis"})
     return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
 
 

@@ -80,14 +80,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 import sys
 import types
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from . import sandbox
-from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical
+from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical, states_int
 from .diagnose import explain
 from .report import (
                      finish,
@@ -104,7 +103,7 @@ from .sandbox import PRINT_CHARS, PRINT_LINES, CappedText, np, pristine_numpy, q
 
 __all__ = ["Case", "Mistake", "Exercise", "ShapeMistake", "ShapeExercise", "Sizes", "matches",
            "catalogue", "summary", "forget_results", "TIME_LIMIT", "call_learner", "LearnerFailed", "Forbid",
-           "Returns"]
+           "Returns", "Fresh"]
 
 TIME_LIMIT = 5.0  # seconds for each checked call of a learner's function
 _CATALOGUE: dict = {}
@@ -269,23 +268,11 @@ def _run_all(spec, fn):
         got = _call_learner(fn, spec.reference, case.args, printed, spec)
         restore()  # what the learner's call replaced in the checker is put back before comparing
         problem = list(got.lines) if got.lines or got.error else compare(
-            got.value, want, spec.outputs, spec.strict_types or _states_int(spec.reference))
+            got.value, want, spec.outputs, spec.strict_types or states_int(spec.reference))
         runs.append(Run(case, want, got, problem))
         if is_unfinished(got) or (got.lines and got.error is None) or isinstance(got.error, KeyboardInterrupt):
             break
     return runs, printed
-
-
-def _states_int(reference) -> bool:
-    """The reference's signature says ``-> int`` (its annotation, or its docstring's shape line)."""
-    import inspect
-    try:
-        if inspect.signature(reference).return_annotation in (int, "int"):
-            return True
-    except (TypeError, ValueError):
-        return False
-    line = (inspect.getdoc(reference) or "").split("\n")[0]
-    return bool(re.search(r"->\s*int\b", line))
 
 
 def _quiet(f, args) -> Outcome:
@@ -310,8 +297,8 @@ def _call_learner(fn, reference, args, printed, spec=None) -> Outcome:
     def run():
         with quiet_numpy(), _spying(rules, fn) as calls:
             value = fn(*mine)
-        broken = [r.message_for(value) if isinstance(r, Returns) else r.message
-                  for r in rules if r.broken(value, calls)]
+        broken = [r.message_for(value) if isinstance(r, Returns) else r.message for r in rules
+                  if (r.aliased(value, mine) if isinstance(r, Fresh) else r.broken(value, calls))]
         return sandbox.settle(value), broken
     result = sandbox.guarded(run, TIME_LIMIT, printed, reference)
     if result.timed_out:
@@ -429,6 +416,24 @@ class Returns(NamedTuple):
         kind = type(bad)
         return (f"it returned a {kind.__module__.split('.')[0]}.{kind.__qualname__}, expected a {self.type_name}. "
                 f"Fix: {self.fix}")
+
+
+class Fresh(NamedTuple):
+    """A rule the exercise states: the result is a new array, never an argument or a view of one.
+
+    >>> x = np.zeros(3); Fresh().aliased(x, (x,)), Fresh().aliased(x.copy(), (x,))
+    (True, False)
+    """
+    fix: str = "return a copy: np.array(x, dtype=bool) or x.copy(), not x itself"
+
+    def aliased(self, value, args) -> bool:
+        return any(isinstance(v, np.ndarray) and isinstance(a, np.ndarray) and np.shares_memory(v, a)
+                   for v in (value if isinstance(value, tuple) else (value,)) for a in args)
+
+    @property
+    def message(self) -> str:
+        return ("it returned the caller's own array (or a view of it), not a new one: writing into the result "
+                f"changes the argument. Fix: {self.fix}")
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from ..masks import document_mask as _document_mask
 from ..masks import leak_probe as _leak_probe
 from ..masks import mask_as as _mask_as
 from . import engine
-from .engine import Case, Exercise, Mistake
+from .engine import Case, Exercise, Fresh, Mistake
 
 __all__ = ["mask_as", "causal_self_attention", "document_mask", "cross_attention", "natural_types",
            "check_with_closer_look", "call_timed", "MASK_AS", "CAUSAL_SELF_ATTENTION", "DOCUMENT_MASK", "CROSS_ATTENTION",
@@ -143,7 +143,9 @@ _MASK_MISTAKES = (
             "use -np.inf: then a blocked key gets weight exactly 0 in any dtype",
             _mask_as_with(additive=lambda m: np.where(m, 0.0, -1e9))),
 )
-MASK_AS = Exercise("mask_as", _mask_as, _mask_cases, _MASK_MISTAKES)
+MASK_AS = Exercise("mask_as", _mask_as, _mask_cases, _MASK_MISTAKES, rules=(
+    Fresh("return a copy for 'keep' too: np.array(mask, dtype=bool) (np.asarray and mask itself return the "
+          "caller's array)"),))
 
 
 def _unknown_outcome(f):

@@ -197,6 +197,8 @@ EQUIVALENT = {
                                                     "dividing by total or by 1 where total = 1 is the same"),
         **_lines("merge_attention_partials", (0,), ORDER + " (the check returns its inputs unchanged)"),
         **_lines("merge_attention_partials>_partials", (0,), ORDER + " (argument checks)"),
+        "merge_attention_partials>_partials+11 dropped-call: np.asarray(v) -> v": ASARRAY + " (the boolean check "
+                                                                                 "reads only v.dtype)",
     },
     "multi_head_attention": {
         **_lines("multi_head_attention>_forward", (7, 8, 16, 18), ROPE_OFF),

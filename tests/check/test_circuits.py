@@ -159,6 +159,20 @@ def copying_svd(W):
     return float(s.sum() / np.abs(s).sum())
 
 
+def copying_abs_numerator(W):
+    lam = np.linalg.eigvals(W)
+    return float(np.abs(lam).sum() / np.abs(lam).sum())
+
+
+def copying_nuclear(W):
+    return float(np.linalg.eigvals(W).sum().real / np.linalg.norm(W, "nuc"))
+
+
+def copying_symmetric(W):
+    lam = np.linalg.eigh(W)[0]
+    return float(lam.sum() / np.abs(lam).sum())
+
+
 @pytest.mark.parametrize("name, fn, named", [
     ("prefix_matching_score", prefix_off_by_one, "off by one: the attention on the earlier occurrences themselves"),
     ("prefix_matching_score", prefix_every_query, "averaged over every query"),
@@ -172,7 +186,10 @@ def copying_svd(W):
     ("patched_heads", patched_backwards, "patching the wrong direction"),
     ("patched_heads", patched_positions, "on the positions axis"),
     ("patched_heads", patched_added, "added to the corrupted one"),
-    ("copying_score", copying_svd, "singular values instead of eigenvalues"),
+    ("copying_score", copying_svd, "a numerator without signs"),
+    ("copying_score", copying_abs_numerator, "a numerator without signs"),
+    ("copying_score", copying_nuclear, "singular values in the denominator"),
+    ("copying_score", copying_symmetric, "np.linalg.eigvalsh"),
 ])
 def test_each_typical_mistake_is_named_as_itself_only(capsys, name, fn, named):
     ok, out = run(capsys, name, fn)

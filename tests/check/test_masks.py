@@ -141,7 +141,7 @@ def mask_as_match(mask, convention):
     keep = np.asarray(mask).astype(bool)
     match convention:
         case "keep":
-            return keep
+            return keep.copy()
         case "block":
             return keep == False  # noqa: E712 (a learner's spelling)
         case "additive":
@@ -153,7 +153,7 @@ def mask_as_match(mask, convention):
 def mask_as_assert(mask, convention):
     assert convention in ("keep", "block", "additive"), convention
     keep = np.asarray(mask, bool)
-    return {"keep": keep, "block": ~keep, "additive": np.where(keep, 0.0, -np.inf)}[convention]
+    return {"keep": keep.copy(), "block": ~keep, "additive": np.where(keep, 0.0, -np.inf)}[convention]
 
 
 @pytest.mark.parametrize("fn", [mask_as_dict, mask_as_if, mask_as_match, mask_as_assert, mc.mask_as])
@@ -164,7 +164,7 @@ def test_mask_as_accepts_right_answers(capsys, fn):
 
 
 def mask_as_none(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     if convention == "keep":
         return keep
     if convention == "block":
@@ -174,7 +174,7 @@ def mask_as_none(mask, convention):
 
 
 def mask_as_else(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     if convention == "block":
         return ~keep
     if convention == "additive":
@@ -183,13 +183,13 @@ def mask_as_else(mask, convention):
 
 
 def mask_as_float_block(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     return {"keep": keep, "block": (~keep).astype(np.float32) * 1.0, "additive": np.where(keep, 0.0, -np.inf)}[
         convention]
 
 
 def mask_as_minus_one(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     return {"keep": keep, "block": ~keep, "additive": keep.astype(float) - 1}[convention]
 
 
@@ -220,7 +220,7 @@ def test_the_unknown_convention_mistakes_are_told_apart():
 
 
 @pytest.mark.parametrize("fn, says", [
-    (lambda mask, c: {"keep": np.asarray(mask, bool), "block": ~np.asarray(mask, bool),
+    (lambda mask, c: {"keep": np.array(mask, bool), "block": ~np.asarray(mask, bool),
                       "additive": np.where(mask, 0.0, -10.0)}[c], "'additive' is wrong"),
     (lambda mask, c: {"keep": np.asarray(mask, bool)[..., ::-1], "block": ~np.asarray(mask, bool),
                       "additive": np.where(mask, 0.0, -np.inf)}[c], "'keep' is wrong"),
@@ -228,6 +228,16 @@ def test_the_unknown_convention_mistakes_are_told_apart():
 def test_mask_as_unknown_mistakes_name_the_convention(capsys, fn, says):
     ok, out = run(capsys, cm.mask_as, fn)
     assert ok is False and "Looks like" not in out and says in out, out
+
+
+@pytest.mark.parametrize("keep", [lambda mask: mask, lambda mask: np.asarray(mask, dtype=bool),
+                                  lambda mask: mask[...], lambda mask: mask.view()])
+def test_mask_as_refuses_the_callers_own_array_for_keep(capsys, keep):
+    def aliased(mask, convention):
+        m = np.asarray(mask, dtype=bool)
+        return {"keep": keep(mask), "block": ~m, "additive": np.where(m, 0.0, -np.inf)}[convention]
+    ok, out = run(capsys, cm.mask_as, aliased)
+    assert ok is False and "the caller's own array" in out and "Fix: return a copy" in out, out
 
 
 # ---------------------------------------------------------------- 6.3 document mask
