@@ -69,7 +69,7 @@ def test_the_scale_by_the_width_of_v_and_the_shifted_diagonal_are_named(capsys):
     assert "max(lengths)" in capsys.readouterr().out
 
 
-# ---- bare errors and whole-batch masks, named (issue 31, fourth edition)
+# ---- bare errors and whole-batch masks, named
 def _attend(Q, Kt, V, mask):
     s = Q @ Kt / np.sqrt(Q.shape[-1])
     s = s if mask is None else np.where(mask, s, -np.inf)

@@ -287,7 +287,7 @@ def test_adam_unknown_mistakes_show_the_first_step(capsys, fn, says):
     closer(capsys, cb.adam_step, fn, says)
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

@@ -220,7 +220,7 @@ def test_unfinished_torch_exercise_is_reported_not_raised(capsys):
     assert not ok and "not finished yet" in out
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

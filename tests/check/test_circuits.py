@@ -206,7 +206,7 @@ def test_a_stub_is_not_finished(capsys, name):
     assert not ok and "not finished" in out
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

@@ -64,7 +64,7 @@ def test_units_terms_and_rounding_are_named(capsys, checker, fn, said):
     assert "Looks like: " in out and said in out, out
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 
 
 def _says(capsys, checker, fn, said):

@@ -276,7 +276,7 @@ def test_an_uncatalogued_mistake_is_refused_with_a_located_message(capsys, name,
     assert "case" in out and ("differ" in out or "expected" in out), out
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

@@ -198,7 +198,7 @@ def test_a_cached_decode_step_does_t_times_less_attention_block_work():
         assert without == t * with_cache
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

@@ -103,7 +103,7 @@ def test_head_queries_never_calls_wrong_values_right_when_a_full_projection_is_u
     assert "the values are right, but your function multiplies X by all of W_q" in capsys.readouterr().out
 
 
-# ---- the token axis split, and the bug position's slips (issue 31, fourth edition)
+# ---- the token axis split, and the bug position's slips
 def test_the_token_axis_split_is_named(capsys):
     def learner(x, h):
         B, T, D = x.shape

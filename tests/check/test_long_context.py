@@ -155,7 +155,7 @@ def test_unknown_mistake_is_refused(capsys):
     assert not ok and "Looks like" not in out
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

@@ -379,7 +379,7 @@ def test_natural_types_turn_a_list_into_a_tuple_and_a_whole_float_into_an_int():
     assert cm.natural_types(lambda: 4.5)() == 4.5
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

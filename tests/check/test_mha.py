@@ -51,7 +51,7 @@ def test_a_mask_only_on_the_returned_weights_is_named(capsys):
     assert "Looks like: the mask applied only to the returned weights" in capsys.readouterr().out
 
 
-# ---- the classes of issue 31's fourth edition: learner code written anew, each named by the checker
+# ---- the classes: learner code written anew, each named by the checker
 def _heads(a, h):
     B, N, D = a.shape
     return a.reshape(B, N, h, D // h).transpose(0, 2, 1, 3)  # (B, h, N, d_k)

@@ -96,7 +96,7 @@ def test_a_float_count_is_refused_by_name(capsys):
     assert not ok and "expected a whole number (int)" in out, out
 
 
-# ---- two causes with the same numbers are both named (issue 31, item 4)
+# ---- two causes with the same numbers are both named
 @pytest.mark.parametrize("checker, fn, first, second", [
     (cm.work_growth, lambda T, d: (4 * 2 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d),
      "only the projections counted", "the attention's T² not squared at 2T"),

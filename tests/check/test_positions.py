@@ -243,7 +243,7 @@ def test_rope_scores_unknown_mistakes_say_whether_they_are_relative(capsys, fn, 
     assert ok is False and "Looks like" not in out and says in out, out
 
 
-# ---- issue 31, fourth edition: learner code written anew, each class named
+# ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
 

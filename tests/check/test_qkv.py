@@ -71,7 +71,7 @@ def test_copy_pasted_projections_are_named_part_by_part(capsys):
     assert "√T" in capsys.readouterr().out
 
 
-# ---- biases misplaced or tested as booleans (issue 31, fourth edition)
+# ---- biases misplaced or tested as booleans
 def test_a_bias_added_to_the_matrix_is_named(capsys):
     def learner(x, p):
         return tuple(np.einsum("btd,de->bte", x, W if b is None else W + b[None, :])

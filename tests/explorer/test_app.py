@@ -92,7 +92,7 @@ def test_the_widget_is_built_from_the_list_of_modes(explorer):
     assert set(explorer.mode_boxes) == {"State", "Performance"}
 
 
-# --- issue 32, round 4: an unknown mode or a fractional step is refused, not ignored or truncated
+# --- an unknown mode or a fractional step is refused, not ignored or truncated
 def test_touch_refuses_an_unknown_mode(explorer):
     with pytest.raises(ValueError, match="mode='nope' is not one of Architecture, Data, State, Performance"):
         explorer.touch("nope")

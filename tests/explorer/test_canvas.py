@@ -25,7 +25,7 @@ def test_render_draws_the_live_shapes(explorer):
         explorer.render("timeline")
 
 
-# --- issue 32, round 4: the kit's flags are True/False ("no" would read as True)
+# --- the kit's flags are True/False ("no" would read as True)
 @pytest.mark.parametrize("make, name", [
     (lambda fig: ex.View(fig, blit="no"), "blit"),
     (lambda fig: ex.canvas.Matrix(fig.add_subplot(), rows=1), "rows"),

@@ -147,7 +147,7 @@ def test_format_seconds(x, label):
     assert ex.format_seconds(x) == label
 
 
-# --- issue 32, round 4: sizes of the layout helpers checked; NaN is no time
+# --- sizes of the layout helpers checked; NaN is no time
 def test_layout_helpers_refuse_sizes_that_break_the_layout():
     with pytest.raises(ValueError, match="gap=-1 must be >= 0"):
         ex.head_spans(2, 3, gap=-1)  # was [(0, 3), (2, 5)]: overlapping heads

@@ -328,7 +328,7 @@ def test_bad_arguments_are_named_at_the_entry(call, word):
         call()
 
 
-# --- issue 32, round 4: a template holds exactly one {} field
+# --- a template holds exactly one {} field
 @pytest.mark.parametrize("template, match", [("{x}", r"exactly one \{\} field.*\['\{x\}'\]"),
                                              ("{} and {}", "it has 2"), ("{", "no format string"),
                                              ("h", "it has 0"), (None, "must be a string")])

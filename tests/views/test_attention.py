@@ -117,7 +117,7 @@ def test_curves_need_one_number_per_point_in_every_array():
     assert "positions holds 9" in str(_no_new_figure(lambda: plots.split_sources_heatmaps(grid + 9, grid)))
 
 
-# --- issue 32, round 4: flags are True/False; NaN, +inf and what a log axis cannot show are refused
+# --- flags are True/False; NaN, +inf and what a log axis cannot show are refused
 @pytest.mark.parametrize("call, name", [
     (lambda w: plots.attention_heatmap(w, annotate="yes"), "annotate"),
     (lambda w: plots.attention_heatmap(w, colorbar=1), "colorbar"),

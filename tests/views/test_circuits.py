@@ -218,7 +218,7 @@ def test_text_color():
     assert vc.text_color((0, 0, 0)) == "white" and vc.text_color((1, 1, 1)) == "black"
 
 
-# --- issue 32, round 4: a misspelled or missing key is refused, naming the known ones
+# --- a misspelled or missing key is refused, naming the known ones
 def test_scores_table_refuses_a_misspelled_score_name():
     with pytest.raises(ValueError, match=r"unknown keys \['previos_token'\]; its keys are 'previous_token'"):
         vc.scores_table({"previos_token": np.full((2, 2), 0.5)})

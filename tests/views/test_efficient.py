@@ -98,7 +98,7 @@ def test_bad_input_is_a_value_error_naming_the_argument(call, name):
     plt.close("all")
 
 
-# --- issue 32, round 4: a log axis shows only values > 0; log_x is a flag
+# --- a log axis shows only values > 0; log_x is a flag
 @pytest.mark.parametrize("xs, series, log_x, match", [
     ([0, 1], {"a": [1.0, 2.0]}, True, "xs holds 0, drawn on a log axis"),
     ([1, 2], {"a": [1.0, -1.0]}, True, r"series\['a'\] holds -1"),

@@ -174,7 +174,7 @@ def test_the_model_views_refuse_what_is_no_model_and_scalings_refuse_alibi(long_
     plt.close("all")
 
 
-# --- issue 32, round 4: sinks are keys of the mask: at most T
+# --- sinks are keys of the mask: at most T
 def test_window_mask_refuses_more_sinks_than_keys():
     with pytest.raises(ValueError, match=r"sinks=9 is more than the mask's T=4 keys; pass sinks in 0\.\.4"):
         lv.window_mask(np.ones((4, 4), bool), 2, 9)

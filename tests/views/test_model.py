@@ -139,7 +139,7 @@ def test_windows_steps_h_and_curves_are_refused_naming_them():
             pt.LiveLossPlot(every=every)
 
 
-# --- issue 32, round 4: NaN is refused, not spread over the running mean; losses on a log axis > 0
+# --- NaN is refused, not spread over the running mean; losses on a log axis > 0
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_smooth_refuses_non_finite_values(bad):
     with pytest.raises(ValueError, match="values"):

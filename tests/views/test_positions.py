@@ -160,7 +160,7 @@ def test_sizes_and_grids_are_checked_naming_the_argument(call, name):
     plt.close("all")
 
 
-# --- issue 32, round 4: an offset past the plotted range is refused, not a wider plot
+# --- an offset past the plotted range is refused, not a wider plot
 def test_rope_figure_refuses_an_offset_past_max_offset():
     with pytest.raises(ValueError, match=r"offset=100 is past the plotted range 0\.\.max_offset=64"):
         pp.rope_figure(100, 1e4, max_offset=64)

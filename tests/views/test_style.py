@@ -59,7 +59,7 @@ def test_head_colours_grids_and_labels_refuse_what_they_cannot_draw():
         style.label_axes(None, ["a"], ["b"], "query", "key")  # was AttributeError
 
 
-# --- issue 32, round 4: what a log axis can draw, and dict keys that must be known
+# --- what a log axis can draw, and dict keys that must be known
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 

@@ -69,7 +69,7 @@ def test_step_live_view_refuses_what_is_not_the_two_runs(runs):
         wc.step_live_view(runs)
 
 
-# --- issue 32, round 4: PatternControls.set checks every name and value before either picker moves
+# --- PatternControls.set checks every name and value before either picker moves
 @pytest.mark.parametrize("values, match", [
     ({"head": (0, 0), "token": 9}, r"token=9 is out of range"),
     ({"token": 1, "head": (0, 5)}, r"head\[1\] \(the head\)=5 is out of range"),

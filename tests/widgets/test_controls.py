@@ -193,7 +193,7 @@ def test_ledger_figure_shows_the_ledger_and_every_valid_h(d_model, h, seq_len):
     plt.close(fig)
 
 
-# --- issue 32, round 4: a refused set() changes nothing; a value off a slider is refused, never snapped
+# --- a refused set() changes nothing; a value off a slider is refused, never snapped
 @pytest.mark.parametrize("sizes, match", [
     ({"seq_len": 9, "h": 5}, r"d_model=24 is not divisible by h=5; valid h: 1, 2, 3, 4, 6, 8, 12, 24"),
     ({"h": 5}, r"valid h: 1, 2, 3, 4, 6, 8, 12, 24"),
