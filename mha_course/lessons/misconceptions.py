@@ -326,6 +326,8 @@ def sequential_steps(T: int, d_model: int = 8, h: int = 2) -> tuple[int, int]:
     """
     T = _validate.positive_int(T, "T")
     h = _validate.heads(_validate.positive_int(d_model, "d_model"), h)
+    _validate.allocation(8 * T * (T * (h + 1) + 4 * d_model), f"attention over T={T} tokens (its (h, T, T) weights)",
+                         "ask for fewer tokens T")
     rng = np.random.default_rng(0)
     x, W = rng.normal(size=(1, T, d_model)), np.eye(d_model)
     _, rnn_steps = rnn_scan(x, W, W)

@@ -59,6 +59,8 @@ def embedding_table(vocab_size: int, d_model: int, *, rng: np.random.Generator) 
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}; "
                          "pass rng=np.random.default_rng(0)")
+    _validate.allocation(8 * V * D, f"an embedding table (vocab_size, d_model) = ({V}, {D})",
+                         "choose a smaller vocabulary or d_model")
     return rng.normal(0.0, 1.0, size=(V, D))
 
 

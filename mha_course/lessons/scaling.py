@@ -41,6 +41,8 @@ def sample_scores(rng: np.random.Generator, d_k: int, n_queries: int = 400,
     d_k = _validate.positive_int(d_k, "d_k")
     N = _validate.positive_int(n_queries, "n_queries")
     S = _validate.positive_int(n_keys, "n_keys")
+    _validate.allocation(2 * 8 * N * S * d_k, f"sampled keys (n_queries, n_keys, d_k) = ({N}, {S}, {d_k})",
+                         "ask for fewer queries, keys or a smaller d_k")
     q = rng.standard_normal((N, 1, d_k))  # (N, 1, d_k): one query, broadcast over its keys
     k = rng.standard_normal((N, S, d_k))  # (N, S, d_k)
     return (q * k).sum(axis=-1)  # (N, S, d_k) -> (N, S)
