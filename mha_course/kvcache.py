@@ -141,8 +141,8 @@ class KVCache(_Cache):
         Refused (a ValueError) when T more tokens would not fit in max_len, as ``append`` refuses them."""
         T = _validate.positive_int(T, "T")
         if self.length + T > self.max_len:
-            raise ValueError(f"the cache holds {self.length} of max_len={self.max_len} tokens and cannot take {T} "
-                             f"more, so there is no mask for them; make it with max_len >= {self.length + T}")
+            raise ValueError(f"the cache holds {self.length} of max_len={self.max_len} tokens and "
+                             f"cannot take {T} more; make it with max_len >= {self.length + T}")  # as append says
         return cached_causal_mask(T, self.length)
 
 
