@@ -294,9 +294,10 @@ def _checked_kernel(attend):
         raise TypeError(f"attend must be a function {KERNEL_SIGNATURE}, got {type(attend).__name__}; "
                         "leave it None for the package's fast kernel")
     try:
-        inspect.signature(attend).bind(None, None, None, None, bias=None, scores=None)
-    except TypeError as e:
-        raise TypeError(f"attend cannot be called as {KERNEL_SIGNATURE} ({e}); give it that signature, "
+        signature = inspect.signature(attend)
+        signature.bind(None, None, None, None, bias=None, scores=None)
+    except TypeError:
+        raise TypeError(f"attend{signature} cannot be called as {KERNEL_SIGNATURE}; give it that signature, "
                         "e.g. lambda Q, K, V, mask, bias=None, scores=None: ...") from None
     except ValueError:  # a builtin without a signature: checked by what it returns
         pass

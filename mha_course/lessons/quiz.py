@@ -320,7 +320,13 @@ def format_value(value, template: str = "{}") -> str:
         text = ", ".join(format_value(v) for v in value)
     else:
         text = str(tuple(int(v) for v in value)) if isinstance(value, tuple) else str(value)
-    return template.format(text)
+    if not isinstance(template, str):
+        raise TypeError(f"template={template!r:.40} must be a string with one {{}} for the value, e.g. 'h in {{}}'")
+    try:
+        return template.format(text)
+    except (KeyError, IndexError, ValueError) as e:  # "{x}", "{1}", "{" : a template for no one value
+        raise ValueError(f"template={template!r:.60} cannot hold the value ({type(e).__name__}: {e}); give a "
+                         "string with one empty {} where the value goes, e.g. 'h in {}'") from None
 
 
 def _choice_text(choice) -> str:

@@ -326,3 +326,10 @@ def test_every_interview_link_lands_on_a_heading():
 def test_bad_arguments_are_named_at_the_entry(call, word):
     with pytest.raises((ValueError, TypeError), match=word):
         call()
+
+
+def test_format_value_refuses_a_template_that_cannot_hold_the_value():
+    for template in ("{n} heads", "{0} of {1}", "h in {", 7):
+        with pytest.raises((ValueError, TypeError), match="template=.*one"):
+            quiz.format_value(12, template)
+    assert quiz.format_value(4096, "{} tokens") == "4,096 tokens"
