@@ -130,7 +130,10 @@ def identity_params(d_model: int) -> MHAParams:
     >>> bool(np.array_equal(p.W_q, np.eye(3)))
     True
     """
-    eye = np.eye(_validate.positive_int(d_model, "d_model"))
+    d_model = _validate.positive_int(d_model, "d_model")
+    _validate.allocation(8 * d_model * d_model, f"identity matrices (d_model, d_model) = ({d_model}, {d_model})",
+                         "choose a smaller d_model")
+    eye = np.eye(d_model)
     return MHAParams(eye, eye.copy(), eye.copy(), eye.copy())
 
 

@@ -47,6 +47,8 @@ def _sizes(d_model: int, T, content: int, a=None, b=None, positions: bool = True
         _validate.index(b, T, "b", "token positions")
         if a == b:
             raise ValueError(f"a={a}, b={b} must be two different positions in 0..{T - 1}")
+    _validate.allocation(4 * 8 * d_model * d_model, f"four (d_model, d_model) = ({d_model}, {d_model}) matrices",
+                         "choose a smaller d_model")
 
 
 def _task_arrays(x, y=None) -> tuple:
