@@ -24,22 +24,8 @@ from ..attention import softmax
 from ..backward import linear_backward
 from ..block import layer_norm
 from ..runtime import blas_on_one_thread
-from .model import (
-    LN_EPS,
-    Batch,
-    Config,
-    Metrics,
-    Model,
-    check_batch,
-    check_config,
-    check_model,
-    compact_grads,
-    forward,
-    init_model,
-    make_batch,
-    norm,
-    scored_metrics,
-)
+from .model import LN_EPS, compact_grads, forward, init_model, make_batch, norm, scored_metrics
+from .model_config import Batch, Config, Metrics, Model, check_batch, check_config, check_logits, check_model
 
 __all__ = ["AdamState", "History", "check_history", "cross_entropy", "layer_norm_backward", "loss_and_grads", "backward",
            "adam_init", "adam_step", "metrics", "evaluate", "train"]
@@ -102,13 +88,7 @@ def cross_entropy(logits, batch: Batch) -> tuple[Metrics, np.ndarray]:
     The loss is ``model.scored_metrics``' (the one cross-entropy); its gradient is
     (softmax(logits) - onehot(target)) / n on the n scored positions, 0 elsewhere.
     """
-    logits = _validate.finite_array(logits, "logits")
-    if logits.ndim != 3 or logits.shape[-1] == 0:
-        raise ValueError(f"logits has shape {logits.shape}; give (B, T, V) with V >= 1, one score per token")
-    batch = check_batch(batch, logits.shape[-1])
-    if batch.tokens.shape != logits.shape[:2]:
-        raise ValueError(f"batch is {batch.tokens.shape} but logits {logits.shape}; give the logits of the forward "
-                         "pass over batch.tokens: (B, T, V)")
+    logits, batch = check_logits(logits, batch)
     grad = softmax(logits)  # (B, T, V)
     np.put_along_axis(grad, batch.targets[..., None], np.take_along_axis(grad, batch.targets[..., None], -1) - 1,
                       -1)  # p - onehot

@@ -129,7 +129,7 @@ def test_the_teaching_core_reads_in_one_sitting():
 
 
 # the ground floor's helpers: no topic of their own (validation, the process's threads and allocator, the writer)
-GROUND_FLOOR = {"__init__.py", "_validate.py", "runtime.py", "_files.py", "registry.py"}
+GROUND_FLOOR = {"__init__.py", "_validate.py", "_arguments.py", "runtime.py", "_files.py", "registry.py"}
 
 
 def test_at_most_twelve_modules_stand_at_the_top_of_the_package():

@@ -41,7 +41,7 @@ COVERED = {
     "make i18n": "tests/tools/test_i18n.py::test_every_catalogue_is_in_step_with_the_english",
     # the workshop (engineer hub's rows)
     "mha-course student --update OUTDIR":
-        "tests/tools/test_student.py::test_update_replaces_untouched_copies_and_never_an_edited_one",
+        "tests/tools/test_student_update.py::test_update_replaces_untouched_copies_and_never_an_edited_one",
     "mha-course progress DIR...":
         "tests/tools/test_progress.py::test_the_text_table_shows_done_tried_with_the_mistake_and_not_started",
     # Start: the contributor's route

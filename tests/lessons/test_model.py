@@ -1,8 +1,9 @@
-"""The tiny model (lessons/model.py): its tasks, head ablation and the config's checks.
+"""The tiny model (lessons/model.py): its tasks, head ablation, the checks of forward's arguments.
 
 - previous_token: learned with positions, near chance (on late positions) without.
 - induction batches repeat a random block and score its second copy.
-- A bad config is refused with a ValueError naming the fix.
+- Indices, modes, patch and core outputs are refused with a ValueError naming the fix (the checks of
+  the Config, Model, tokens and Batch themselves: tests/lessons/test_model_config.py).
 """
 
 import re
@@ -55,21 +56,6 @@ def test_ablating_a_head_zeroes_its_output():
     assert np.array_equal(tr.forward(params, tokens, config, ablate=[(0, 1)])[0], tr.forward(cut, tokens, config)[0])
     with pytest.raises(ValueError, match="out of range"):
         tr.ablate_head(params, config, layer=2, head=0)
-
-
-# ----------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("change, message", [
-    ({"h": 3}, "not divisible by h=3"), ({"h_kv": 3}, "h=2 is not divisible by h_kv=3"),
-    ({"task": "sorting"}, "valid tasks"), ({"dropout": 1.0}, "dropout=1.0"),
-    ({"vocab": 2}, "vocab >= seq_len // 2"), ({"positions": "rope", "h": 4}, "even d_k"),
-])
-def test_bad_config_names_the_fix(change, message):
-    with pytest.raises(ValueError, match=message):
-        tr.init_model(TINY._replace(**change))
-    with pytest.raises(ValueError, match="no checkpoint at"):
-        checkpoints.load_checkpoint("/nonexistent/x.npz")
-
-
 
 
 # ----------------------------------------------------------------------------- one loss, one greedy loop
@@ -170,19 +156,6 @@ def _tiny():
     return params, tr.make_batch(TINY, np.random.default_rng(0))
 
 
-@pytest.mark.parametrize("change, named", [
-    ({"vocab": 6.0}, "config.vocab"), ({"n_layers": True}, "config.n_layers"), ({"steps": -1}, "config.steps"),
-    ({"seed": -1}, "config.seed"), ({"seed": 0.5}, "config.seed"), ({"lr": float("nan")}, "config.lr"),
-    ({"lr": 0.0}, "config.lr"), ({"rope_base": float("inf")}, "config.rope_base"), ({"dropout": "0.1"}, "config.dropout"),
-    ({"layer_norm": "no"}, "config.layer_norm"), ({"scale": 1}, "config.scale"), ({"task": ["induction"]}, "config.task"),
-])
-def test_every_config_field_is_checked_and_named(change, named):
-    """A float, bool or negative size, a NaN or zero learning rate, a string flag: each is refused by name,
-    never read as truthy or silently rounded."""
-    with pytest.raises(ValueError, match=re.escape(named)):
-        tr.check_config(TINY._replace(**change))
-
-
 @pytest.mark.parametrize("fn", [
     lambda p, b: tr.forward(p, b.tokens, TINY), lambda p, b: tr.embed(p, b.tokens, TINY),
     lambda p, b: tr.layer_params(p, TINY, 0), lambda p, b: tr.cached_layer_params(p, TINY, 0),
@@ -196,19 +169,6 @@ def test_every_function_taking_a_model_refuses_a_non_model_by_name(fn, bad):
     _, batch = _tiny()
     with pytest.raises(ValueError, match=r"params must be a train\.Model, got"):
         fn(bad, batch)
-
-
-def test_a_model_of_another_config_is_refused_with_its_shapes():
-    """Weights with one key/value head given with a config of h_kv = h (a checkpoint would store a model
-    that its own config cannot rebuild), a missing position table, a missing layer: each names the array."""
-    params = tr.init_model(TINY._replace(h_kv=1))
-    with pytest.raises(ValueError, match=re.escape("params.layers[0].W_k has shape (4, 2)")):
-        tr.check_model(params, TINY)
-    with pytest.raises(ValueError, match=re.escape("params.pos has shape None")):
-        tr.check_model(tr.init_model(TINY)._replace(pos=None), TINY)
-    with pytest.raises(ValueError, match="holds 1 layers, but config.n_layers=2"):
-        tr.check_model(params._replace(layers=params.layers[:1]), TINY._replace(h_kv=1))
-    assert tr.check_model(params, TINY._replace(h_kv=1)) is params
 
 
 @pytest.mark.parametrize("layer, message", [
@@ -225,34 +185,6 @@ def test_layer_and_head_indices_are_checked_and_minus_one_is_not_the_last(layer,
             call()
     with pytest.raises(ValueError, match=re.escape(message.replace("layer", "head").replace("2 heads", "2 heads"))):
         tr.ablate_head(params, TINY, 0, layer)
-
-
-@pytest.mark.parametrize("tokens, message", [
-    (np.array([[0, -1, 2, 3, 4, 5]]), "the id -1, outside 0..5"), (np.array([[0, 6, 2, 3, 4, 5]]), "the id 6"),
-    (np.zeros((1, 6)), "whole-number token ids"), (np.zeros((1, 6), bool), "whole-number token ids"),
-    (np.zeros(6, int), "shape (6,)"), (np.zeros((0, 6), int), "shape (0, 6)"), ("spam", "whole-number token ids"),
-])
-def test_tokens_for_this_config_are_checked_once_for_every_entry(tokens, message):
-    params, _ = _tiny()
-    for call in (lambda: tr.forward(params, tokens, TINY), lambda: tr.embed(params, tokens, TINY),
-                 lambda: tr.check_tokens(tokens, TINY)):
-        with pytest.raises(ValueError, match=re.escape(message)):
-            call()
-
-
-def test_a_batch_is_checked_before_it_is_read():
-    """None, a tuple that is no Batch, or mismatched shapes: a ValueError naming batch (never AttributeError)."""
-    params, batch = _tiny()
-    logits, weights = tr.forward(params, batch.tokens, TINY)
-    for bad in (None, 3, tuple(batch), batch._replace(scored=batch.scored[:, 1:]),
-                batch._replace(scored=batch.scored.astype(int))):
-        for call in (lambda: tr.scored_metrics(logits, bad), lambda: tr.induction_score(weights[1], bad),
-                     lambda: training.metrics(params, bad, TINY), lambda: training.cross_entropy(logits, bad),
-                     lambda: training.backward(params, bad, TINY)):
-            with pytest.raises(ValueError, match="batch"):
-                call()
-    with pytest.raises(ValueError, match="batch.targets holds the id 6"):
-        tr.scored_metrics(logits, batch._replace(targets=np.full_like(batch.targets, 6)))
 
 
 def test_induction_score_refuses_weights_of_another_batch_and_a_batch_that_is_no_induction():
@@ -324,15 +256,6 @@ def test_what_patch_and_core_return_is_checked_never_broadcast():
             tr.forward(params, batch.tokens, TINY, **kwargs)
     same = tr.forward(params, batch.tokens, TINY, patch=lambda layer, t: t.output)[0]
     assert np.allclose(same, tr.forward(params, batch.tokens, TINY)[0], rtol=0, atol=1e-12)
-
-
-def test_a_model_holds_finite_float_arrays():
-    params, batch = _tiny()
-    for bad, named in ((params._replace(unembed=np.full((4, 6), np.nan)), "params.unembed has 24 non-finite"),
-                       (params._replace(embed=np.zeros((6, 4), int)), "params.embed is ndarray int64"),
-                       (params._replace(embed=np.full((6, 4), "a")), "params.embed is ndarray <U1")):
-        with pytest.raises(ValueError, match=re.escape(named)):
-            tr.forward(bad, batch.tokens, TINY)
 
 
 def test_sizes_that_would_not_fit_in_memory_are_refused_before_allocating():

@@ -1,17 +1,19 @@
-"""Helpers shared by the tests of ``mha-course`` (tests/tools/): small notebooks, one-line errors, subprocesses.
+"""Helpers shared by the tests of ``mha-course`` (tests/tools/): small notebooks, one-line errors, subprocesses,
+and the student-copy fixture notebook with the stub <-> solution round trip (``paste_solutions``).
 
 Interruptions are made deterministic by running the command in a subprocess whose
 ``os.replace``/``os.link`` (or ``os.fsync``) sends the process SIGKILL or raises
 KeyboardInterrupt, and a full disk by ``resource.setrlimit(RLIMIT_FSIZE)`` in the subprocess.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from mha_course.tools import cli, execute
 
@@ -87,3 +89,75 @@ def read_only(folder: Path, on: bool) -> None:
         subprocess.run(["chattr", "+i" if on else "-i", str(folder)], check=True)
     else:
         os.chmod(folder, 0o555 if on else 0o755)
+
+
+# ---------------------------------------------------------------- the student-copy fixture and its round trip
+STUB = re.compile(r'^(\s*)# Your code here \(about \d+ lines?\)[^\n]*\n'
+                  r'(\s*raise NotImplementedError\("[^\n]*"\)|(\s*\w+ = \.\.\.  # replace \.\.\. with your answer\n?)*)$',
+                  re.M)
+
+
+SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION$", re.M | re.S)
+
+
+def fixture_notebook():
+    """Two exercises, their check cells, a later cell using the result, outputs everywhere."""
+    cells = [
+        new_markdown_cell("# Fixture\nSee the [glossary](../docs/glossary.md), "
+                          "[the docs](https://example.org/x.md) and [the next notebook](10_other.ipynb)."),
+        new_code_cell("import numpy as np\nimport mha_course as mc\nfrom mha_course import check",
+                      execution_count=1),
+        new_code_cell("# Exercise 9.1: a numerically stable softmax\ndef my_softmax(x, axis=-1):\n"
+                      "    ### BEGIN SOLUTION\n    # subtract each row's maximum\n"
+                      "    m = np.max(x, axis=axis, keepdims=True)\n    e = np.exp(x - np.where(np.isfinite(m), m, 0))\n"
+                      "    total = e.sum(axis=axis, keepdims=True)\n    return e / np.where(total == 0, 1, total)\n"
+                      "    ### END SOLUTION",
+                      execution_count=2),
+        new_code_cell("assert check.softmax(my_softmax)\n# the softmax of two huge equal logits\n"
+                      "print(my_softmax(np.array([1e4, 1e4])))", execution_count=3,
+                      outputs=[new_output("stream", name="stdout", text="✔ softmax: all 4 cases match\n[0.5 0.5]\n")]),
+        new_code_cell("# the package's softmax of two huge equal logits\nprint(mc.softmax(np.array([1e4, 1e4])))",
+                      execution_count=4, outputs=[new_output("stream", name="stdout", text="[0.5 0.5]\n")]),
+        new_markdown_cell("Now count parameters."),
+        new_code_cell("# Exercise 9.2: the shape of every stage\nB, T, D, H = 2, 3, 4, 2\n"
+                      "### BEGIN SOLUTION\nmy_shapes = mc.trace(np.zeros((B, T, D)), "
+                      "mc.init_params(D, rng=np.random.default_rng(0)), H).shapes\n### END SOLUTION\n"
+                      "print(type(my_shapes).__name__)",
+                      execution_count=5, outputs=[new_output("stream", name="stdout", text="dict\n")]),
+        new_code_cell("assert check.stage_shapes(my_shapes, B, T, D, H)\nprint(my_shapes['weights'])",
+                      execution_count=6),
+        new_code_cell("print('done')", execution_count=7,
+                      outputs=[new_output("stream", name="stdout", text="done\n")]),
+    ]
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = dict(execute.KERNELSPEC)
+    return nb
+
+
+def paste_back(student_source: str, original_source: str) -> str:
+    """Replace the stubs of a student cell by the original's solution blocks, in order."""
+    blocks = iter(SOLUTION.findall(original_source))
+    return STUB.sub(lambda m: next(blocks) + ("\n" if m[0].endswith("\n") else ""), student_source)
+
+
+def exercise_cells(nb) -> list:
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
+
+
+def paste_solutions(student_nb, original_nb, upto: int):
+    """A copy of the student notebook with the solutions of its first ``upto`` exercise cells back."""
+    nb = nbformat.from_dict(student_nb)
+    for i in exercise_cells(original_nb)[:upto]:
+        nb.cells[i].source = paste_back(nb.cells[i].source, original_nb.cells[i].source)
+    return nb
+
+
+@pytest.fixture(name="course")
+def course_fixture(tmp_path):
+    """Fixture ``course``: a tiny course folder, notebooks/09_fixture.ipynb and docs/glossary.md."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "glossary.md").write_text("# Glossary\n")
+    (tmp_path / "notebooks").mkdir()
+    path = tmp_path / "notebooks" / "09_fixture.ipynb"
+    nbformat.write(fixture_notebook(), path)
+    return path

@@ -1,4 +1,7 @@
-"""Student copies (`mha-course student`): stubs, round trip, Run All, never losing work.
+"""Student copies (`mha-course student`, tools/student.py): writing them, Run All, never losing work.
+
+The stubs themselves: test_student_stubs.py; what goes where and what a target holds:
+test_student_plan.py; ``--update``: test_student_update.py.
 
 The core tests use a small fixture notebook with two exercises (one inside a function,
 one at the top level of a cell). The parametrized tests at the end run over whatever
@@ -19,15 +22,19 @@ from pathlib import Path
 import nbformat
 import pytest
 from cli_helpers import (
-    files_under,
+    SOLUTION,
+    STUB,
+    course_fixture,  # noqa: F401  (the fixture course)
+    exercise_cells,
+    fixture_notebook,
     one_line_error,
+    paste_back,
+    paste_solutions,
     read_only,
     run_student_subprocess,
     small_course_fixture,  # noqa: F401  (the fixture small_course)
-    small_notebook,
     student,
 )
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from mha_course import check
 from mha_course.tools import cli
@@ -37,73 +44,6 @@ from mha_course.tools.torch_rule import notebook_needs_torch, torch_skip_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSE_NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-STUB = re.compile(r'^(\s*)# Your code here \(about \d+ lines?\)[^\n]*\n'
-                  r'(\s*raise NotImplementedError\("[^\n]*"\)|(\s*\w+ = \.\.\.  # replace \.\.\. with your answer\n?)*)$',
-                  re.M)
-SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION$", re.M | re.S)
-
-
-def fixture_notebook():
-    """Two exercises, their check cells, a later cell using the result, outputs everywhere."""
-    cells = [
-        new_markdown_cell("# Fixture\nSee the [glossary](../docs/glossary.md), "
-                          "[the docs](https://example.org/x.md) and [the next notebook](10_other.ipynb)."),
-        new_code_cell("import numpy as np\nimport mha_course as mc\nfrom mha_course import check",
-                      execution_count=1),
-        new_code_cell("# Exercise 9.1: a numerically stable softmax\ndef my_softmax(x, axis=-1):\n"
-                      "    ### BEGIN SOLUTION\n    # subtract each row's maximum\n"
-                      "    m = np.max(x, axis=axis, keepdims=True)\n    e = np.exp(x - np.where(np.isfinite(m), m, 0))\n"
-                      "    total = e.sum(axis=axis, keepdims=True)\n    return e / np.where(total == 0, 1, total)\n"
-                      "    ### END SOLUTION",
-                      execution_count=2),
-        new_code_cell("assert check.softmax(my_softmax)\n# the softmax of two huge equal logits\n"
-                      "print(my_softmax(np.array([1e4, 1e4])))", execution_count=3,
-                      outputs=[new_output("stream", name="stdout", text="✔ softmax: all 4 cases match\n[0.5 0.5]\n")]),
-        new_code_cell("# the package's softmax of two huge equal logits\nprint(mc.softmax(np.array([1e4, 1e4])))",
-                      execution_count=4, outputs=[new_output("stream", name="stdout", text="[0.5 0.5]\n")]),
-        new_markdown_cell("Now count parameters."),
-        new_code_cell("# Exercise 9.2: the shape of every stage\nB, T, D, H = 2, 3, 4, 2\n"
-                      "### BEGIN SOLUTION\nmy_shapes = mc.trace(np.zeros((B, T, D)), "
-                      "mc.init_params(D, rng=np.random.default_rng(0)), H).shapes\n### END SOLUTION\n"
-                      "print(type(my_shapes).__name__)",
-                      execution_count=5, outputs=[new_output("stream", name="stdout", text="dict\n")]),
-        new_code_cell("assert check.stage_shapes(my_shapes, B, T, D, H)\nprint(my_shapes['weights'])",
-                      execution_count=6),
-        new_code_cell("print('done')", execution_count=7,
-                      outputs=[new_output("stream", name="stdout", text="done\n")]),
-    ]
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = dict(ex.KERNELSPEC)
-    return nb
-
-
-@pytest.fixture
-def course(tmp_path):
-    """A tiny course folder: notebooks/09_fixture.ipynb and docs/glossary.md."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "glossary.md").write_text("# Glossary\n")
-    (tmp_path / "notebooks").mkdir()
-    path = tmp_path / "notebooks" / "09_fixture.ipynb"
-    nbformat.write(fixture_notebook(), path)
-    return path
-
-
-def paste_back(student_source: str, original_source: str) -> str:
-    """Replace the stubs of a student cell by the original's solution blocks, in order."""
-    blocks = iter(SOLUTION.findall(original_source))
-    return STUB.sub(lambda m: next(blocks) + ("\n" if m[0].endswith("\n") else ""), student_source)
-
-
-def exercise_cells(nb) -> list:
-    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "### BEGIN SOLUTION" in c.source]
-
-
-def paste_solutions(student_nb, original_nb, upto: int):
-    """A copy of the student notebook with the solutions of its first ``upto`` exercise cells back."""
-    nb = nbformat.from_dict(student_nb)
-    for i in exercise_cells(original_nb)[:upto]:
-        nb.cells[i].source = paste_back(nb.cells[i].source, original_nb.cells[i].source)
-    return nb
 
 
 def execute(nb, cwd):
@@ -129,77 +69,6 @@ def cell_text(cell) -> str:
     for o in cell.outputs:
         parts += [o.get("text", ""), o.get("ename", ""), o.get("evalue", "")] + o.get("traceback", [])
     return "\n".join(parts)
-
-
-# ---------------------------------------------------------------- the pure transformation
-def test_stub_keeps_indentation_label_and_hint():
-    src = fixture_notebook().cells[2].source
-    out = st.stub_solutions(src)
-    assert out.splitlines() == [
-        "# Exercise 9.1: a numerically stable softmax",
-        "def my_softmax(x, axis=-1):",
-        "    # Your code here (about 4 lines). Hint: subtract each row's maximum",
-        '    raise NotImplementedError("Exercise 9.1: a numerically stable softmax")',
-    ]
-    compile(out, "<stub>", "exec")  # the stub is valid Python
-
-
-def test_stub_quotes_are_escaped_and_code_stays_valid():
-    src = '# Exercise 1.2: the "chief" merges\ndef f():\n    ### BEGIN SOLUTION\n    x = 1\n    ### END SOLUTION'
-    out = st.stub_solutions(src)
-    namespace = {}
-    exec(compile(out, "<stub>", "exec"), namespace)
-    with pytest.raises(NotImplementedError, match=r'Exercise 1.2: the "chief" merges'):
-        namespace["f"]()
-
-
-@pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION",
-                                 "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION"])
-def test_unbalanced_markers_are_refused(src):
-    with pytest.raises(st.StudentCopyError, match="SOLUTION"):
-        st.stub_solutions(src)
-
-
-def test_top_level_stub_assigns_ellipsis_and_keeps_going():
-    out = st.stub_solutions(fixture_notebook().cells[6].source)
-    assert "my_shapes = ...  # replace ... with your answer" in out and "raise" not in out
-    namespace = {"np": __import__("numpy"), "mc": __import__("mha_course")}
-    exec(compile(out, "<stub>", "exec"), namespace)  # runs: Run All does not stop here
-    assert namespace["my_shapes"] is Ellipsis
-
-
-def test_check_cells_are_softened_only_in_the_student_copy():
-    original = fixture_notebook()
-    student = st.student_notebook(original)
-    assert student.cells[3].source == ("if check.softmax(my_softmax):\n    # the softmax of two huge equal logits\n"
-                                       "    print(my_softmax(np.array([1e4, 1e4])))")
-    assert student.cells[7].source == ("if check.stage_shapes(my_shapes, B, T, D, H):\n"
-                                       "    print(my_shapes['weights'])")
-    assert original.cells[3].source.startswith("assert check.softmax(my_softmax)\n")  # the answer key keeps it
-    assert student.cells[-1].source == st.SUMMARY_CELL and len(student.cells) == len(original.cells) + 1
-    assert st.student_notebook(original) == student  # deterministic (cell ids too): a re-run is no clash
-
-
-def test_student_notebook_stubs_clears_and_keeps_everything_else():
-    original = fixture_notebook()
-    before = nbformat.writes(original)
-    student = st.student_notebook(original)
-    assert nbformat.writes(original) == before  # the input is not changed
-    assert "BEGIN SOLUTION" not in nbformat.writes(student)
-    cleared = {2, 3, 6, 7}  # the two exercise cells and their check cells
-    for i, (o, s) in enumerate(zip(original.cells, student.cells)):
-        if i in cleared:
-            assert s.outputs == [] and s.execution_count is None, i
-        else:
-            assert s == o, i  # source, outputs, metadata, execution count all kept
-    assert student.metadata == original.metadata
-
-
-def test_pasting_the_solutions_back_restores_the_original_sources():
-    original = fixture_notebook()
-    restored = paste_solutions(st.student_notebook(original), original, upto=99)
-    for o, r in zip(original.cells, restored.cells):
-        assert r.source in (o.source, st.soften_check(o.source))
 
 
 # ---------------------------------------------------------------- execution of student copies
@@ -437,26 +306,6 @@ def test_course_student_copy_runs_all_with_every_stub_unfinished(path, executed_
 
 # ================================================================ under attack: no learner work lost
 # ---------------------------------------------------------------- never lose a learner's work
-def test_the_same_notebook_named_twice_is_refused_and_the_learners_edit_survives(small_course, tmp_path, capsys):
-    out = tmp_path / "student"
-    assert student(out, "--notebooks", small_course[0]) == 0
-    copy = out / "notebooks" / small_course[0].name
-    copy.write_text(copy.read_text().replace("# Small", "# Small MY EDIT"))
-    before = files_under(out)
-    capsys.readouterr()
-    assert student(out, "--notebooks", small_course[0], small_course[0], "--overwrite") == 2
-    one_line_error(capsys, small_course[0], "twice")
-    assert files_under(out) == before
-
-
-def test_two_sources_with_the_same_file_name_are_refused(small_course, tmp_path, capsys):
-    other = tmp_path / "elsewhere" / small_course[0].name
-    other.parent.mkdir()
-    nbformat.write(small_notebook("other"), other)
-    out = tmp_path / "student"
-    assert student(out, "--notebooks", small_course[0], other) == 2
-    one_line_error(capsys, other, small_course[0])
-    assert not out.exists()
 
 
 def test_a_backup_is_never_overwritten(small_course, tmp_path, capsys, monkeypatch):
@@ -471,15 +320,6 @@ def test_a_backup_is_never_overwritten(small_course, tmp_path, capsys, monkeypat
         assert student(out, "--notebooks", small_course[0], "--overwrite") == 0
     backups = sorted((out / "backups").rglob(small_course[0].name))
     assert sorted(p.read_bytes() for p in backups) == sorted(kept)
-
-
-@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["plain", "overwrite"])
-def test_the_answer_keys_are_never_targets(small_course, capsys, overwrite):
-    root = small_course[0].parents[1]  # `mha-small_course student .` from the small_course root
-    before = files_under(root)
-    assert student(root, "--notebooks", *small_course, *overwrite) == 2
-    one_line_error(capsys, small_course[0], "source")
-    assert files_under(root) == before
 
 
 # ---------------------------------------------------------------- interrupted writes
@@ -591,54 +431,6 @@ def test_a_read_only_outdir_is_one_line(small_course, tmp_path, capsys):
             if f.exists():
                 read_only(f, False)
     assert "Traceback" not in err
-
-
-def test_outdir_that_is_a_file(small_course, tmp_path, capsys):
-    out = tmp_path / "a-file"
-    out.write_text("x")
-    assert student(out, "--notebooks", small_course[0]) == 2
-    one_line_error(capsys, out, "not a folder")
-
-
-def test_a_target_that_is_a_folder(small_course, tmp_path, capsys):
-    out = tmp_path / "student"
-    (out / "notebooks" / small_course[0].name).mkdir(parents=True)
-    assert student(out, "--notebooks", *small_course) == 2
-    one_line_error(capsys, out / "notebooks" / small_course[0].name, "folder")
-    assert not (out / "notebooks" / small_course[1].name).exists()
-
-
-def test_a_learner_copy_with_invalid_utf8(small_course, tmp_path, capsys):
-    out = tmp_path / "student"
-    (out / "notebooks").mkdir(parents=True)
-    target = out / "notebooks" / small_course[0].name
-    target.write_bytes(b'{"cells": [], "note": "caf\xe9"}')
-    for extra in ([], ["--overwrite"]):
-        assert student(out, "--notebooks", *small_course, *extra) == 2
-        one_line_error(capsys, target, "UTF-8")
-    assert target.read_bytes() == b'{"cells": [], "note": "caf\xe9"}'
-    assert not (out / "notebooks" / small_course[1].name).exists()
-
-
-@pytest.mark.parametrize("content,needle", [(None, "does not exist"), (b'{"cells": [{"cell_t', "not a readable"),
-                                            (b'{"a": 1}', "not a readable"), (b"\xff\xfe", "not a readable")],
-                         ids=["missing", "truncated", "not-a-notebook", "binary"])
-def test_a_bad_source_is_one_line_and_nothing_is_written(small_course, tmp_path, capsys, content, needle):
-    bad = small_course[0].with_name("03_bad.ipynb")
-    if content is not None:
-        bad.write_bytes(content)
-    out = tmp_path / "student"
-    assert student(out, "--notebooks", small_course[1], bad) == 2
-    one_line_error(capsys, bad, needle)
-    assert not out.exists()
-
-
-def test_a_source_with_broken_markers_is_one_line(small_course, tmp_path, capsys):
-    nb = small_notebook()
-    nb.cells[1].source = nb.cells[1].source.replace("    ### END SOLUTION", "")
-    nbformat.write(nb, small_course[0])
-    assert student(tmp_path / "student", "--notebooks", small_course[0]) == 2
-    one_line_error(capsys, small_course[0], "BEGIN SOLUTION")
 
 
 # ---------------------------------------------------------------- paths, leftovers, races, modes
@@ -769,114 +561,3 @@ def test_student_copies_keep_0644_or_the_old_mode(small_course, tmp_path):
         os.umask(old)
 
 
-# ---------------------------------------------------------------- --update (the nbgitpuller rule)
-def _changed_course(paths, note="two"):
-    """The course after a fix: both notebooks changed, and a third one new."""
-    for p in paths:
-        nbformat.write(small_notebook(f"{p.stem} {note}"), p)
-    new = paths[0].with_name("03_c.ipynb")
-    nbformat.write(small_notebook("c"), new)
-    return paths + [new]
-
-
-def test_a_copy_is_marked_and_records_what_was_copied(small_course, tmp_path):
-    out = tmp_path / "learner"
-    assert student(out, "--notebooks", *small_course) == 0
-    assert (out / ".mha-course").is_dir()  # the course folder's mark: the checkers record progress here
-    manifest = st.read_manifest(out)
-    assert set(manifest) == {"notebooks/01_a.ipynb", "notebooks/02_b.ipynb"}
-    import hashlib
-    assert manifest["notebooks/01_a.ipynb"] == hashlib.sha256((out / "notebooks/01_a.ipynb").read_bytes()).hexdigest()
-
-
-def test_update_replaces_untouched_copies_and_never_an_edited_one(small_course, tmp_path, capsys):
-    out = tmp_path / "learner"
-    assert student(out, "--notebooks", *small_course) == 0
-    edited = out / "notebooks" / "02_b.ipynb"
-    nb = nbformat.read(edited, as_version=4)
-    nb.cells[1].source = nb.cells[1].source.replace("raise NotImplementedError", "return 2 * x  #")
-    nbformat.write(nb, edited)
-    mine = edited.read_bytes()
-    (out / "notebooks" / "01_a.ipynb").unlink()  # a deleted notebook comes back, as with nbgitpuller
-    sources = _changed_course(small_course)
-    capsys.readouterr()
-    assert student(out, "--update", "--notebooks", *sources) == 0
-    assert "2 new, 0 updated, 1 beside an edited notebook, 0 unchanged" in capsys.readouterr().out
-    assert edited.read_bytes() == mine  # never touched
-    beside = nbformat.read(out / "notebooks" / "02_b.updated.ipynb", as_version=4)
-    assert "Course update" in beside.cells[0].source and "02_b.ipynb" in beside.cells[0].source
-    assert beside.cells[1].source == "# Small 02_b two"
-    assert nbformat.read(out / "notebooks" / "01_a.ipynb", as_version=4).cells[0].source == "# Small 01_a two"
-    assert (out / "notebooks" / "03_c.ipynb").exists()
-    # the course changes again: the untouched copies follow, the edited one still never
-    for p in sources:
-        nbformat.write(small_notebook(f"{p.stem} three"), p)
-    capsys.readouterr()
-    assert student(out, "--update", "--notebooks", *sources) == 0
-    assert "0 new, 2 updated, 1 beside an edited notebook, 0 unchanged" in capsys.readouterr().out
-    assert edited.read_bytes() == mine
-    assert nbformat.read(out / "notebooks" / "02_b.updated.ipynb", as_version=4).cells[1].source == "# Small 02_b three"
-    assert nbformat.read(out / "notebooks" / "03_c.ipynb", as_version=4).cells[0].source == "# Small 03_c three"
-    # nothing new: nothing written
-    before = files_under(out)
-    assert student(out, "--update", "--notebooks", *sources) == 0
-    assert files_under(out) == before
-    assert not list(out.rglob("*.tmp")) and not (out / "backups").exists()
-
-
-def test_update_of_an_edited_beside_copy_makes_another(small_course, tmp_path):
-    out = tmp_path / "learner"
-    student(out, "--notebooks", *small_course)
-    edited = out / "notebooks" / "01_a.ipynb"
-    edited.write_text(edited.read_text().replace("Small 01_a", "my notes"))
-    _changed_course(small_course)
-    student(out, "--update", "--notebooks", *small_course)
-    beside = out / "notebooks" / "01_a.updated.ipynb"
-    beside.write_text(beside.read_text().replace("Small 01_a two", "notes here too"))
-    mine = beside.read_bytes()
-    _changed_course(small_course, "three")
-    student(out, "--update", "--notebooks", *small_course)
-    assert beside.read_bytes() == mine
-    assert "three" in (out / "notebooks" / "01_a.updated-2.ipynb").read_text()
-
-
-def test_a_copy_older_than_the_record_counts_as_edited(small_course, tmp_path):
-    out = tmp_path / "learner"
-    student(out, "--notebooks", *small_course)
-    (out / ".mha-course" / st.MANIFEST).unlink()  # a copy made before the record existed
-    old = (out / "notebooks" / "01_a.ipynb").read_bytes()
-    _changed_course(small_course)
-    assert student(out, "--update", "--notebooks", *small_course) == 0
-    assert (out / "notebooks" / "01_a.ipynb").read_bytes() == old
-    assert (out / "notebooks" / "01_a.updated.ipynb").exists()
-
-
-@pytest.mark.parametrize("when", ["after the move", "before the move"])
-def test_a_save_that_lands_while_a_copy_is_updated_is_kept(small_course, tmp_path, monkeypatch, when):
-    out = tmp_path / "learner"
-    student(out, "--notebooks", *small_course)
-    target = out / "notebooks" / "01_a.ipynb"
-    save = nbformat.writes(small_notebook("the learner's save")).encode()
-    real_rename = os.rename
-
-    def rename(src, dst, *args, **kwargs):
-        if Path(src) == target and ".updating-" in str(dst):
-            if when == "before the move":
-                target.write_bytes(save)
-            real_rename(src, dst, *args, **kwargs)
-            if when == "after the move":
-                target.write_bytes(save)
-            return
-        real_rename(src, dst, *args, **kwargs)
-    monkeypatch.setattr(os, "rename", rename)
-    _changed_course(small_course)
-    assert student(out, "--update", "--notebooks", *small_course) == 0
-    assert target.read_bytes() == save
-    assert "Small 01_a two" in (out / "notebooks" / "01_a.updated.ipynb").read_text()
-    assert not list((out / ".mha-course").glob(".updating-*"))
-
-
-def test_update_without_a_copy_says_how_to_make_one(small_course, tmp_path, capsys):
-    assert student(tmp_path / "nothing", "--update", "--notebooks", *small_course) == 2
-    one_line_error(capsys, "holds no student copy", "mha-course student")
-    assert not (tmp_path / "nothing").exists()
