@@ -257,6 +257,7 @@ EQUIVALENT = {
                                                       "for valid sizes"),
         **_lines("gather_output_projection>_sizes", range(0, 17), "the size check (_sizes) raises for bad sizes "
                                                                   "and returns nothing: " + CHECKS.split(": ")[1]),
+        **_lines("gather_output_projection>_sizes", (17,), ALLOC),
     },
 }
 
