@@ -145,7 +145,7 @@ def test_a_trace_names_its_stages_with_an_error_that_is_a_value_and_a_key_error(
 def test_a_callers_kernel_is_checked_for_its_signature_and_what_it_returns():
     p = mc.init_params(8, rng=np.random.default_rng(6))
     x = np.random.default_rng(7).normal(size=(2, 3, 8))
-    with pytest.raises(TypeError, match=r"attend cannot be called as attend\(Q, K, V, mask, bias=None, scores=None\)"):
+    with pytest.raises(TypeError, match=r"attend\(Q, K, V\) cannot be called as attend\(Q, K, V, mask, bias=None, scores=None\)"):
         mc.multi_head_attention(x, p, 2, attend=lambda Q, K, V: (Q, None))
     bad = {"NaN out": lambda Q, K, V, mask, bias=None, scores=None: (np.full(Q.shape, np.nan), None),
            "weights of the wrong shape": lambda Q, K, V, mask, bias=None, scores=None: (Q, np.ones((2, 3))),
