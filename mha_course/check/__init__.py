@@ -27,7 +27,7 @@ from .bridge import torch_attention, torch_attn_mask, torch_state_dict
 from .circuits import composition_score, copying_score, patched_heads, prefix_matching_score
 from .complexity import crossover_seq_len, flops, max_seq_len, score_bytes
 from .efficient import linear_attention, online_softmax_update, sliding_window_mask, tiled_attention
-from .engine import Case, Exercise, Mistake, ShapeExercise, ShapeMistake, catalogue, matches, summary
+from .engine import Case, Exercise, Mistake, catalogue, matches, summary
 from .gqa import kv_append, kv_bytes_per_token, kv_head_index, offset_causal_mask
 from .heads import bug_source_position, combine_heads, head_queries, split_heads
 from .long_context import alibi_slopes, interpolated_inv_freq, lse_merge
@@ -36,6 +36,7 @@ from .mha import causal_multi_head_attention, multi_head_attention, param_count
 from .misconceptions import head_params, score_std, work_growth
 from .positions import apply_rope, rope_scores, sinusoidal_positions
 from .qkv import no_projection_weights, project_qkv, qkv_param_count
+from .shape_exercise import ShapeExercise, ShapeMistake
 from .shapes import cross_attention_shapes, stage_shapes
 from .why_heads import gather_output_projection
 

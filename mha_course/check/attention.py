@@ -176,6 +176,29 @@ def _sdpa_query_axis(Q, K, V, mask=None):
     return np.matmul(w, V), w
 
 
+def _sdpa_dot_T(Q, K, V, mask=None):
+    """``Q @ K.T``: right for 2-D K; on a batched K, .T reverses every axis (a matmul error or wrong keys)."""
+    s = np.matmul(Q, np.asarray(K).T) / math.sqrt(Q.shape[-1])
+    w = _softmax(s if mask is None else np.where(mask, s, -np.inf))
+    return np.matmul(w, V), w
+
+
+def _sdpa_scaled_after(Q, K, V, mask=None):
+    """The softmax of the unscaled scores, then the weights divided by sqrt(d_k)."""
+    s = scores(Q, K, 1.0)
+    w = _softmax(s if mask is None else np.where(mask, s, -np.inf)) / math.sqrt(Q.shape[-1])
+    return np.matmul(w, V), w
+
+
+def _sdpa_bool_index(Q, K, V, mask=None):
+    """``s[~mask] = -inf``: boolean indexing needs a mask of the scores' own shape (no broadcasting)."""
+    s = scores(Q, K, 1 / math.sqrt(Q.shape[-1]))
+    if mask is not None:
+        s[~np.asarray(mask)] = -np.inf  # IndexError for a (T, S) mask over batch axes
+    w = _softmax(s)
+    return np.matmul(w, V), w
+
+
 def _sdpa_cases():
     rng = np.random.default_rng(20240502)
 
@@ -224,6 +247,14 @@ _SDPA_MISTAKES = (
             lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[::-1]),
     Mistake("softmax over the queries (axis -2) instead of the keys",
             "normalise each query's scores over the keys: softmax(scores, axis=-1)", _sdpa_query_axis),
+    Mistake("the 1/√d_k applied after the softmax (weights / √d_k): the scores must be scaled before it, and "
+            "the rows no longer sum to 1", "scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_k), then the softmax",
+            _sdpa_scaled_after),
+    Mistake("K.T on a batched array: .T reverses every axis, not only the last two",
+            "np.swapaxes(K, -1, -2) (or K.swapaxes(-1, -2)) transposes the last two axes only", _sdpa_dot_T),
+    Mistake("the mask applied by boolean indexing, scores[~mask] = -inf: an index needs the scores' own shape, "
+            "so a (T, S) mask over batch axes raises an IndexError",
+            "np.where(mask, scores, -np.inf) broadcasts the mask over the batch axes", _sdpa_bool_index),
 )
 SDPA = Exercise("scaled_dot_product_attention", _sdpa, _sdpa_cases, _SDPA_MISTAKES, outputs=("out", "weights"),
                 axes={"out": ("query", "feature"), "weights": ("query", "key")})
@@ -292,6 +323,12 @@ _PADDING_MISTAKES = (
     Mistake("the key axis of length max(lengths) instead of S (the padded length the scores have)",
             "np.arange(S), not np.arange(lengths.max()): the mask has one column per key of the scores",
             lambda lengths, S: _padding_mask(lengths, int(np.max(lengths)))),
+    Mistake("one mask for the whole batch, from the longest length: every sequence's own length is ignored",
+            "compare with each sequence's length: np.arange(S) < lengths[:, None]",
+            lambda lengths, S: _padding_mask(np.full(len(lengths), np.max(lengths)), S)),
+    Mistake("one mask for the whole batch, from the first sequence's length", "compare with each sequence's "
+            "length: np.arange(S) < lengths[:, None]", lambda lengths, S: _padding_mask(np.full(len(lengths),
+                                                                                              lengths[0]), S)),
 )
 PADDING_MASK = Exercise(
     "padding_mask", _padding_mask,

@@ -74,6 +74,9 @@ _SOFTMAX_MISTAKES = (
     Mistake("the sign flipped: p * ((p * g).sum(...) - g), the Jacobian taken as p pᵀ - diag(p)",
             "J = diag(p) - p pᵀ, so grad = p * (g - (p * g).sum(-1, keepdims=True))",
             lambda p, g: p * ((p * g).sum(-1, keepdims=True) - g)),
+    Mistake("the weighted sum over axis=1 (right only for 2-D weights): the keys are the LAST axis, whatever "
+            "the batch axes", "(p * g).sum(axis=-1, keepdims=True)",
+            lambda p, g: p * (g - (p * g).sum(axis=1, keepdims=True))),
 )
 SOFTMAX_BACKWARD = Exercise("softmax_backward", _softmax_backward, _softmax_cases, _SOFTMAX_MISTAKES)
 
@@ -164,6 +167,11 @@ _SPLIT_BACKWARD_MISTAKES = (
             lambda g: g.transpose(0, 2, 1, 3)),
     Mistake("the heads concatenated in reverse order (head h-1 first)",
             "head i's gradient goes to features i·d_k .. (i+1)·d_k - 1", lambda g: _split_heads_backward(g[:, ::-1])),
+    Mistake("averaged over the heads and the mean repeated h times (np.tile): every head's slot gets the same "
+            "mean, not its own gradient", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): head i's gradient "
+            "in features i·d_k .. (i+1)·d_k - 1", lambda g: np.tile(g.mean(axis=1), (1, 1, g.shape[1]))),
+    Mistake("summed over the heads and the sum repeated h times (np.tile)", "g.transpose(0, 2, 1, 3).reshape(B, T, "
+            "h * d_k): head i's gradient in its own features", lambda g: np.tile(g.sum(axis=1), (1, 1, g.shape[1]))),
 )
 SPLIT_HEADS_BACKWARD = Exercise("split_heads_backward", _split_heads_backward, _split_backward_cases,
                                 _SPLIT_BACKWARD_MISTAKES)
@@ -256,6 +264,9 @@ _SHARED_MISTAKES = (
             "matrix: grad_K with W_k, grad_V with W_v", lambda c, W_k, W_v, gK, gV: gK @ W_v.T + gV @ W_k.T),
     Mistake("the two paths subtracted instead of added", _FIX_SHARED,
             lambda c, W_k, W_v, gK, gV: gK @ W_k.T - gV @ W_v.T),
+    Mistake("multiplied by c as well (c * (grad_K @ W_k.T + grad_V @ W_v.T)): c is what the gradient is for; "
+            "the gradient with respect to W would be c.T @ grad", _FIX_SHARED,
+            lambda c, W_k, W_v, gK, gV: c * (gK @ W_k.T + gV @ W_v.T)),
 )
 SHARED_INPUT_BACKWARD = Exercise("shared_input_backward", _shared_reference, _shared_cases, _SHARED_MISTAKES)
 
@@ -274,29 +285,38 @@ def shared_input_backward(fn) -> bool:
 # Adam
 # ---------------------------------------------------------------------------------------
 
-def _adam_reference(p, g, m, v, t, lr):
+def _adam_reference(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     """One Adam step on arrays: t is the number of this step (1 for the first) -> (p, m, v)."""
-    new, state = _adam_step(p, g, AdamState(m, v, t - 1), lr)
+    new, state = _adam_step(p, g, AdamState(m, v, t - 1), lr, b1, b2, eps)
     return new, state.m, state.v
 
 
 def _adam_cases():
     rng = np.random.default_rng(20240806)
     out = []
-    for shape, t, lr, g_scale in (((3,), 1, 0.1, 1.0), ((2, 4), 2, 0.01, 1.0), ((5,), 10, 0.001, 1.0),
-                                  ((3, 3), 100, 0.05, 1.0), ((4,), 1, 0.2, 1e-6), ((2, 3), 3, 0.02, 1e-5)):
+    betas = {2: (0.8, 0.99, 1e-3), 3: (0.5, 0.9, 1e-4)}  # cases 3 and 4 pass their own b1, b2, eps
+    for i, (shape, t, lr, g_scale) in enumerate((((3,), 1, 0.1, 1.0), ((2, 4), 2, 0.01, 1.0), ((5,), 10, 0.001, 1.0),
+                                                ((3, 3), 100, 0.05, 1.0), ((4,), 1, 0.2, 1e-6),
+                                                ((2, 3), 3, 0.02, 1e-5))):
         m, v = rng.normal(size=shape) * 0.1 * (t > 1) * g_scale, rng.random(shape) * 0.01 * (t > 1) * g_scale ** 2
         note = f"step t={t}, lr={lr}" + (f", tiny gradients (|g| ~ {g_scale:g}, so v is tiny)" if g_scale < 1 else "")
-        out.append(Case((rng.normal(size=shape), g_scale * rng.normal(size=shape), m, v, t, lr), note))
+        own = betas.get(i, ())
+        note += ", b1={}, b2={}, eps={:g}".format(*own) if own else ""
+        out.append(Case((rng.normal(size=shape), g_scale * rng.normal(size=shape), m, v, t, lr) + own, note))
     return out
 
 
-def _adam_variant(p, g, m, v, t, lr, correct_m=True, correct_v=True, sgd=False, no_sqrt=False, b1=0.9, b2=0.999,
-                  t_shift=0, eps_inside=False, abs_v=False, m_weights_swapped=False, ascend=False,
-                  return_hats=False, eps=1e-8):
+def _adam_variant(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8, *, correct_m=True, correct_v=True, sgd=False,
+                  no_sqrt=False, betas_swapped=False, t_shift=0, eps_inside=False, abs_v=False,
+                  m_weights_swapped=False, v_weights_swapped=False, ascend=False, return_hats=False, no_eps=False,
+                  defaults=False):
     """One Adam step with the chosen slips (see the catalogue); the defaults are the right step."""
+    b1, b2, eps = (0.9, 0.999, 1e-8) if defaults else (b1, b2, eps)
+    b1, b2 = (b2, b1) if betas_swapped else (b1, b2)
+    eps = 0.0 if no_eps else eps
     m = (1 - b1) * m + b1 * g if m_weights_swapped else b1 * m + (1 - b1) * g
-    v = b2 * v + (1 - b2) * (np.abs(g) if abs_v else g * g)
+    g2 = np.abs(g) if abs_v else g * g
+    v = (1 - b2) * v + b2 * g2 if v_weights_swapped else b2 * v + (1 - b2) * g2
     tc = t + t_shift
     m_hat = m / (1 - b1 ** tc) if correct_m else m
     v_hat = v / (1 - b2 ** tc) if correct_v else v
@@ -327,14 +347,21 @@ _ADAM_MISTAKES = (
                   "(it matters when v is tiny)", _FIX_ADAM, eps_inside=True),
     _adam_mistake("v_hat used without its square root", _FIX_ADAM, no_sqrt=True),
     _adam_mistake("eps forgotten: m_hat / np.sqrt(v_hat) divides by almost 0 where the gradients are tiny",
-                  _FIX_ADAM + " (eps = 1e-8)", eps=0.0),
+                  _FIX_ADAM + " (eps = 1e-8)", no_eps=True),
     _adam_mistake("|g| instead of g² in v: v is the running mean of the squared gradient",
                   "v = b2 * v + (1 - b2) * g ** 2", abs_v=True),
     _adam_mistake("m's two weights swapped: 0.1·m + 0.9·g instead of 0.9·m + 0.1·g",
                   "m = b1 * m + (1 - b1) * g: b1 = 0.9 keeps the old mean", m_weights_swapped=True),
     _adam_mistake("plain gradient descent (p - lr * g): the moments are computed but not used", _FIX_ADAM, sgd=True),
     _adam_mistake("b1 and b2 swapped (m decays with 0.999, v with 0.9)", "m uses b1 = 0.9, v uses b2 = 0.999",
-                  b1=0.999, b2=0.9),
+                  betas_swapped=True),
+    _adam_mistake("β and 1 - β swapped in both running means: (1 - b1)·m + b1·g and (1 - b2)·v + b2·g²",
+                  "m = b1 * m + (1 - b1) * g and v = b2 * v + (1 - b2) * g ** 2: b keeps the old mean",
+                  m_weights_swapped=True, v_weights_swapped=True),
+    _adam_mistake("v's two weights swapped: (1 - b2)·v + b2·g² instead of b2·v + (1 - b2)·g²",
+                  "v = b2 * v + (1 - b2) * g ** 2: b2 = 0.999 keeps the old mean", v_weights_swapped=True),
+    _adam_mistake("the arguments b1, b2 and eps ignored: 0.9, 0.999 and 1e-8 written in", "use the arguments "
+                  "b1, b2, eps (their defaults are 0.9, 0.999, 1e-8; a caller may pass others)", defaults=True),
     _adam_mistake("the step goes uphill: p + lr * ... instead of p - lr * ...", "subtract the step: p - lr * ...",
                   ascend=True),
     _adam_mistake("the bias-corrected m_hat and v_hat returned as the new state: the next step would correct "
@@ -345,7 +372,7 @@ ADAM_STEP = Exercise("adam_step", _adam_reference, _adam_cases, _ADAM_MISTAKES, 
 
 
 def adam_step(fn) -> bool:
-    """Check ``fn(p, g, m, v, t, lr)`` -> (p, m, v): one Adam step (b1=0.9, b2=0.999, eps=1e-8), t >= 1.
+    """Check ``fn(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8)`` -> (p, m, v): one Adam step, t >= 1.
 
     >>> adam_step(_adam_reference)
     ✔ adam_step: all 6 cases match

@@ -58,15 +58,18 @@ class ForbiddenCall(Exception):
 # 12.1 the state dict
 # ---------------------------------------------------------------------------------------
 
-def _stacked(order="qkv", transpose=True, axis=0):
-    """A wrong state dict: the input projections stacked in ``order`` along ``axis`` (maybe not transposed)."""
+def _stacked(order="qkv", transpose=True, axis=0, bias_order=None, out_transpose=None):
+    """A wrong state dict: the input projections stacked in ``order`` along ``axis`` (maybe not transposed),
+    the biases in ``bias_order`` (default: the weights' order), out_proj.weight transposed as the others
+    unless ``out_transpose`` says otherwise."""
     def state(p):
         get = (lambda W: W.T) if transpose else (lambda W: W)
         Ws = {"q": p.W_q, "k": p.W_k, "v": p.W_v}
         bs = {"q": p.b_q, "k": p.b_k, "v": p.b_v}
+        out_t = transpose if out_transpose is None else out_transpose
         return {"in_proj_weight": np.concatenate([get(Ws[c]) for c in order], axis=axis),
-                "in_proj_bias": np.concatenate([bs[c] for c in order]),
-                "out_proj.weight": get(p.W_o), "out_proj.bias": p.b_o}
+                "in_proj_bias": np.concatenate([bs[c] for c in (bias_order or order)]),
+                "out_proj.weight": p.W_o.T if out_t else p.W_o, "out_proj.bias": p.b_o}
     return state
 
 
@@ -98,6 +101,12 @@ TORCH_STATE_DICT = Exercise("torch_state_dict", _state_dict, _state_cases, (
             "add \"out_proj.bias\": params.b_o", _without("out_proj.bias")),
     Mistake("in_proj_bias is missing: nn.MultiheadAttention(bias=True) has it",
             "add \"in_proj_bias\": np.concatenate([b_q, b_k, b_v])", _without("in_proj_bias")),
+    *(Mistake(f"in_proj_bias stacked as {', '.join(o.upper())}, not in the weights' order Q, K, V",
+              "np.concatenate([b_q, b_k, b_v]): the same order as in_proj_weight", _stacked(bias_order=o))
+      for o in ("kvq", "vqk")),  # a rotation; a swap of two is derived from the reference (.derive)
+    Mistake("in_proj_weight not transposed (W_q, W_k, W_v stacked as they are; out_proj.weight is transposed): "
+            "nn.Linear stores weight as (out, in)", "stack W_q.T, W_k.T, W_v.T",
+            _stacked(transpose=False, out_transpose=True)),
 ))
 
 
@@ -263,9 +272,13 @@ def torch_attn_mask(fn) -> bool:
 # 12.3 attention in torch
 # ---------------------------------------------------------------------------------------
 
-def _attention_with(scale, fill=-np.inf, axis=-1, flip=False, zero_empty=True, after=False, nan_zero=False):
-    """Attention computed the way a learner might; the reference with the defaults and scale=√d_k."""
+def _attention_with(scale, fill=-np.inf, axis=-1, flip=False, zero_empty=True, after=False, nan_zero=False,
+                    scale_after=False):
+    """Attention computed the way a learner might; the reference with the defaults and scale=√d_k
+    (``scale_after``: the weights divided by it after the softmax, the scores left unscaled)."""
     def attend(Q, K, V, mask=None):
+        if scale_after:
+            return attend_unscaled(Q, K, V, mask) / scale(Q, K, V)
         scores = Q @ np.swapaxes(K, -1, -2) / scale(Q, K, V)           # (..., T, S)
         if after and mask is not None:                                 # the mask multiplied after the softmax
             return (_softmax(scores, axis=axis) * mask) @ V
@@ -273,6 +286,11 @@ def _attention_with(scale, fill=-np.inf, axis=-1, flip=False, zero_empty=True, a
             scores = np.where(~mask if flip else mask, scores, fill)
         weights = _softmax(scores, axis=axis) if zero_empty else _naive_softmax(scores, axis)
         return (np.nan_to_num(weights) if nan_zero else weights) @ V   # (..., T, d_v)
+
+    def attend_unscaled(Q, K, V, mask=None):
+        scores = Q @ np.swapaxes(K, -1, -2)                             # (..., T, S)
+        weights = _softmax(scores if mask is None else np.where(mask, scores, -np.inf), axis=axis)
+        return weights @ V
     return attend
 
 
@@ -336,6 +354,9 @@ TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q
             "softmax first, so the rows no longer sum to 1",
             "mask the scores BEFORE the softmax: scores.masked_fill(~mask, float('-inf'))",
             _attention_with(_sqrt_dk, after=True)),
+    Mistake("the 1/√d_k applied after the softmax (weights / √d_k): the scores must be scaled before it, and "
+            "the rows no longer sum to 1", "scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, then the softmax",
+            _attention_with(_sqrt_dk, scale_after=True)),
     Mistake("F.scaled_dot_product_attention called: this exercise asks you to write what it does",
             "compute it yourself: q @ k.transpose(-2, -1) / d_k ** 0.5, masked_fill, torch.softmax, @ v",
             _raises(ForbiddenCall, "it calls F.scaled_dot_product_attention")),

@@ -37,16 +37,37 @@ def _repeating_tokens(rng, B, T, vocab) -> np.ndarray:
     return np.stack(rows)
 
 
+def _bidirectional_weights(rng, B, h, T) -> np.ndarray:
+    """Random attention weights (B, h, T, T) over every key (no causal mask): a key after the query
+    has weight too, so counting the query itself as an earlier occurrence (s <= t) shows."""
+    w = np.exp(rng.normal(0, 2, size=(B, h, T, T)))
+    return w / w.sum(-1, keepdims=True)
+
+
 def _prefix_cases():
     rng = np.random.default_rng(1414)
     sizes = ((2, 2, 8, 4), (3, 1, 10, 6), (1, 3, 7, 3), (4, 2, 9, 5), (2, 5, 12, 7))  # B, h, T, vocab
-    return [Case((_causal_weights(rng, B, h, T), _repeating_tokens(rng, B, T, V)),
-                 f"B={B}, h={h}, T={T}: tokens from {V} values, some three times or more") for B, h, T, V in sizes]
+    cases = [Case((_causal_weights(rng, B, h, T), _repeating_tokens(rng, B, T, V)),
+                  f"B={B}, h={h}, T={T}: tokens from {V} values, some three times or more") for B, h, T, V in sizes]
+    B, h, T, V = sizes[-1]
+    cases[-1] = Case((_bidirectional_weights(rng, B, h, T), cases[-1].args[1]),
+                     f"B={B}, h={h}, T={T}: weights over every key (no causal mask), tokens from {V} values")
+    return cases
 
 
-def _earlier(tokens):
+def _earlier(tokens, k=-1):
+    """(B, T, S): key s holds the query t's token and s < t (s <= t for k=0)."""
     T = tokens.shape[1]
-    return (tokens[:, :, None] == tokens[:, None, :]) & np.tril(np.ones((T, T), dtype=bool), k=-1)
+    return (tokens[:, :, None] == tokens[:, None, :]) & np.tril(np.ones((T, T), dtype=bool), k=k)
+
+
+def _with_itself(weights, tokens):
+    """The query counted as its own earlier occurrence (s <= t): every query is 'repeated'."""
+    e = _earlier(tokens, k=0)  # (B, T, S)
+    target = np.zeros_like(e)
+    target[..., 1:] = e[..., :-1]
+    on = (weights * target[:, None]).sum(-1)  # (B, h, T)
+    return on.transpose(1, 0, 2)[:, e.any(-1)].mean(-1)
 
 
 def _shifted(weights, tokens, shift: int, all_queries: bool = False):
@@ -112,6 +133,15 @@ PREFIX_MATCHING_SCORE = Exercise("prefix_matching_score", _prefix, _prefix_cases
     Mistake("the mean of per-sequence means: a sequence with few repeated queries weighs as much as one with "
             "many", "one mean over every repeated query of the batch: on_target[:, has].mean(-1) with has of "
             "shape (B, T)", _mean_of_sequence_means),
+    Mistake("the query counted as its own earlier occurrence (s <= t instead of s < t)",
+            "earlier occurrences are the keys s < t with tokens[b, s] == tokens[b, t]: np.tril(..., k=-1)",
+            _with_itself),
+    Mistake("the weights read as (key, query): weights[b, i, s, t] used for query t and key s (transposed)",
+            "weights[b, i, t, s] is query t's weight on key s: the last axis is the key", lambda w, t:
+            _shifted(np.swapaxes(w, -1, -2), t, 1)),
+    Mistake("the first sequence's tokens used for every sequence of the batch",
+            "compare each sequence's own tokens: tokens[b, :, None] == tokens[b, None, :] for every b",
+            lambda w, t: _shifted(w, np.broadcast_to(t[:1], t.shape).copy(), 1)),
 ), axes={"result": ("head",)})
 
 
@@ -150,6 +180,14 @@ COMPOSITION_SCORE = Exercise("composition_score", _composition, _composition_cas
             lambda a, b: float(np.linalg.norm(a @ b, 2) / (np.linalg.norm(a, 2) * np.linalg.norm(b, 2)))),
     Mistake("divided by one norm only (||W_A||_F)", _NORMS_FIX,
             lambda a, b: float(np.linalg.norm(a @ b) / np.linalg.norm(a))),
+    Mistake("the sum of the norms in the denominator (||W_A|| + ||W_B||) instead of their product", _NORMS_FIX,
+            lambda a, b: float(np.linalg.norm(a @ b) / (np.linalg.norm(a) + np.linalg.norm(b)))),
+    Mistake("nuclear norms (the sum of the singular values) instead of Frobenius norms",
+            "np.linalg.norm(M) of a matrix is the Frobenius norm; do not pass ord='nuc'",
+            lambda a, b: float(np.linalg.norm(a @ b, "nuc") / (np.linalg.norm(a, "nuc") * np.linalg.norm(b, "nuc")))),
+    Mistake("the elementwise product W_A * W_B instead of the matrix product W_A @ W_B", "compose the maps: "
+            "W_A @ W_B (what W_A writes, W_B reads)",
+            lambda a, b: float(np.linalg.norm(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))),
 ))
 
 
@@ -192,6 +230,10 @@ PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
             lambda corrupt, clean, head: np.array(clean, dtype=float)),
     Mistake("the clean head added to the corrupted one instead of replacing it", _PATCH_FIX,
             lambda corrupt, clean, head: _patched_ref(corrupt, corrupt + clean, head)),
+    Mistake("only the patched head's outputs returned (B, T, D): the result is every head's, (B, h, T, D), with "
+            "that one taken from the clean run", _PATCH_FIX, lambda corrupt, clean, head: np.array(clean)[:, head]),
+    Mistake("head + 1 patched (the heads counted from 1): heads are numbered 0 .. h-1", _PATCH_FIX,
+            lambda corrupt, clean, head: _patched_ref(corrupt, clean, (head + 1) % np.shape(corrupt)[1])),
 ), axes={"result": ("position", "feature")})
 
 
@@ -223,9 +265,15 @@ COPYING_SCORE = Exercise("copying_score", _copying, _copying_cases, (
     Mistake("the real parts in the denominator: sum(λ) / sum(|Re λ|)", "divide by the sizes of the "
             "(complex) eigenvalues: np.abs(lam).sum()",
             lambda W: float(np.linalg.eigvals(W).sum().real / np.abs(np.linalg.eigvals(W).real).sum())),
-    Mistake("singular values instead of eigenvalues (always positive: every head looks like a copier)",
-            "eigenvalues, np.linalg.eigvals(W): a singular value has no sign",
-            lambda W: float(np.linalg.svd(W, compute_uv=False).sum() / np.abs(np.linalg.svd(W, compute_uv=False)).sum())),
+    Mistake("a numerator without signs: always 1 (sum(|λ|) / sum(|λ|), or singular values in both sums), so "
+            "every head looks like a copier", "the numerator keeps the signs: sum(λ) (its real part), over "
+            "sum(|λ|) of the eigenvalues np.linalg.eigvals(W)", lambda W: 1.0),
+    Mistake("singular values in the denominator: sum(λ) / sum(σ) (the nuclear norm), not the eigenvalues' "
+            "sizes sum(|λ|)", "divide by the sizes of the eigenvalues: np.abs(np.linalg.eigvals(W)).sum()",
+            lambda W: float(np.linalg.eigvals(W).sum().real / np.linalg.svd(W, compute_uv=False).sum())),
+    Mistake("np.linalg.eigvalsh, which assumes a symmetric W (it reads only the lower triangle)",
+            "W is not symmetric: np.linalg.eigvals(W)",
+            lambda W: float(np.linalg.eigvalsh(W).sum() / np.abs(np.linalg.eigvalsh(W)).sum())),
     Mistake("the trace over the Frobenius norm", "sum(λ) / sum(|λ|) over the eigenvalues λ",
             lambda W: float(np.trace(W) / np.linalg.norm(W))),
 ))

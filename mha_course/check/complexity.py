@@ -93,7 +93,14 @@ CROSSOVER_SEQ_LEN = Exercise("crossover_seq_len", _crossover,
     Mistake("the output projection is forgotten (3 projections, not 4)", "count Q, K, V "
             "and the output projection", lambda d_model: -(-3 * d_model // 2)),
     Mistake("only Q Kᵀ counted in the attention, not weights · V", "two matmuls of "
-            "2·T²·d_model each", lambda d_model: 4 * d_model)))
+            "2·T²·d_model each", lambda d_model: 4 * d_model),
+    Mistake("the FLOP count at the crossover returned (4·T²·d_model at T = 2·d_model), not T itself",
+            "return the sequence length T = 2·d_model", lambda d_model: 16 * d_model ** 3),
+    Mistake("the search starts at T = 0, where both costs are 0 (attention >= projections already holds)",
+            "start at T = 1: the first T >= 1 where 4·T²·d_model >= 8·T·d_model²", lambda d_model: 0),
+    Mistake("the projections' T forgotten (8·d_model²): 4·T²·d_model >= 8·d_model² gives ceil(sqrt(2·d_model))",
+            "the projections cost 8·T·d_model²: 4·T²·d_model >= 8·T·d_model² gives T = 2·d_model",
+            lambda d_model: math.ceil(math.sqrt(2 * d_model)))))
 
 
 def crossover_seq_len(fn) -> bool:
@@ -118,7 +125,10 @@ SCORE_BYTES = Exercise("score_bytes", _score_bytes_ref,
     Mistake("T instead of T²: one score per query AND key", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * b),
     Mistake("numbers counted, not bytes", "multiply by bytes_per_number", lambda B, h, T, b=4: B * h * T * T),
     Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "multiply by bytes_per_number, not by 4",
-            lambda B, h, T, b=4: B * h * T * T * 4)) + unit_mistakes(_score_bytes_ref))
+            lambda B, h, T, b=4: B * h * T * T * 4),
+    Mistake("only the causal lower triangle counted, T·(T+1)/2 scores: the (B, h, T, T) array is stored whole, "
+            "masked or not", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * (T + 1) // 2 * b)) + unit_mistakes(
+    _score_bytes_ref))
 
 
 def score_bytes(fn) -> bool:
@@ -136,16 +146,16 @@ def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4) -> int:
 
 
 MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c in (
-    (16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (10**6, 1, 1), (10**6 + 7, 2, 3, 2), (5 * 10**8, 4, 6, 8))], (
+    (16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (2**56 - 4, 1, 1), (10**6 + 7, 2, 3, 2), (192 * 1500**2, 4, 6, 8))], (
     Mistake("h is forgotten: every head has its own T x T scores", "budget // (B * h * bytes_per_number)",
             lambda n, B, h, b=4: math.isqrt(n // (B * b))),
     Mistake("the square root is forgotten: the scores grow with T², not T",
             "math.isqrt(budget // (B * h * bytes_per_number))", lambda n, B, h, b=4: n // (B * h * b)),
     Mistake("numbers counted, not bytes", "divide the budget by bytes_per_number too",
             lambda n, B, h, b=4: math.isqrt(n // (B * h))),
-    Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt, or int(...)",
+    Mistake("rounded up: the scores of that T no longer fit", "round down: math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: math.ceil(math.sqrt(n / (B * h * b)))),
-    Mistake("rounded to the nearest: the scores of that T may no longer fit", "round down: math.isqrt, or int(...)",
+    Mistake("rounded to the nearest: the scores of that T may no longer fit", "round down: math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: round(math.sqrt(n / (B * h * b)))),
     Mistake("off by one: the first T whose scores no longer fit (the largest T that fits, + 1)",
             "the largest T with B·h·T²·bytes_per_number <= budget: math.isqrt(budget // (B * h * bytes_per_number))",
@@ -158,8 +168,13 @@ MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c i
             lambda n, B, h, b=4: math.isqrt(n) // (B * h * b)),
     Mistake("B is forgotten: every sequence has its own scores", "budget // (B * h * bytes_per_number)",
             lambda n, B, h, b=4: math.isqrt(n // (h * b))),
+    Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "divide by bytes_per_number, not by 4",
+            lambda n, B, h, b=4: math.isqrt(n // (B * h * 4))),
     Mistake("not rounded: the real square root, where the largest whole T is asked", "math.isqrt(...), or "
-            "int(math.sqrt(...))", lambda n, B, h, b=4: math.sqrt(n / (B * h * b)))))
+            "int(math.sqrt(...)) with a check that T² still fits", lambda n, B, h, b=4: math.sqrt(n / (B * h * b))),
+    Mistake("a float square root, int(math.sqrt(...)): a float holds 53 bits, so for a huge budget the root "
+            "rounds up past the largest T that fits", "math.isqrt(budget // (B * h * bytes_per_number)): "
+            "the exact integer square root", lambda n, B, h, b=4: int(math.sqrt(n / (B * h * b))))))
 
 
 def max_seq_len(fn) -> bool:

@@ -28,7 +28,7 @@ from .compare import close, num, same_outcome
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
 
-CALLS = 600  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
+CALLS = 1500  # the most mutant runs of one diagnosis (deterministic; later diagnoses reuse the memo)
 
 
 class Derived(NamedTuple):
@@ -123,7 +123,8 @@ def case_sizes(spec, args) -> dict:
 
 def candidates(sizes) -> dict:
     """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
-    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125}
+    out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125,
+           "10 (a zero too many?)": 10.0, "1/10 (a zero too few?)": 0.1}
     for k, v in sizes.items():
         if v > 0:
             for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
@@ -248,74 +249,104 @@ def _together(found) -> Derived:
 
 def _transforms(spec, runs, output, pairs, raws=None) -> list:
     """Every output-level transformation that maps the expected output to the learner's on every case."""
+    all_close = _all_close_over(pairs, runs)
+    same_shape = all(g.shape == w.shape for g, w in pairs)
+    k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
+    labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
+    raws = raws or pairs
+    out = _mask_forms(raws) if same_shape else []
+    if not out and same_shape and _only_non_finite(pairs):
+        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
+                        vocabulary.fix("non-finite", output=output))]
+    if same_shape:
+        out += _number_forms(pairs, raws, all_close) + _value_forms(spec, runs, pairs, raws, k, labels, all_close)
+    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6:
+        out += _shape_forms(pairs, k, labels, all_close)
+    return [Derived(key, vocabulary.sentence(key, output=output, **slots), vocabulary.fix(key, output=output, **slots))
+            for key, slots in out]
+
+
+def _all_close_over(pairs, runs):
+    """all_close(f): f(expected, got, run) holds on every case (False if f raises)."""
     def all_close(f):
         try:
             return all(f(w, g, r) for (g, w), r in zip(pairs, runs))
         except Exception:
             return False
-    same_shape = all(g.shape == w.shape for g, w in pairs)
-    k = min(w.ndim for _, w in pairs)  # the trailing axes every case has (counted from the end)
-    labels = dict(zip(range(-k, 0), axis_names(spec, output, k)))
+    return all_close
+
+
+def _mask_forms(raws) -> list:
+    """A boolean mask returned in its additive form (0 / -inf), either way round."""
     out = []
-    raws = raws or pairs
-    if same_shape and all(w.dtype == np.bool_ and g.dtype.kind == "f" for g, w in raws):
+    if all(w.dtype == np.bool_ and g.dtype.kind == "f" for g, w in raws):
         for key, keep, block in (("additive-mask", 0.0, -np.inf), ("additive-mask-reversed", -np.inf, 0.0)):
             if all(np.array_equal(g, np.where(w, keep, block)) for g, w in raws):
                 out.append((key, {}))
-    if not out and same_shape and _only_non_finite(pairs):
-        return [Derived("non-finite", vocabulary.sentence("non-finite", output=output),
-                        vocabulary.fix("non-finite", output=output))]
-    if same_shape and all(w.dtype.kind in "iu" for _, w in raws):
-        for delta in (1, -1):
-            if all_close(lambda w, g, r, d=delta: np.array_equal(g, w + d)):
+    return out
+
+
+def _number_forms(pairs, raws, all_close) -> list:
+    """A count one more or one less; a whole-number answer left as a float (or rounded the wrong way)."""
+    out = []
+    if all(w.dtype.kind in "iuf" and w.dtype != np.bool_ for _, w in raws):
+        for delta in (1, -1):  # a count, or a ratio read as "how many times more" (minus 1)
+            if all_close(lambda w, g, r, d=delta: close(g, w + d)):
                 out.append(("off-by-one", {"delta": "one more" if delta == 1 else "one less"}))
-        if all(g.dtype.kind == "f" for g, _ in raws):
-            for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
-                           ("round it up (math.ceil)", np.ceil)):
-                if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
-                    out.append(("float-result", {"how": how}))
-                    break
-    if same_shape:
-        if any(np.any(w != 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, -w)):
-            out.append(("negated", {}))
-        if all_close(lambda w, g, r: close(g, 1 / w)):
-            out.append(("inverse", {}))
-        if any(np.any(w < 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, np.abs(w))):
-            out.append(("absolute", {}))
-        moved = [(w, g) for g, w in pairs if not close(g, w)]
-        for key, f in (("squared", np.square), ("square-root", np.sqrt), ("exponential", np.exp), ("logarithm", np.log)):
-            with np.errstate(all="ignore"):
-                if moved and all_close(lambda w, g, r, f=f: close(g, f(w))):
-                    out.append((key, {}))
-        factor = _factor(spec, runs, pairs)
-        if factor:
-            out.append(("scale", {"factor": factor[0], "size": factor[1]}))
-        for a, b in combinations(range(-k, 0), 2):
-            if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
-                    lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
-                    lambda w, g, r: close(g, w)):
-                out.append(("transpose", {"a": labels[a], "b": labels[b]}))
-        for ax in range(-k, 0):
-            if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
-                mask = all(w.dtype == np.bool_ for _, w in raws)
-                out.append(("flipped-mask" if mask else "flipped", {"axis": labels[ax]}))
-            elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
-                out.append(("shifted", {"axis": labels[ax]}))
-    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6 and _repeated(pairs, k):
-        ax, how = _repeated(pairs, k)
-        out.append(("repeated", {"axis": labels[ax], "how": how}))
-    elif all(g.ndim == w.ndim for g, w in pairs) and k <= 6:
-        for perm in permutations(range(-k, 0)):
-            if perm != tuple(range(-k, 0)) and all_close(
-                    lambda w, g, r, p=perm: close(g, np.moveaxis(w, p, tuple(range(-k, 0))))):
-                moved = [i for i, j in zip(perm, range(-k, 0)) if i != j]
-                if len(moved) == 2:  # two axes swapped
-                    out.append(("transpose", {"a": labels[moved[0]], "b": labels[moved[1]]}))
-                else:
-                    out.append(("axis-order", {"order": "(" + ", ".join(labels[i] for i in perm) + ")"}))
+    if all(w.dtype.kind in "iu" for _, w in raws) and all(g.dtype.kind == "f" for g, _ in raws):
+        for how, f in (("round it down (int(), // or math.isqrt)", np.floor), ("round it (round())", np.round),
+                       ("round it up (math.ceil)", np.ceil)):
+            if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
+                out.append(("float-result", {"how": how}))
                 break
-    return [Derived(key, vocabulary.sentence(key, output=output, **slots), vocabulary.fix(key, output=output, **slots))
-            for key, slots in out]
+    return out
+
+
+def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
+    """Same shape: the expected values negated, inverted, through a function, scaled, transposed, flipped."""
+    out = []
+    if any(np.any(w != 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, -w)):
+        out.append(("negated", {}))
+    if all_close(lambda w, g, r: close(g, 1 / w)):
+        out.append(("inverse", {}))
+    if any(np.any(w < 0) for _, w in pairs) and all_close(lambda w, g, r: close(g, np.abs(w))):
+        out.append(("absolute", {}))
+    moved = [(w, g) for g, w in pairs if not close(g, w)]
+    for key, f in (("squared", np.square), ("square-root", np.sqrt), ("exponential", np.exp), ("logarithm", np.log)):
+        with np.errstate(all="ignore"):
+            if moved and all_close(lambda w, g, r, f=f: close(g, f(w))):
+                out.append((key, {}))
+    factor = _factor(spec, runs, pairs)
+    if factor:
+        out.append(("scale", {"factor": factor[0], "size": factor[1]}))
+    for a, b in combinations(range(-k, 0), 2):
+        if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
+                lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
+                lambda w, g, r: close(g, w)):
+            out.append(("transpose", {"a": labels[a], "b": labels[b]}))
+    for ax in range(-k, 0):
+        if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
+            mask = all(w.dtype == np.bool_ for _, w in raws)
+            out.append(("flipped-mask" if mask else "flipped", {"axis": labels[ax]}))
+        elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
+            out.append(("shifted", {"axis": labels[ax]}))
+    return out
+
+
+def _shape_forms(pairs, k, labels, all_close) -> list:
+    """Another shape of the same number of axes: an axis repeated, two axes swapped, the axes reordered."""
+    repeated = _repeated(pairs, k)
+    if repeated:
+        ax, how = repeated
+        return [("repeated", {"axis": labels[ax], "how": how})]
+    for perm in permutations(range(-k, 0)):
+        if perm != tuple(range(-k, 0)) and all_close(
+                lambda w, g, r, p=perm: close(g, np.moveaxis(w, p, tuple(range(-k, 0))))):
+            moved = [i for i, j in zip(perm, range(-k, 0)) if i != j]
+            if len(moved) == 2:  # two axes swapped
+                return [("transpose", {"a": labels[moved[0]], "b": labels[moved[1]]})]
+            return [("axis-order", {"order": "(" + ", ".join(labels[i] for i in perm) + ")"})]
+    return []
 
 
 def _only_non_finite(pairs) -> bool:
@@ -381,7 +412,7 @@ def _factor(spec, runs, pairs) -> tuple:
         return ()
     varying = [k for k in symbols if len({round(named[k], 9) for _, named in values}) > 1]
     best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
-    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best:
+    if best in ("2", "1/2", "-2", "-1/2") or "bits" in best or "zero" in best:
         return best, best.split(" ")[0]
     return f"{best} ({values[0][0]:.4g} in case 1)", best
 
@@ -422,8 +453,8 @@ def _mutant_level(spec, runs, budget) -> list:
     ms = _mutants_of(spec)
     if not ms:
         return []
-    order = sorted(range(len(runs)), key=lambda i: not runs[i].problem)  # failing cases first: they filter most
-    alive, calls = ms[:budget], 0
+    order = sorted(range(len(runs)), key=lambda i: (not runs[i].problem, _size(runs[i].case.args)))  # failing
+    alive, calls = ms[:budget], 0  # cases first (they filter most), the smallest first (the cheapest runs)
     for i in order:
         calls += len(alive)
         if calls > budget:
@@ -432,12 +463,27 @@ def _mutant_level(spec, runs, budget) -> list:
         if not alive:
             return []
     found, seen = [], set()
-    for m in alive:
+    for m in sorted(alive, key=lambda m: vocabulary.mutant_class(m.mutation.category) in _SPECULATIVE):
+        # a slip in the code itself first; an argument or a range moved (often an equivalent way round) after
         d = _mutant_words(m.mutation)
         if d.text not in seen:
             seen.add(d.text)
             found.append(d)
     return found
+
+
+_SPECULATIVE = frozenset({"replaced-name", "index"})  # named after the other classes that fit
+
+
+def _size(value) -> int:
+    """How many numbers an argument (or a tuple, list or dict of them) holds: a case's cost."""
+    if isinstance(value, np.ndarray):
+        return value.size
+    if isinstance(value, (tuple, list)):
+        return sum(_size(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_size(v) for v in value.values())
+    return 1
 
 
 def _short(text, n=60) -> str:
@@ -450,6 +496,10 @@ def _mutant_words(mutation) -> Derived:
     params = dict(mutation.params)
     if key == "comparison" and "by" in params:
         key = "comparison-boundary"
+    elif key == "index" and params.get("range"):
+        key = "range-shifted"
+    elif key == "swapped-arguments" and "order" in params:
+        key = "parts-order"
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
@@ -457,6 +507,11 @@ def _mutant_words(mutation) -> Derived:
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
     slots = {"op": op, "before": before, "after": after}
+    if key in ("replaced-name", "subscript", "range-shifted", "parts-order"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+        slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
+                      "from": params.get("from", ""), "to": params.get("to", ""),
+                      "how": "only the first item of the first axis" if params.get("leading") == "first"
+                      else "the index on another axis"})
     return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
 
 

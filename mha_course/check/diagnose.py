@@ -7,7 +7,9 @@ the exercise's sizes: sqrt(d_k), 1/h, ...).
 """
 from __future__ import annotations
 
-from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, where_and_how
+from typing import NamedTuple
+
+from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, states_int, where_and_how
 from .derive import also_fitting, candidates, case_sizes, derive
 from .language import say
 from .sandbox import np, protect, quiet_numpy
@@ -20,9 +22,41 @@ def fitting(spec, runs) -> list:
     return [m for m in spec.mistakes if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
 
 
+class _AlsoFloat(NamedTuple):
+    """A catalogued mistake made with floats where the signature states an int."""
+    name: str
+    fix: str
+
+
+def float_fitting(spec, runs) -> list:
+    """The mistakes that give the learner's numbers once its whole-number floats are read as ints
+    (432.0 for the int 432, and a mistake): where the reference states ``-> int`` the float is
+    named too; elsewhere a whole float is a right count, so the mistake alone is named."""
+    if spec.mistakes == ():
+        return []
+    strict = states_int(spec.reference) or spec.strict_types
+    as_ints = []
+    for r in runs:
+        v = r.got.value
+        if r.got.error is not None or r.got.lines:
+            return []
+        if isinstance(v, (float, np.floating)) and np.isfinite(v) and float(v).is_integer():
+            v = int(v)
+        elif r.problem:
+            return []
+        as_ints.append(r._replace(got=r.got._replace(value=v)))
+    if all(r.got.value is o.got.value for r, o in zip(as_ints, runs)):
+        return []
+    fits = fitting(spec, as_ints)
+    if not strict:
+        return fits
+    return [_AlsoFloat(f"{m.name}; and the count is a float where the signature states an int",
+                       f"{m.fix}; and use // (or int(...)) so the result is an int") for m in fits]
+
+
 def explain(spec, runs, run) -> tuple:
     """(the problem lines of the failing run, then the diagnosis; the names of the mistakes it names)."""
-    fits = fitting(spec, runs)
+    fits = fitting(spec, runs) or float_fitting(spec, runs)
     lines = [ln.removeprefix(NOT_DIAGNOSED) for ln in run.problem]
     if fits:
         with quiet_numpy():

@@ -44,7 +44,7 @@ class QuadraticMemory(Exception):
 
 def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, block_max_only=False,
                  old_max_terms=False, keep_old_l=True, normalise=False, keepdims=True, one_max=False,
-                 no_shift=False, keep_old_m=False):
+                 no_shift=False, keep_old_m=False, inf_to_zero=False):
     """One online-softmax update written the way a learner might (the defaults are the right one)."""
     def update(state, s, V):
         block_max = np.full_like(state.m, s.max()) if one_max else s.max(axis=-1, keepdims=True)
@@ -53,6 +53,7 @@ def _update_with(rescale_l=True, rescale_acc=True, guard=True, inverted=False, b
         old = np.where(np.isneginf(state.m), 0, state.m)
         p = np.exp(s - (old if old_max_terms else 0 if no_shift else shift))
         alpha = 1.0 if no_shift else np.exp(shift - state.m) if inverted else np.exp(state.m - shift)
+        alpha = np.where(np.isinf(alpha), 0.0, alpha) if inf_to_zero else alpha  # a guard against exp(+inf)
         l_old = (alpha * state.l if rescale_l else state.l) if keep_old_l else 0
         acc_old = alpha * state.acc if rescale_acc else state.acc
         l_new, acc_new = l_old + p.sum(axis=-1, keepdims=keepdims), acc_old + p @ V
@@ -91,6 +92,9 @@ _UPDATE_MISTAKES = (
     Mistake("the rescale factor is upside down: exp(m' - m) instead of exp(m - m')",
             "alpha = np.exp(m - m_new): the old terms shrink when the max grows",
             _update_with(inverted=True)),
+    Mistake("the rescale factor is upside down: exp(m' - m) instead of exp(m - m') (its infinities set to 0)",
+            "alpha = np.exp(m - m_new): the old terms shrink when the max grows",
+            _update_with(inverted=True, inf_to_zero=True)),
     Mistake("no guard for rows that have seen no allowed key: exp(-inf - (-inf)) is NaN",
             "shift = np.where(np.isneginf(m_new), 0, m_new), and use shift in both exps",
             _update_with(guard=False)),
@@ -157,14 +161,14 @@ def _tiled_ref(Q, K, V, block_size):
 
 
 def _tiled_with(scale=lambda d: np.sqrt(d), divide=True, stop=lambda S, b: S, extra=0, restart=False,
-                average_blocks=False, first_only=False):
+                average_blocks=False, first_only=False, scale_by_S=False):
     """The tiled loop written the way a learner might (the defaults are the right one)."""
     def tiled(Q, K, V, block_size):
         T, S = Q.shape[0], K.shape[0]
         state, outs = _start(T, V.shape[-1]), []
         for c in range(0, min(stop(S, block_size), block_size) if first_only else stop(S, block_size), block_size):
             k, v = K[c:c + block_size + extra], V[c:c + block_size + extra]
-            s = Q @ k.T / scale(Q.shape[-1])                                  # (T, c) one tile of scores
+            s = Q @ k.T / (np.sqrt(S) if scale_by_S else scale(Q.shape[-1]))  # (T, c) one tile of scores
             if average_blocks:
                 outs.append(_softmax(s) @ v)
                 continue
@@ -191,6 +195,11 @@ _TILED_MISTAKES = (
     Mistake("the last, shorter block of keys is left out (the loop stops at S - S % block_size)",
             "range(0, S, block_size): the slice K[c:c + block_size] simply ends early on the last block",
             _tiled_with(stop=lambda S, b: S - S % b)),
+    Mistake("the last block of keys is left out (the loop stops at S - block_size)",
+            "range(0, S, block_size): the slice K[c:c + block_size] simply ends early on the last block",
+            _tiled_with(stop=lambda S, b: max(S - b, 1))),
+    Mistake("the tile of scores divided by √S (K.shape[0], the number of keys) instead of √d_k",
+            "s = Q @ K_block.T / np.sqrt(d_k), d_k = Q.shape[-1]", _tiled_with(scale_by_S=True)),
     Mistake("the tile of scores is not scaled by 1/sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
             _tiled_with(scale=lambda d: 1.0)),
     Mistake("the tile of scores is divided by d_k instead of sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
@@ -233,6 +242,12 @@ def tiled_attention(fn) -> bool:
 # the sliding-window mask
 # ---------------------------------------------------------------------------------------
 
+def _bool_subtract(T, window):
+    """np.tril(ones) - np.tril(ones, -window) on boolean arrays: numpy raises a TypeError."""
+    ones = np.ones((T, T), dtype=bool)
+    return np.subtract(np.tril(ones), np.tril(ones, -window))
+
+
 def _window_with(keep):
     """A mask fn(T, window) from keep(d, window), d = t - s."""
     return lambda T, window: keep(np.arange(T)[:, None] - np.arange(T)[None, :], window)
@@ -260,6 +275,11 @@ _WINDOW_MISTAKES = (
             _window_with(lambda d, w: d >= 0)),
     Mistake("the window inverted: the keys at least `window` back (np.tril(ones, -window)), not the last `window`",
             "the window is the band next to the diagonal: 0 <= t - s < window", _window_with(lambda d, w: d >= w)),
+    Mistake("the window holds the FIRST `window` keys (s < window), not the last `window` before the query",
+            "the window moves with the query: t - window < s <= t", lambda T, window: np.tril(
+                np.ones((T, T), bool)) & (np.arange(T)[None, :] < window)),
+    Mistake("two boolean masks subtracted with `-`: numpy refuses `-` on booleans (TypeError)",
+            "combine boolean masks with & and ~: np.tril(ones) & ~np.tril(ones, -window)", _bool_subtract),
 )
 
 
@@ -318,6 +338,19 @@ _LINEAR_MISTAKES = (
     Mistake("the scores scaled by 1/sqrt(d_k) as in softmax attention: phi(Q / sqrt(d_k)) changes the kernel",
             "linear attention has no 1/sqrt(d_k): phi(Q) and phi(K) as they are",
             lambda Q, K, V: _with_features(_phi, Q / np.sqrt(Q.shape[-1]), K, V)),
+    Mistake("softmax's 1/sqrt(d_k) split over Q and K (phi(Q / d_k^(1/4)), phi(K / d_k^(1/4))): linear "
+            "attention has no such scale, and inside phi it changes the kernel",
+            "phi(Q) and phi(K) as they are", lambda Q, K, V: _with_features(_phi, Q / Q.shape[-1] ** 0.25,
+                                                                           K / K.shape[-1] ** 0.25, V)),
+    Mistake("the feature map applied to Q only: K is used raw, so the kernel phi(q) . k can be negative",
+            "apply phi to both: phi(Q) and phi(K) (mc.elu_feature_map)",
+            lambda Q, K, V: (_phi(Q) @ (np.swapaxes(K, -1, -2) @ V)) / (_phi(Q) @ K.sum(axis=-2)[..., None])),
+    Mistake("the feature map applied to K only: Q is used raw, so the kernel q . phi(k) can be negative",
+            "apply phi to both: phi(Q) and phi(K) (mc.elu_feature_map)",
+            lambda Q, K, V: (Q @ (np.swapaxes(_phi(K), -1, -2) @ V)) / (Q @ _phi(K).sum(axis=-2)[..., None])),
+    Mistake("ReLU features kept positive by a small epsilon (max(x, 0) + eps): not the course's elu + 1",
+            "phi(x) = elu(x) + 1 = mc.elu_feature_map(x), positive everywhere",
+            lambda Q, K, V: _with_features(lambda x: np.maximum(x, 0) + 1e-6, Q, K, V)),
     Mistake("the right numbers, but through the T x S matrix phi(Q) phi(K)^T: quadratic like softmax attention",
             "reassociate, phi(Q) @ (phi(K)^T @ V): a (d_k, d_v) matrix, whatever T and S are",
             lambda Q, K, V: _raise_quadratic()),

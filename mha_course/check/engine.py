@@ -60,7 +60,7 @@ Notes for checker authors:
   (and variants of it) to the checker as a learner would.
 - An Exercise computes its cases, the reference's values and each mistake's outcomes once and keeps
   them: cases must be seeded and must not depend on anything that changes.
-- A shape exercise: ``ShapeExercise(name, reference(sizes) -> {stage: shape}, cases() -> [Sizes],
+- A shape exercise (:mod:`.shape_exercise`): ``ShapeExercise(name, reference(sizes) -> {stage: shape}, cases() -> [Sizes],
   (ShapeMistake(name, fix, stages, wrong(stage, true shape, sizes) -> wrong shape), ...))``; the
   learner's ``fn(*sizes)`` returns the dict (``check_value`` checks one dict the learner wrote).
 - The time limit is never applied halfway through an import (it waits for the import to end).
@@ -80,14 +80,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 import sys
 import types
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from . import sandbox
-from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical
+from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical, states_int
 from .diagnose import explain
 from .report import (
                      finish,
@@ -102,9 +101,9 @@ from .report import (
 )
 from .sandbox import PRINT_CHARS, PRINT_LINES, CappedText, np, pristine_numpy, quiet_numpy, restore, safe_repr
 
-__all__ = ["Case", "Mistake", "Exercise", "ShapeMistake", "ShapeExercise", "Sizes", "matches",
+__all__ = ["Case", "Mistake", "Exercise", "matches",
            "catalogue", "summary", "forget_results", "TIME_LIMIT", "call_learner", "LearnerFailed", "Forbid",
-           "Returns"]
+           "Returns", "Fresh", "register", "learner_outcome"]
 
 TIME_LIMIT = 5.0  # seconds for each checked call of a learner's function
 _CATALOGUE: dict = {}
@@ -151,6 +150,10 @@ class Exercise:
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name.isidentifier()) or not callable(self.reference) \
+                or not callable(self.cases):
+            raise ValueError(f"Exercise({self.name!r}, reference, cases) needs a name that is an identifier, a "
+                             "callable reference and cases as a function () -> list of Case (not the list itself)")
         if self.register:
             _CATALOGUE[self.name] = self
 
@@ -238,11 +241,25 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None, notes=No
     ✔ square: all 2 cases match
     True
     """
+    cases = list(cases)
+    if not cases or (notes is not None and len(notes) != len(cases)):
+        raise ValueError(f"matches needs one argument tuple or more in cases (got {len(cases)}), and one note per "
+                         f"case when notes are given (got {'no' if notes is None else len(notes)}); pass e.g. [(2,)]")
     notes = list(notes or []) + [""] * len(cases)
     listed = [Case(tuple(a), n) for a, n in zip(cases, notes)]
     spec = Exercise(name or getattr(reference, "__name__", "function"), reference, lambda: listed,
                     tuple(mistakes), outputs, register=False)
     return spec.check(fn)
+
+
+def register(spec) -> None:
+    """Add ``spec`` (an :class:`Exercise`, or another kind with a ``name`` and ``check``) to :func:`catalogue`."""
+    _CATALOGUE[spec.name] = spec
+
+
+def learner_outcome(fn, args, printed) -> Outcome:
+    """``fn(*args)`` called as a learner's function is (limited in time, its printing into ``printed``)."""
+    return _call_learner(fn, fn, tuple(args), printed)
 
 
 def catalogue() -> dict:
@@ -269,23 +286,11 @@ def _run_all(spec, fn):
         got = _call_learner(fn, spec.reference, case.args, printed, spec)
         restore()  # what the learner's call replaced in the checker is put back before comparing
         problem = list(got.lines) if got.lines or got.error else compare(
-            got.value, want, spec.outputs, spec.strict_types or _states_int(spec.reference))
+            got.value, want, spec.outputs, spec.strict_types or states_int(spec.reference))
         runs.append(Run(case, want, got, problem))
         if is_unfinished(got) or (got.lines and got.error is None) or isinstance(got.error, KeyboardInterrupt):
             break
     return runs, printed
-
-
-def _states_int(reference) -> bool:
-    """The reference's signature says ``-> int`` (its annotation, or its docstring's shape line)."""
-    import inspect
-    try:
-        if inspect.signature(reference).return_annotation in (int, "int"):
-            return True
-    except (TypeError, ValueError):
-        return False
-    line = (inspect.getdoc(reference) or "").split("\n")[0]
-    return bool(re.search(r"->\s*int\b", line))
 
 
 def _quiet(f, args) -> Outcome:
@@ -310,8 +315,8 @@ def _call_learner(fn, reference, args, printed, spec=None) -> Outcome:
     def run():
         with quiet_numpy(), _spying(rules, fn) as calls:
             value = fn(*mine)
-        broken = [r.message_for(value) if isinstance(r, Returns) else r.message
-                  for r in rules if r.broken(value, calls)]
+        broken = [r.message_for(value) if isinstance(r, Returns) else r.message for r in rules
+                  if (r.aliased(value, mine) if isinstance(r, Fresh) else r.broken(value, calls))]
         return sandbox.settle(value), broken
     result = sandbox.guarded(run, TIME_LIMIT, printed, reference)
     if result.timed_out:
@@ -431,6 +436,24 @@ class Returns(NamedTuple):
                 f"Fix: {self.fix}")
 
 
+class Fresh(NamedTuple):
+    """A rule the exercise states: the result is a new array, never an argument or a view of one.
+
+    >>> x = np.zeros(3); Fresh().aliased(x, (x,)), Fresh().aliased(x.copy(), (x,))
+    (True, False)
+    """
+    fix: str = "return a copy: np.array(x, dtype=bool) or x.copy(), not x itself"
+
+    def aliased(self, value, args) -> bool:
+        return any(isinstance(v, np.ndarray) and isinstance(a, np.ndarray) and np.shares_memory(v, a)
+                   for v in (value if isinstance(value, tuple) else (value,)) for a in args)
+
+    @property
+    def message(self) -> str:
+        return ("it returned the caller's own array (or a view of it), not a new one: writing into the result "
+                f"changes the argument. Fix: {self.fix}")
+
+
 @contextlib.contextmanager
 def _spying(rules, fn=None):
     """While the learner's code runs: the names of the forbidden functions it called. Each
@@ -462,135 +485,6 @@ def _spying(rules, fn=None):
     finally:
         for space, name, target in reversed(undo):
             space[name] = target
-
-
-# ---------------------------------------------------------------------------------------
-# shape exercises: a dict {stage: shape}, mistakes that map a true shape to a wrong one
-# ---------------------------------------------------------------------------------------
-
-class Sizes(NamedTuple):
-    """The sizes of a shape exercise: batch, queries, keys, d_model, heads (S = T for self-attention)."""
-    B: int
-    T: int
-    S: int
-    d_model: int
-    h: int
-
-    @property
-    def d_k(self) -> int:
-        return self.d_model // self.h
-
-
-class ShapeMistake(NamedTuple):
-    """A wrong shape prediction: on each stage of ``stages``, ``wrong(stage, true shape, sizes)`` is predicted."""
-    name: str
-    fix: str
-    stages: tuple
-    wrong: Callable
-
-
-@dataclass(frozen=True)
-class ShapeExercise:
-    """A registered checker of predicted stage shapes: ``reference(sizes)`` gives the true dict."""
-    name: str
-    reference: Callable
-    cases: Callable  # () -> list of Sizes
-    mistakes: tuple = ()
-
-    def __post_init__(self):
-        _CATALOGUE[self.name] = self
-
-    def predicted(self, mistake, sizes) -> dict:
-        """The dict a learner making ``mistake`` predicts for ``sizes``."""
-        want = self.reference(sizes)
-        return {k: mistake.wrong(k, s, sizes) if k in mistake.stages else s for k, s in want.items()}
-
-    def check(self, fn, cases=None, call=None) -> bool:
-        """Check ``fn(*sizes) -> dict`` on every case (or ``cases``); print, record, return the bool."""
-        restore()
-        if unfinished_value(fn) or not callable(fn):
-            return report_value(self.name, fn)
-        with quiet_numpy():
-            result, printed = _shape_verdict(self, fn, cases or self.cases(), call)
-        return finish(self.name, result, printed)
-
-    def check_value(self, value, sizes, call) -> bool:
-        """Check one predicted dict ``value`` for ``sizes``; ``call`` says where it came from."""
-        if unfinished_value(value):
-            return report_value(self.name, value)
-        return self.check(lambda *_: value, [sizes], call)
-
-    def recognise(self, fn, cases=None) -> list:
-        """The catalogued mistakes named on any stage of the first failing case (for tests)."""
-        for sizes in cases or self.cases():
-            got, want = fn(*sizes), self.reference(sizes)
-            if got != want:
-                found = [m for k in want for m in _stage_matches(self, k, tuple(got[k]), want[k], sizes)]
-                return list(dict.fromkeys(found))
-        return []
-
-
-def _stage_matches(spec, stage, mine, want, sizes) -> list:
-    return [m for m in spec.mistakes if mine != want and stage in m.stages and m.wrong(stage, want, sizes) == mine]
-
-
-def _shape_verdict(spec, fn, cases, call):
-    """(status, lines) of a shape checker over its cases, and the captured printing."""
-    printed = CappedText()
-    for i, sizes in enumerate(cases):
-        got = _call_learner(fn, fn, tuple(sizes), printed)
-        if is_unfinished(got):
-            status, lines = verdict(spec.name, fn, fn, [Run(Case(tuple(sizes)), None, got, ["stub"])], list)
-            return (status, lines), printed
-        lines = list(got.lines) or _shape_problems(spec, got.value, sizes)
-        if lines:
-            head = f"✘ {spec.name}" + (f": case {i + 1} of {len(cases)} failed" if len(cases) > 1 else "")
-            where = call or f"called {fn_name(fn)}({_sizes_text(sizes)})"
-            return ("wrong", [head, f"  {where}"] + ["  " + ln for ln in lines]), printed
-    n = len(spec.reference(cases[0]))
-    return ("done", [f"✔ {spec.name}: all {n} shapes right" + (f" in all {len(cases)} cases" if len(cases) > 1
-                                                               else "")]), printed
-
-
-def _sizes_text(sizes) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes._asdict().items())
-
-
-def _shape_problems(spec, mine, sizes) -> list:
-    """Feedback lines for a predicted dict ([] when every stage is right)."""
-    want = spec.reference(sizes)
-    if not isinstance(mine, dict):
-        return [f"expected a dict {{stage name: shape}}, got a {type(mine).__name__}"]
-    missing, extra = [n for n in want if n not in mine], [n for n in mine if n not in want]
-    if missing or extra:
-        return ["give one shape for each stage"] + [f"  {k}: {', '.join(map(str, v))}" for k, v in
-                                                    (("missing", missing), ("unknown", extra)) if v]
-    named = set()  # a mistake is explained at its first stage, then only referred to
-    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named) for n in want) if p]
-    return [f"{len(problems)} of {len(want)} stages wrong"] + problems if problems else []
-
-
-def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
-    """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
-    try:
-        given = tuple(mine)
-    except Exception:
-        return f"  {stage}: expected a tuple of ints such as {want}, got {safe_repr(mine)}"
-    floats = [n for n in given if isinstance(n, (float, np.floating))]
-    if floats:
-        return (f"  {stage}: expected {want}, got {safe_repr(given)}: {floats[0]!r} is a float, and a shape "
-                "holds whole numbers. Looks like: d_model / h (true division). Fix: d_k = d_model // h")
-    if any(isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) for n in given):
-        return f"  {stage}: expected a tuple of ints such as {want}, got {safe_repr(given)}"
-    mine = tuple(int(n) for n in given)
-    if mine == want:
-        return ""
-    found = _stage_matches(spec, stage, mine, want, sizes)[:1]
-    said = [" The same mistake." if m.name in named else f" Looks like: {m.name}. Fix: {m.fix}" for m in found]
-    named.update(m.name for m in found)
-    return f"  {stage}: expected {want}, got {mine}." + "".join(said)
-
-
 
 
 sandbox.protect(globals())

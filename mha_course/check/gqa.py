@@ -75,6 +75,13 @@ def _mask_cases():
 
 
 _FIX_MASK = "query t sits at position offset + t: allow key s where s <= offset + t (shape (T, offset + T))"
+
+
+def _cache_blocked(T, offset):
+    """A causal (T, T) block for the new keys after offset columns of False."""
+    mask = np.zeros((T, offset + T), dtype=bool)
+    mask[:, offset:] = np.tril(np.ones((T, T), dtype=bool))
+    return mask
 OFFSET_CAUSAL_MASK = Exercise("offset_causal_mask", cached_causal_mask, _mask_cases, (
     Mistake("the mask is not offset by the cache length: the new queries act as if they were at "
             "positions 0 .. T-1 and miss the recent cached keys", _FIX_MASK,
@@ -91,6 +98,8 @@ OFFSET_CAUSAL_MASK = Exercise("offset_causal_mask", cached_causal_mask, _mask_ca
             lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool), k=offset + 1)),
     Mistake("np.triu instead of np.tril: each new query sees itself and the future, not the cache", _FIX_MASK,
             lambda T, offset: np.triu(np.ones((T, offset + T), dtype=bool), k=offset)),
+    Mistake("the cached keys blocked: causal only among the T new tokens (the cache columns all False)",
+            "the new queries read every cached key: the first offset columns are all True", _cache_blocked),
     Mistake("the new keys have no column: shape (T, offset), only the cached keys",
             "one column per key, cached AND new: shape (T, offset + T)",
             lambda T, offset: np.ones((T, offset), dtype=bool)),
@@ -177,6 +186,11 @@ KV_HEAD_INDEX = Exercise("kv_head_index", _head_index_ref, lambda: [Case(c, f"h=
             lambda h, kv: np.arange(h) // (h // kv) + 1),
     Mistake("the group of each key/value head (length h_kv) instead of the head of each query (length h)",
             "return one entry per QUERY head: np.arange(h) // g", lambda h, kv: np.arange(kv) * (h // kv)),
+    Mistake("each key/value head repeated h_kv times (np.repeat(np.arange(h_kv), h_kv)) instead of g = h // h_kv "
+            "times", _FIX_GROUP + ": np.repeat(np.arange(h_kv), g)", lambda h, kv: np.repeat(np.arange(kv), kv)),
+    Mistake("each key/value head repeated h_kv times, cut to h entries: np.repeat(np.arange(h_kv), h_kv)[:h]; "
+            "the repeat count is g = h // h_kv", _FIX_GROUP + ": np.repeat(np.arange(h_kv), g)",
+            lambda h, kv: np.repeat(np.arange(kv), kv)[:h]),
     ), axes={"result": ("query head",)})
 
 

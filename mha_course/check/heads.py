@@ -40,6 +40,11 @@ def _split_perm(perm, x, h):
     return x.reshape(B, T, h, D // h).transpose(perm)  # (B, T, h, d_k) -> wrong order
 
 
+def _split_tokens(x, h):
+    """The positions split into h groups: (B, h, T/h, D); a ValueError when h does not divide T."""
+    return np.stack(np.split(x, h, axis=1), axis=1)  # (B, T, D) -> h x (B, T/h, D) -> (B, h, T/h, D)
+
+
 FIX_SPLIT = "x.reshape(B, T, h, d_k).transpose(0, 2, 1, 3) gives (B, h, T, d_k)"
 _SPLIT_MISTAKES = (
     Mistake("reshape straight to (B, h, T, d_k) without a transpose (positions get mixed into heads)",
@@ -50,6 +55,8 @@ _SPLIT_MISTAKES = (
             FIX_SPLIT, _split_dk_first),
     *(Mistake(f"a wrong transpose order {p} after reshape(B, T, h, d_k)", FIX_SPLIT, partial(_split_perm, p))
       for p in permutations(range(4)) if p != (0, 2, 1, 3)),
+    Mistake("the token axis split into h groups (np.split(x, h, axis=1)) instead of the features: a head "
+            "holds T/h whole tokens, not d_k features of every token", FIX_SPLIT, _split_tokens),
 )
 
 
@@ -292,6 +299,13 @@ BUG_SOURCE_POSITION = Exercise("bug_source_position", _bug_position_ref, _bug_ca
             lambda i, t, T, h: -(-(i * T + t) // h)),
     Mistake("rounded to the nearest instead of down: the flat row's position is its floor", "(i*T + t) // h",
             lambda i, t, T, h: int(round((i * T + t) / h))),
+    Mistake("t // h: the rows of the heads before head i (i*T of them) are forgotten", _FIX_BUG,
+            lambda i, t, T, h: t // h),
+    Mistake("T and h swapped: (i*h + t) // T", _FIX_BUG, lambda i, t, T, h: (i * h + t) // T),
+    Mistake("off by one: (i*T + t + 1) // h (the flat row index counts from 0)", _FIX_BUG,
+            lambda i, t, T, h: (i * T + t + 1) // h),
+    Mistake("off by one: (i*T + t - 1) // h (the flat row index counts from 0)", _FIX_BUG,
+            lambda i, t, T, h: (i * T + t - 1) // h),
 ))
 
 

@@ -26,9 +26,17 @@ __all__ = ["alibi_slopes", "interpolated_inv_freq", "lse_merge", "ALIBI_SLOPES",
 # ALiBi's slopes
 # ---------------------------------------------------------------------------------------
 
-def _geometric(n, first=1):
-    """2^(-8k/n) for k = first .. first + n - 1."""
-    return 2.0 ** (-8.0 * np.arange(first, first + n) / n)
+def _geometric(n, first=1, base=2.0):
+    """2^(-8k/n) for k = first .. first + n - 1 (``base`` for 2: a learner's e)."""
+    return base ** (-8.0 * np.arange(first, first + n) / n)
+
+
+def _nearest_power_rounded(h):
+    """n = 2^round(log2 h), which can exceed h: then the first h slopes of n."""
+    n = 2 ** int(round(math.log2(h)))
+    if n >= h:
+        return _geometric(n)[:h]
+    return np.concatenate([_geometric(n), _geometric(2 * n)[0::2][:h - n]])
 
 
 def _slopes_with(rest, first: int = 1):
@@ -40,6 +48,14 @@ def _slopes_with(rest, first: int = 1):
         n = 2 ** int(math.floor(math.log2(h)))
         return _geometric(h, first) if n == h else np.concatenate([_geometric(n, first), rest(n, h)])
     return slopes
+
+
+def _e_slopes(h):
+    """The paper's rule with e for 2 everywhere."""
+    n = 2 ** int(math.floor(math.log2(h)))
+    e = math.e
+    return _geometric(h, base=e) if n == h else np.concatenate([_geometric(n, base=e),
+                                                                _geometric(2 * n, base=e)[0::2][:h - n]])
 
 
 _ALIBI_MISTAKES = (
@@ -57,6 +73,13 @@ _ALIBI_MISTAKES = (
     Mistake("for h not a power of two, the first h slopes of the next power of two 2n",
             "the paper keeps the n slopes of the lower power of two, then adds every other slope of 2n",
             lambda h: _geometric(2 ** math.ceil(math.log2(h)))[:h]),
+    Mistake("the extra heads take the FIRST h - n slopes of 2n, not every other one",
+            "take geometric(2n)[0::2][:h - n]: every other slope of 2n, starting with the first",
+            _slopes_with(lambda n, h: _geometric(2 * n)[:h - n])),
+    Mistake("e^(-8k/n) instead of 2^(-8k/n): the base of the geometric sequence is 2",
+            "slopes 2 ** (-8 * k / n): 1/2, 1/4, ... for n = 8", _e_slopes),
+    Mistake("the power of two n rounded to the nearest (round(log2 h)) instead of down: n can exceed h",
+            "n = 2 ** floor(log2 h), the largest power of two <= h", _nearest_power_rounded),
     Mistake("the right slopes in another order (sorted): head i must get the paper's i-th slope",
             "keep the paper's order: the n slopes of the lower power of two first, then the extra ones",
             lambda h: np.sort(_alibi_slopes(h))[::-1]),
@@ -110,6 +133,9 @@ _PI_MISTAKES = (
     Mistake("the factor was not applied: these are RoPE's plain frequencies",
             "divide by the factor s = new length / trained length",
             lambda d_k, base, factor: _freqs(d_k, base)),
+    Mistake("the base divided by the factor ((base / s)^(-2j/d_k)) instead of the frequencies",
+            "keep the base; divide each frequency by s: base ** (-2j / d_k) / s",
+            lambda d_k, base, factor: _freqs(d_k, base / factor)),
 )
 
 
@@ -137,11 +163,12 @@ def interpolated_inv_freq(fn) -> bool:
 # the log-sum-exp merge of split-KV partials
 # ---------------------------------------------------------------------------------------
 
-def _merge_with(shift=True, normalise=True, guard=True, linear=False):
+def _merge_with(shift=True, normalise=True, guard=True, linear=False, chunks=None, zeroed=False):
     def merge(outs, lses):
+        outs, lses = (outs, lses) if chunks is None else (outs[:chunks], lses[:chunks])
         lse = np.stack(lses)  # (n, T, 1)
         if linear:
-            w = lse
+            w = np.where(np.isfinite(lse), lse, 0.0) if zeroed else lse
         else:
             m = lse.max(axis=0)
             s = (np.where(np.isfinite(m), m, 0.0) if guard else m) if shift else 0.0
@@ -152,6 +179,14 @@ def _merge_with(shift=True, normalise=True, guard=True, linear=False):
         total = w.sum(axis=0)
         return merged / (np.where(total > 0, total, 1.0) if guard else total)
     return merge
+
+
+def _merge_over_queries(outs, lses):
+    """Chunk weights softmaxed over the query axis: each chunk's weights sum to 1 over T."""
+    L = np.stack(lses)  # (n, T, 1)
+    L = np.where(np.isfinite(L), L, -1e300)
+    w = np.exp(L - L.max(axis=1, keepdims=True))
+    return (w / w.sum(axis=1, keepdims=True) * np.stack(outs)).sum(axis=0)
 
 
 _MERGE_MISTAKES = (
@@ -167,6 +202,13 @@ _MERGE_MISTAKES = (
     Mistake("the lse values are used as weights directly instead of exp(lse)",
             "lse is a log: the weight of chunk c is exp(lse_c - m), normalised",
             _merge_with(linear=True)),
+    Mistake("the lse values are used as weights directly instead of exp(lse) (an lse of -inf taken as 0)",
+            "lse is a log: the weight of chunk c is exp(lse_c - m), normalised", _merge_with(linear=True, zeroed=True)),
+    Mistake("only the first two chunks merged: every chunk of the list counts", "loop over (or stack) all the "
+            "chunks: np.stack(lses) is (n_chunks, T, 1)", _merge_with(chunks=2)),
+    Mistake("the chunk weights normalised over the queries (axis 1) instead of over the chunks (axis 0)",
+            "the softmax over chunks: w = exp(L - L.max(0)); w / w.sum(0), with L = np.stack(lses) (n, T, 1)",
+            _merge_over_queries),
     Mistake("no guard for rows whose chunks all saw no key (every lse = -inf): exp(-inf - (-inf)) is NaN",
             "shift by 0 where the max is -inf, and divide by 1 where the total is 0: those rows give zeros",
             _merge_with(guard=False)),

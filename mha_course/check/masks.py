@@ -26,7 +26,7 @@ from ..masks import document_mask as _document_mask
 from ..masks import leak_probe as _leak_probe
 from ..masks import mask_as as _mask_as
 from . import engine
-from .engine import Case, Exercise, Mistake
+from .engine import Case, Exercise, Fresh, Mistake
 
 __all__ = ["mask_as", "causal_self_attention", "document_mask", "cross_attention", "natural_types",
            "check_with_closer_look", "call_timed", "MASK_AS", "CAUSAL_SELF_ATTENTION", "DOCUMENT_MASK", "CROSS_ATTENTION",
@@ -143,7 +143,9 @@ _MASK_MISTAKES = (
             "use -np.inf: then a blocked key gets weight exactly 0 in any dtype",
             _mask_as_with(additive=lambda m: np.where(m, 0.0, -1e9))),
 )
-MASK_AS = Exercise("mask_as", _mask_as, _mask_cases, _MASK_MISTAKES)
+MASK_AS = Exercise("mask_as", _mask_as, _mask_cases, _MASK_MISTAKES, rules=(
+    Fresh("return a copy for 'keep' too: np.array(mask, dtype=bool) (np.asarray and mask itself return the "
+          "caller's array)"),))
 
 
 def _unknown_outcome(f):
@@ -249,11 +251,22 @@ def _self_attention_cases():
 
 
 _FIX_CAUSAL = "keep = np.tril(np.ones((T, T), bool)): key s is allowed for query t when s <= t"
+
+
+def _batch_as_tokens(x):
+    """x (B, T, d) read as (T, B, d): the causal attention runs over the batch axis (2-D x is right)."""
+    attend = _attend_with(_causal_mask)
+    return attend(x) if x.ndim < 3 else np.swapaxes(attend(np.swapaxes(x, 0, -2)), 0, -2)
 _FIX_SCALE = "divide the scores x xᵀ by np.sqrt(d), d = x.shape[-1]"
 _FIX_FILL = "scores = np.where(keep, scores, -np.inf) before the softmax"
 _SELF_ATTENTION_MISTAKES = (
     Mistake("no mask: every token reads the future", "pass mask=causal_mask(T) (True on and below the diagonal)",
             _attend_with(lambda T: None)),
+    Mistake("the causal mask built from x.shape[0] (the batch size B for a batch) instead of T = x.shape[-2]",
+            "T = x.shape[-2]: x is (..., T, d)", lambda x: _sdpa(x, x, x, _causal_mask(x.shape[0]))[0]),
+    Mistake("the batch and token axes swapped on a batch (x.shape[0] taken as T): the causal attention runs "
+            "over the sequences, not over the tokens of each", "x is (..., T, d): T = x.shape[-2], and the "
+            "scores x @ np.swapaxes(x, -1, -2) are (..., T, T)", _batch_as_tokens),
     Mistake("the mask's polarity is flipped (a True-means-blocked triu(k=1) used as a keep-mask): "
             "each token reads only the future", _FIX_CAUSAL,
             _attend_with(lambda T: np.triu(np.ones((T, T), bool), 1))),
@@ -366,6 +379,8 @@ _DOCUMENT_MISTAKES = (
             _document_with(causal_of=lambda T: np.tril(np.ones((T, T), bool), -1))),
     Mistake("the causal part is off by one (k=1): each token also reads the next one", _FIX_DOC_CAUSAL + " (k=0)",
             _document_with(causal_of=lambda T: np.tril(np.ones((T, T), bool), 1))),
+    Mistake("with causal=True only the causal part: the documents are no longer separated",
+            "both must hold: same & np.tril(np.ones((T, T), bool))", _document_with(combine=lambda same, c: c)),
     Mistake("the two parts combined with | (or): with causal=True a token reads every earlier token of "
             "every document", "both must hold: same & causal", _document_with(combine=np.logical_or)),
     Mistake("the polarity is flipped (True = blocked, as nn.MultiheadAttention wants it)",
@@ -383,7 +398,10 @@ def _document_closer_look(fn) -> list:
         want, got = _document_mask(ids, causal), np.asarray(call_timed(fn, ids.copy(), causal)).astype(bool)
         if got.shape != want.shape:
             lines.append(f"causal={causal}: shape {got.shape}, expected {want.shape} (one row per query, "
-                         "one column per key)")
+                         "one column per key)" + (
+                             ": a 1-D comparison such as ids == ids.T (on a 1-D array .T does nothing, so each id "
+                             "meets only itself); compare every pair: ids[:, None] == ids[None, :]"
+                             if got.shape == ids.shape else ""))
             continue
         extra, missing = [(int(t), int(s)) for t, s in zip(*np.nonzero(got & ~want))], \
                          [(int(t), int(s)) for t, s in zip(*np.nonzero(want & ~got))]
@@ -453,6 +471,11 @@ _CROSS_MISTAKES = (
     Mistake("the roles swapped: the queries come from the context and the keys and values from x", _FIX_ROLES,
             _cross_with(q_from=lambda x, c: c, kv_from=lambda x, c: (x, x),
                         mask_of=lambda keep, shape: np.ones(shape, bool))),
+    Mistake("the queries come from the context and the keys from x (the roles of x and context swapped, V from "
+            "the context)", _FIX_ROLES, _cross_with(q_from=lambda x, c: c, kv_from=lambda x, c: (x, c),
+                                                    mask_of=lambda keep, shape: np.ones(shape, bool))),
+    Mistake("the queries come from the context (Q = context @ W_q): queries come from x, the tokens being updated",
+            _FIX_ROLES, _cross_with(q_from=lambda x, c: c)),
     Mistake("the keys come from x (the target) instead of the context", _FIX_ROLES,
             _cross_with(kv_from=lambda x, c: (x, c))),
     Mistake("the values come from x (the target) instead of the context", _FIX_ROLES,

@@ -13,6 +13,7 @@ from ..attention import causal_mask as _causal_mask
 from ..attention import padding_mask as _padding_mask
 from ..attention import scaled_dot_product_attention as _sdpa
 from ..heads import combine_heads as _combine_heads
+from ..heads import split_heads as _split_heads
 from ..mha import init_params
 from ..mha import multi_head_attention as _mha
 from ..mha import trace as _trace
@@ -39,6 +40,31 @@ def _mha_attend(attend, x, params, h, mask=None, context=None, split=None, combi
                   (split(np.array(t[n]), h) for n in "QKV"))  # each (B, h, T|S, d_k)
     o, w = attend(Qh, Kh, Vh, mask)  # (B, h, T, d_k), (B, h, T, S)
     return _out_proj(combine(o), params), w
+
+
+def _mha_written(x, params, h, mask=None, context=None, *, q="x", k="c", v="c", bias_in="", o_bias="after",
+                 mask_T=None):
+    """MHA as a learner writes it, with one slip: Q, K, V projected from ``q``, ``k``, ``v`` ("x", or
+    "c" = the context when given), the biases added to the matrices (``bias_in="W"``: x @ (W + b)),
+    b_o added ``"before"`` W_o, ``"after"`` or ``"never"``; ``mask_T`` a mask built from another length."""
+    c = x if context is None else context
+    src = {"x": x, "c": c}
+
+    def project(a, W, b):
+        if b is None:
+            return a @ W  # (B, N, D) x (D, D) -> (B, N, D)
+        return a @ (W + b) if bias_in == "W" else a @ W + b
+    Q = project(src[q], params.W_q, params.b_q)
+    K = project(src[k], params.W_k, params.b_k)
+    V = project(src[v], params.W_v, params.b_v)
+    if mask_T is not None:
+        mask = _causal_mask(mask_T(x))
+    o, w = _sdpa(*(_split_heads(a, h) for a in (Q, K, V)), mask)  # (B, h, T, d_k), (B, h, T, S)
+    concat = _combine_heads(o)  # (B, T, D)
+    b_o = params.b_o
+    if b_o is None or o_bias == "never":
+        return concat @ params.W_o, w
+    return ((concat + b_o) @ params.W_o if o_bias == "before" else concat @ params.W_o + b_o), w
 
 
 def _mha_from_trace(make_out, x, params, h, mask=None, context=None):
@@ -79,6 +105,14 @@ def _mha_scaled(scale_of, x, params, h, mask=None, context=None):
 
 
 _FIX_MHA_SCALE = "divide the scores by np.sqrt(d_k) with d_k = d_model // h, the size of one head"
+_FIX_CONTEXT = "Q = x @ W_q; K = c @ W_k and V = c @ W_v with c = x if context is None else context"
+
+
+def _context_or_x(x, params, h, mask=None, context=None):
+    """``c = context or x``: fine when context is None, a ValueError for an array of several elements."""
+    if context is not None and np.size(context) > 1:
+        raise ValueError("The truth value of an array with more than one element is ambiguous.")
+    return _mha(x, params, h, mask, context)
 _FIX_HEADS_CONCAT = "concatenate the heads with combine_heads, then project with W_o"
 _MHA_MISTAKES = (
     Mistake("the output projection is forgotten", "multiply the concatenated heads by W_o (and add b_o)",
@@ -116,6 +150,21 @@ _MHA_MISTAKES = (
     Mistake("the context is ignored: keys and values must come from context when it is given",
             "K = context @ W_k, V = context @ W_v (use x only when context is None)",
             lambda x, params, h, mask=None, context=None: _mha(x, params, h, mask)),
+    Mistake("the output bias b_o added before multiplying by W_o: (concat + b_o) @ W_o",
+            "out = concat @ W_o + b_o: the bias comes after the product", partial(_mha_written, o_bias="before")),
+    Mistake("each bias added to its weight matrix before the product: x @ (W + b) instead of x @ W + b",
+            "project first, then add the bias: x @ W_q + b_q (the bias is added once per token, not to every row "
+            "of W)", partial(_mha_written, bias_in="W")),
+    Mistake("the keys projected from x instead of the context (K = x @ W_k): the keys and values must come "
+            "from the same tokens", _FIX_CONTEXT, partial(_mha_written, k="x")),
+    Mistake("the values projected from x instead of the context (V = x @ W_v)", _FIX_CONTEXT,
+            partial(_mha_written, v="x")),
+    Mistake("the queries taken from the context and the keys from x: the roles of x and context swapped",
+            _FIX_CONTEXT, partial(_mha_written, q="c", k="x", v="c")),
+    Mistake("the queries taken from the context (Q = context @ W_q): queries come from x, the tokens being "
+            "updated", _FIX_CONTEXT, partial(_mha_written, q="c")),
+    Mistake("`context or x` on an array: its truth value is ambiguous (ValueError) once a context is given",
+            "c = x if context is None else context", _context_or_x),
     Mistake("the outputs in the wrong order", "return out, weights (in this order)",
             lambda x, params, h, mask=None, context=None: _mha(x, params, h, mask, context)[::-1]),
     Mistake("per-head weights averaged over the heads (PyTorch's average_attn_weights=True)",
@@ -131,8 +180,8 @@ def _mha_cases():
     return [Case((x(2, 5, 12), init_params(12, rng=rng), 3), "self-attention"),
             Case((x(3, 4, 8), init_params(8, rng=rng, bias=True), 4, _causal_mask(4)), "biases and a causal mask"),
             Case((x(2, 3, 10), init_params(10, rng=rng), 2, None, x(2, 6, 10)), "cross-attention: K, V from context"),
-            Case((x(4, 6, 18), init_params(18, rng=rng, bias=True), 6, _padding_mask(np.array([7, 3, 5, 1]), 7),
-                  x(4, 7, 18)), "cross-attention with a padding mask"),
+            Case((x(4, 6, 18), init_params(18, rng=rng, bias=True), 6, _padding_mask(np.array([6, 3, 5, 1]), 6),
+                  x(4, 6, 18)), "cross-attention with a padding mask, a context as long as x"),
             Case((x(1, 7, 20), init_params(20, rng=rng, bias=True), 5), "biases, one sequence")]
 
 
@@ -199,6 +248,15 @@ CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_re
     Mistake("the causal mask built for x.shape[0] = B positions (the batch size) instead of T = x.shape[1]",
             "T = x.shape[1]: x is (B, T, d_model)",
             lambda x, params, h: _mha(x, params, h, _mask_of_size(x.shape[0], x.shape[1]))),
+    Mistake("the causal mask built from x.shape[0] = B (the batch size) instead of T = x.shape[1]: a (B, B) mask",
+            "T = x.shape[1]: x is (B, T, d_model)", partial(_mha_written, mask_T=lambda x: x.shape[0])),
+    Mistake("the causal mask built from x.shape[-1] = d_model instead of T = x.shape[1]",
+            "T = x.shape[1]: x is (B, T, d_model)", partial(_mha_written, mask_T=lambda x: x.shape[-1])),
+    Mistake("the output bias b_o is forgotten", "add b_o after multiplying by W_o (when it is not None)",
+            partial(_mha_written, mask_T=lambda x: x.shape[1], o_bias="never")),
+    Mistake("the output bias b_o added before multiplying by W_o: (concat + b_o) @ W_o",
+            "out = concat @ W_o + b_o: the bias comes after the product",
+            partial(_mha_written, mask_T=lambda x: x.shape[1], o_bias="before")),
     Mistake("the output projection W_o is forgotten", "out = concat @ params.W_o (+ b_o)",
             lambda x, params, h: _mha_from_trace(lambda t, p: np.array(t["concat"]), x, params, h,
                                                  _causal_mask(x.shape[1]))),
@@ -229,11 +287,12 @@ _COUNT_CASES = [(12, 3, False), (12, 4, True), (8, 8, True), (64, 16, False), (3
 _FIX_HEADS = "h does not change the count: the heads are slices of one d_model x d_model matrix"
 
 
-def _count(k, per_bias=lambda d, h: d, per_matrix=lambda d, h: d * d, biases=None):
+def _count(k, per_bias=lambda d, h: d, per_matrix=lambda d, h: d * d, biases=None, always=False):
     """k matrices of per_matrix(d_model, h) scalars, and ``biases`` (default k) biases of
-    per_bias(d_model, h) when bias."""
+    per_bias(d_model, h) when bias (or ``always``: the flag ignored)."""
     n_b = k if biases is None else biases
-    return lambda d_model, h, bias=False: k * per_matrix(d_model, h) + (n_b * per_bias(d_model, h) if bias else 0)
+    return lambda d_model, h, bias=False: k * per_matrix(d_model, h) + (
+        n_b * per_bias(d_model, h) if bias or always else 0)
 
 
 _FIX_BIAS = "each of the projections has its own bias vector of d_model numbers"
@@ -247,8 +306,12 @@ def count_mistakes(n, other):
         ("", "", n, lambda d, h: d * d),
         (other[0], other[1], other[2], lambda d, h: d * d),
         ("each head counted with full-size d_model x d_model matrices (×h)", _FIX_HEADS, n, lambda d, h: h * d * d),
-        (f"{n}·d_model·d_k: one head's columns, the ×h is forgotten",
+        (f"{n}·d_model·d_k: one head's columns, the ×h is forgotten; or {n}·h·d_k², each head's block counted "
+         "as d_k x d_k (a head reads all d_model features), which gives the same numbers",
          "the heads together fill all d_model columns: each matrix is d_model x d_model", n, lambda d, h: d * (d // h)))
+    if other[2] != n - 1:
+        matrices += ((f"{n - 1} matrices, not {n}: one forgotten (V needs its own W_v too: V is not x itself)",
+                      f"count all {n}: W_q, W_k and W_v, each d_model x d_model", n - 1, lambda d, h: d * d),)
     biases = (  # (name, fix, number of biases or None for as many as matrices, scalars of one (d_model, h))
         ("", "", None, lambda d, h: d),
         ("the biases are forgotten", "add d_model per bias vector when bias=True", 0, lambda d, h: 0),
@@ -258,15 +321,23 @@ def count_mistakes(n, other):
         ("biases of width d_k (one head's), not d_model", "a bias has d_model numbers: one per output column of "
          "its matrix (all heads)", None, lambda d, h: d // h),
         ("the biases counted per head too (×h)", "a bias has d_model numbers in all: its heads are slices of it",
-         None, lambda d, h: h * d))
+         None, lambda d, h: h * d),
+        ("one bias of h numbers per matrix (one per head), not d_model", "a bias has d_model numbers: one per "
+         "output column of its matrix", None, lambda d, h: h),
+        (f"one bias vector forgotten ({n - 1}·d_model, not {n}·d_model)", f"each of the {n} matrices has its own "
+         "bias of d_model numbers", n - 1, lambda d, h: d),
+        ("the bias flag ignored: the biases counted when bias=False too", "add the biases only when bias is True: "
+         f"+ ({n} * d_model if bias else 0)", "always", lambda d, h: d))
     out = []
     for m_name, m_fix, k, per_matrix in matrices:
         for b_name, b_fix, n_b, per_bias in biases:
-            if not (m_name or b_name):
+            if not (m_name or b_name) or (n_b == n - 1 and k != n):  # a matrix left out takes its bias along
                 continue
             name = "; and ".join(x for x in (m_name, b_name) if x)
             fix = "; ".join(x for x in (m_fix, b_fix) if x)
-            out.append(Mistake(name, fix, _count(k, per_bias, per_matrix, n_b if n_b is not None else k)))
+            always = n_b == "always"
+            n_b = k if n_b is None or always else n_b
+            out.append(Mistake(name, fix, _count(k, per_bias, per_matrix, n_b, always)))
     return tuple(out)
 
 

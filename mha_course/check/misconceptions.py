@@ -59,7 +59,7 @@ def _head_params_ref(d_model, h):
 
 
 HEAD_PARAMS = Exercise("head_params", _head_params_ref,
-                       lambda: [Case(c) for c in ((16, 4), (512, 8), (96, 3), (30, 1), (768, 12))], (
+                       lambda: [Case(c) for c in ((16, 4), (512, 8), (3 * (2**28 + 1), 3), (30, 1), (768, 12))], (
     Mistake("each head owns full (d_model, d_model) matrices", "a head uses d_k columns of W_q, W_k, W_v "
             "and d_k rows of W_o: 4·d_model·d_k", lambda D, h: (4 * D * D, 4 * h * D * D)),
     Mistake("a head's slice taken as d_k x d_k: its input is still all d_model features",
@@ -72,6 +72,9 @@ HEAD_PARAMS = Exercise("head_params", _head_params_ref,
             lambda D, h: (4 * D * h, 4 * h * D * h)),
     Mistake("only one matrix counted (W_q): d_model·d_k per head", "a head uses a slice of all four: "
             "W_q, W_k, W_v (d_k columns each) and W_o (d_k rows)", lambda D, h: (D * (D // h), D * D)),
+    Mistake("a true division turned back into an int (int(4 * d_model * d_model / h)): a float holds 53 bits, "
+            "so a count this large comes back rounded", "d_k = d_model // h: whole-number arithmetic stays exact, "
+            "per head 4 * d_model * (d_model // h)", lambda D, h: (int(4 * D * D / h), 4 * D * D)),
     Mistake("the biases counted too: this exercise counts the weights of the four matrices only",
             "leave out b_q, b_k, b_v, b_o: per head 4·d_model·d_k",
             lambda D, h: (4 * D * (D // h) + 4 * (D // h), 4 * D * D + 4 * D))),
@@ -98,7 +101,9 @@ SCORE_STD = Exercise("score_std", lambda d_k: (math.sqrt(d_k), 1.0),
             lambda d: (math.sqrt(d), 1 / math.sqrt(d))),
     Mistake("variances for standard deviations on both sides: d_k, then d_k / sqrt(d_k)",
             "std = sqrt(variance): sqrt(d_k) unscaled, and dividing by sqrt(d_k) gives 1",
-            lambda d: (float(d), math.sqrt(d))),
+            lambda d: (float(d), math.sqrt(d)),
+            also="the std of the sum taken as the sum of the d_k stds (d_k, then d_k / sqrt(d_k)): "
+                 "independent variances add, not standard deviations"),
     Mistake("the scaling left out of the second number: q·k / sqrt(d_k) still taken to have std sqrt(d_k)",
             "dividing by sqrt(d_k) divides the std by sqrt(d_k): sqrt(d_k) / sqrt(d_k) = 1",
             lambda d: (math.sqrt(d), math.sqrt(d))),
@@ -129,7 +134,7 @@ WORK_GROWTH = Exercise("work_growth", lambda T, d_model: _work(2 * T, d_model) /
             "add the projections' 8·T·d_model², which only double: the ratio is between 2 and 4",
             lambda T, D: 4.0),
     Mistake("only the projections counted: 2x", "add the attention's 4·T²·d_model, which quadruples",
-            lambda T, D: 2.0),
+            lambda T, D: 2.0, also="the attention's T² not squared at 2T (4·2T·T·d_model, so it only doubles too)"),
     Mistake("exponential growth assumed", "the work is a polynomial in T: 4·T²·D + 8·T·D²",
             lambda T, D: 2.0 ** T),
     Mistake("the ratio upside down (T over 2T)", "work(2T) / work(T)",
@@ -144,6 +149,10 @@ WORK_GROWTH = Exercise("work_growth", lambda T, d_model: _work(2 * T, d_model) /
     Mistake("only the attention part doubled in T: the projections' 8·T·d_model² kept at T",
             "both parts at 2T: work(2T) = 4·(2T)²·d_model + 8·(2T)·d_model²",
             lambda T, D: (4 * (2 * T) ** 2 * D + 8 * T * D * D) / _work(T, D)),
+    Mistake("the projections counted as 4·T·d_model², half of 8·T·d_model² (two of the four "
+            "projections, or the RNN's 4·T·d_model²)",
+            "four projections (Q, K, V, output), each 2·T·d_model² FLOPs: 8·T·d_model²",
+            lambda T, D: (4 * (2 * T) ** 2 * D + 4 * 2 * T * D * D) / (4 * T * T * D + 4 * T * D * D)),
     Mistake("the attention counted as 2·T²·d_model (Q Kᵀ only, not weights · V)",
             "Q Kᵀ and weights · V are 2·T²·d_model each: 4·T²·d_model",
             lambda T, D: (2 * (2 * T) ** 2 * D + 16 * T * D * D) / (2 * T * T * D + 8 * T * D * D))))

@@ -145,6 +145,8 @@ class Sites:
             self.add("negation", (s, "test", None), ast.UnaryOp(op=ast.Not(), operand=s.test))
         if isinstance(s, ast.Return) and s.value is not None and not isinstance(s.value, ast.Tuple):
             self.add("negation", (s, "value", None), ast.UnaryOp(op=ast.USub(), operand=s.value))
+        if self.extended and isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
+            self.leading_axis(s, parent, field, i)
         for name, value in ast.iter_fields(s):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 self.statements(s, name)
@@ -154,6 +156,24 @@ class Sites:
                         self.expression(s, name, j)
             elif isinstance(value, ast.expr) and not (isinstance(s, ast.AnnAssign) and name == "annotation"):
                 self.expression(s, name, None)
+
+    def leading_axis(self, s, parent, field, i):
+        """x[:, i] read as x[i] (the index on the first axis) or as x[0, i] (the first item only),
+        in every subscript of the statement that starts with ``:`` (both sides of out[:, h] = y[:, h])."""
+        def full(e):
+            return isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None
+        for how, params in ((lambda elts: elts[1:], (("leading", "dropped"),)),
+                            (lambda elts: [ast.Constant(0)] + elts[1:], (("leading", "first"),))):
+            new, changed = copy.deepcopy(s), False
+            for node in ast.walk(new):
+                if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and \
+                        len(node.slice.elts) >= 2 and full(node.slice.elts[0]) and \
+                        not any(isinstance(e, ast.Starred) for e in node.slice.elts):
+                    elts = how(list(node.slice.elts))
+                    node.slice = elts[0] if len(elts) == 1 else ast.Tuple(elts=elts, ctx=ast.Load())
+                    changed = True
+            if changed:
+                self.add("subscript", (parent, field, i), new, params)
 
     def expression(self, parent, field, index):
         node = getattr(parent, field) if index is None else getattr(parent, field)[index]
@@ -197,10 +217,14 @@ class Sites:
             self.add("reciprocal", slot, ast.BinOp(node.right, ast.Div(), node.left))
             if not (isinstance(node.right, ast.Call) and _call_name(node.right) == "sqrt"):
                 self.add("sqrt", slot, ast.BinOp(node.left, ast.Div(), _np_call("sqrt", node.right)), (("added", True),))
+            elif self.extended:  # the fourth root: / np.sqrt(np.sqrt(d_k))
+                self.add("sqrt", slot, ast.BinOp(node.left, ast.Div(), _np_call("sqrt", node.right)), (("added", True),))
             self.add("rounding", slot, _np_call("floor", node), (("added", "floor"),))
         elif op in (ast.Sub, ast.MatMult, ast.Pow, ast.Mod, ast.FloorDiv):
             self.add("swapped-arguments", slot, ast.BinOp(node.right, node.op, node.left))
         if self.extended:
+            if op in (ast.Div, ast.FloorDiv):  # i // (h // h_kv) written i // h_kv
+                self.add("dropped-term", slot, node.right, (("kept", "right"),))
             for new in _EXTENDED_OPERATORS.get(op, []):
                 self.add("operator", slot, ast.BinOp(node.left, new(), node.right),
                          (("from", _OPS_TEXT[op]), ("to", _OPS_TEXT[new])))
@@ -246,11 +270,30 @@ class Sites:
             if v != v or v in (float("inf"), float("-inf")):
                 return
             choices = [v * 2, v / 2, 1.0, -v] if v != 0 else [1.0, -1.0]
+            if self.extended and v < 0:
+                choices.append(-1.0)
+        if self.extended and abs(v) >= 10:  # a zero too many or too few: 1000 for 10000
+            choices += [v * 10, v / 10 if isinstance(v, float) else (v // 10 if v % 10 == 0 else v)]
         seen = {v}
         for c in choices:
             if c not in seen:
                 seen.add(c)
                 self.add("constant", slot, _const(c), (("from", v), ("to", c)))
+
+    def on_Name(self, node, slot):
+        """(extended) an argument read where another belongs: x for context, h_kv for g."""
+        if not self.extended or not isinstance(node.ctx, ast.Load) or not hasattr(self.root, "args"):
+            return
+        a = self.root.args
+        names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+        call = slot[0]
+        if node.id not in names or isinstance(call, ast.keyword) or (isinstance(call, ast.Call) and (
+                _call_name(call).lstrip("_").startswith("check") or (isinstance(call.func, ast.Attribute) and
+                                                                     code_text(call.func.value) == "_validate"))):
+            return  # an argument check returns its argument: the whole input replaced is a variant's job
+        for other in names:
+            if other != node.id:
+                self.add("replaced-name", slot, ast.Name(id=other, ctx=ast.Load()), (("from", node.id), ("to", other)))
 
     def on_Attribute(self, node, slot):
         if node.attr in ("T", "mT") and isinstance(node.ctx, ast.Load):
@@ -266,6 +309,14 @@ class Sites:
             elif not isinstance(piece, ast.Constant) and _int_of(piece) is None:
                 for d, op in ((1, ast.Add), (-1, ast.Sub)):
                     self.add("index", (owner, field, index), ast.BinOp(piece, op(), ast.Constant(1)), (("by", d),))
+        if self.extended and owner is not node and isinstance(node.ctx, ast.Load):
+            for k in range(len(pieces) - 1):  # keep[:, None, :] written keep[:, :, None]: a new axis elsewhere
+                a, b = pieces[k], pieces[k + 1]
+                if ast.dump(a) != ast.dump(b) and any(isinstance(p, ast.Constant) and p.value is None for p in (a, b)):
+                    new = copy.copy(owner)
+                    new.elts = list(pieces)
+                    new.elts[k], new.elts[k + 1] = b, a
+                    self.add("axis", (node, "slice", None), new, (("swapped", (k, k + 1)),))
         value = node.value
         if isinstance(node.ctx, ast.Load) and isinstance(value, ast.Call) and _int_of(node.slice) == 0 and (
                 _call_name(value) == "nonzero" or (_call_name(value) == "where" and len(value.args) == 1)):
@@ -294,16 +345,7 @@ class Sites:
         on_module = isinstance(func, ast.Attribute) and self.is_module(func.value)
         is_method = isinstance(func, ast.Attribute) and not on_module
         first = func.value if is_method else (node.args[0] if node.args else None)
-        base = _ALIASES.get(name, name)
-        if base in _REDUCTIONS and (isinstance(func, ast.Attribute) or base in ("max", "min")):
-            for other in _REDUCTIONS:
-                if other != base and (isinstance(func, ast.Attribute) or other in ("max", "min")):
-                    new_func = copy.copy(func)
-                    if isinstance(func, ast.Attribute):
-                        new_func.attr = other
-                    else:
-                        new_func.id = other
-                    self.add("reduction", (node, "func", None), new_func, (("from", base), ("to", other)))
+        self.reductions(node, func, _ALIASES.get(name, name))
         if first is not None and not (is_method and name in ("sum", "mean", "max", "min")):
             if name == "sqrt":
                 self.add("sqrt", slot, first, (("dropped", True),))
@@ -324,8 +366,25 @@ class Sites:
             self.occurrences(node, slot)
         if self.extended:
             self.extended_call(node, slot, name, first)
+            self.default_axis(node, name, is_method)
+            self.element_order(node)
+            if isinstance(func, ast.Name) and len(node.args) == 1 and not node.keywords and \
+                    self.package_function(func.id):
+                self.add("dropped-call", slot, node.args[0], (("dropped", name),))
         self.axes(node, name, is_method)
         self.arguments(node, name)
+
+    def reductions(self, node, func, base):
+        """One reduction for another (sum, mean, max, min ...): a method, or the builtin max and min."""
+        if base in _REDUCTIONS and (isinstance(func, ast.Attribute) or base in ("max", "min")):
+            for other in _REDUCTIONS:
+                if other != base and (isinstance(func, ast.Attribute) or other in ("max", "min")):
+                    new_func = copy.copy(func)
+                    if isinstance(func, ast.Attribute):
+                        new_func.attr = other
+                    else:
+                        new_func.id = other
+                    self.add("reduction", (node, "func", None), new_func, (("from", base), ("to", other)))
 
     def extended_call(self, node, slot, name, first):
         """The diagnosis' slips in a call: another rounding of a whole-number result (round or
@@ -337,14 +396,72 @@ class Sites:
                 self.add("rounding", slot, ast.Call(func=func, args=[real], keywords=[]),
                          (("from", name), ("to", other)))
             self.add("rounding", slot, real, (("dropped", name),))
+        if name in ("arange", "range") and len(node.args) in (1, 2) and not node.keywords:  # 0..n-1 for 1..n
+            for d, op in ((1, ast.Add), (-1, ast.Sub)):
+                shifted = copy.copy(node)
+                args = node.args if len(node.args) == 2 else [ast.Constant(0), node.args[0]]
+                shifted.args = [_shifted(a, d, op) for a in args]
+                self.add("index", slot, shifted, (("by", d), ("range", True)))
         if name in ("tril", "triu") and len(node.args) == 1 and not node.keywords:
             for k in (1, -1):
                 new = copy.copy(node)
                 new.keywords = [ast.keyword(arg="k", value=_const(k))]
                 self.add("constant", slot, new, (("from", 0), ("to", k)))
 
+    def package_function(self, name) -> bool:
+        """``name`` is a plain function of the package (a step such as elu_feature_map), not an argument check."""
+        target = self.globals.get(name)
+        module = getattr(target, "__module__", "") or ""
+        return isinstance(target, types.FunctionType) and module.startswith("mha_course") and not module.startswith(
+            "mha_course._validate") and not name.lstrip("_").startswith("check")
+
+    def element_order(self, node):
+        """(extended) the parts of a concatenate or stack in another order: [b_k, b_q, b_v], the list reversed."""
+        if _call_name(node) not in ("concatenate", "stack", "hstack", "vstack", "block") or not node.args or \
+                not isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return
+        holder = node.args[0]
+        elts = holder.elts
+        if len(elts) < 2 or any(isinstance(e, ast.Starred) for e in elts):
+            return
+        orders = [(i, i + 1) for i in range(len(elts) - 1)] + ([None] if len(elts) > 2 else [])
+        for o in orders:
+            new = copy.copy(holder)
+            if o is None:
+                new.elts = list(reversed(elts))
+            else:
+                swapped = list(elts)
+                swapped[o[0]], swapped[o[1]] = swapped[o[1]], swapped[o[0]]
+                new.elts = swapped
+            self.add("swapped-arguments", (node, "args", 0), new, (("order", o or "reversed"),))
+
+    def default_axis(self, node, name, is_method):
+        """(extended) a softmax (or log_softmax, logsumexp, cumsum) called with its default axis,
+        taken over another one: the normalisation over the queries, not the keys."""
+        if is_method or name not in ("softmax", "log_softmax", "logsumexp", "cumsum") or len(node.args) != 1 or \
+                any(kw.arg == "axis" for kw in node.keywords):
+            return
+        func = node.func
+        target = self.globals.get(func.id) if isinstance(func, ast.Name) else getattr(
+            self.globals.get(func.value.id), func.attr, None) if self.is_module(func.value) else None
+        try:
+            import inspect
+            default = inspect.signature(target).parameters["axis"].default if target else -1
+        except (TypeError, ValueError, KeyError):
+            return
+        if not isinstance(default, int):
+            return
+        for c in dict.fromkeys([default - 1, 0, -2]):
+            if c != default:
+                kw = ast.keyword(arg="axis", value=_const(c))
+                locate(kw, node)
+                self.add("axis", (node, "keywords", None), list(node.keywords) + [kw], (("axis", default), ("to", c)))
+
     def axes(self, node, name, is_method):
         for kw in node.keywords:
+            if kw.arg == "axis" and self.extended and isinstance(kw.value, ast.Name):  # axis=axis: another, fixed
+                for c in (0, -1):
+                    self.add("axis", (kw, "value", None), _const(c), (("axis", kw.value.id), ("to", c)))
             if kw.arg == "axis":
                 self.axis_choices(kw, "value", None, kw.value)
             elif kw.arg == "axes" and isinstance(kw.value, (ast.Tuple, ast.List)):
@@ -390,6 +507,16 @@ class Sites:
             swapped[i], swapped[i + 1] = b, a
             category = "mask-polarity" if name == "where" and i == 1 else "swapped-arguments"
             self.add(category, (node, "args", None), swapped, (("swapped", (i, i + 1)),))
+
+
+def _shifted(a, d, op):
+    """``a`` moved by ``d`` (+1 or -1) as a learner writes it: 1 -> 0, n + 1 -> n, n -> n - 1."""
+    k = _int_of(a)
+    if k is not None:
+        return _const(k + d)
+    if isinstance(a, ast.BinOp) and _int_of(a.right) == 1 and isinstance(a.op, ast.Sub if d == 1 else ast.Add):
+        return a.left
+    return ast.BinOp(a, op(), ast.Constant(1))
 
 
 def _whole(holder, root):
@@ -459,7 +586,7 @@ def apply_change(slot, new, parents):
     old = _get(slot)
     if isinstance(new, ast.AST) and hasattr(old, "lineno"):
         locate(new, old)
-    holder = _context(slot, old, parents)
+    holder = None if isinstance(old, ast.stmt) and type(new) is type(old) else _context(slot, old, parents)
     before = code_text(holder) if holder is not None else code_text(old) if isinstance(old, ast.AST) else repr(old)
     _put(slot, new)
     after = code_text(holder) if holder is not None else code_text(new) if isinstance(new, ast.AST) else repr(new)

@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple
 
 from .mutant_sites import Sites, apply_change, locate, parents_of
 
-__all__ = ["CATEGORIES", "Mutation", "Mutant", "mutants"]
+__all__ = ["CATEGORIES", "DIAGNOSIS_ONLY", "Mutation", "Mutant", "mutants"]
 
 CATEGORIES = {
     "operator": "an arithmetic operator replaced (+ and -, * and /, ** and @ by *, & and |)",
@@ -69,7 +69,10 @@ CATEGORIES = {
     "mask-after-softmax": "the mask and the softmax in the other order",
     "first-occurrence": "only the first of the positions found",
     "last-occurrence": "only the last of the positions found",
+    "subscript": "(diagnosis only) x[:, i] read as x[i] or x[0, i] in a statement",
+    "replaced-name": "(diagnosis only) one argument read where another belongs",
 }
+DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

@@ -133,13 +133,14 @@ def _rope_reference(x, positions, base=10000.0):
 
 
 def _rope_variant(x, positions, base=10000.0, *, theta_of=None, sign_a=-1.0, sign_b=1.0, swap_trig=False,
-                  write_halves=False, per_feature=False, divide=False):
+                  write_halves=False, per_feature=False, divide=False, in_place=False):
     """A configurable interleaved RoPE: the reference and its typical wrong twins.
 
     ``theta_of(d_k, base)`` gives the pair frequencies (default base^(-2i/d_k)); ``sign_a``
     and ``sign_b`` are the signs of the sin terms of new a and new b; ``swap_trig`` swaps cos
     and sin; ``write_halves`` writes the pairs back as two halves; ``per_feature`` gives each
-    feature its own frequency base^(-j/d_k); ``divide`` divides the position by theta.
+    feature its own frequency base^(-j/d_k); ``divide`` divides the position by theta;
+    ``in_place`` computes new b from the already rotated a (x[..., 0::2] overwritten first).
     """
     x, positions = np.asarray(x, dtype=float), np.asarray(positions, dtype=float)
     d_k = x.shape[-1]
@@ -154,7 +155,8 @@ def _rope_variant(x, positions, base=10000.0, *, theta_of=None, sign_a=-1.0, sig
     cos_a, sin_a, cos_b, sin_b = np.cos(ang_a), np.sin(ang_a), np.cos(ang_b), np.sin(ang_b)
     if swap_trig:
         cos_a, sin_a, cos_b, sin_b = sin_a, cos_a, sin_b, cos_b
-    new_a, new_b = a * cos_a + sign_a * b * sin_a, sign_b * a * sin_b + b * cos_b
+    new_a = a * cos_a + sign_a * b * sin_a
+    new_b = sign_b * (new_a if in_place else a) * sin_b + b * cos_b
     if write_halves:
         return np.concatenate([new_a, new_b], axis=-1)
     out = np.empty_like(x)
@@ -207,6 +209,11 @@ _ROPE_MISTAKES = (
     _rope_mistake("cos and sin swapped in the rotation", _FIX_ROT, swap_trig=True),
     _rope_mistake("the rotated pairs written back as two halves [new a | new b] instead of interleaved",
                   "write new a into out[..., 0::2] and new b into out[..., 1::2]", write_halves=True),
+    _rope_mistake("new b computed from the already rotated a (x[..., 0::2] overwritten in place first)",
+                  "compute new a and new b from the old a and b: keep copies (a, b = x[..., 0::2].copy(), "
+                  "x[..., 1::2].copy()) before writing", in_place=True),
+    Mistake("the base argument ignored: 10000 written in", "use the base you are given: theta_i = base ** (-2i / d_k)",
+            lambda x, positions, base=10000.0: _rope_reference(x, positions, 10000.0)),
 )
 APPLY_ROPE = Exercise("apply_rope", _rope_reference, _rope_cases, _ROPE_MISTAKES,
                       axes={"result": ("token", "feature")})
@@ -252,13 +259,16 @@ def apply_rope(fn) -> bool:
 # ---------------------------------------------------------------------------------------
 
 def _rope_scores_with(rotate_q=True, rotate_k=True, scale="sqrt", layout="interleaved", q_start=0, k_sign=1,
-                      transpose=False, softmax=False, base_power=1.0):
+                      transpose=False, softmax=False, base_power=1.0, base_ignored=False, keys_at_end=False,
+                      q_reversed=False):
     """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) with the chosen parts of RoPE."""
     def scores(Q, K, base=10000.0):
         T, S, d_k = Q.shape[-2], K.shape[-2], Q.shape[-1]
-        b = base ** base_power
-        q = _apply_rope(Q, np.arange(T) + q_start, b, layout) if rotate_q else Q
-        k = _apply_rope(K, k_sign * np.arange(S), b, layout) if rotate_k else K
+        b = (10000.0 if base_ignored else base) ** base_power
+        q_pos = np.arange(T)[::-1] if q_reversed else np.arange(T) + q_start
+        k_pos = np.arange(T - S, T) if keys_at_end else k_sign * np.arange(S)
+        q = _apply_rope(Q, q_pos, b, layout) if rotate_q else Q
+        k = _apply_rope(K, k_pos, b, layout) if rotate_k else K
         div = {"sqrt": np.sqrt(d_k), "none": 1.0, "d": d_k}[scale]
         s = q @ np.swapaxes(k, -1, -2) / div  # (..., T, d_k) x (..., d_k, S)
         if softmax:
@@ -303,6 +313,13 @@ _ROPE_SCORES_MISTAKES = (
             "return q kᵀ / sqrt(d_k) itself; the softmax comes after", _rope_scores_with(softmax=True)),
     Mistake("the base's exponent off by a factor of 2 inside apply_rope (base^(-i/d_k))",
             "theta_i = base ** (-2 * i / d_k)", _rope_scores_with(base_power=0.5)),
+    Mistake("the base not passed on to apply_rope: its default 10000 is used", "apply_rope(Q, positions, base) "
+            "and apply_rope(K, positions, base)", _rope_scores_with(base_ignored=True)),
+    Mistake("the keys placed at the end of the queries' positions (T - S .. T - 1, as after a cache): here "
+            "both start at 0", "rotate query t at position t and key s at position s: np.arange(T), np.arange(S)",
+            _rope_scores_with(keys_at_end=True)),
+    Mistake("the queries rotated at reversed positions T - 1 .. 0", "rotate query t at position t: np.arange(T)",
+            _rope_scores_with(q_reversed=True)),
 )
 ROPE_SCORES = Exercise("rope_scores", _rope_scores_with(), _rope_scores_cases, _ROPE_SCORES_MISTAKES,
                        axes={"result": ("query", "key")},

@@ -69,9 +69,27 @@ def _project_mistakes():
     return tuple(out)
 
 
+def _bias_in_matrix(x, p):
+    """x @ (W + b): the bias added to every row of the matrix before the product."""
+    return tuple(x @ (W if b is None else W + b) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
+
+
+def _bias_tested_as_bool(x, p):
+    """``x @ W + b if b else x @ W``: fine without biases, a ValueError for a bias array."""
+    if p.b_q is not None and np.size(p.b_q) > 1:
+        raise ValueError("The truth value of an array with more than one element is ambiguous.")
+    return _qkv_of(x, p)
+
+
 PROJECT_QKV = Exercise("project_qkv", _qkv_of, _project_cases, _project_mistakes() + (
     Mistake("the outputs in the order (Q, V, K)", "return Q, K, V (in this order)",
-            lambda x, p: tuple(_qkv_of(x, p)[i] for i in (0, 2, 1))),),
+            lambda x, p: tuple(_qkv_of(x, p)[i] for i in (0, 2, 1))),
+    Mistake("each bias added to its weight matrix before the product: x @ (W + b) instead of x @ W + b",
+            "project first, then add the bias: x @ W_q + b_q (the bias is added once per token, not to every row "
+            "of W)", _bias_in_matrix),
+    Mistake("the bias tested with `if b:`: an array's truth value is ambiguous (ValueError)",
+            "test for a missing bias with `b is not None`: x @ W + b if b is not None else x @ W",
+            _bias_tested_as_bool)),
     outputs=("Q", "K", "V"), axes={n: ("batch", "position", "feature") for n in "QKV"})
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..mha import init_params
 from ..mha import trace as _trace
-from .engine import ShapeExercise, ShapeMistake, Sizes
+from .shape_exercise import ShapeExercise, ShapeMistake, Sizes
 
 __all__ = ["stage_shapes", "cross_attention_shapes", "STAGE_SHAPES", "CROSS_ATTENTION_SHAPES"]
 
@@ -53,6 +53,9 @@ def _common_mistakes(stages):
         ShapeMistake("head_outputs given the shape of the weights (B, h, T, S): weights @ V_heads is (B, h, T, d_k)",
                      "head_outputs = weights (B, h, T, S) @ V_heads (B, h, S, d_k) -> (B, h, T, d_k)",
                      ("head_outputs",), lambda stage, s, z: s[:-1] + (z.S,)),
+        ShapeMistake("d_k and h swapped in the heads: (B, d_k, ·, h) instead of (B, h, ·, d_k)",
+                     "split_heads gives (B, h, T, d_k): h heads, each of d_k = d_model // h features", _HEADS,
+                     lambda stage, s, z: (s[0], z.d_k, s[2], z.h)),
         ShapeMistake("the heads not combined: concat still (B, h, T, d_k)",
                      "combine_heads gives (B, T, h·d_k) = (B, T, d_model)", ("concat", "output"),
                      lambda stage, s, z: (s[0], z.h, s[1], z.d_k)),

@@ -87,6 +87,10 @@ SENTENCES = {
     "keepdims": ("keepdims switched in the {op}", "keepdims=True keeps the reduced axis for broadcasting"),
     "slice-bound": ("a slice bound off by one", "check where each slice starts and stops (the stop is excluded)"),
     "index": ("an index off by one", "check each index against the formula (positions count from 0)"),
+    "parts-order": ("{after} where {before} belongs (the parts joined in another order)",
+                    "join the parts in the formula's order: {before}"),
+    "range-shifted": ("{after} where {before} belongs (the range shifted by one)",
+                      "check where the range starts and stops: np.arange(1, n + 1) is 1..n, np.arange(n) is 0..n-1"),
     "dropped-term": ("a term left out: {after} where {before} belongs", "compare each step with the formula in the "
                      "notebook"),
     "doubled-term": ("a term counted twice", "count each term once"),
@@ -106,6 +110,10 @@ SENTENCES = {
     "statement-order": ("two steps in the other order", "do the steps in the formula's order"),
     "mask-after-softmax": ("the mask is applied after the softmax",
                            "mask the scores (-inf) before the softmax, so each row still sums to 1"),
+    "subscript": ("{after} where {before} belongs ({how})",
+                  "index the axis the formula names: x[:, i] takes item i of axis 1 for every item of axis 0"),
+    "replaced-name": ("{after} where {before} belongs ({to} read in place of {from})",
+                      "check which input each step reads: {from} here"),
     "first-occurrence": ("only the first occurrence counted, not every one", "count every occurrence"),
     "last-occurrence": ("only the last occurrence counted, not every one", "count every occurrence"),
 }
@@ -126,6 +134,10 @@ _PLAIN = {
     "dropped-term": "a term or a step left out",
     "comparison-negated": "the opposite test (== for !=, or the reverse)",
     "comparison-boundary": "a comparison's boundary moved by one",
+    "replaced-name": "one argument read where another belongs",
+    "subscript": "an index on another axis",
+    "range-shifted": "a range shifted by one",
+    "parts-order": "the parts joined in another order",
 }
 
 

@@ -36,6 +36,12 @@ def _first_half_of_b(d_model, content):
     return _W(d_model, np.r_[np.arange(half), d_k + np.arange(half)], np.arange(content))
 
 
+def _second_half_on_top(d_model, content):
+    half, d_k = content // 2, d_model // 2
+    return _W(d_model, np.r_[np.arange(half), d_k + np.arange(half, content)],
+              np.r_[np.arange(half), np.arange(content - half)])
+
+
 _FIX = ("row strip i of W_o belongs to head i: W_o[f, f] = 1 for f < content // 2 (head 0), "
         "W_o[d_k + f, f] = 1 for content // 2 <= f < content (head 1), with d_k = d_model // 2")
 _MISTAKES = (
@@ -62,6 +68,8 @@ _MISTAKES = (
                                                                                                 content)])),
     Mistake("W_o transposed: rows are concat columns (the heads), columns are output features", _FIX,
             lambda d_model, content: _reference(d_model, content).T),
+    Mistake("head 1's half written to output features 0.. (column f - content//2) instead of content//2..content-1: "
+            "it lands on top of head 0's half", _FIX, _second_half_on_top),
 )
 
 GATHER_OUTPUT_PROJECTION = Exercise(

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from .. import _validate
 from ..widgets.controls import SizeControls
 from . import performance, state
 from .architecture import ArchitectureMode
@@ -25,6 +26,7 @@ __all__ = ["Explorer", "MODE_LIST", "MODES", "find_mode"]
 
 MODE_LIST = (ArchitectureMode(), DataMode(), StateMode(), PerformanceMode())
 MODES = tuple(m.name for m in MODE_LIST)
+MAX_SEED = 999_999  # the seed box's largest value
 
 
 def find_mode(mode: str) -> Mode:
@@ -36,7 +38,7 @@ def find_mode(mode: str) -> Mode:
     for m in MODE_LIST:
         if str(mode).lower() == m.name.lower():
             return m
-    raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}")
+    raise ValueError(f"mode={mode!r:.40} is not one of {', '.join(MODES)}; pass one of them (any case)")
 
 
 class Explorer:
@@ -51,11 +53,19 @@ class Explorer:
                  sentence: str = DEFAULT_SENTENCE, seed: int = 0, mode: str = "Architecture",
                  d_model_options=(4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64),
                  seq_len_range=(1, 16)):
+        # the seed box holds 0..MAX_SEED (a BoundedIntText would clamp any other seed silently)
+        seed = _validate.count(seed, "seed")
+        if seed > MAX_SEED:
+            raise ValueError(f"seed={seed} is past the seed box's {MAX_SEED:,}; pass a seed in 0..{MAX_SEED}")
+        sentence = "" if sentence is None else sentence  # None: the course sentence, as an empty one
+        if not isinstance(sentence, str):
+            raise ValueError(f"sentence={sentence!r:.40} must be a string of words (got {type(sentence).__name__}); "
+                             "pass e.g. sentence='the cat sat', or leave it out for the course sentence")
         self.controls = SizeControls(d_model, h, seq_len, d_model_options=d_model_options,
                                      seq_len_range=seq_len_range)
         self.sentence = W.Text(value=sentence, description="sentence", continuous_update=False,
                                style={"description_width": "70px"}, layout=W.Layout(width="660px"))
-        self.seed = W.BoundedIntText(value=seed, min=0, max=999_999, description="seed",
+        self.seed = W.BoundedIntText(value=seed, min=0, max=MAX_SEED, description="seed",
                                      style={"description_width": "40px"},
                                      layout=W.Layout(width="150px"))
         self.mode = W.ToggleButtons(options=list(MODES), value=find_mode(mode).name,
@@ -112,7 +122,9 @@ class Explorer:
         return self._png[mode]
 
     def touch(self, mode: str) -> None:
-        """Something only ``mode`` shows changed: mark it stale, and redraw it if it is visible."""
+        """Something only ``mode`` (one of MODES, in any case) shows changed: mark it stale, and redraw it if
+        it is visible. An unknown mode is refused, listing the modes (it would mark nothing)."""
+        mode = find_mode(mode).name
         self._stale.add(mode)
         if self.mode.value == mode:
             self.redraw()
@@ -131,11 +143,12 @@ class Explorer:
 
     # -- the actions of the State and Performance modes, as methods -----------------------------
     def step(self, delta: int) -> int:
-        """Move the State mode ``delta`` stages (see ``state.step``); return the index."""
+        """Move the State mode ``delta`` stages, a whole number (see ``state.step``); return the index."""
         return state.step(self, delta)
 
     def measure(self, max_len: int = 1024, repeats: int = 3) -> dict:
-        """Time the forward pass over seq_len (see ``performance.measure``); return the sweep."""
+        """Time the forward pass over seq_len 8, 16, ..., max_len (>= 8) and the current seq_len (see
+        ``performance.measure``); return the sweep."""
         return performance.measure(self, max_len, repeats)
 
     def _repr_mimebundle_(self, **kwargs):

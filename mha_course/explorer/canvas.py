@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 from PIL import Image as PILImage
 
+from .. import _validate
 from ..mha import Trace
 from ..views import diagram
 from ..views.attention import VALUES_CMAP, WEIGHTS_CMAP, head_color
@@ -92,6 +93,7 @@ class Matrix:
     """One heatmap on ``ax`` whose data, colour scale and labels change in place."""
 
     def __init__(self, ax, cmap=VALUES_CMAP, rows: bool = True, keys: int = 0):
+        rows, keys = _validate.flag(rows, "rows"), _validate.count(keys, "keys")
         self.ax = ax
         self.image = ax.imshow(np.zeros((1, 1)), cmap=_cmap(cmap), aspect="auto",
                                interpolation="nearest")
@@ -102,6 +104,7 @@ class Matrix:
 
     def show(self, values, weights: bool = False) -> None:
         """values (rows, cols); weights=True uses WEIGHTS_CMAP on 0..1, else a range centred on 0."""
+        weights = _validate.flag(weights, "weights")
         v = np.ma.masked_invalid(np.asarray(values, dtype=float))
         self.image.set_data(v)
         cmap = _cmap(WEIGHTS_CMAP if weights else VALUES_CMAP)
@@ -132,6 +135,8 @@ class Heads:
 
     def __init__(self, fig, rect, with_strip: bool = True, rows: bool = True, keys: int = 0,
                  head_titles: bool = True):
+        for value, name in ((with_strip, "with_strip"), (head_titles, "head_titles")):
+            _validate.flag(value, name)
         x, y, w, h = rect
         self.matrix = Matrix(fig.add_axes(rect), rows=rows, keys=keys)
         top = y + h
@@ -153,6 +158,7 @@ class Heads:
     def show(self, a, weights: bool = False, gap: int = 1, max_heads: int = MAX_HEADS_SHOWN) -> None:
         """a (h, T, n): draw up to ``max_heads`` heads, titled and striped in head colours, with
         a dark line in each gap between two heads (a white gap alone vanishes in a pale map)."""
+        a = _validate.array(a, "a", 3, "(h, T, n)")
         k, n = min(a.shape[0], max_heads), a.shape[2]
         self.matrix.show(heads_side_by_side(a, max_heads, gap), weights)
         width = k * n + (k - 1) * gap
@@ -198,7 +204,7 @@ class DiagramDrawing:
     ``highlight(stage)`` lights the boxes and arrows of one stage (State mode)."""
 
     def __init__(self, ax, compact: bool = False):
-        self.ax, self.compact = ax, compact
+        self.ax, self.compact = ax, _validate.flag(compact, "compact")
         ax.set_xlim(0, diagram.WIDTH)
         ax.set_ylim(0, diagram.HEIGHT)
         ax.set_axis_off()
@@ -297,7 +303,7 @@ class View:
     """
 
     def __init__(self, fig: Figure, blit: bool = False):
-        self.fig, self.blit = fig, blit
+        self.fig, self.blit = fig, _validate.flag(blit, "blit")
         self.dynamic: list = []
         self._background, self._key = None, None
 

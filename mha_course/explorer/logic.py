@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from matplotlib import colors as mcolors
 
+from .. import _validate
 from ..block import layer_norm
 from ..lessons import complexity
 from ..lessons.qkv import sentence_inputs
@@ -21,14 +22,16 @@ from ..mha import Trace, trace
 from ..views.attention import head_color
 from ..views.diagram import shape_text
 from ..views.stages import STAGE_TABLE
+from ..views.style import log_values
 
-__all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "GAP_COLOR", "StageInfo", "sentence_tokens", "hidden_heads_note",
+__all__ = ["DEFAULT_SENTENCE", "MAX_HEADS_SHOWN", "MAX_SWEEP_LEN", "GAP_COLOR", "StageInfo", "sentence_tokens", "hidden_heads_note",
            "explorer_trace", "block_output", "shape_summary", "stage_info", "ledger_rows",
            "heads_side_by_side", "head_spans", "head_strip", "tick_positions", "sweep_seq_lens",
            "guide_lines", "format_seconds"]
 
 DEFAULT_SENTENCE = "the cat sat on the mat because it was warm and soft under the old lamp"
 MAX_HEADS_SHOWN = 8     # the Data and State modes draw at most this many heads
+MAX_SWEEP_LEN = 16384   # the longest seq_len a timing sweep measures (its scores: 16384² numbers per head)
 GAP_COLOR = "white"     # the columns between heads in side-by-side views
 
 
@@ -41,9 +44,11 @@ def sentence_tokens(sentence: str, seq_len: int) -> list[str]:
     >>> sentence_tokens("The cat sat.", 5)
     ['the', 'cat', 'sat', 'tok3', 'tok4']
     """
-    if not isinstance(seq_len, (int, np.integer)) or seq_len < 1:
-        raise ValueError(f"seq_len={seq_len!r} must be a positive integer, e.g. seq_len=6")
-    words = re.findall(r"[\w']+", str(sentence).lower()) or DEFAULT_SENTENCE.split()
+    seq_len = _validate.positive_int(seq_len, "seq_len")
+    if sentence is not None and not isinstance(sentence, str):
+        raise ValueError(f"sentence={sentence!r:.40} must be a string of words (got {type(sentence).__name__}); "
+                         "pass e.g. 'the cat sat', or None for the course sentence")
+    words = re.findall(r"[\w']+", (sentence or "").lower()) or DEFAULT_SENTENCE.split()
     return words[:seq_len] + [f"tok{i}" for i in range(len(words), seq_len)]
 
 
@@ -57,8 +62,12 @@ def explorer_trace(tokens, d_model: int, h: int, seed: int) -> Trace:
     >>> explorer_trace(["the", "cat", "sat"], 8, 2, seed=0).shapes["weights"]
     (1, 2, 3, 3)
     """
-    X, params = _inputs(tuple(str(t) for t in tokens), int(d_model), int(seed))
-    return trace(X, params, h)
+    tokens = _validate.items(tokens, "tokens", "['the', 'cat']")
+    if not tokens:
+        raise ValueError("tokens is empty; give one token or more, e.g. sentence_tokens('the cat', 2)")
+    d_model, seed = _validate.positive_int(d_model, "d_model"), _validate.count(seed, "seed")
+    X, params = _inputs(tuple(str(t) for t in tokens), d_model, seed)
+    return trace(X, params, _validate.heads(d_model, h))
 
 
 @functools.lru_cache(maxsize=4)
@@ -76,6 +85,7 @@ def block_output(trace: Trace) -> np.ndarray:
     >>> block_output(t).shape
     (1, 2, 4)
     """
+    _check_trace(trace)
     return layer_norm(trace["X"] + trace["output"])  # (B, T, D) + (B, T, D) -> (B, T, D)
 
 
@@ -85,10 +95,14 @@ def shape_summary(trace: Trace) -> str:
     >>> print(shape_summary(explorer_trace(["a", "b", "c"], 8, 2, seed=0)))
     d_model=8 · h=2 · d_k=4 · seq_len=3 | Q_heads (1, 2, 3, 4) · weights (1, 2, 3, 3) · concat (1, 3, 8)
     """
-    s = trace.shapes
+    s = _check_trace(trace).shapes
     return (f"d_model={trace.d_model} · h={trace.h} · d_k={trace.d_k} · seq_len={s['X'][1]} | "
             f"Q_heads {shape_text(s['Q_heads'])} · weights {shape_text(s['weights'])} · "
             f"concat {shape_text(s['concat'])}")
+
+
+def _check_trace(trace) -> Trace:
+    return _validate.instance(trace, Trace, "trace", "pass explorer_trace(tokens, d_model, h, seed)")
 
 
 class StageInfo(NamedTuple):
@@ -106,11 +120,8 @@ def stage_info(trace: Trace, i: int) -> StageInfo:
     >>> info.name, info.shape
     ('Q_heads', (1, 2, 2, 2))
     """
-    names = trace.names
-    if not isinstance(i, (int, np.integer)) or not 0 <= i < len(names):
-        raise ValueError(f"stage index i={i!r} is out of range; use 0..{len(names) - 1} "
-                         f"({names[0]} .. {names[-1]})")
-    name = names[i]
+    names = _check_trace(trace).names
+    name = names[_validate.index(i, len(names), "i", f"stages ({names[0]} .. {names[-1]})")]
     view = STAGE_TABLE[name]
     return StageInfo(name, view.story, view.formula, trace.shapes[name])
 
@@ -142,8 +153,7 @@ def hidden_heads_note(h: int) -> str:
     >>> hidden_heads_note(4)
     ''
     """
-    if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1:
-        raise ValueError(f"h={h!r} must be a positive int (the number of heads)")
+    h = _validate.positive_int(h, "h")
     if h <= MAX_HEADS_SHOWN:
         return ""
     return f"heads 0-{MAX_HEADS_SHOWN - 1} of {h} drawn, {h - MAX_HEADS_SHOWN} not shown"
@@ -154,7 +164,10 @@ def head_spans(k: int, n: int, gap: int = 1) -> list[tuple[int, int]]:
 
     >>> head_spans(3, 2)
     [(0, 2), (3, 5), (6, 8)]
+
+    k >= 0, n >= 1 and gap >= 0 are whole numbers: a negative gap would overlap the heads.
     """
+    k, n, gap = _validate.count(k, "k"), _validate.positive_int(n, "n"), _validate.count(gap, "gap")
     return [(i * (n + gap), i * (n + gap) + n) for i in range(k)]
 
 
@@ -165,9 +178,8 @@ def heads_side_by_side(a, max_heads: int = MAX_HEADS_SHOWN, gap: int = 1) -> np.
     >>> heads_side_by_side(np.ones((2, 3, 2))).shape
     (3, 5)
     """
-    a = np.asarray(a, dtype=float)
-    if a.ndim != 3:
-        raise ValueError(f"heads_side_by_side needs (h, T, n), got shape {a.shape}")
+    a = _validate.array(a, "a", 3, "(h, T, n)")
+    max_heads, gap = _validate.positive_int(max_heads, "max_heads"), _validate.count(gap, "gap")
     k, (_, T, n) = min(a.shape[0], max_heads), a.shape
     out = np.full((T, k * n + (k - 1) * gap), np.nan)
     for i, (start, stop) in enumerate(head_spans(k, n, gap)):
@@ -185,9 +197,10 @@ def head_strip(k: int, n: int, gap: int = 1) -> np.ndarray:
     >>> strip.shape, bool(np.allclose(strip[0, 0], mcolors.to_rgba(head_color(0))))
     ((1, 6, 4), True)
     """
-    width = k * n + (k - 1) * gap
+    spans = head_spans(k, n, gap)  # k, n, gap checked
+    width = max(k * n + (k - 1) * gap, 0)
     strip = np.tile(np.array(mcolors.to_rgba(GAP_COLOR)), (1, width, 1))
-    for i, (start, stop) in enumerate(head_spans(k, n, gap)):
+    for i, (start, stop) in enumerate(spans):
         strip[0, start:stop] = mcolors.to_rgba(head_color(i))
     return strip
 
@@ -198,6 +211,7 @@ def tick_positions(n: int, max_ticks: int = 16) -> list[int]:
     >>> tick_positions(6), tick_positions(128)[:4]
     ([0, 1, 2, 3, 4, 5], [0, 8, 16, 24])
     """
+    n, max_ticks = _validate.count(n, "n"), _validate.positive_int(max_ticks, "max_ticks")
     step = max(1, -(-n // max_ticks))
     return list(range(0, n, step))
 
@@ -207,8 +221,14 @@ def sweep_seq_lens(seq_len: int, max_len: int = 1024) -> list[int]:
 
     >>> sweep_seq_lens(6, 64)
     [6, 8, 16, 32, 64]
+
+    ``max_len`` in 8 .. MAX_SWEEP_LEN (8: the first length of the sweep); a seq_len past it is measured too.
     """
-    powers = [2 ** p for p in range(3, int(np.log2(max_len)) + 1)]
+    seq_len, max_len = _validate.positive_int(seq_len, "seq_len"), _validate.positive_int(max_len, "max_len")
+    if not 8 <= max_len <= MAX_SWEEP_LEN:
+        raise ValueError(f"max_len={max_len} is outside 8..{MAX_SWEEP_LEN}: 8 is the sweep's first length, and "
+                         f"{MAX_SWEEP_LEN} the longest it times (the scores grow as T²); pass e.g. the default 1024")
+    powers = [2 ** p for p in range(3, max_len.bit_length())]  # 8, 16, ... up to max_len
     return sorted(set(powers) | {int(seq_len)})
 
 
@@ -220,10 +240,8 @@ def guide_lines(seq_lens, seconds) -> dict:
     >>> g["O(T²)"].tolist(), g["O(T)"].tolist()
     ([1.0, 4.0, 16.0], [4.0, 8.0, 16.0])
     """
-    T = np.asarray(seq_lens, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    if T.shape != t.shape or T.ndim != 1 or T.size == 0:
-        raise ValueError(f"seq_lens and seconds must be 1-D of one length, got {T.shape} and {t.shape}")
+    T = log_values(seq_lens, "seq_lens")  # drawn on log-log axes: finite and > 0
+    t = log_values(seconds, "seconds", T.size)
     last = int(np.argmax(T))
     return {"O(T)": t[last] * T / T[last], "O(T²)": t[last] * (T / T[last]) ** 2}
 
@@ -234,6 +252,7 @@ def format_seconds(x: float) -> str:
     >>> [format_seconds(v) for v in (1e-5, 2e-3, 0.1, 1.0)]
     ['10 µs', '2 ms', '100 ms', '1 s']
     """
+    x = _validate.number(x, "x")  # NaN or inf is no time
     for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if x >= factor * 0.999:
             return f"{x / factor:.3g} {unit}"

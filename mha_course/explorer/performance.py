@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib import ticker as mticker
 from matplotlib.figure import Figure
 
+from .. import _validate
 from ..lessons import complexity
 from ..mha import Trace
 from ..views.attention import head_color
@@ -122,7 +123,8 @@ def measure(explorer, max_len: int = 1024, repeats: int = 3) -> dict:
     Updates the progress bar after each length; the result feeds the Performance mode.
     """
     v = explorer.controls.values
-    lens = sweep_seq_lens(v["seq_len"], max_len)
+    lens = sweep_seq_lens(v["seq_len"], max_len)  # max_len checked before the progress bar moves
+    repeats = _validate.positive_int(repeats, "repeats")
     explorer.progress.max, explorer.progress.value = len(lens), 0
     seconds = complexity.time_sweep(
         lens, v["d_model"], v["h"], rng=np.random.default_rng(int(explorer.seed.value)),

@@ -12,6 +12,7 @@ import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
 
+from .. import _validate
 from ..mha import STAGES
 from ..views import diagram
 from ..views.diagram import shape_text
@@ -83,8 +84,12 @@ class StateView(View):
 
 
 def step(explorer, delta: int) -> int:
-    """Move the State mode ``delta`` stages (clamped to the first and last); return the index."""
-    explorer.stage.value = int(np.clip(explorer.stage.value + delta, 0, len(explorer.trace) - 1))
+    """Move the State mode ``delta`` stages, a whole number (a move past the first or the last stage stops
+    there, as the Previous and Next buttons do); return the index. 1.5 or True is refused, not truncated."""
+    if not _validate.is_whole(delta):
+        raise ValueError(f"delta={delta!r} must be a whole number of stages (got {type(delta).__name__}); "
+                         "pass e.g. delta=1 (next) or delta=-1 (previous)")
+    explorer.stage.value = int(np.clip(explorer.stage.value + int(delta), 0, len(explorer.trace) - 1))
     return explorer.stage.value
 
 

@@ -22,9 +22,11 @@ Taught in 11_misconceptions_and_interview.ipynb.
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import math
 import operator
+import string
 from pathlib import Path
 from typing import NamedTuple
 
@@ -285,6 +287,11 @@ def choice_value(choice):
         raise TypeError(f"choice={choice!r:.40} is a {type(choice).__name__}; choice_value computes a choice "
                         "stored as {\"compute\": name, \"args\": {...}} or {\"expr\": \"8 * 4\"} (a string "
                         "choice is its own text)")
+    keys = ("expr", "template") if "expr" in choice else ("compute", "args", "template")
+    unknown = [k for k in choice if k not in keys]
+    if unknown:  # a misspelled "args" would be ignored, and the computation run with its defaults
+        raise ValueError(f"choice has the unknown keys {unknown}; a computed choice holds "
+                         + ", ".join(repr(k) for k in keys) + ": fix the spelling")
     if "expr" in choice:
         if not isinstance(choice["expr"], str) or len(choice["expr"]) > 200:
             raise ValueError(f"expr={choice['expr']!r} must be a string of at most 200 characters, "
@@ -294,17 +301,26 @@ def choice_value(choice):
         except SyntaxError as exc:
             raise ValueError(f"expr={choice['expr']!r} is not a Python expression ({exc.msg})") from None
         return _arith(tree.body)
-    if choice.get("compute") not in COMPUTE:
-        raise ValueError(f"choice names the unknown computation {choice.get('compute')!r}; known: "
-                         f"{', '.join(sorted(COMPUTE))}")
+    name = choice.get("compute")
+    if not isinstance(name, str) or name not in COMPUTE:
+        raise ValueError(f"choice names the unknown computation {name!r:.40}; known: {', '.join(sorted(COMPUTE))}")
     args = choice.get("args", {})
     if not isinstance(args, dict):
         raise TypeError(f"choice's args={args!r:.40} must be a dict of keyword arguments, e.g. {{\"d_model\": 512}}")
-    return COMPUTE[choice["compute"]](**args)
+    fn = COMPUTE[name]
+    try:
+        inspect.signature(fn).bind(**args)
+    except TypeError:  # Python's "unexpected keyword argument" names no fix
+        params = ", ".join(inspect.signature(fn).parameters)
+        raise ValueError(f"choice's args {sorted(args)} do not fit the computation {name!r}, which takes "
+                         f"({params}); fix the names") from None
+    return fn(**args)
 
 
 def format_value(value, template: str = "{}") -> str:
     """A value -> its text: ints with thousands separators, tuples as shapes, lists joined.
+
+    ``template`` holds one ``{}`` field, where the text goes (e.g. "h in {}").
 
     >>> format_value(1048576), format_value((2, 4, 5, 5)), format_value([1, 2, 4], "h in {}")
     ('1,048,576', '(2, 4, 5, 5)', 'h in 1, 2, 4')
@@ -312,6 +328,10 @@ def format_value(value, template: str = "{}") -> str:
     if value is None or not isinstance(value, (str, bool, np.bool_, int, np.integer, tuple, list)):
         raise TypeError(f"value={value!r:.40} ({type(value).__name__}) is no quiz value; format an int, a bool, "
                         "a string, a tuple of ints (a shape) or a list of them")
+    _check_template(template)
+    if isinstance(value, tuple) and not all(_validate.is_whole(v) for v in value):
+        raise TypeError(f"value={value!r:.40} is a tuple but not a shape of whole numbers; give a shape such as "
+                        "(2, 4, 5, 5), or a list for other values")
     if isinstance(value, (bool, np.bool_)):
         text = str(bool(value))
     elif isinstance(value, (int, np.integer)):
@@ -320,13 +340,21 @@ def format_value(value, template: str = "{}") -> str:
         text = ", ".join(format_value(v) for v in value)
     else:
         text = str(tuple(int(v) for v in value)) if isinstance(value, tuple) else str(value)
+    return template.format(text)
+
+
+def _check_template(template) -> None:
+    """Raise unless ``template`` is a string with exactly one ``{}`` field (a name such as {x} has no value)."""
     if not isinstance(template, str):
-        raise TypeError(f"template={template!r:.40} must be a string with one {{}} for the value, e.g. 'h in {{}}'")
+        raise TypeError(f"template={template!r:.40} must be a string with one {{}} field, e.g. 'h in {{}}'")
     try:
-        return template.format(text)
-    except (KeyError, IndexError, ValueError) as e:  # "{x}", "{1}", "{" : a template for no one value
-        raise ValueError(f"template={template!r:.60} cannot hold the value ({type(e).__name__}: {e}); give a "
-                         "string with one empty {} where the value goes, e.g. 'h in {}'") from None
+        fields = [(f, conv) for _, f, _, conv in string.Formatter().parse(template) if f is not None]
+    except ValueError as e:  # "Single '}' encountered", an unclosed '{'
+        raise ValueError(f"template={template!r:.60} is no format string ({e}); write one {{}} field, e.g. "
+                         "'h in {}' ({{ and }} for a literal brace)") from None
+    if [f for f, _ in fields] != [""] or fields[0][1] is not None:
+        raise ValueError(f"template={template!r:.60} must hold exactly one {{}} field, where the value goes "
+                         f"(it has {len(fields)}: {['{' + f + '}' for f, _ in fields]}); write e.g. 'h in {{}}'")
 
 
 def _choice_text(choice) -> str:

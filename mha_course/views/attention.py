@@ -21,7 +21,19 @@ from ..lessons.qkv import diagonal_curve, identity_params, mean_diagonal_weight,
 from ..lessons.scaling import ScalingResult
 from ..mha import trace as _trace
 from .stages import check_trace, flow_inputs, present_stages
-from .style import HEAD_COLORS, MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color, head_grid, label_axes, new_ax
+from .style import (
+    HEAD_COLORS,
+    MASKED_COLOR,
+    VALUES_CMAP,
+    WEIGHTS_CMAP,
+    finite_values,
+    finite_vector,
+    head_color,
+    head_grid,
+    label_axes,
+    log_values,
+    new_ax,
+)
 
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAULT_TOKENS",
            "tokens_for", "head_color", "attention_heatmap", "matrix_heatmap", "head_heatmaps",
@@ -67,6 +79,8 @@ def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None
     (default: when T and S are both <= 8).
     """
     w = _validate.float_array(weights, "weights").astype(float)
+    annotate = None if annotate is None else _validate.flag(annotate, "annotate")
+    colorbar = _validate.flag(colorbar, "colorbar")
     if w.ndim != 2:
         raise ValueError(f"attention_heatmap needs weights of shape (T, S), got shape {w.shape}; "
                          "pick one batch element and head, e.g. weights[0, head]")
@@ -91,12 +105,16 @@ def matrix_heatmap(values, row_labels=None, ax=None, title=None, col_label="feat
                    row_label="position", vlim=None, colorbar: bool = True):
     """values (N, F) -> ax: a diverging heatmap centred on 0 (X, Q, K, V, scores, outputs).
 
-    ``-inf`` entries (masked scores) are drawn grey. ``vlim`` fixes the symmetric range.
+    ``-inf`` entries (masked scores) are drawn grey; NaN and +inf are refused. ``vlim`` (> 0) fixes the
+    symmetric range -vlim..vlim.
     """
     v = _validate.float_array(values, "values").astype(float)
     if v.ndim != 2:
         raise ValueError(f"matrix_heatmap needs values of shape (N, F), got shape {v.shape}; "
                          "pick one batch element, e.g. values[0]")
+    finite_values(np.where(np.isneginf(v), 0.0, v), "values")  # -inf is a masked score; NaN, +inf are faults
+    vlim = None if vlim is None else _validate.number(vlim, "vlim", 0, low_open=True)
+    colorbar = _validate.flag(colorbar, "colorbar")
     ax = new_ax(ax)
     finite = v[np.isfinite(v)]
     lim = vlim if vlim is not None else (float(np.abs(finite).max()) if finite.size else 1.0) or 1.0
@@ -187,8 +205,8 @@ def _check_result(result) -> ScalingResult:
 
 def weights_bars(raw, scaled, ax=None, title=None):
     """raw, scaled (S,) softmax weights of one query -> ax: side-by-side bars per key, 0..1."""
-    raw = _validate.vector(raw, "raw")
-    scaled = _validate.vector(scaled, "scaled", raw.size)
+    raw = finite_vector(raw, "raw")
+    scaled = finite_vector(scaled, "scaled", raw.size)
     ax = new_ax(ax)
     keys = np.arange(raw.size)
     ax.bar(keys - 0.2, raw, width=0.4, color=RAW_COLOR, label="no scaling")
@@ -439,6 +457,8 @@ def head_change_heatmap(delta, h: int, row_labels=None, ax=None, title=None, vma
     if d.ndim != 2 or 0 in d.shape:
         raise ValueError(f"head_change_heatmap needs a non-empty delta of shape (T, d_model), got shape {d.shape}; "
                          "pick one batch element, e.g. delta[0]")
+    finite_values(d, "delta")
+    vmax = None if vmax is None else _validate.number(vmax, "vmax", 0, low_open=True)
     owner = _head_of_column(d.shape[1], h)
     ax = new_ax(ax, figsize=(5, 3.5))
     top = vmax if vmax is not None else (float(d.max()) or 1.0)
@@ -491,9 +511,11 @@ def flop_curves(seq_lens, projection, attention, crossover=None, ax=None):
 
     ``crossover`` (a seq_len) draws a dashed line where the two parts cost the same.
     """
-    T = _validate.vector(seq_lens, "seq_lens")
-    projection = _validate.vector(projection, "projection", T.size)
-    attention = _validate.vector(attention, "attention", T.size)
+    T = log_values(seq_lens, "seq_lens")
+    projection = log_values(projection, "projection", T.size)
+    attention = log_values(attention, "attention", T.size)
+    if crossover is not None:
+        _validate.number(crossover, "crossover", 0, low_open=True)  # drawn at its value, 32 not 32.0
     ax = new_ax(ax, figsize=(5.5, 3.8))
     ax.loglog(T, projection, "-", color=HEAD_COLORS[0], lw=2,
               label="projections  8·T·d_model²  (∝ T)")
@@ -514,10 +536,12 @@ def flop_curves(seq_lens, projection, attention, crossover=None, ax=None):
 def score_memory_bars(hs, nbytes, current_h=None, ax=None):
     """hs (n,) head counts, nbytes (n,) score-matrix bytes -> ax: one bar per h (log scale).
 
-    The bar of ``current_h`` is drawn in the first head colour, the others in grey.
+    The bar of ``current_h`` (one of ``hs``, or None) is drawn in the first head colour, the others in grey.
     """
     hs = [int(v) for v in np.atleast_1d(_validate.positive_ints(hs, "hs"))]
-    mib = _validate.vector(nbytes, "nbytes", len(hs)) / 2**20
+    mib = log_values(nbytes, "nbytes", len(hs)) / 2**20
+    if current_h is not None:
+        current_h = _validate.choice(current_h, hs, "current_h")  # a bar that is not drawn is no mark
     ax = new_ax(ax, figsize=(4.5, 3.5))
     colors = [HEAD_COLORS[0] if h == current_h else "#bbbbbb" for h in hs]
     ax.bar([str(h) for h in hs], mib, color=colors)
@@ -535,8 +559,9 @@ def score_memory_bars(hs, nbytes, current_h=None, ax=None):
 def timing_loglog(seq_lens, seconds, slope=None, ax=None):
     """seq_lens (N,), seconds (N,) -> ax: measured times on log-log axes with slope-1 and
     slope-2 guide lines through the last point (and the fitted ``slope`` in the legend)."""
-    T = _validate.vector(seq_lens, "seq_lens")
-    t = _validate.vector(seconds, "seconds", T.size)
+    T = log_values(seq_lens, "seq_lens")
+    t = log_values(seconds, "seconds", T.size)
+    slope = None if slope is None else _validate.number(slope, "slope")
     ax = new_ax(ax, figsize=(5.5, 3.8))
     label = "measured" + (f" (fitted slope {slope:.2f})" if slope is not None else "")
     ax.loglog(T, t, "o-", color=HEAD_COLORS[0], lw=2, label=label)

@@ -16,7 +16,7 @@ from .. import _validate
 from ..lessons import circuits as ci
 from .attention import attention_heatmap
 from .model import smooth
-from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, head_color
+from .style import MASKED_COLOR, VALUES_CMAP, WEIGHTS_CMAP, finite_values, head_color, known_keys
 
 __all__ = ["LETTERS", "token_text", "checked_runs", "head_labels", "text_color", "scores_table", "phase_change_figure", "step_figure", "circuit_heatmap",
            "circuits_figure", "composition_figure", "head_bars", "position_patching_figure", "ablation_figure",
@@ -95,9 +95,10 @@ def text_color(rgba) -> str:
 
 
 def _tables(tables, name: str, layout: str, n: int = 2) -> dict:
-    """{name: array} with every array ``n``-D, of one shape, -> {name: float array}; else a ValueError naming ``name``."""
+    """{name: array} with every array ``n``-D, finite, of one shape, -> {name: float array}; else a ValueError naming
+    ``name``."""
     tables = _validate.mapping(tables, name, "{" + f"name: {layout}" + "}")
-    out = {k: _validate.array(v, f"{name}[{k!r}]", n, layout) for k, v in tables.items()}
+    out = {k: finite_values(_validate.array(v, f"{name}[{k!r}]", n, layout), f"{name}[{k!r}]") for k, v in tables.items()}
     shapes = {v.shape for v in out.values()}
     if len(shapes) != 1:
         raise ValueError(f"{name} holds arrays of shapes {sorted(shapes)}; give every entry the same shape {layout}")
@@ -121,7 +122,11 @@ def _ax(ax, figsize):
 
 
 def scores_table(scores: dict, ax=None, title="head detector"):
-    """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written."""
+    """{score name: (L, h)} -> ax: a table of heads (rows) by score (columns), 0..1 colours, values written.
+
+    The names are those of ``circuits.SCORE_NAMES`` (what ``circuits.head_scores`` returns); a misspelled one
+    is refused, not drawn as a column of its own."""
+    known_keys(scores, ci.SCORE_NAMES, "scores")
     scores = _tables(scores, "scores", "(L, h)")  # e.g. circuits.head_scores(...)
     names = list(scores)
     L, h = scores[names[0]].shape
@@ -195,8 +200,11 @@ def step_figure(trajectories: dict, step: int):
 
 def circuit_heatmap(matrix, row_labels, col_labels, ax=None, title=None, row_label="query token",
                     col_label="key token", colorbar: bool = True):
-    """matrix (N, M) -> ax: a signed circuit (QK or OV) as a heatmap centred on 0, rows and columns labelled."""
+    """matrix (N, M) -> ax: a signed circuit (QK or OV) as a heatmap centred on 0, rows and columns labelled;
+    NaN entries (what a causal mask hides) are drawn grey, an inf is refused."""
     m = _validate.array(matrix, "matrix", 2, "(N, M)")
+    finite_values(np.nan_to_num(m, nan=0.0, posinf=np.inf, neginf=-np.inf), "matrix")  # NaN: a masked entry; inf: a fault
+    colorbar = _validate.flag(colorbar, "colorbar")
     ax = _ax(ax, (4, 3.6))
     shown = np.abs(m[np.isfinite(m)])  # NaN: entries the causal mask hides
     lim = float(shown.max()) if shown.size and shown.max() > 0 else 1.0
@@ -217,10 +225,7 @@ def circuits_figure(params, config, kind: str = "ov"):
     """-> Figure: one heatmap per head of the OV circuits ("ov", source token x output token), the token QK
     circuits ("qk") or the positional QK circuits ("pos", query position x key position)."""
     kinds = {"ov": ci.ov_circuit, "qk": ci.qk_circuit, "pos": ci.positional_qk_circuit}
-    if kind not in kinds:
-        raise ValueError(f"kind={kind!r}; choose 'ov' (OV circuits), 'qk' (token QK circuits) or 'pos' "
-                         "(positional QK circuits)")
-    fn = kinds[kind]
+    fn = kinds[_validate.choice(kind, kinds, "kind")]  # 'ov' (OV), 'qk' (token QK), 'pos' (positional QK)
     fn(params, config, 0, 0)  # a TypeError names a params or config that is not a model's
     L, h = config.n_layers, config.h
     fig, axes = plt.subplots(1, L * h, figsize=(3.4 * L * h, 3.3), layout="constrained", squeeze=False)
@@ -244,7 +249,8 @@ def circuits_figure(params, config, kind: str = "ov"):
 
 def composition_figure(scores: dict, baseline: float, axes=None):
     """{"Q", "K", "V": (h, h)} -> axes (3,): each kind's scores, layer-1 heads (rows) x layer-2 heads (columns),
-    one colour scale; the random baseline in the titles."""
+    one colour scale; the random baseline in the titles. All three kinds are required."""
+    known_keys(scores, ("Q", "K", "V"), "scores", required=("Q", "K", "V"))
     scores = _tables(scores, "scores", "(h, h)")  # e.g. circuits.composition_scores(params, config)
     baseline = _validate.number(baseline, "baseline")
     if axes is None:
@@ -263,7 +269,7 @@ def composition_figure(scores: dict, baseline: float, axes=None):
 
 def head_bars(values, ax=None, title=None, ylabel="", labels=None):
     """values (L, h) (or (n,) with ``labels``) -> ax: one bar per head, in its head colour."""
-    v = _validate.float_array(values, "values")
+    v = finite_values(values, "values")
     if labels is None:
         if v.ndim != 2 or 0 in v.shape:
             raise ValueError(f"values has shape {v.shape}; give one value per head (L, h), or (n,) with labels=")
@@ -347,6 +353,7 @@ def pattern_figure(weights, tokens, head: int, token: int, title: str = "", key=
     the token text, with what the query ``token`` attends to (its row) and what attends to the key
     ``key`` (its column; None: the same position as ``token``)."""
     w_all = _validate.array(weights, "weights", 3, "(h, T, T): one layer's weights on one sequence")
+    finite_values(w_all, "weights")  # the future is masked here, not in the input
     h, T = w_all.shape[:2]
     if w_all.shape[2] != T:
         raise ValueError(f"weights has shape {w_all.shape}: give one layer's weights on one sequence (h, T, T)")
@@ -383,7 +390,7 @@ def rollout_figure(rollout_row, last_layer_row, occlusion, tokens, position: int
     positions matter for the query at ``position``": rollout, the last layer's raw weights, occlusion."""
     tokens = _token_ids(tokens)
     T = len(tokens)
-    rows = {name: _validate.array(v, name, 1, "(T,)") for name, v in
+    rows = {name: finite_values(_validate.array(v, name, 1, "(T,)"), name) for name, v in
             (("rollout_row", rollout_row), ("last_layer_row", last_layer_row), ("occlusion", occlusion))}
     for name, v in rows.items():
         if v.shape != (T,):

@@ -15,6 +15,7 @@ from ..attention import scaled_dot_product_attention
 from ..efficient import naive_attention_bytes, online_softmax_result, tiled_attention_bytes, tiled_attention_steps
 from ..lessons.complexity import format_bytes
 from . import attention as plots
+from .style import finite_vector, log_values
 
 __all__ = ["tiling_step_figure", "score_tiles", "io_bytes_curves", "measured_curves", "step_bytes"]
 
@@ -167,13 +168,17 @@ def io_bytes_curves(seq_lens, d_k: int, block_rows: int, itemsize: int = 4, mark
 
 def measured_curves(xs, series: dict, xlabel: str, ylabel: str = "seconds (log scale)", log_x: bool = True,
                     ax=None):
-    """xs, {name: values (len(xs),)} -> ax: one marked line per series, log y (and log x by default)."""
-    xs = _validate.array(xs, "xs", 1, "(N,)")
+    """xs (N,), {name: values (N,)} -> ax: one marked line per series, log y (and log x by default).
+
+    A log axis shows only values > 0: a zero, negative or non-finite value on one is refused, naming it."""
+    log_x = _validate.flag(log_x, "log_x")
+    xs = (log_values if log_x else finite_vector)(xs, "xs")
     series = _validate.mapping(series, "series", "{name: values (len(xs),)}")
     series = {name: _validate.array(ys, f"series[{name!r}]", 1, "(N,)") for name, ys in series.items()}
     for name, ys in series.items():
         if ys.shape != xs.shape:
             raise ValueError(f"series[{name!r}] has {ys.shape[0]} values for {xs.shape[0]} xs; give one value per x")
+        log_values(ys, f"series[{name!r}]")
     ax = new_ax(ax, figsize=(5.5, 3.6))
     for i, (name, ys) in enumerate(series.items()):
         ax.plot(xs, ys, "o-", color=plots.head_color(i), label=name)

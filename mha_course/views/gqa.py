@@ -14,6 +14,7 @@ from .. import _validate
 from ..gqa import kv_cache_table, kv_heads
 from ..lessons.complexity import format_bytes
 from .attention import head_color
+from .style import finite_vector, log_values
 
 __all__ = ["grouping_figure", "cache_cost_figure", "decode_times_figure", "VARIANT_COLORS"]
 
@@ -71,18 +72,20 @@ def cache_cost_figure(layers: int, d_model: int, h: int, h_kv: int, seq_len: int
 def decode_times_figure(positions, with_cache, without_cache, ax=None, window: int = 15):
     """Time per generated token (ms, log scale) against its position, with and without the cache.
 
-    Dots are single tokens; the lines are running medians over ``window`` tokens (a loaded
-    machine makes single timings jump).
+    Dots are single tokens; the lines are running medians over ``window`` tokens, or over all of
+    them when there are fewer (a loaded machine makes single timings jump). Timings are finite and > 0
+    (a log axis).
 
     >>> ax = decode_times_figure([5, 6], [1e-3, 1e-3], [1e-3, 2e-3]); len(ax.lines)
     4
     """
-    positions = _validate.array(positions, "positions", 1, "(N,)")
+    positions = finite_vector(positions, "positions")
     series = {name: _validate.array(v, name, 1, "(N,) seconds") for name, v in
               (("with_cache", with_cache), ("without_cache", without_cache))}
     for name, v in series.items():
         if v.shape != positions.shape:
             raise ValueError(f"{name} has {v.shape[0]} timings for {positions.shape[0]} positions; give one per position")
+        log_values(v, name)  # drawn on a log axis: NaN, inf, 0 and negative times refused
     window = _validate.positive_int(window, "window")
     ax = ax or plt.subplots(figsize=(6.4, 3.2))[1]
     for seconds, color, label in ((series["without_cache"], "#d62728", "without cache"),

@@ -19,6 +19,7 @@ from ..lessons import long_context as lc
 from ..lessons import model as train
 from ..positions import rope_inv_freq
 from .positions import mask_heatmap
+from .style import finite_values
 
 __all__ = ["SCHEME_COLORS", "checked_model", "rope_model", "checked_batch", "checked_table", "accuracy_vs_length", "position_loss_curves", "rope_turns_figure",
            "window_mask", "stream_loss_curves", "sink_weight_bars", "paged_memory_bars", "extrapolation_figure",
@@ -35,7 +36,7 @@ def _ax(ax, figsize=(5.6, 3.4)):
 
 
 def _color(name: str, i: int) -> str:
-    return SCHEME_COLORS.get(name.split(" ")[0].split(",")[0], plt.get_cmap("tab10")(i % 10))
+    return SCHEME_COLORS.get(str(name).split(" ")[0].split(",")[0], plt.get_cmap("tab10")(i % 10))  # a label: any key
 
 
 # ----------------------------------------------------------------------------- the arguments, checked once
@@ -229,13 +230,16 @@ def rope_turns_figure(d_k: int, factor: float, train_len: int, base: float = 100
 
 
 def window_mask(mask, window: int, sinks: int, ax=None):
-    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask; every
-    fourth key and query labelled (24 labels side by side run together)."""
+    """The rolling cache's mask (T, T) (key within the window or a sink), drawn as a mask, titled with
+    ``window`` and ``sinks`` (0..T); every fourth key and query labelled (24 labels side by side run together)."""
     m = np.asarray(mask)
     if m.dtype != np.bool_ or m.ndim != 2 or 0 in m.shape or m.shape[0] != m.shape[1]:
         raise ValueError(f"mask must be a square bool (T, T) mask (True = may attend), got shape {m.shape} of "
                          f"{m.dtype}; pass RollingKVCache(1, 1, 2, window, sinks).next_mask(T)")
     window, sinks = _validate.positive_int(window, "window"), _validate.count(sinks, "sinks")
+    if sinks > m.shape[0]:  # the title would name sinks that no key of this mask can be
+        raise ValueError(f"sinks={sinks} is more than the mask's T={m.shape[0]} keys; pass sinks in 0..{m.shape[0]}, "
+                         "the sinks the mask was built with")
     labels = [str(i) if i % 4 == 0 else "" for i in range(np.shape(mask)[-1])]
     ax = mask_heatmap(mask, labels[:np.shape(mask)[0]], labels, ax=_ax(ax, (3.8, 3.6)),
                       title=f"window {window}, sinks {sinks}: {int(np.asarray(mask).sum())} keys attended")
@@ -269,7 +273,8 @@ def stream_loss_curves(curves: dict, episode_len: int, ax=None, title=None):
 def sink_weight_bars(weights: dict, uniform: float, ax=None):
     """{scheme: (n_layers, h) weight on position 0} -> ax: one bar per head, the uniform share dashed."""
     weights = _validate.mapping(weights, "weights", "{scheme: (n_layers, h)}")
-    weights = {k: _validate.array(v, f"weights[{k!r}]", 2, "(n_layers, h)") for k, v in weights.items()}
+    weights = {k: finite_values(_validate.array(v, f"weights[{k!r}]", 2, "(n_layers, h)"), f"weights[{k!r}]")
+               for k, v in weights.items()}
     if len({v.shape for v in weights.values()}) != 1:
         raise ValueError(f"weights hold shapes {[v.shape for v in weights.values()]}; give every scheme (n_layers, h)")
     uniform = _validate.number(uniform, "uniform")

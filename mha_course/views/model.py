@@ -12,7 +12,7 @@ import numpy as np
 from .. import _validate
 from ..lessons.training import History
 from .attention import attention_heatmap
-from .style import head_color, new_ax
+from .style import finite_values, finite_vector, head_color, log_values, new_ax
 
 __all__ = ["smooth", "loss_curves", "layer_weights", "token_labels", "model_heatmaps", "before_after_figure", "snapshot_figure", "h_sweep_figure",
            "ablation_figure", "LiveLossPlot"]
@@ -27,6 +27,7 @@ def smooth(values, window: int) -> np.ndarray:
     v = _validate.float_array(values, "values").astype(float)
     if v.ndim != 1:
         raise ValueError(f"values must be a 1-D array of shape (steps,), got shape {v.shape}")
+    finite_values(v, "values")  # a NaN would spread over the next ``window`` means
     window = _validate.positive_int(window, "window")
     c = np.cumsum(np.insert(v, 0, 0.0))
     n = np.minimum(np.arange(1, len(v) + 1), window)
@@ -40,10 +41,7 @@ def loss_curves(curves: dict, ax=None, window: int = 10, title=None):
         raise ValueError("curves is empty; pass at least one {label: losses}")
     smoothed = {}
     for label, losses in curves.items():
-        losses = _validate.float_array(losses, f"curves[{label!r}]")
-        if losses.ndim != 1:
-            raise ValueError(f"curves[{label!r}] must be a 1-D array of losses (steps,), got shape {losses.shape}")
-        smoothed[label] = smooth(losses, window)
+        smoothed[label] = smooth(log_values(losses, f"curves[{label!r}]"), window)  # drawn on a log axis
     ax = new_ax(ax, (5, 3.2))
     for i, (label, losses) in enumerate(smoothed.items()):
         ax.plot(losses, label=label, color=head_color(i))
@@ -66,7 +64,7 @@ def layer_weights(weights, name: str = "weights") -> list[np.ndarray]:
     if isinstance(weights, (str, bytes)) or not isinstance(weights, (list, tuple, np.ndarray)) or len(weights) == 0:
         raise ValueError(f"{name} must be a non-empty list of (h, T, T) arrays, one per layer, got "
                          f"{type(weights).__name__}; pass e.g. [w[0] for w in weights_by_layer]")
-    layers = [_validate.float_array(w, f"{name}[{i}]") for i, w in enumerate(weights)]
+    layers = [finite_values(w, f"{name}[{i}]") for i, w in enumerate(weights)]  # the causal mask is drawn here
     first = layers[0].shape
     if len(first) != 3 or first[1] != first[2] or 0 in first or any(w.shape != first for w in layers):
         raise ValueError(f"{name} must hold one (h, T, T) array per layer, all of one shape, got shapes "
@@ -220,8 +218,8 @@ def h_sweep_figure(results: dict, h=None):
 
 def ablation_figure(labels, loss_increase, sharpness, ax=None):
     """(n,) labels, loss increases (nats), mean max weights -> ax: a scatter of importance vs looks."""
-    loss_increase = _validate.vector(loss_increase, "loss_increase")
-    sharpness = _validate.vector(sharpness, "sharpness", loss_increase.size)
+    loss_increase = finite_vector(loss_increase, "loss_increase")
+    sharpness = finite_vector(sharpness, "sharpness", loss_increase.size)
     if not isinstance(labels, (list, tuple, np.ndarray)) or len(labels) != loss_increase.size:
         raise ValueError(f"labels must hold one label per head ({loss_increase.size}), got {labels!r:.80}")
     ax = new_ax(ax, (5, 3.4))

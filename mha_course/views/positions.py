@@ -146,13 +146,17 @@ def patch_attention(image, weights, patch: int, ax=None, title=None, colorbar: b
     Same colour scale as every weights plot (0..1); the image shows through where a weight is small.
     """
     img, patch = _image(image, patch)
-    w = _validate.float_array(weights, "weights")
+    w = style.finite_values(weights, "weights")
+    colorbar = _validate.flag(colorbar, "colorbar")
+    if w.size and not (w.min() >= 0 and w.max() <= 1):  # weights in 0..1, not clamped into it
+        raise ValueError(f"weights holds values in {w.min():g}..{w.max():g}, outside 0..1; pass attention weights "
+                         "(a softmax row), e.g. weights[0, head, query]")
     H, W = img.shape[:2]
     if w.shape != (H // patch * (W // patch),):
         raise ValueError(f"weights has shape {w.shape}, expected one weight per patch: ({H // patch * (W // patch)},)")
     ax = _ax(ax, (3.6, 3.6))
     ax.imshow(img, extent=(0, W, H, 0), interpolation="nearest")
-    cells = np.clip(w.reshape(H // patch, W // patch), 0.0, 1.0)  # (rows of patches, columns of patches)
+    cells = w.reshape(H // patch, W // patch)  # (rows of patches, columns of patches)
     shown = plt.cm.ScalarMappable(mcolors.Normalize(0.0, 1.0), plots.WEIGHTS_CMAP)
     rgba = shown.to_rgba(cells)  # (rows, cols, 4): colour by weight ...
     rgba[..., 3] = 0.9 * np.sqrt(cells)  # ... and opaque where the weight is large
@@ -219,7 +223,7 @@ def rope_layout_pairs(d_k: int, axes=None):
 
 def score_offset_heatmap(grid, ax=None, title=None):
     """scores (T, T), e.g. ``positions.rope_score_grid`` -> ax: query position down, key position across."""
-    grid = _validate.array(grid, "grid", 2, "(T, T)")
+    grid = style.finite_values(_validate.array(grid, "grid", 2, "(T, T)"), "grid")  # named here, not as values
     ax = plots.matrix_heatmap(grid, range(grid.shape[0]), ax=ax, title=title,
                               col_label="key position n", row_label="query position m")
     ax.set_xticks(range(0, grid.shape[1], max(1, grid.shape[1] // 8)))
@@ -231,9 +235,13 @@ def rope_figure(offset: int, base: float, d_k: int = 8, max_offset: int = 64):
 
     The view of the offset and base sliders in 07_positions_and_rope.ipynb. Left: pair i of
     a vector turned by ``offset * base^(-2i/d_k)`` (a clock per pair). Right: for q = k
-    (all ones), the RoPE score (R_m q) . (R_n k) as a function of m - n, its value at ``offset`` marked.
+    (all ones), the RoPE score (R_m q) . (R_n k) as a function of m - n in 0..max_offset, its value at ``offset``
+    (0..max_offset) marked.
     """
     offset, max_offset = _validate.count(offset, "offset"), _validate.positive_int(max_offset, "max_offset")
+    if offset > max_offset:  # the right panel plots offsets 0..max_offset: a mark off it would widen it silently
+        raise ValueError(f"offset={offset} is past the plotted range 0..max_offset={max_offset}; pass an offset "
+                         f"in 0..{max_offset}, or max_offset={offset} or more")
     d_k, base = _validate.positive_int(d_k, "d_k"), _validate.number(base, "base")
     fig = plt.figure(figsize=(12, 3.4), layout="constrained")
     left, right = fig.subfigures(1, 2, width_ratios=[1.2, 1])
@@ -244,7 +252,6 @@ def rope_figure(offset: int, base: float, d_k: int = 8, max_offset: int = 64):
         ax.annotate("", xy=(a, 1.0), xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": colours(i), "lw": 2})
         ax.set(ylim=(0, 1.1), yticks=[], xticks=[], title=f"pair {i}\n{a % (2 * np.pi):.2f} rad")
     left.suptitle(f"offset {offset}: each pair turned by offset·base^(-2i/d_k)", fontsize=10)
-    max_offset = max(max_offset, offset)
     grid = rope_score_grid(np.ones(d_k), np.ones(d_k), max_offset + 1, base)  # (T, T)
     ax = right.subplots()
     ax.plot(np.arange(max_offset + 1), grid[:, 0], color=plots.SCALED_COLOR)

@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.axes import Axes
 
 from .. import _validate
 
-__all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax",
+__all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax", "finite_values", "finite_vector", "log_values", "known_keys",
            "label_axes", "head_grid"]
 
 WEIGHTS_CMAP = "Blues"
@@ -66,3 +67,61 @@ def head_grid(h: int, ncols: int = 4):
     for ax in axes.flat[h:]:
         ax.set_axis_off()
     return fig, list(axes.flat[:h])
+
+
+def finite_values(arr, name: str):
+    """arr (any shape) -> the same float array if every entry is finite, else a ValueError naming ``name`` and
+    where its first NaN or inf is (a plot would leave a hole, or draw a line off its axis).
+
+    >>> finite_values([[1.0, 2.0]], "values").shape
+    (1, 2)
+    """
+    arr = _validate.float_array(arr, name)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"{name} has {int(bad.sum())} non-finite value(s) (the first: {name}{list(first)} = "
+                         f"{arr[first]}); a view draws finite numbers only: drop or replace them")
+    return arr
+
+
+def finite_vector(x, name: str, n: int | None = None):
+    """x -> a non-empty 1-D float array (n,) with every entry finite, or a ValueError naming ``name``.
+
+    >>> finite_vector([1, 2], "losses").tolist()
+    [1.0, 2.0]
+    """
+    return finite_values(_validate.vector(x, name, n), name)
+
+
+def log_values(x, name: str, n: int | None = None):
+    """x -> a non-empty 1-D float array (n,) of finite values > 0: what a log axis can draw.
+
+    >>> log_values([0.5, 2], "seconds").tolist()
+    [0.5, 2.0]
+    """
+    v = finite_vector(x, name, n)
+    if (v <= 0).any():
+        bad = float(v[v <= 0][0])
+        raise ValueError(f"{name} holds {bad:g}, drawn on a log axis that shows only values > 0; "
+                         f"pass {name} with every entry > 0")
+    return v
+
+
+def known_keys(value, valid, name: str, required=()) -> dict:
+    """A non-empty dict whose keys are all among ``valid`` (and include every ``required``), or a ValueError
+    naming the unknown or missing keys and the known ones (a misspelled key is not drawn as a new entry).
+
+    >>> list(known_keys({"Q": 1}, ("Q", "K"), "scores"))
+    ['Q']
+    """
+    valid = tuple(valid)
+    value = _validate.mapping(value, name, "{" + " | ".join(repr(v) for v in valid) + ": ...}")
+    unknown = [k for k in value if k not in valid]
+    missing = [k for k in required if k not in value]
+    if unknown or missing:
+        what = (f"has the unknown keys {unknown}" if unknown else "") + (" and " if unknown and missing else "") + \
+               (f"lacks the keys {missing}" if missing else "")
+        raise ValueError(f"{name} {what}; its keys are " + ", ".join(repr(v) for v in valid)
+                         + (" (all of them)" if required else "") + ": fix the spelling or give the missing ones")
+    return value

@@ -59,14 +59,19 @@ class PatternControls(Controls):
     def values(self) -> dict:
         return {"head": self.head.value, "token": self.token.value}
 
-    def set(self, head=None, token=None) -> None:
-        """Change the head and/or the token from code; one redraw."""
+    def set(self, **values) -> None:
+        """Change the head and/or the token from code, e.g. ``set(head=(1, 0), token=5)``; one redraw.
+        Every name and value is checked before either picker moves (a refused call changes nothing)."""
+        _validate.names(list(values), self.shown, "set()")
+        checked = {}
+        if "head" in values:
+            checked["head"] = _head(values["head"], *self._sizes)
+        if "token" in values:
+            checked["token"] = _validate.index(values["token"], len(self.token.options), "token")
         self._busy = True
         try:
-            if head is not None:
-                self.head.value = _head(head, *self._sizes)
-            if token is not None:
-                self.token.value = _validate.index(token, len(self.token.options), "token")
+            for name, value in checked.items():
+                getattr(self, name).value = value
         finally:
             self._busy = False
         self._fire()

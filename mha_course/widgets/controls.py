@@ -12,6 +12,7 @@ calls once directly (the static view that GitHub shows and nbval checks).
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable
 
 import ipywidgets as W
@@ -22,7 +23,8 @@ from IPython.display import display
 from .. import _validate
 from ..heads import nearest_valid_h, valid_heads
 
-__all__ = ["Controls", "SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view"]
+__all__ = ["Controls", "SizeControls", "LiveView", "live_view", "OptionControls", "option_live_view",
+           "distinct_options"]
 
 _STYLE = {"description_width": "70px"}
 _LAYOUT = W.Layout(width="330px")
@@ -34,7 +36,10 @@ class Controls:
     _busy = False
 
     def on_change(self, fn: Callable) -> None:
-        """Call ``fn(**values)`` after every change."""
+        """Call ``fn(**values)`` after every change (``fn`` checked now, not at the first change)."""
+        if not callable(fn):
+            raise TypeError(f"on_change needs a function fn(**values), got {type(fn).__name__} ({fn!r:.40}); "
+                            "pass e.g. lambda **values: print(values)")
         self._callbacks.append(fn)
 
     def _fire(self, change=None) -> None:
@@ -47,6 +52,30 @@ class Controls:
 
 
 SIZES = ("d_model", "h", "seq_len")  # the sizes SizeControls can show
+SIZE_CONTROLS_ARGS = (*SIZES, "d_model_options", "seq_len_range", "show")  # what live_view passes on
+
+
+def distinct_options(options, name: str) -> list:
+    """A slider's options (a list, tuple, range or 1-D array) -> a list, refused when one appears twice
+    (two stops of one value); ``name`` is the argument that holds them.
+
+    >>> distinct_options([1, 2, 4], "options")
+    [1, 2, 4]
+    """
+    options = _validate.items(list(options) if isinstance(options, range) else options, name, "[1, 2, 4]")
+    for i, o in enumerate(options):
+        if any(_same(o, p) for p in options[:i]):
+            raise ValueError(f"{name}={options!r:.80} holds {o!r} twice; give each option once")
+    return options
+
+
+def _same(a, b) -> bool:
+    """Two options are one stop: equal and both whole numbers or both not (an option that cannot be
+    compared, an array say, is no stop of another)."""
+    try:
+        return _validate.is_whole(a) == _validate.is_whole(b) and bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def seq_len_bounds(seq_len_range) -> tuple[int, int]:
@@ -77,7 +106,8 @@ class SizeControls(Controls):
 
     ``controls.values`` is a dict of the current sizes; ``controls.on_change(fn)`` calls
     ``fn(**values)`` once per user change. ``controls.set(d_model=24)`` changes sizes from
-    code (as a test or a notebook cell would), keeping h valid.
+    code (as a test or a notebook cell would): h follows d_model to its nearest divisor, as the
+    sliders do; an h asked for that does not divide d_model is refused, naming the valid h.
 
     >>> c = SizeControls(d_model=12, h=4)
     >>> c.set(d_model=10); c.values
@@ -91,8 +121,8 @@ class SizeControls(Controls):
         d_model = _validate.positive_int(d_model, "d_model")
         if isinstance(d_model_options, (str, bytes)) or not isinstance(d_model_options, (list, tuple)):
             raise ValueError(f"d_model_options={d_model_options!r} must be a list of sizes, e.g. (8, 16, 32)")
-        d_model_options = [int(v) for v in np.atleast_1d(_validate.positive_ints(list(d_model_options),
-                                                                                  "d_model_options"))]
+        d_model_options = distinct_options([int(v) for v in np.atleast_1d(
+            _validate.positive_ints(list(d_model_options), "d_model_options"))], "d_model_options")
         if d_model not in d_model_options:
             d_model_options = sorted({*d_model_options, d_model})
         h = _validate.heads(d_model, h)
@@ -121,20 +151,23 @@ class SizeControls(Controls):
         return {"d_model": self.d_model.value, "h": self.h.value, "seq_len": self.seq_len.value}
 
     def set(self, **sizes) -> None:
-        """Change sizes from code, as the sliders would: h snaps to the nearest divisor of d_model (the
-        only values its slider offers). One redraw. Every size is checked before any slider moves."""
+        """Change sizes from code, as the sliders would. Every size is checked before any slider moves, and
+        a value no slider offers is refused (never snapped): d_model one of its options, h a divisor of the
+        d_model (the new one when both are given), seq_len in the slider's range. A d_model given without
+        h moves h to the divisor nearest its value (the h slider's rule). One redraw."""
         _validate.names(list(sizes), SIZES, "set()")
         if "d_model" in sizes and (isinstance(sizes["d_model"], bool) or sizes["d_model"] not in self.d_model.options):
             raise ValueError(f"d_model={sizes['d_model']!r} is not one of this control's "
                              f"options {list(self.d_model.options)}")
-        h = _validate.positive_int(sizes["h"], "h") if "h" in sizes else None
+        d_model = int(sizes.get("d_model", self.d_model.value))
+        h = _validate.heads(d_model, sizes["h"]) if "h" in sizes else None  # "... valid h: 1, 2, 4, 8, 16"
         seq_len = in_range(sizes["seq_len"], self.seq_len.min, self.seq_len.max) if "seq_len" in sizes else None
         self._busy = True
         try:
             if "d_model" in sizes:
-                self.d_model.value = sizes["d_model"]
+                self.d_model.value = d_model
             if h is not None:
-                self.h.value = nearest_valid_h(self.d_model.value, h)
+                self.h.value = h
             if seq_len is not None:
                 self.seq_len.value = seq_len
         finally:
@@ -164,6 +197,13 @@ class LiveView:
         if not callable(draw):
             raise TypeError(f"draw must be a function draw(**sizes) -> Figure, got {type(draw).__name__}")
         _validate.instance(controls, Controls, "controls", "pass e.g. SizeControls(d_model=16, h=4)")
+        try:
+            inspect.signature(draw).bind(**{k: controls.values[k] for k in controls.shown})
+        except TypeError:  # found now, not as Python's "unexpected keyword argument" at the first redraw
+            raise TypeError(f"draw{inspect.signature(draw)} cannot take the shown sizes {', '.join(controls.shown)}; "
+                            f"write draw({', '.join(controls.shown)}) or pass show= with its arguments") from None
+        except ValueError:  # no signature to read (a builtin): it is called as it is
+            pass
         self.draw = draw
         self.controls = controls
         self.output = W.Output()
@@ -187,10 +227,13 @@ class LiveView:
 def live_view(draw: Callable, **control_kwargs) -> LiveView:
     """draw(**sizes) -> Figure, plus SizeControls options -> a LiveView to display.
 
+    A name that is not one of SizeControls' arguments is refused, listing them.
+
     >>> view = live_view(lambda d_model, h: None, d_model=8, h=2, show=("d_model", "h"))
     >>> view.controls.values["h"]
     2
     """
+    _validate.names(list(control_kwargs), SIZE_CONTROLS_ARGS, "live_view()")
     return LiveView(draw, SizeControls(**control_kwargs))
 
 
@@ -209,7 +252,7 @@ class OptionControls(Controls):
             raise ValueError(f"name={name!r} must be the draw function's argument name, e.g. 'd_k'")
         if not isinstance(options, (list, tuple, range, np.ndarray)):
             raise ValueError(f"options={options!r} must be a list of the slider's values, e.g. [1, 2, 4, 8]")
-        options = list(options)
+        options = distinct_options(options, "options")
         if not options:
             raise ValueError(f"OptionControls({name!r}) needs at least one option")
         value = options[0] if value is None else _validate.choice(value, options, name)
@@ -227,9 +270,10 @@ class OptionControls(Controls):
         return {self.name: self.slider.value}
 
     def set(self, **value) -> None:
-        """Change the option from code, e.g. ``controls.set(d_k=64)``."""
+        """Change the option from code, e.g. ``controls.set(d_k=64)``; a value off the slider is refused."""
         if set(value) != {self.name}:
-            raise ValueError(f"set() takes only {self.name}=..., got {sorted(value)}")
+            raise ValueError(f"set() takes only {self.name}=..., got {sorted(value)}; pass e.g. "
+                             f"{self.name}={self.slider.value!r}")
         self.slider.value = _validate.choice(value[self.name], self.slider.options, self.name)
 
 

@@ -18,7 +18,7 @@ from .. import _validate
 from ..gqa import kv_heads, valid_kv_heads
 from ..heads import nearest_valid_h
 from ..views.gqa import cache_cost_figure, grouping_figure
-from .controls import Controls, LiveView
+from .controls import Controls, LiveView, distinct_options
 
 __all__ = ["KVControls", "grouping_live_view", "cache_live_view"]
 
@@ -42,7 +42,7 @@ class KVControls(Controls):
 
     def __init__(self, h: int = 32, h_kv: int = 8, layers: int = 32, seq_len: int = 4096, d_model: int = 4096,
                  h_options=(1, 2, 4, 8, 16, 32, 64), show=("h", "h_kv")):
-        h_options = _validate.positive_ints(list(h_options), "h_options").tolist()
+        h_options = distinct_options(_validate.positive_ints(list(h_options), "h_options").tolist(), "h_options")
         options = {"h": h_options, **SLIDER_OPTIONS}
         values = {name: _validate.choice(v, options[name], name)  # a value off its slider: refused, not a TraitError
                   for name, v in (("h", h), ("layers", layers), ("seq_len", seq_len), ("d_model", d_model))}

@@ -13,11 +13,10 @@ Taught in 11_misconceptions_and_interview.ipynb.
 from __future__ import annotations
 
 import html
-import numbers
 
 import ipywidgets as widgets
-import numpy as np
 
+from .. import _validate
 from ..lessons import quiz
 
 __all__ = ["QuizWidget"]
@@ -26,8 +25,8 @@ __all__ = ["QuizWidget"]
 class QuizWidget:
     """A multiple-choice quiz over ``questions`` (default: every question of data/quiz.json).
 
-    ``answer(i)`` grades choice i of the current question; ``go(n)``, ``next()``, ``previous()``
-    move between questions; ``reset()`` clears the answers. ``widget`` is the box to display.
+    ``answer(i)`` grades choice i of the current question; ``go(n)`` (n in 0 .. N - 1), ``next()``,
+    ``previous()`` (these two go round) move between questions; ``reset()`` clears the answers. ``widget`` is the box to display.
     """
 
     def __init__(self, questions=None):
@@ -74,10 +73,9 @@ class QuizWidget:
         return f"score: {right} / {answered} answered ({len(self.questions)} questions)"
 
     def go(self, n: int) -> None:
-        """Show question ``n`` (wrapped into range: -1 is the last), with its earlier answer if there was one."""
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
-            raise ValueError(f"n={n!r} must be a whole number (a question's index), got {type(n).__name__}")
-        self.current = int(n) % len(self.questions)
+        """Show question ``n`` (0 .. len(questions) - 1; anything else is refused, naming the range), with its
+        earlier answer if there was one."""
+        self.current = _validate.index(n, len(self.questions), "n", "questions")
         q = self.question
         self._title.value = (f"<b>{self.current + 1}. {html.escape(q.question)}</b> "
                              f"<small>({q.notebook} §{q.section})</small>")
@@ -90,10 +88,12 @@ class QuizWidget:
         self._score.value = f"<b>{html.escape(self.score_text())}</b>"
 
     def next(self) -> None:
-        self.go(self.current + 1)
+        """The next question; after the last, the first (the buttons go round)."""
+        self.go((self.current + 1) % len(self.questions))
 
     def previous(self) -> None:
-        self.go(self.current - 1)
+        """The previous question; before the first, the last."""
+        self.go((self.current - 1) % len(self.questions))
 
     def reset(self) -> None:
         """Forget every answer and go back to the first question."""

@@ -207,6 +207,8 @@ EQUIVALENT = {
                                                     "dividing by total or by 1 where total = 1 is the same"),
         **_lines("merge_attention_partials", (0,), ORDER + " (the check returns its inputs unchanged)"),
         **_lines("merge_attention_partials>_partials", (0,), ORDER + " (argument checks)"),
+        "merge_attention_partials>_partials+11 dropped-call: np.asarray(v) -> v": ASARRAY + " (the boolean check "
+                                                                                 "reads only v.dtype)",
     },
     "multi_head_attention": {
         **_lines("multi_head_attention>_forward", (7, 8, 16, 18), ROPE_OFF),
@@ -230,9 +232,9 @@ EQUIVALENT = {
         **_lines("_rope_reference>_apply_rope", (0,), ORDER + " (argument checks and the dtype noted first)"),
     },
     "rope_scores": {
-        **_lines("scores", (0, 2, 3, 4, 5, 8, 9, 10), FACTORY),
-        "scores+6 swapped-arguments: np.swapaxes(k, -1, -2) -> np.swapaxes(k, -2, -1)": SWAPAXES,
-        **_lines("scores", (7,), FACTORY + " (softmax=False: the softmax lines never run)"),
+        **_lines("scores", (0, 2, 3, 4, 5, 6, 7, 10, 11, 12), FACTORY),
+        "scores+8 swapped-arguments: np.swapaxes(k, -1, -2) -> np.swapaxes(k, -2, -1)": SWAPAXES,
+        **_lines("scores", (9,), FACTORY + " (softmax=False: the softmax lines never run)"),
         "scores>_apply_rope+19 dropped-call: np.asarray(x) -> x": ASARRAY,
         "scores>_apply_rope+33 swapped-arguments: a * cos - b * sin -> b * sin - a * cos":
             "both Q and K are rotated the same way: each rotated pair changes sign in both, and the scores "

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import mha_course.check as check
-from mha_course.check import engine
+from mha_course.check import engine, shape_exercise
 from mha_course.check.mutants import mutants
 
 REPORT = Path(__file__).with_name("mutation_report.md")
@@ -40,7 +40,7 @@ def checker(name):
 
 def cases_of(exercise) -> list:
     """The argument tuples of the exercise's cases."""
-    if isinstance(exercise, engine.ShapeExercise):
+    if isinstance(exercise, shape_exercise.ShapeExercise):
         return [tuple(s) for s in exercise.cases()]
     return [c.args if isinstance(c, engine.Case) else tuple(c) for c in exercise.cases()]
 
@@ -177,13 +177,13 @@ def differs(mutant, reference, inputs, strict=True) -> bool:
 def accepted(name, fn) -> bool:
     """Whether the checker a learner calls accepts ``fn`` (its printing swallowed)."""
     exercise = exercises()[name]
-    if isinstance(exercise, engine.ShapeExercise):
-        learner = (lambda *sizes: fn(engine.Sizes(*sizes)))  # the learner's fn(*sizes) -> dict
+    if isinstance(exercise, shape_exercise.ShapeExercise):
+        learner = (lambda *sizes: fn(shape_exercise.Sizes(*sizes)))  # the learner's fn(*sizes) -> dict
     else:
         learner = fn
     with contextlib.redirect_stdout(io.StringIO()), np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ok = checker(name)(learner) if not isinstance(exercise, engine.ShapeExercise) else exercise.check(learner)
+        ok = checker(name)(learner) if not isinstance(exercise, shape_exercise.ShapeExercise) else exercise.check(learner)
     engine.forget_results()
     return ok is True
 
@@ -208,7 +208,7 @@ def other_references(name) -> list:
 
 
 def _inputs(exercise) -> list:
-    if isinstance(exercise, engine.ShapeExercise):
+    if isinstance(exercise, shape_exercise.ShapeExercise):
         return [(s,) for s in exercise.cases()]
     return cases_of(exercise) + extra_inputs(exercise)
 

@@ -67,3 +67,46 @@ def test_the_scale_by_the_width_of_v_and_the_shifted_diagonal_are_named(capsys):
     assert ca.padding_mask(lambda lengths, S: (np.arange(max(lengths))[None] < np.asarray(lengths)[:, None])
                            [:, None, None]) is False
     assert "max(lengths)" in capsys.readouterr().out
+
+
+# ---- bare errors and whole-batch masks, named (issue 31, fourth edition)
+def _attend(Q, Kt, V, mask):
+    s = Q @ Kt / np.sqrt(Q.shape[-1])
+    s = s if mask is None else np.where(mask, s, -np.inf)
+    w = mc.softmax(s)
+    return w @ V, w
+
+
+def test_k_dot_t_on_a_batch_is_named(capsys):
+    assert ca.scaled_dot_product_attention(lambda Q, K, V, mask=None: _attend(Q, K.T, V, mask)) is False
+    assert "Looks like: K.T on a batched array" in capsys.readouterr().out
+
+
+def test_boolean_index_masking_is_named(capsys):
+    def learner(Q, K, V, mask=None):
+        s = np.matmul(Q, np.swapaxes(K, -1, -2)) / np.sqrt(Q.shape[-1])
+        if mask is not None:
+            s[np.logical_not(mask)] = -np.inf  # an IndexError for a (T, S) mask over batch axes
+        w = mc.softmax(s)
+        return w @ V, w
+    assert ca.scaled_dot_product_attention(learner) is False
+    assert "Looks like: the mask applied by boolean indexing" in capsys.readouterr().out
+
+
+def test_the_scale_after_the_softmax_is_named(capsys):
+    def learner(Q, K, V, mask=None):
+        s = np.matmul(Q, np.swapaxes(K, -1, -2))
+        w = mc.softmax(s if mask is None else np.where(mask, s, -np.inf)) * Q.shape[-1] ** -0.5
+        return w @ V, w
+    assert ca.scaled_dot_product_attention(learner) is False
+    assert "Looks like: the 1/√d_k applied after the softmax" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("length_of, said", [(lambda lengths: lengths.max(), "from the longest length"),
+                                            (lambda lengths: lengths[0], "from the first sequence's length")])
+def test_one_padding_mask_for_the_batch_is_named(capsys, length_of, said):
+    def learner(lengths, S):
+        row = np.arange(S) < length_of(np.asarray(lengths))
+        return np.broadcast_to(row, (len(lengths), 1, 1, S)).copy()
+    assert ca.padding_mask(learner) is False
+    assert f"Looks like: one mask for the whole batch, {said}" in capsys.readouterr().out

@@ -202,27 +202,27 @@ def adam_plain(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps), m, v
 
 
-def adam_folded(p, g, m, v, t, lr):
+def adam_folded(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     """The step size folded into lr_t (as in the paper's end of section 2); eps scaled to match exactly."""
-    m2, v2 = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
-    lr_t = lr * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
-    return p - lr_t * m2 / (np.sqrt(v2) + 1e-8 * math.sqrt(1 - 0.999 ** t)), m2, v2
+    m2, v2 = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+    lr_t = lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    return p - lr_t * m2 / (np.sqrt(v2) + eps * math.sqrt(1 - b2 ** t)), m2, v2
 
 
-def adam_list(p, g, m, v, t, lr):
-    new_m = m + 0.1 * (g - m)                            # the same running mean, written as an update
-    new_v = v + 0.001 * (np.square(g) - v)
-    step = (new_m / (1 - 0.9 ** t)) / (np.sqrt(new_v / (1 - 0.999 ** t)) + 1e-8)
+def adam_list(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    new_m = m + (1 - b1) * (g - m)                       # the same running mean, written as an update
+    new_v = v + (1 - b2) * (np.square(g) - v)
+    step = (new_m / (1 - b1 ** t)) / (np.sqrt(new_v / (1 - b2 ** t)) + eps)
     return [p - lr * step, new_m, new_v]                 # a list: right too
 
 
-def adam_inplace_copies(p, g, m, v, t, lr):
+def adam_inplace_copies(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     p, m, v = p.copy(), m.copy(), v.copy()
-    m *= 0.9
-    m += 0.1 * g
-    v *= 0.999
-    v += 0.001 * g * g
-    p -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    p -= lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
     return p, m, v
 
 
@@ -232,25 +232,44 @@ def test_adam_accepts_right_answers(capsys, fn):
     assert ok, out
 
 
-def adam_no_correction(p, g, m, v, t, lr):
-    m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g ** 2
-    return p - lr * m / (np.sqrt(v) + 1e-8), m, v
+def adam_no_correction(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
+    return p - lr * m / (np.sqrt(v) + eps), m, v
 
 
-def adam_eps_inside(p, g, m, v, t, lr):
-    m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g ** 2
-    return p - lr * (m / (1 - 0.9 ** t)) / np.sqrt(v / (1 - 0.999 ** t) + 1e-8), m, v
+def adam_eps_inside(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g ** 2
+    return p - lr * (m / (1 - b1 ** t)) / np.sqrt(v / (1 - b2 ** t) + eps), m, v
+
+
+def adam_constants(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """b1, b2 and eps taken as given constants: right only when the caller passes the defaults."""
+    return adam_plain(p, g, m, v, t, lr)
+
+
+def adam_betas_flipped(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m = b1 * g + (1 - b1) * m                            # beta weighs the new gradient
+    v = b2 * g * g + (1 - b2) * v
+    return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps), m, v
 
 
 @pytest.mark.parametrize("fn, name", [
     (adam_no_correction, "Adam without bias correction: the early steps are far too LARGE"),
     (adam_eps_inside, "eps inside the square root"),
-    (lambda p, g, m, v, t, lr: adam_plain(p, g, m, v, t + 1, lr), "t off by one in the bias correction (t + 1)"),
-    (lambda p, g, m, v, t, lr: adam_plain(p, g, m, np.zeros_like(v) if False else v, t, lr, b1=0.999, b2=0.9),
+    (lambda p, g, m, v, t, lr, *rest: adam_plain(p, g, m, v, t + 1, lr, *rest),
+     "t off by one in the bias correction (t + 1)"),
+    (lambda p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8: adam_plain(p, g, m, v, t, lr, b2, b1, eps),
      "b1 and b2 swapped"),
+    (adam_constants, "the arguments b1, b2 and eps ignored"),
+    (adam_betas_flipped, "β and 1 - β swapped in both running means"),
 ])
 def test_adam_names_learner_mistakes(capsys, fn, name):
     named(capsys, cb.adam_step, fn, name)
+
+
+def test_adam_cases_vary_b1_b2_and_eps():
+    passed = [c.args[6:] for c in cb.ADAM_STEP.cases() if len(c.args) > 6]
+    assert passed and all(b != (0.9, 0.999, 1e-8) for b in passed)
 
 
 def test_adam_without_bias_correction_is_called_too_large_not_too_small():
@@ -266,3 +285,35 @@ def test_adam_without_bias_correction_is_called_too_large_not_too_small():
 ])
 def test_adam_unknown_mistakes_show_the_first_step(capsys, fn, says):
     closer(capsys, cb.adam_step, fn, says)
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def test_softmax_backward_over_axis_1_is_named(capsys):
+    _says(capsys, _check.softmax_backward, lambda p, g: p * g - p * np.sum(p * g, axis=1, keepdims=True),
+          "the weighted sum over axis=1")
+
+
+@pytest.mark.parametrize("reduce, said", [(np.mean, "averaged over the heads and the mean repeated h times"),
+                                          (np.sum, "summed over the heads and the sum repeated h times")])
+def test_split_heads_backward_tiled_reductions_are_named(capsys, reduce, said):
+    def learner(g):
+        one = reduce(g, axis=1)  # (B, T, d_k)
+        return np.concatenate([one] * g.shape[1], axis=-1)
+    _says(capsys, _check.split_heads_backward, learner, said)
+
+
+def test_shared_input_backward_times_c_is_named(capsys):
+    _says(capsys, _check.shared_input_backward,
+          lambda c, W_k, W_v, gK, gV: (np.einsum("bsd,ed->bse", gK, W_k) + np.einsum("bsd,ed->bse", gV, W_v)) * c,
+          "multiplied by c as well")

@@ -218,3 +218,37 @@ def test_unfinished_torch_exercise_is_reported_not_raised(capsys):
         raise NotImplementedError("Exercise 12.3")
     ok, out = run(capsys, "torch_attention", stub)
     assert not ok and "not finished yet" in out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def test_a_lone_untransposed_in_proj_and_a_rotated_bias_order_are_named(capsys):
+    require_torch()
+
+    def bias_order(p):
+        return {**torch_state_dict(p), "in_proj_bias": np.concatenate([p.b_k, p.b_v, p.b_q])}
+    _says(capsys, _check.torch_state_dict, bias_order, "in_proj_bias stacked as K, V, Q")
+    def untransposed(p):
+        return {**torch_state_dict(p), "in_proj_weight": np.vstack([p.W_q, p.W_k, p.W_v])}
+    _says(capsys, _check.torch_state_dict, untransposed, "in_proj_weight not transposed")
+
+
+def test_the_scale_after_the_softmax_is_named_in_torch(capsys):
+    torch = require_torch()
+
+    def learner(q, k, v, mask=None):
+        s = torch.matmul(q, k.transpose(-2, -1))
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        return torch.nan_to_num(torch.softmax(s, dim=-1)) @ v / q.shape[-1] ** 0.5
+    _says(capsys, _check.torch_attention, learner, "the 1/√d_k applied after the softmax")

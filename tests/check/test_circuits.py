@@ -159,6 +159,20 @@ def copying_svd(W):
     return float(s.sum() / np.abs(s).sum())
 
 
+def copying_abs_numerator(W):
+    lam = np.linalg.eigvals(W)
+    return float(np.abs(lam).sum() / np.abs(lam).sum())
+
+
+def copying_nuclear(W):
+    return float(np.linalg.eigvals(W).sum().real / np.linalg.norm(W, "nuc"))
+
+
+def copying_symmetric(W):
+    lam = np.linalg.eigh(W)[0]
+    return float(lam.sum() / np.abs(lam).sum())
+
+
 @pytest.mark.parametrize("name, fn, named", [
     ("prefix_matching_score", prefix_off_by_one, "off by one: the attention on the earlier occurrences themselves"),
     ("prefix_matching_score", prefix_every_query, "averaged over every query"),
@@ -172,7 +186,10 @@ def copying_svd(W):
     ("patched_heads", patched_backwards, "patching the wrong direction"),
     ("patched_heads", patched_positions, "on the positions axis"),
     ("patched_heads", patched_added, "added to the corrupted one"),
-    ("copying_score", copying_svd, "singular values instead of eigenvalues"),
+    ("copying_score", copying_svd, "a numerator without signs"),
+    ("copying_score", copying_abs_numerator, "a numerator without signs"),
+    ("copying_score", copying_nuclear, "singular values in the denominator"),
+    ("copying_score", copying_symmetric, "np.linalg.eigvalsh"),
 ])
 def test_each_typical_mistake_is_named_as_itself_only(capsys, name, fn, named):
     ok, out = run(capsys, name, fn)
@@ -187,3 +204,62 @@ def test_a_stub_is_not_finished(capsys, name):
         raise NotImplementedError("Exercise 14")
     ok, out = run(capsys, name, stub)
     assert not ok and "not finished" in out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def _prefix_loop(weights, tokens, *, itself=False, transpose=False, first_row=False):
+    """A loop over batch, query and earlier key, with one slip at a time."""
+    B, h, T, _ = weights.shape
+    total, n = np.zeros(h), 0
+    for b in range(B):
+        toks = tokens[0] if first_row else tokens[b]
+        for t in range(T):
+            earlier = [s for s in range(t + 1 if itself else t) if toks[s] == toks[t]]
+            if not earlier:
+                continue
+            keys = [s + 1 for s in earlier if s + 1 < T]
+            w = weights[b, :, keys, t] if transpose else weights[b, :, t, keys]
+            total, n = total + (w.sum(0) if keys else 0.0), n + 1
+    return total / n
+
+
+@pytest.mark.parametrize("how, said", [
+    (dict(itself=True), "the query counted as its own earlier occurrence (s <= t"),
+    (dict(transpose=True), "the weights read as (key, query)"),
+    (dict(first_row=True), "the first sequence's tokens used for every sequence"),
+])
+def test_prefix_matching_slips_are_named(capsys, how, said):
+    _says(capsys, _check.prefix_matching_score, lambda w, t: _prefix_loop(w, t, **how), said)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda a, b: float(np.sqrt(((a @ b) ** 2).sum()) / (np.sqrt((a ** 2).sum()) + np.sqrt((b ** 2).sum()))),
+     "the sum of the norms in the denominator"),
+    (lambda a, b: float(np.linalg.svd(a @ b, compute_uv=False).sum()
+                        / (np.linalg.svd(a, compute_uv=False).sum() * np.linalg.svd(b, compute_uv=False).sum())),
+     "nuclear norms"),
+    (lambda a, b: float(np.linalg.norm(np.multiply(a, b)) / np.linalg.norm(a) / np.linalg.norm(b)),
+     "the elementwise product W_A * W_B"),
+])
+def test_composition_slips_are_named(capsys, fn, said):
+    _says(capsys, _check.composition_score, fn, said)
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda corrupt, clean, head: clean[:, head].copy(), "only the patched head's outputs returned"),
+    (lambda corrupt, clean, head: np.where((np.arange(corrupt.shape[1]) == (head + 1) % corrupt.shape[1])
+                                           [None, :, None, None], clean, corrupt), "head + 1 patched"),
+])
+def test_patching_slips_are_named(capsys, fn, said):
+    _says(capsys, _check.patched_heads, fn, said)

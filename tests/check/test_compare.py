@@ -43,3 +43,22 @@ def test_float_indices_and_a_float_for_an_int_are_refused(capsys):
 def test_close_is_the_checkers_tolerance():
     assert compare.close(np.ones(3), np.ones(3) + 1e-7) and not compare.close(np.ones(3), np.ones(3) + 1e-3)
     assert compare.close(np.array([np.nan]), np.array([np.nan])) and not compare.close(np.ones(2), np.ones(3))
+
+
+def test_a_float_array_never_matches_an_int_or_bool_one_with_the_same_values():
+    mask = np.array([[True, False], [True, True]])
+    assert compare.same(mask.astype(int), mask.astype(np.int64)) and compare.same(mask, mask.copy())
+    assert not compare.same(mask.astype(int), mask.astype(float))  # 1 / 0 ints are not "floats 1.0 / 0.0"
+    assert not compare.same(mask.astype(float), mask)
+    assert compare.same(3.0, 3.0) and compare.same([1.0, 2.0], np.array([1.0, 2.0]))
+
+
+def test_states_int_reads_the_annotation_or_the_docstring_line():
+    def annotated(n) -> int:
+        return n
+
+    def documented(n):
+        """n -> int: the count."""
+        return n
+    assert compare.states_int(annotated) and compare.states_int(documented)
+    assert not compare.states_int(lambda n: n) and not compare.states_int(len)

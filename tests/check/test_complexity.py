@@ -34,7 +34,8 @@ def crossover_loop(d_model):
     (cc.score_bytes, lambda B, h, T, bytes_per_number=4: B * h * T ** 2 * bytes_per_number),
     (cc.score_bytes, lambda B, h, T, bytes_per_number=4: int(np.prod([B, h, T, T, bytes_per_number]))),
     (cc.max_seq_len, lambda budget, B, h, b=4: math.isqrt(budget // (B * h * b))),
-    (cc.max_seq_len, lambda budget, B, h, b=4: int(math.sqrt(budget // (B * h * b)))),
+    (cc.max_seq_len, lambda budget, B, h, b=4: max(T for T in (int(math.sqrt(budget / (B * h * b))) + d
+                                                            for d in (-1, 0, 1)) if B * h * b * T * T <= budget)),
 ])
 def test_right_answers_are_accepted(capsys, checker, fn):
     ok = checker(fn)
@@ -53,9 +54,42 @@ def test_a_stub_is_not_finished(capsys, checker):
     (cc.score_bytes, lambda B, h, T, b=4: 8 * b * B * h * T ** 2, "bits"),
     (cc.flops, lambda T, d: (8 * T * T * d, 4 * T * T * d), "T and d_model swapped"),
     (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n // (B * h * b)) + 1, "off by one"),
-    (cc.max_seq_len, lambda n, B, h, b=4: int(math.sqrt(n)) // (B * h * b), "before dividing"),
+    (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n) // (B * h * b), "before dividing"),
+    (cc.max_seq_len, lambda n, B, h, b=4: int(math.sqrt(n // (B * h * b))), "a float holds 53 bits"),
+    (cc.max_seq_len, lambda n, B, h, b=4: math.isqrt(n // (4 * B * h)), "bytes_per_number is ignored"),
 ])
 def test_units_terms_and_rounding_are_named(capsys, checker, fn, said):
     assert checker(fn) is False
     out = capsys.readouterr().out
     assert "Looks like: " in out and said in out, out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+@pytest.mark.parametrize("checker, fn, said", [
+    (cc.crossover_seq_len, lambda d: 4 * (2 * d) ** 2 * d, "the FLOP count at the crossover returned"),
+    (cc.crossover_seq_len, lambda d: next(T for T in range(0, 10 ** 6) if 4 * T * T * d >= 8 * T * d * d),
+     "the search starts at T = 0"),
+    (cc.crossover_seq_len, lambda d: next(T for T in range(1, 10 ** 6) if 4 * T * T * d >= 8 * d * d),
+     "the projections' T forgotten"),
+    (cc.score_bytes, lambda B, h, T, bytes_per_number=4: bytes_per_number * B * h * sum(range(1, T + 1)),
+     "only the causal lower triangle counted"),
+])
+def test_counts_with_a_slip_are_named(capsys, checker, fn, said):
+    _says(capsys, checker, fn, said)
+
+
+def test_whole_numbers_are_compared_exactly(capsys):
+    exact = cc.MAX_SEQ_LEN.expected()[2][1]
+    assert exact == 2 ** 27 - 1  # the budget whose float square root rounds up to 2**27
+    assert cc.max_seq_len(lambda n, B, h, b=4: math.isqrt(n // (B * h * b)) + (n == 2 ** 56 - 4)) is False
+    capsys.readouterr()

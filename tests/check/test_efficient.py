@@ -89,7 +89,7 @@ def update_normalised(state, scores_block, V_block):
     return m_new, l_new, out
 
 
-@pytest.mark.parametrize("fn, index", [(update_block_max_only, 5), (update_inverted, 3), (update_normalised, 8)])
+@pytest.mark.parametrize("fn, index", [(update_block_max_only, 6), (update_inverted, 3), (update_normalised, 9)])
 def test_update_learner_mistakes_are_named(capsys, fn, index):
     ok, out = run(capsys, "online_softmax_update", fn)
     assert not ok and named(out, ce.ONLINE_SOFTMAX_UPDATE.mistakes[index]), out
@@ -274,3 +274,71 @@ def test_an_uncatalogued_mistake_is_refused_with_a_located_message(capsys, name,
     ok, out = run(capsys, name, fn)
     assert not ok and "Looks like" not in out, out
     assert "case" in out and ("differ" in out or "expected" in out), out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def test_an_inverted_rescale_with_its_infinities_zeroed_is_named(capsys):
+    def learner(state, s, V):
+        m_new = np.maximum(state.m, s.max(-1, keepdims=True))
+        shift = np.where(np.isfinite(m_new), m_new, 0.0)
+        alpha = np.exp(shift - state.m)  # upside down
+        alpha[~np.isfinite(alpha)] = 0.0
+        p = np.exp(s - shift)
+        return mc.SoftmaxState(m_new, alpha * state.l + p.sum(-1, keepdims=True), alpha * state.acc + p @ V)
+    _says(capsys, _check.online_softmax_update, learner, "the rescale factor is upside down: exp(m' - m) "
+          "instead of exp(m - m') (its infinities set to 0)")
+
+
+@pytest.mark.parametrize("stop, scale, said", [
+    (lambda S, b: max(S - b, 1), lambda Q, K: math.sqrt(Q.shape[-1]), "the last block of keys is left out"),
+    (lambda S, b: S, lambda Q, K: math.sqrt(len(K)), "the tile of scores divided by √S"),
+])
+def test_tiled_loop_slips_are_named(capsys, stop, scale, said):
+    def learner(Q, K, V, block_size):
+        state = mc.online_softmax_start(Q.shape[0], V.shape[-1])
+        for c in range(0, stop(len(K), block_size), block_size):
+            state = mc.online_softmax_update(state, Q @ K[c:c + block_size].T / scale(Q, K), V[c:c + block_size])
+        return mc.online_softmax_result(state)
+    _says(capsys, _check.tiled_attention, learner, said)
+
+
+def test_window_slips_are_named(capsys):
+    def first_keys(T, window):
+        rows, cols = np.indices((T, T))
+        return (cols <= rows) & (cols < window)
+    _says(capsys, _check.sliding_window_mask, first_keys, "the window holds the FIRST `window` keys")
+
+    def subtracted(T, window):
+        causal = np.tril(np.ones((T, T), dtype=bool))
+        return causal - np.tril(causal, -window)  # TypeError on booleans
+    _says(capsys, _check.sliding_window_mask, subtracted, "two boolean masks subtracted with `-`")
+
+
+def _phi(x):
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0)))
+
+
+@pytest.mark.parametrize("fq, fk, said", [
+    (_phi, lambda k: k, "the feature map applied to Q only"),
+    (lambda q: q, _phi, "the feature map applied to K only"),
+    (lambda q: np.clip(q, 0, None) + 1e-6, lambda k: np.clip(k, 0, None) + 1e-6, "ReLU features kept positive"),
+    (lambda q: _phi(q * q.shape[-1] ** -0.25), lambda k: _phi(k * k.shape[-1] ** -0.25),
+     "softmax's 1/sqrt(d_k) split over Q and K"),
+])
+def test_feature_map_slips_are_named(capsys, fq, fk, said):
+    def learner(Q, K, V):
+        q, k = fq(Q), fk(K)
+        kv = np.einsum("...sd,...se->...de", k, V)
+        return np.einsum("...td,...de->...te", q, kv) / np.einsum("...td,...d->...t", q, k.sum(-2))[..., None]
+    _says(capsys, _check.linear_attention, learner, said)

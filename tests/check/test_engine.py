@@ -442,3 +442,16 @@ def test_scaled_dot_product_attention_inside_torch_attention_is_caught(capsys):
     assert spec.check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)) is False
     assert "your function calls F.scaled_dot_product_attention" in capsys.readouterr().out
     assert spec.check(reference) is True
+
+
+def test_matches_and_exercise_refuse_what_no_checker_can_run():
+    """An author's slip (no cases, a note per case missing, a list for the cases function) is named at once."""
+    from mha_course.check import engine as eng
+    with pytest.raises(ValueError, match="one argument tuple or more in cases"):
+        eng.matches(lambda n: n, lambda n: n, [])
+    with pytest.raises(ValueError, match="one note per case"):
+        eng.matches(lambda n: n, lambda n: n, [(1,), (2,)], notes=["a"])
+    with pytest.raises(ValueError, match="cases as a function"):
+        eng.Exercise("toy", lambda n: n, [(1,)], register=False)
+    with pytest.raises(ValueError, match="a name that is an identifier"):
+        eng.Exercise("", lambda n: n, lambda: [(1,)], register=False)

@@ -196,3 +196,30 @@ def test_a_cached_decode_step_does_t_times_less_attention_block_work():
         without = cx.projection_flops(t, d) + cx.attention_flops(t, d)
         with_cache = cx.projection_flops(1, d) + 4 * t * d
         assert without == t * with_cache
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def test_the_cache_columns_blocked_is_named(capsys):
+    def learner(T, offset):
+        rows, cols = np.indices((T, offset + T))
+        return (cols >= offset) & (cols - offset <= rows)
+    _says(capsys, _check.offset_causal_mask, learner, "the cached keys blocked")
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda h, h_kv: np.repeat(np.arange(h_kv), h_kv), "each key/value head repeated h_kv times (np.repeat"),
+    (lambda h, h_kv: np.array([i for i in range(h_kv) for _ in range(h_kv)][:h]), "each key/value head repeated h_kv times, cut to h"),
+])
+def test_repeat_by_h_kv_is_named(capsys, fn, said):
+    _says(capsys, _check.kv_head_index, fn, said)

@@ -101,3 +101,23 @@ def test_head_queries_never_calls_wrong_values_right_when_a_full_projection_is_u
     assert "the first block of columns for every head" in out
     assert check.head_queries(right_columns_of_full_projection) is False
     assert "the values are right, but your function multiplies X by all of W_q" in capsys.readouterr().out
+
+
+# ---- the token axis split, and the bug position's slips (issue 31, fourth edition)
+def test_the_token_axis_split_is_named(capsys):
+    def learner(x, h):
+        B, T, D = x.shape
+        return x.reshape(B, h, T // h, D) if T % h == 0 else np.stack(np.split(x, h, axis=1), axis=1)
+    assert check.split_heads(learner) is False
+    assert "Looks like: the token axis split into h groups" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda i, t, T, h: divmod(t, h)[0], "t // h: the rows of the heads before head i"),
+    (lambda i, t, T, h: (t + h * i) // T, "T and h swapped"),
+    (lambda i, t, T, h: (1 + i * T + t) // h, "off by one: (i*T + t + 1) // h"),
+    (lambda i, t, T, h: (i * T + t - 1) // h, "off by one: (i*T + t - 1) // h"),
+])
+def test_bug_position_slips_are_named(capsys, fn, said):
+    assert check.bug_source_position(fn) is False
+    assert f"Looks like: {said}" in capsys.readouterr().out

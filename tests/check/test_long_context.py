@@ -153,3 +153,66 @@ def test_stub_is_not_finished(capsys, checker, args):
 def test_unknown_mistake_is_refused(capsys):
     ok, out = run(capsys, "alibi_slopes", lambda h: np.full(h, 0.5))
     assert not ok and "Looks like" not in out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def _powers(h):
+    n = 1 << (h.bit_length() - 1)  # the largest power of two <= h
+    return n
+
+
+@pytest.mark.parametrize("fn, said", [
+    (lambda h: np.concatenate([2.0 ** (-8 * np.arange(1, _powers(h) + 1) / _powers(h)),
+                               2.0 ** (-4 * np.arange(1, h - _powers(h) + 1) / _powers(h))]),
+     "the extra heads take the FIRST h - n slopes of 2n"),
+    (lambda h: np.concatenate([np.exp(-8 * np.arange(1, _powers(h) + 1) / _powers(h)),
+                               np.exp(-4 * np.arange(1, 2 * _powers(h) + 1, 2) / _powers(h))[:h - _powers(h)]]),
+     "e^(-8k/n) instead of 2^(-8k/n)"),
+])
+def test_alibi_slips_are_named(capsys, fn, said):
+    _says(capsys, _check.alibi_slopes, fn, said)
+
+
+def test_alibi_power_rounded_to_the_nearest_is_named(capsys):
+    def learner(h):
+        n = 2 ** round(np.log2(h))
+        geo = lambda m: 0.5 ** (8 * np.arange(1, m + 1) / m)  # noqa: E731
+        return geo(n)[:h] if n >= h else np.concatenate([geo(n), geo(2 * n)[::2][:h - n]])
+    _says(capsys, _check.alibi_slopes, learner, "the power of two n rounded to the nearest")
+
+
+def test_the_base_divided_by_the_factor_is_named(capsys):
+    _says(capsys, _check.interpolated_inv_freq,
+          lambda d_k, base, factor: 1.0 / (base / factor) ** (np.arange(0, d_k, 2) / d_k), "the base divided by the factor")
+
+
+@pytest.mark.parametrize("how, said", [("two", "only the first two chunks merged"),
+                                      ("queries", "the chunk weights normalised over the queries"),
+                                      ("linear", "the lse values are used as weights directly instead of exp(lse) "
+                                                 "(an lse of -inf taken as 0)")])
+def test_merge_slips_are_named(capsys, how, said):
+    def learner(outs, lses):
+        L, O = np.stack(lses), np.stack(outs)  # (n, T, 1), (n, T, d_v)
+        if how == "two":
+            L, O = L[:2], O[:2]
+        if how == "linear":
+            w = np.nan_to_num(L, neginf=0.0)
+            tot = w.sum(0)
+            return (w * O).sum(0) / np.where(tot == 0, 1.0, tot)
+        axis = 1 if how == "queries" else 0
+        m = np.max(np.where(np.isfinite(L), L, -1e300), axis=axis, keepdims=True)
+        w = np.exp(np.where(np.isfinite(L), L, -1e300) - m)
+        w = w / np.maximum(w.sum(axis=axis, keepdims=True), 1e-300)
+        return (w * O).sum(0)
+    _says(capsys, _check.lse_merge, learner, said)

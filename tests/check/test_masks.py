@@ -141,7 +141,7 @@ def mask_as_match(mask, convention):
     keep = np.asarray(mask).astype(bool)
     match convention:
         case "keep":
-            return keep
+            return keep.copy()
         case "block":
             return keep == False  # noqa: E712 (a learner's spelling)
         case "additive":
@@ -153,7 +153,7 @@ def mask_as_match(mask, convention):
 def mask_as_assert(mask, convention):
     assert convention in ("keep", "block", "additive"), convention
     keep = np.asarray(mask, bool)
-    return {"keep": keep, "block": ~keep, "additive": np.where(keep, 0.0, -np.inf)}[convention]
+    return {"keep": keep.copy(), "block": ~keep, "additive": np.where(keep, 0.0, -np.inf)}[convention]
 
 
 @pytest.mark.parametrize("fn", [mask_as_dict, mask_as_if, mask_as_match, mask_as_assert, mc.mask_as])
@@ -164,7 +164,7 @@ def test_mask_as_accepts_right_answers(capsys, fn):
 
 
 def mask_as_none(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     if convention == "keep":
         return keep
     if convention == "block":
@@ -174,7 +174,7 @@ def mask_as_none(mask, convention):
 
 
 def mask_as_else(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     if convention == "block":
         return ~keep
     if convention == "additive":
@@ -183,13 +183,13 @@ def mask_as_else(mask, convention):
 
 
 def mask_as_float_block(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     return {"keep": keep, "block": (~keep).astype(np.float32) * 1.0, "additive": np.where(keep, 0.0, -np.inf)}[
         convention]
 
 
 def mask_as_minus_one(mask, convention):
-    keep = np.asarray(mask, bool)
+    keep = np.array(mask, bool)
     return {"keep": keep, "block": ~keep, "additive": keep.astype(float) - 1}[convention]
 
 
@@ -220,7 +220,7 @@ def test_the_unknown_convention_mistakes_are_told_apart():
 
 
 @pytest.mark.parametrize("fn, says", [
-    (lambda mask, c: {"keep": np.asarray(mask, bool), "block": ~np.asarray(mask, bool),
+    (lambda mask, c: {"keep": np.array(mask, bool), "block": ~np.asarray(mask, bool),
                       "additive": np.where(mask, 0.0, -10.0)}[c], "'additive' is wrong"),
     (lambda mask, c: {"keep": np.asarray(mask, bool)[..., ::-1], "block": ~np.asarray(mask, bool),
                       "additive": np.where(mask, 0.0, -np.inf)}[c], "'keep' is wrong"),
@@ -228,6 +228,16 @@ def test_the_unknown_convention_mistakes_are_told_apart():
 def test_mask_as_unknown_mistakes_name_the_convention(capsys, fn, says):
     ok, out = run(capsys, cm.mask_as, fn)
     assert ok is False and "Looks like" not in out and says in out, out
+
+
+@pytest.mark.parametrize("keep", [lambda mask: mask, lambda mask: np.asarray(mask, dtype=bool),
+                                  lambda mask: mask[...], lambda mask: mask.view()])
+def test_mask_as_refuses_the_callers_own_array_for_keep(capsys, keep):
+    def aliased(mask, convention):
+        m = np.asarray(mask, dtype=bool)
+        return {"keep": keep(mask), "block": ~m, "additive": np.where(m, 0.0, -np.inf)}[convention]
+    ok, out = run(capsys, cm.mask_as, aliased)
+    assert ok is False and "the caller's own array" in out and "Fix: return a copy" in out, out
 
 
 # ---------------------------------------------------------------- 6.3 document mask
@@ -367,3 +377,64 @@ def test_natural_types_turn_a_list_into_a_tuple_and_a_whole_float_into_an_int():
     assert cm.natural_types(lambda: [np.zeros(2), np.ones(2)])().__class__ is tuple
     assert cm.natural_types(lambda: 4.0)() == 4 and isinstance(cm.natural_types(lambda: 4.0)(), int)
     assert cm.natural_types(lambda: 4.5)() == 4.5
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def test_the_batch_taken_as_the_token_axis_is_named(capsys):
+    def causal(x):  # x (T, d) as written for one sequence
+        T = x.shape[0]
+        s = x @ x.T / np.sqrt(x.shape[-1])
+        w = mc.softmax(np.where(np.tril(np.ones((T, T), bool)), s, -np.inf))
+        return w @ x
+    def learner(x):
+        return causal(x) if x.ndim == 2 else np.stack([causal(x[:, t]) for t in range(x.shape[1])], axis=1)
+    _says(capsys, _check.causal_self_attention, learner, "the batch and token axes swapped on a batch")
+
+
+def test_only_the_causal_part_with_causal_true_is_named(capsys):
+    def learner(doc_ids, causal=False):
+        ids = np.asarray(doc_ids)
+        return np.tril(np.ones((ids.size, ids.size), bool)) if causal else np.equal.outer(ids, ids)
+    _says(capsys, _check.document_mask, learner, "with causal=True only the causal part")
+
+
+def test_a_one_dimensional_id_comparison_gets_its_closer_look(capsys):
+    def learner(doc_ids, causal=False):
+        ids = np.asarray(doc_ids)
+        return ids == ids.T
+    assert _check.document_mask(learner) is False
+    assert "ids == ids.T (on a 1-D array .T does nothing" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("q_from, k_from, said", [
+    ("c", "x", "the queries come from the context and the keys from x"),
+    ("c", "c", "the queries come from the context (Q = context @ W_q)"),
+])
+def test_queries_from_the_context_are_named(capsys, q_from, k_from, said):
+    def learner(x, context, W_q, W_k, W_v, keep):
+        src = {"x": x, "c": context}
+        Q, K, V = src[q_from] @ W_q, src[k_from] @ W_k, context @ W_v
+        s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(W_q.shape[1])
+        if k_from == "c":
+            s = np.where(keep[:, None, :], s, -np.inf)
+        w = mc.softmax(s)
+        return w @ V, w
+    _says(capsys, _check.cross_attention, learner, said)
+
+
+def test_a_causal_mask_from_the_first_axis_is_named(capsys):
+    def learner(x):
+        keep = np.tril(np.ones((len(x), len(x)), dtype=bool))  # len(x) is B for a batch
+        return mc.scaled_dot_product_attention(x, x, x, keep)[0]
+    _says(capsys, _check.causal_self_attention, learner, "the causal mask built from x.shape[0]")

@@ -94,3 +94,26 @@ def test_a_float_count_is_refused_by_name(capsys):
     """Weights are counted in whole numbers: 4·d_model²/h by true division is a float (the blind learner's 11.2)."""
     ok, out = run(capsys, "head_params", lambda d_model, h: (4 * d_model * d_model / h, 4 * d_model * d_model))
     assert not ok and "expected a whole number (int)" in out, out
+
+
+# ---- two causes with the same numbers are both named (issue 31, item 4)
+@pytest.mark.parametrize("checker, fn, first, second", [
+    (cm.work_growth, lambda T, d: (4 * 2 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d),
+     "only the projections counted", "the attention's T² not squared at 2T"),
+    (cm.score_std, lambda d_k: (d_k * 1.0, d_k / math.sqrt(d_k)), "variances for standard deviations",
+     "the std of the sum taken as the sum of the d_k stds"),
+])
+def test_same_numbers_name_both_causes(capsys, checker, fn, first, second):
+    assert checker(fn) is False
+    out = capsys.readouterr().out
+    assert f"Looks like: {first}" in out and f"Or: {second}" in out, out
+
+
+def test_the_rnn_projection_count_is_named(capsys):
+    assert cm.work_growth(lambda T, d: (16 * T * T * d + 8 * T * d * d) / (4 * T * T * d + 4 * T * d * d)) is False
+    assert "Looks like: the projections counted as 4·T·d_model²" in capsys.readouterr().out
+
+
+def test_a_float_division_of_a_huge_count_is_refused_and_named(capsys):
+    assert cm.head_params(lambda d_model, h: (int(4 * d_model * (d_model / h)), int(4 * d_model ** 2))) is False
+    assert "Looks like: a true division turned back into an int" in capsys.readouterr().out

@@ -241,3 +241,52 @@ def test_rope_scores_name_every_catalogued_mistake(capsys, i):
 def test_rope_scores_unknown_mistakes_say_whether_they_are_relative(capsys, fn, says):
     ok, out = run(capsys, cp.rope_scores, fn)
     assert ok is False and "Looks like" not in out and says in out, out
+
+
+# ---- issue 31, fourth edition: learner code written anew, each class named
+from mha_course import check as _check  # noqa: E402
+
+
+def _says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
+
+
+def _rotate(x, positions, base):
+    x = np.asarray(x, float)
+    d = x.shape[-1]
+    ang = np.asarray(positions, float)[:, None] * base ** (-np.arange(0, d, 2) / d)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = a * np.cos(ang) - b * np.sin(ang), a * np.sin(ang) + b * np.cos(ang)
+    return out
+
+
+def test_apply_rope_base_ignored_and_the_in_place_slip_are_named(capsys):
+    _says(capsys, _check.apply_rope, lambda x, positions, base=10000.0: _rotate(x, positions, 1e4),
+          "the base argument ignored")
+
+    def in_place(x, positions, base=10000.0):
+        out = np.array(x, float)
+        d = out.shape[-1]
+        ang = np.asarray(positions)[:, None] * base ** (-np.arange(0, d, 2) / d)
+        out[..., 0::2] = out[..., 0::2] * np.cos(ang) - out[..., 1::2] * np.sin(ang)
+        out[..., 1::2] = out[..., 0::2] * np.sin(ang) + out[..., 1::2] * np.cos(ang)  # reads the new a
+        return out
+    _says(capsys, _check.apply_rope, in_place, "new b computed from the already rotated a")
+
+
+@pytest.mark.parametrize("q_pos, k_pos, base_used, said", [
+    (lambda T, S: np.arange(T), lambda T, S: np.arange(S), lambda b: 10000.0, "the base not passed on"),
+    (lambda T, S: np.arange(T), lambda T, S: T - S + np.arange(S), lambda b: b, "the keys placed at the end"),
+    (lambda T, S: np.arange(T - 1, -1, -1), lambda T, S: np.arange(S), lambda b: b, "the queries rotated at reversed"),
+])
+def test_rope_scores_positions_and_base_are_named(capsys, q_pos, k_pos, base_used, said):
+    def learner(Q, K, base=10000.0):
+        T, S = Q.shape[-2], K.shape[-2]
+        q, k = _rotate(Q, q_pos(T, S), base_used(base)), _rotate(K, k_pos(T, S), base_used(base))
+        return q @ np.swapaxes(k, -1, -2) / np.sqrt(Q.shape[-1])
+    _says(capsys, _check.rope_scores, learner, said)

@@ -69,3 +69,22 @@ def test_copy_pasted_projections_are_named_part_by_part(capsys):
         return e / e.sum(-1, keepdims=True)
     assert check.no_projection_weights(by_sqrt_T) is False
     assert "√T" in capsys.readouterr().out
+
+
+# ---- biases misplaced or tested as booleans (issue 31, fourth edition)
+def test_a_bias_added_to_the_matrix_is_named(capsys):
+    def learner(x, p):
+        return tuple(np.einsum("btd,de->bte", x, W if b is None else W + b[None, :])
+                     for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
+    assert check.project_qkv(learner) is False
+    assert "Looks like: each bias added to its weight matrix before the product" in capsys.readouterr().out
+
+
+def test_a_bias_tested_as_a_boolean_is_named(capsys):
+    def learner(x, p):
+        out = []
+        for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)):
+            out.append(x @ W + b if b else x @ W)  # ValueError for an array bias
+        return tuple(out)
+    assert check.project_qkv(learner) is False
+    assert "Looks like: the bias tested with `if b:`" in capsys.readouterr().out

@@ -54,3 +54,14 @@ def test_stage_confusions_are_named_by_the_symbol_used(capsys):
         assert check.cross_attention_shapes(fn) is False
         out = capsys.readouterr().out
         assert f"Looks like: {said}" in out, out
+
+
+def test_d_k_and_h_swapped_in_the_heads_is_named(capsys):
+    def shapes(B, T, S, d_model, h):
+        d_k = d_model // h
+        return {"Q": (B, T, d_model), "K": (B, S, d_model), "V": (B, S, d_model), "Q_heads": (B, d_k, T, h),
+                "K_heads": (B, d_k, S, h), "V_heads": (B, d_k, S, h), "scores": (B, h, T, S),
+                "weights": (B, h, T, S), "head_outputs": (B, d_k, T, h), "concat": (B, T, d_model),
+                "output": (B, T, d_model)}
+    assert check.cross_attention_shapes(shapes) is False
+    assert "Looks like: d_k and h swapped in the heads" in capsys.readouterr().out

@@ -98,3 +98,15 @@ def test_both_strips_and_head_1_kept_in_place_are_named(capsys):
         return W
     assert check.gather_output_projection(in_place) is False
     assert "kept in head 1's place" in capsys.readouterr().out
+
+
+def test_head_one_written_on_top_of_head_zero_is_named(capsys):
+    from mha_course import check
+
+    def learner(d_model, content):
+        W, half = np.zeros((d_model, d_model)), content // 2
+        W[np.arange(half), np.arange(half)] = 1
+        W[d_model // 2 + np.arange(half, content), np.arange(content - half)] = 1  # on top of head 0's features
+        return W
+    assert check.gather_output_projection(learner) is False
+    assert "Looks like: head 1's half written to output features 0.." in capsys.readouterr().out

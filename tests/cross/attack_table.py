@@ -593,7 +593,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     VW + "circuits.ranking_table": {"measures": obj(lambda w: {"a": np.array([[0.1, 0.2], [0.3, 0.4]])})},
     VW + "circuits.rollout_figure": {n: _arr(lambda w: np.full(8, 0.125))
                                      for n in ("rollout_row", "last_layer_row", "occlusion")},
-    VW + "circuits.scores_table": {"scores": obj(lambda w: {"a": np.array([[0.1, 0.2], [0.3, 0.4]])})},
+    VW + "circuits.scores_table": {"scores": obj(lambda w: {"previous_token": np.array([[0.1, 0.2], [0.3, 0.4]])})},
     VW + "circuits.composition_figure": {"scores": obj(lambda w: {k: np.full((H, H), 0.2) for k in "QKV"})},
     VW + "circuits.head_bars": {"values": _arr(lambda w: np.array([[0.1, 0.2], [0.3, 0.4]]))},
     VW + "circuits.pattern_figure": {"weights": _arr(lambda w: w.weights_by_layer[0][0]), "head": index(1, H)},
@@ -627,6 +627,12 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
                               "rows": _fixed(list("ab"), "free"), "cols": _fixed(list("ab"), "free"),
                               "row_label": _fixed("r", "free"), "col_label": _fixed("c", "free")},
     VW + "style.new_ax": {"ax": _fixed(None, "free")},
+    # the checks of views.style name what they check by ``name``: the valid call names the argument attacked
+    **{VW + f"style.{name}": {"x": _arr(lambda w: np.array([1e-3, 2e-3])), "name": _fixed("x", "free")}
+       for name in ("finite_vector", "log_values")},
+    VW + "style.finite_values": {"arr": _arr(lambda w: np.ones((2, 3))), "name": _fixed("arr", "free")},
+    VW + "style.known_keys": {"value": obj(lambda w: {"Q": 1}), "valid": _fixed(("Q", "K", "V"), "free"),
+                              "name": _fixed("value", "free"), "required": _fixed(("Q",), "free")},
     # any head index or position >= 0 has a colour (the palettes repeat): no upper bound to attack
     VW + "style.head_color": {"i": count(1)},
     VW + "attention.token_color": {"t": count(1)},
@@ -636,6 +642,7 @@ OVERRIDES: dict[str, dict[str, Spec]] = {
     "mha_course.widgets.controls.option_live_view": {"draw": _fixed(lambda **k: None, "free"),
                                                      "name": _fixed("d_k", "free"), "options": obj(lambda w: (1, 2, 4))},
     "mha_course.widgets.controls.live_view": {"draw": _fixed(lambda **k: None, "free")},
+    "mha_course.widgets.controls.distinct_options": {"options": obj(lambda w: [1, 2, 4]), "name": _fixed("options", "free")},
     "mha_course.views.gqa.decode_times_figure": {"positions": _arr(lambda w: np.arange(20)), "with_cache": _arr(
         lambda w: np.full(20, 1e-3)), "without_cache": _arr(lambda w: np.linspace(1e-3, 1e-2, 20))},
 }

@@ -90,3 +90,38 @@ def test_the_widget_is_built_from_the_list_of_modes(explorer):
             assert box.layout.display == (None if name == mode.name else "none"), (mode.name, name)
         assert box in explorer.widget.children
     assert set(explorer.mode_boxes) == {"State", "Performance"}
+
+
+# --- issue 32, round 4: an unknown mode or a fractional step is refused, not ignored or truncated
+def test_touch_refuses_an_unknown_mode(explorer):
+    with pytest.raises(ValueError, match="mode='nope' is not one of Architecture, Data, State, Performance"):
+        explorer.touch("nope")
+    explorer.touch("state")  # any case, as find_mode reads it
+    assert "State" in explorer._stale
+
+
+@pytest.mark.parametrize("bad", [1.5, True, "1", None])
+def test_step_takes_whole_numbers_only(explorer, bad):
+    explorer.step(2)
+    with pytest.raises(ValueError, match=r"delta=.* must be a whole number of stages"):
+        explorer.step(bad)
+    assert explorer.stage.value == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [({"max_len": 0}, "max_len=0 must be >= 1"),
+                                           ({"max_len": 4}, "max_len=4 is outside 8..16384"),
+                                           ({"repeats": 0}, "repeats=0 must be >= 1")])
+def test_measure_refuses_bad_sizes_before_the_progress_bar_moves(explorer, kwargs, match):
+    before = (explorer.progress.max, explorer.progress.value, explorer.sweep)
+    with pytest.raises(ValueError, match=match):  # max_len=0 was an OverflowError from log2(0)
+        explorer.measure(**kwargs)
+    assert (explorer.progress.max, explorer.progress.value, explorer.sweep) == before
+
+
+@pytest.mark.parametrize("kwargs, match", [({"seed": 10**7}, "seed=10000000 is past the seed box's 999,999"),
+                                           ({"seed": -1}, "seed=-1 must be >= 0"),
+                                           ({"seed": 1.5}, "seed=1.5 must be a whole number"),
+                                           ({"sentence": 5}, "sentence=5 must be a string")])
+def test_a_seed_or_sentence_the_boxes_cannot_hold_is_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):  # the seed was clamped to 0..999999, 1.5 truncated
+        ex.Explorer(**kwargs)

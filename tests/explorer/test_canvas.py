@@ -23,3 +23,18 @@ def test_render_draws_the_live_shapes(explorer):
         assert len(explorer.render(mode).axes) >= 1
     with pytest.raises(ValueError, match=", ".join(ex.MODES)):
         explorer.render("timeline")
+
+
+# --- issue 32, round 4: the kit's flags are True/False ("no" would read as True)
+@pytest.mark.parametrize("make, name", [
+    (lambda fig: ex.View(fig, blit="no"), "blit"),
+    (lambda fig: ex.canvas.Matrix(fig.add_subplot(), rows=1), "rows"),
+    (lambda fig: ex.canvas.Heads(fig, (0.1, 0.1, 0.5, 0.5), with_strip="yes"), "with_strip"),
+    (lambda fig: ex.canvas.DiagramDrawing(fig.add_subplot(), compact="no"), "compact"),
+    (lambda fig: ex.canvas.Matrix(fig.add_subplot()).show([[1.0]], weights="yes"), "weights"),
+])
+def test_every_flag_of_the_kit_is_true_or_false(make, name):
+    fig = plt.figure()
+    with pytest.raises(ValueError, match=f"{name}=.* must be True or False"):
+        make(fig)
+    plt.close(fig)

@@ -70,7 +70,7 @@ def test_stage_info_follows_the_trace_in_order():
 @pytest.mark.parametrize("bad", [-1, "len", 1.0])
 def test_stage_info_rejects_bad_index(bad):
     t = _trace()
-    with pytest.raises(ValueError, match="stage index"):
+    with pytest.raises(ValueError, match=r"i=.*(out of range|whole number).* stages \(X \.\. output\)"):
         ex.stage_info(t, len(t) if bad == "len" else bad)
 
 
@@ -145,3 +145,39 @@ def test_guide_lines_have_slopes_one_and_two_through_the_last_point():
                                       (3.0, "3 s"), (5e-9, "5 ns")])
 def test_format_seconds(x, label):
     assert ex.format_seconds(x) == label
+
+
+# --- issue 32, round 4: sizes of the layout helpers checked; NaN is no time
+def test_layout_helpers_refuse_sizes_that_break_the_layout():
+    with pytest.raises(ValueError, match="gap=-1 must be >= 0"):
+        ex.head_spans(2, 3, gap=-1)  # was [(0, 3), (2, 5)]: overlapping heads
+    with pytest.raises(ValueError, match="max_ticks=0 must be >= 1"):
+        ex.tick_positions(10, max_ticks=0)  # was ZeroDivisionError
+    with pytest.raises(ValueError, match="max_heads=0 must be >= 1"):
+        ex.heads_side_by_side(np.ones((2, 3, 3)), max_heads=0)
+    with pytest.raises(ValueError, match="d_model=8.5"):
+        ex.explorer_trace(["a", "b"], 8.5, 2, 0)  # was truncated to 8
+    assert ex.head_spans(0, 3) == [] and ex.tick_positions(0) == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "1 s", None])
+def test_format_seconds_refuses_what_is_no_time(bad):
+    with pytest.raises(ValueError, match="x=.* must be a finite number"):
+        ex.format_seconds(bad)
+
+
+def test_guide_lines_refuse_what_log_log_axes_cannot_draw():
+    with pytest.raises(ValueError, match="seconds holds 0"):
+        ex.guide_lines([8, 16], [0.0, 1e-3])
+
+
+def test_helpers_refuse_what_is_no_trace_no_sentence_or_no_sweep():
+    for fn in (ex.shape_summary, ex.block_output):
+        with pytest.raises(TypeError, match="trace must be a Trace"):  # was AttributeError / KeyError
+            fn({"X": np.ones((1, 2, 4))})
+    with pytest.raises(ValueError, match="sentence=5 must be a string"):
+        ex.sentence_tokens(5, 3)  # was ['5', 'tok1', 'tok2']
+    with pytest.raises(ValueError, match=r"max_len=.* is outside 8\.\.16384"):
+        ex.sweep_seq_lens(6, 10**30)  # was a numpy-internal TypeError from log2
+    assert ex.sweep_seq_lens(6, 16) == [6, 8, 16] and ex.sweep_seq_lens(6, 31) == [6, 8, 16]
+    assert ex.sentence_tokens(None, 2) == ["the", "cat"]

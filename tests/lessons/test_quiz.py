@@ -328,8 +328,26 @@ def test_bad_arguments_are_named_at_the_entry(call, word):
         call()
 
 
-def test_format_value_refuses_a_template_that_cannot_hold_the_value():
-    for template in ("{n} heads", "{0} of {1}", "h in {", 7):
-        with pytest.raises((ValueError, TypeError), match="template=.*one"):
-            quiz.format_value(12, template)
-    assert quiz.format_value(4096, "{} tokens") == "4,096 tokens"
+# --- issue 32, round 4: a template holds exactly one {} field
+@pytest.mark.parametrize("template, match", [("{x}", r"exactly one \{\} field.*\['\{x\}'\]"),
+                                             ("{} and {}", "it has 2"), ("{", "no format string"),
+                                             ("h", "it has 0"), (None, "must be a string")])
+def test_format_value_checks_its_template(template, match):
+    with pytest.raises((ValueError, TypeError), match=match):  # "{x}" was KeyError: 'x'
+        quiz.format_value(3, template)
+    assert quiz.format_value(1024, "{} bytes") == "1,024 bytes"
+
+
+def test_format_value_refuses_a_tuple_that_is_no_shape():
+    with pytest.raises(TypeError, match="not a shape of whole numbers"):
+        quiz.format_value((2.5, 3))  # was silently (2, 3)
+
+
+@pytest.mark.parametrize("choice, match", [
+    ({"compute": "param_count", "arg": {"d_model": 8}}, r"unknown keys \['arg'\]; a computed choice holds 'compute', 'args'"),
+    ({"compute": "param_count", "args": {"dmodel": 8}}, r"do not fit the computation 'param_count', which takes \(d_model"),
+    ({"compute": ["param_count"]}, "unknown computation"),  # unhashable: was a raw TypeError
+])
+def test_choice_value_refuses_misspelled_keys_and_argument_names(choice, match):
+    with pytest.raises(ValueError, match=match):  # args' misspelling was Python's "unexpected keyword argument"
+        quiz.choice_value(choice)

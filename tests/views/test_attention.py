@@ -115,3 +115,46 @@ def test_curves_need_one_number_per_point_in_every_array():
     assert "features must be a non-empty (h, T, d_k) array" in str(
         _no_new_figure(lambda: plots.split_sources_heatmaps(grid, grid[..., :0])))  # was IndexError
     assert "positions holds 9" in str(_no_new_figure(lambda: plots.split_sources_heatmaps(grid + 9, grid)))
+
+
+# --- issue 32, round 4: flags are True/False; NaN, +inf and what a log axis cannot show are refused
+@pytest.mark.parametrize("call, name", [
+    (lambda w: plots.attention_heatmap(w, annotate="yes"), "annotate"),
+    (lambda w: plots.attention_heatmap(w, colorbar=1), "colorbar"),
+    (lambda w: plots.matrix_heatmap(w, colorbar="no"), "colorbar"),
+])
+def test_every_flag_is_true_or_false(call, name):
+    with pytest.raises(ValueError, match=f"{name}=.* must be True or False"):
+        call(np.full((2, 3), 1 / 3))
+    plt.close("all")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: plots.matrix_heatmap(np.array([[1.0, np.inf]])), "values"),
+    (lambda: plots.matrix_heatmap(np.array([[np.nan, 1.0]])), "values"),
+    (lambda: plots.matrix_heatmap(np.ones((2, 2)), vlim=0.0), "vlim=0.0 is outside"),
+    (lambda: plots.matrix_heatmap(np.ones((2, 2)), vlim=np.nan), "vlim=nan"),
+    (lambda: plots.timing_loglog([4, 8], [0.0, 1e-3]), "seconds holds 0"),
+    (lambda: plots.timing_loglog([0, 8], [1e-3, 2e-3]), "seq_lens holds 0"),
+    (lambda: plots.flop_curves([4, 8], [1.0, -2.0], [1.0, 2.0]), "projection holds -2"),
+    (lambda: plots.score_memory_bars([1, 2], [0.0, 8.0]), "nbytes holds 0"),
+    (lambda: plots.head_change_heatmap(np.full((2, 4), np.nan), 2), "delta"),
+])
+def test_non_finite_values_and_log_axis_values_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+    plt.close("all")
+
+
+def test_a_masked_score_is_still_drawn_grey():
+    ax = plots.matrix_heatmap(np.array([[-np.inf, 1.0], [0.5, -0.5]]))  # -inf: a masked score, not a fault
+    assert np.ma.is_masked(ax.images[0].get_array()[0, 0])
+    plt.close("all")
+
+
+def test_current_h_must_be_one_of_the_bars():
+    with pytest.raises(ValueError, match=r"current_h=3 is not one of the valid choices: 1, 2, 4"):
+        plots.score_memory_bars([1, 2, 4], [64.0, 128.0, 256.0], current_h=3)
+    ax = plots.score_memory_bars([1, 2, 4], [64.0, 128.0, 256.0], current_h=2)
+    assert [p.get_facecolor()[:3] for p in ax.patches][1] != ax.patches[0].get_facecolor()[:3]
+    plt.close("all")

@@ -80,8 +80,8 @@ def test_rollout_position_out_of_range_is_refused(position):
     (lambda: vc.ranking_table({}), "measures"),
     (lambda: vc.ranking_table("spam"), "measures"),
     (lambda: vc.composition_figure(None, 0.2), "scores"),
-    (lambda: vc.composition_figure({"Q": np.ones((2, 2))}, float("nan")), "baseline"),
-    (lambda: vc.composition_figure({"Q": np.ones((2, 2))}, "0.2"), "baseline"),
+    (lambda: vc.composition_figure({k: np.ones((2, 2)) for k in "QKV"}, float("nan")), "baseline"),
+    (lambda: vc.composition_figure({k: np.ones((2, 2)) for k in "QKV"}, "0.2"), "baseline"),
     (lambda: vc.text_color("notacolor"), "rgba"),
     (lambda: vc.text_color((2.0, 0, 0)), "rgba"),
     (lambda: vc.pattern_figure(np.full((2, 4, 4), 0.25), [0, 1, 2, 3], head=-1, token=0), "head"),
@@ -170,7 +170,7 @@ def test_every_written_value_contrasts_with_its_cell():
     pair = ci.make_pair(CONFIG, np.random.default_rng(1401), 32)
     axes = [vc.ranking_table({"a": np.array([[0.1, 0.9], [0.5, 0.7]]), "b": np.array([[3.0, 1], [2, 0]])}),
             vc.position_patching_figure(ci.position_patching(PARAMS, CONFIG, pair), pair.clean[0]),
-            vc.scores_table({"x": np.array([[0.0, 1.0], [0.5, 0.9]])}),
+            vc.scores_table({"previous_token": np.array([[0.0, 1.0], [0.5, 0.9]])}),
             *vc.composition_figure(ci.composition_scores(PARAMS, CONFIG), 0.18)]
     checked = 0
     for ax in axes:
@@ -216,3 +216,42 @@ def test_bad_arguments_are_value_errors():
 
 def test_text_color():
     assert vc.text_color((0, 0, 0)) == "white" and vc.text_color((1, 1, 1)) == "black"
+
+
+# --- issue 32, round 4: a misspelled or missing key is refused, naming the known ones
+def test_scores_table_refuses_a_misspelled_score_name():
+    with pytest.raises(ValueError, match=r"unknown keys \['previos_token'\]; its keys are 'previous_token'"):
+        vc.scores_table({"previos_token": np.full((2, 2), 0.5)})
+    plt.close("all")
+
+
+def test_composition_figure_needs_all_three_kinds():
+    with pytest.raises(ValueError, match=r"lacks the keys \['K', 'V'\]"):
+        vc.composition_figure({"Q": np.full((2, 2), 0.2)}, 0.1)
+    with pytest.raises(ValueError, match=r"unknown keys \['k'\]"):
+        vc.composition_figure({"Q": np.ones((2, 2)), "k": np.ones((2, 2)), "V": np.ones((2, 2))}, 0.1)
+    assert len(vc.composition_figure({k: np.full((2, 2), 0.2) for k in "VQK"}, 0.1)) == 3
+    plt.close("all")
+
+
+def test_circuit_heatmap_colorbar_is_a_flag():
+    with pytest.raises(ValueError, match="colorbar=0 must be True or False"):
+        vc.circuit_heatmap(np.ones((2, 2)), "ab", "ab", colorbar=0)
+    with pytest.raises(ValueError, match="kind=.*'ov', 'qk', 'pos'"):
+        vc.circuits_figure(PARAMS, CONFIG, kind=["ov"])  # unhashable: was a raw TypeError
+    plt.close("all")
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: vc.head_bars(np.array([[np.nan, 1.0], [1.0, 1.0]])), "values"),
+    (lambda: vc.ablation_figure({"zero": np.array([np.nan, 1.0])}, ["a", "b"]), r"losses\['zero'\]"),
+    (lambda: vc.ranking_table({"a": np.array([[np.inf, 1.0]])}), r"measures\['a'\]"),
+    (lambda: vc.circuit_heatmap(np.array([[np.inf, 1.0]]), "a", "ab"), "matrix"),
+    (lambda: vc.rollout_figure([np.nan, 1], [1, 1], [1, 1], [0, 1], 1), "rollout_row"),
+    (lambda: vc.pattern_figure(np.full((1, 3, 3), np.nan), [0, 1, 2], 0, 0), "weights"),
+])
+def test_non_finite_values_are_refused_not_drawn(call, name):
+    with pytest.raises(ValueError, match=f"{name} has .* non-finite value"):
+        call()
+    vc.circuit_heatmap(np.array([[np.nan, 1.0]]), "a", "ab")  # NaN: an entry the causal mask hides, drawn grey
+    plt.close("all")

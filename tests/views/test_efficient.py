@@ -96,3 +96,19 @@ def test_bad_input_is_a_value_error_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
     plt.close("all")
+
+
+# --- issue 32, round 4: a log axis shows only values > 0; log_x is a flag
+@pytest.mark.parametrize("xs, series, log_x, match", [
+    ([0, 1], {"a": [1.0, 2.0]}, True, "xs holds 0, drawn on a log axis"),
+    ([1, 2], {"a": [1.0, -1.0]}, True, r"series\['a'\] holds -1"),
+    ([1, 2], {"a": [1.0, np.nan]}, False, r"series\['a'\]"),
+    ([np.nan, 1], {"a": [1.0, 2.0]}, False, "xs"),
+    ([1, 2], {"a": [1.0, 2.0]}, "yes", "log_x='yes' must be True or False"),
+])
+def test_measured_curves_refuse_what_their_axes_cannot_draw(xs, series, log_x, match):
+    with pytest.raises(ValueError, match=match):
+        pe.measured_curves(xs, series, "T", log_x=log_x)
+    ax = pe.measured_curves([0, 1], {"a": [1.0, 2.0]}, "T", log_x=False)  # x = 0 is fine on a linear axis
+    assert ax.get_xscale() == "linear"
+    plt.close("all")

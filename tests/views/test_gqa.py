@@ -61,3 +61,13 @@ def test_decode_times_figure_refuses_mismatched_series(args, name):
         vg.decode_times_figure(*args)
     with pytest.raises(ValueError, match="window"):
         vg.decode_times_figure([1, 2], [1e-3] * 2, [1e-3] * 2, window=0)
+
+
+# --- issue 32, round 4: timings on the log axis are finite and > 0
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 0.0, -1e-3])
+def test_decode_times_refuse_a_timing_the_log_axis_cannot_draw(bad):
+    with pytest.raises(ValueError, match="with_cache"):
+        vg.decode_times_figure([1, 2, 3], [1e-3, bad, 1e-3], [1e-3] * 3)
+    with pytest.raises(ValueError, match="positions"):
+        vg.decode_times_figure([1, np.nan, 3], [1e-3] * 3, [1e-3] * 3)
+    plt.close("all")

@@ -172,3 +172,18 @@ def test_the_model_views_refuse_what_is_no_model_and_scalings_refuse_alibi(long_
         with pytest.raises(ValueError, match=name):
             call()
     plt.close("all")
+
+
+# --- issue 32, round 4: sinks are keys of the mask: at most T
+def test_window_mask_refuses_more_sinks_than_keys():
+    with pytest.raises(ValueError, match=r"sinks=9 is more than the mask's T=4 keys; pass sinks in 0\.\.4"):
+        lv.window_mask(np.ones((4, 4), bool), 2, 9)
+    ax = lv.window_mask(np.tril(np.ones((4, 4), bool)), 2, 4)
+    assert ax.get_title() == "window 2, sinks 4: 10 keys attended"
+    plt.close("all")
+
+
+def test_sink_weight_bars_refuse_a_non_finite_weight():
+    with pytest.raises(ValueError, match=r"weights\['rope'\] has 1 non-finite value"):
+        lv.sink_weight_bars({"rope": np.array([[np.nan, 0.5]])}, 0.5)
+    plt.close("all")

@@ -137,3 +137,24 @@ def test_windows_steps_h_and_curves_are_refused_naming_them():
     for every in (0, 2.5, True, "5"):
         with pytest.raises(ValueError, match="every="):
             pt.LiveLossPlot(every=every)
+
+
+# --- issue 32, round 4: NaN is refused, not spread over the running mean; losses on a log axis > 0
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_smooth_refuses_non_finite_values(bad):
+    with pytest.raises(ValueError, match="values"):
+        pt.smooth(np.array([1.0, bad, 2.0]), 2)
+
+
+def test_loss_curves_refuse_a_loss_the_log_axis_cannot_draw():
+    with pytest.raises(ValueError, match=r"curves\['a'\] holds 0"):
+        pt.loss_curves({"a": [1.0, 0.0, 0.5]})
+    with pytest.raises(ValueError, match="loss_increase"):
+        pt.ablation_figure(["a", "b"], [np.nan, 0.1], [0.5, 0.6])
+    plt.close("all")
+
+
+def test_model_heatmaps_refuse_non_finite_weights():
+    with pytest.raises(ValueError, match=r"weights\[0\] has 9 non-finite value"):
+        pt.model_heatmaps([np.full((1, 3, 3), np.nan)], [0, 1, 2])
+    plt.close("all")

@@ -158,3 +158,29 @@ def test_sizes_and_grids_are_checked_naming_the_argument(call, name):
         with pytest.raises(ValueError, match=name):
             call()
     plt.close("all")
+
+
+# --- issue 32, round 4: an offset past the plotted range is refused, not a wider plot
+def test_rope_figure_refuses_an_offset_past_max_offset():
+    with pytest.raises(ValueError, match=r"offset=100 is past the plotted range 0\.\.max_offset=64"):
+        pp.rope_figure(100, 1e4, max_offset=64)
+    fig = pp.rope_figure(64, 1e4, max_offset=64)  # the last offset plotted is fine
+    assert fig.axes[-1].lines[0].get_xdata()[-1] == 64
+    plt.close("all")
+
+
+@pytest.mark.parametrize("weights, kwargs, match", [
+    ([1.5, 0.0, 0.0, 0.0], {}, r"weights holds values in 0\.\.1\.5, outside 0\.\.1"),  # was clipped to 1
+    ([np.nan, 0.0, 0.0, 1.0], {}, "weights"),
+    ([1.0, 0.0, 0.0, 0.0], {"colorbar": "no"}, "colorbar='no' must be True or False"),
+])
+def test_patch_attention_refuses_weights_off_the_scale_and_non_flags(weights, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pp.patch_attention(np.zeros((16, 16, 3)), np.array(weights), 8, **kwargs)
+    plt.close("all")
+
+
+def test_score_offset_heatmap_names_its_own_argument():
+    with pytest.raises(ValueError, match=r"grid has 1 non-finite value"):
+        pp.score_offset_heatmap(np.array([[np.nan, 1.0], [0.0, 1.0]]))
+    plt.close("all")

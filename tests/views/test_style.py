@@ -57,3 +57,30 @@ def test_head_colours_grids_and_labels_refuse_what_they_cannot_draw():
             style.head_grid(h, ncols)  # was ZeroDivisionError or matplotlib's "figure size must be positive"
     with pytest.raises(TypeError, match="ax must be an Axes, got NoneType"):
         style.label_axes(None, ["a"], ["b"], "query", "key")  # was AttributeError
+
+
+# --- issue 32, round 4: what a log axis can draw, and dict keys that must be known
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("bad, match", [([1.0, 0.0], "holds 0, drawn on a log axis"),
+                                        ([-2.0, 1.0], "holds -2, drawn on a log axis"),
+                                        ([1.0, np.nan], "= nan"), ([np.inf], "= inf")])
+def test_log_values_refuse_what_a_log_axis_cannot_show(bad, match):
+    with pytest.raises(ValueError, match=match):
+        style.log_values(bad, "seconds")
+    assert style.log_values([3e-9, 2.0], "seconds").tolist() == [3e-9, 2.0]
+
+
+def test_known_keys_name_the_unknown_and_the_missing():
+    with pytest.raises(ValueError, match=r"scores has the unknown keys \['q'\]; its keys are 'Q', 'K'"):
+        style.known_keys({"q": 1}, ("Q", "K"), "scores")
+    with pytest.raises(ValueError, match=r"lacks the keys \['K'\]"):
+        style.known_keys({"Q": 1}, ("Q", "K"), "scores", required=("Q", "K"))
+    assert style.known_keys({"K": 2}, ("Q", "K"), "scores") == {"K": 2}
+
+
+def test_finite_values_name_the_first_nan_in_words_about_a_plot():
+    with pytest.raises(ValueError, match=r"values has 2 non-finite value\(s\) \(the first: values\[0, 1\] = nan\); a view"):
+        style.finite_values([[1.0, np.nan], [np.inf, 0.0]], "values")

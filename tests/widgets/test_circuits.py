@@ -5,6 +5,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -65,3 +67,20 @@ def test_pattern_controls_refuse_bad_sizes(n_layers, h):
 def test_step_live_view_refuses_what_is_not_the_two_runs(runs):
     with pytest.raises(ValueError, match="trajectories"):
         wc.step_live_view(runs)
+
+
+# --- issue 32, round 4: PatternControls.set checks every name and value before either picker moves
+@pytest.mark.parametrize("values, match", [
+    ({"head": (0, 0), "token": 9}, r"token=9 is out of range"),
+    ({"token": 1, "head": (0, 5)}, r"head\[1\] \(the head\)=5 is out of range"),
+    ({"head": (0, 1), "tok": 1}, re.escape("set()='tok' is not one of the valid choices: 'head', 'token'")),
+])
+def test_a_refused_pattern_set_changes_nothing(values, match):
+    c = wc.PatternControls(2, 2, list(range(5)), head=(1, 1), token=3)
+    calls = []
+    c.on_change(lambda **v: calls.append(v))
+    with pytest.raises(ValueError, match=match):
+        c.set(**values)
+    assert c.values == {"head": (1, 1), "token": 3} and calls == []
+    c.set(head=(0, 1), token=2)
+    assert c.values == {"head": (0, 1), "token": 2} and len(calls) == 1

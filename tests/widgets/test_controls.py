@@ -36,8 +36,14 @@ def test_h_always_divides_d_model(changes):
         controls.d_model.value = d_model  # as a user dragging the d_model slider
         assert controls.values["d_model"] % controls.values["h"] == 0
         assert list(controls.h.options) == mc.valid_heads(d_model)
-        controls.set(h=h)  # as code asking for any h
-        assert controls.values["h"] == mc.nearest_valid_h(d_model, h)
+        before = controls.values
+        if d_model % h:  # an h that is no stop of the h slider: refused, nothing moves
+            with pytest.raises(ValueError, match=f"d_model={d_model} is not divisible by h={h}; valid h: "):
+                controls.set(h=h)
+            assert controls.values == before
+        else:
+            controls.set(h=h)  # as code asking for a valid h
+            assert controls.values["h"] == h
     assert all(v["d_model"] % v["h"] == 0 for v in calls), "a callback saw an invalid h"
 
 
@@ -141,7 +147,7 @@ def test_live_view_redraws_with_the_shown_sizes():
         return fig
 
     view = live_view(draw, d_model=8, h=2, show=("d_model", "h"))
-    view.controls.set(d_model=24, h=5)
+    view.controls.set(d_model=24, h=6)
     assert seen == [(24, 6)]
     assert isinstance(view.redraw(), plt.Figure)
     assert seen[-1] == (24, 6)
@@ -185,3 +191,50 @@ def test_ledger_figure_shows_the_ledger_and_every_valid_h(d_model, h, seq_len):
     bars = [ax for ax in fig.axes if ax.patches]
     assert len(bars) == 1 and len(bars[0].patches) == len(mc.valid_heads(d_model))
     plt.close(fig)
+
+
+# --- issue 32, round 4: a refused set() changes nothing; a value off a slider is refused, never snapped
+@pytest.mark.parametrize("sizes, match", [
+    ({"seq_len": 9, "h": 5}, r"d_model=24 is not divisible by h=5; valid h: 1, 2, 3, 4, 6, 8, 12, 24"),
+    ({"h": 5}, r"valid h: 1, 2, 3, 4, 6, 8, 12, 24"),
+    ({"d_model": 20, "h": 6}, r"d_model=20 is not divisible by h=6; valid h: 1, 2, 4, 5, 10, 20"),
+    ({"seq_len": 3, "d_model": 13}, "d_model=13 is not one of"),
+    ({"h": 2, "seq_len": 99}, "seq_len=99 is outside the slider's range"),
+])
+def test_a_refused_set_changes_nothing_and_redraws_nothing(sizes, match):
+    calls = []
+    view = live_view(lambda **s: calls.append(s), d_model=24, h=3, seq_len=5)
+    before = view.controls.values
+    with pytest.raises(ValueError, match=match):
+        view.controls.set(**sizes)
+    assert view.controls.values == before and calls == []
+
+
+def test_a_misspelled_name_gets_the_message_set_gives():
+    with pytest.raises(ValueError, match=re.escape("set()='heads' is not one of the valid choices: 'd_model', 'h'")):
+        SizeControls().set(heads=2)
+    with pytest.raises(ValueError, match=re.escape("live_view()='heads' is not one of the valid choices: 'd_model'")):
+        live_view(lambda **s: None, heads=2)  # was Python's "unexpected keyword argument"
+    with pytest.raises(ValueError, match=re.escape("set() takes only d_k=..., got ['dk']; pass e.g. d_k=1")):
+        OptionControls("d_k", [1, 2]).set(dk=2)
+
+
+@pytest.mark.parametrize("make", [lambda: OptionControls("h", [2, 4, 2]),
+                                  lambda: OptionControls("scale", [1.0, 0.5, 1.0]),
+                                  lambda: SizeControls(d_model=8, d_model_options=(8, 16, 16))])
+def test_an_option_given_twice_is_refused(make):
+    with pytest.raises(ValueError, match="twice; give each option once"):
+        make()
+
+
+def test_on_change_refuses_what_it_could_not_call():
+    controls = SizeControls()
+    with pytest.raises(TypeError, match="on_change needs a function"):
+        controls.on_change("redraw")  # was accepted, then a raw TypeError at the first change
+    controls.set(h=2)  # nothing was registered: the change runs
+
+
+def test_a_draw_that_cannot_take_the_shown_sizes_is_refused_at_once():
+    with pytest.raises(TypeError, match=r"draw\(d_model\) cannot take the shown sizes d_model, h, seq_len"):
+        live_view(lambda d_model: None)  # was Python's "unexpected keyword argument 'h'" at the first redraw
+    assert live_view(lambda d_model: None, show=("d_model",)).controls.shown == ("d_model",)

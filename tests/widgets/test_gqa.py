@@ -92,3 +92,8 @@ def test_live_views_redraw_what_the_static_functions_draw():
     grouping = wg.grouping_live_view(8, 2)
     grouping.controls.set(h=12)  # h_kv stays 2: a divisor of 12
     assert "h = 12, h_kv = 2" in grouping.redraw().axes[0].get_title()
+
+
+def test_an_h_option_given_twice_is_refused():
+    with pytest.raises(ValueError, match=r"h_options=\[4, 8, 4\] holds 4 twice"):
+        wg.KVControls(h=8, h_kv=2, h_options=(4, 8, 4))

@@ -77,10 +77,23 @@ def test_widget_refuses_questions_that_are_not_questions(questions):
         QuizWidget(questions)  # was AttributeError: 'str' object has no attribute 'question'
 
 
-def test_widget_go_wraps_whole_numbers_and_refuses_the_rest():
+def test_widget_go_refuses_what_is_no_question_index_and_keeps_its_state():
     w = _widget()
-    w.go(-1)
-    assert w.current == 1
+    w.go(1)
+    w.answer(0)
+    before = (w.current, w.score_text(), dict(w.answers))
     for bad in (0.5, True, "1"):
         with pytest.raises(ValueError, match="n=.* must be a whole number"):
             w.go(bad)
+    for bad in (2, -1, 10**6):  # out of range: refused, naming the range (was wrapped: 10**6 % 2 == 0)
+        with pytest.raises(ValueError, match=rf"n={bad} is out of range: there are 2 questions; pass n in 0\.\.1"):
+            w.go(bad)
+    assert (w.current, w.score_text(), dict(w.answers)) == before
+
+
+def test_next_and_previous_go_round():
+    w = _widget()
+    w.previous()
+    assert w.current == 1
+    w.next()
+    assert w.current == 0

@@ -1,0 +1,146 @@
+"""Shape exercises: a learner predicts the shape of every stage as a dict {stage: shape}.
+
+A :class:`ShapeExercise` holds the true dict (``reference(sizes)``), its cases (:class:`Sizes`) and
+the :class:`ShapeMistake` s that map a true shape to the wrong one a learner predicts; the
+feedback names the stage and the mistake (notebook 00's exercises, ``check/shapes.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from . import sandbox
+from .engine import Case, Run, learner_outcome, register
+from .report import finish, fn_name, is_unfinished, report_value, unfinished_value, verdict
+from .sandbox import CappedText, np, quiet_numpy, restore, safe_repr
+
+__all__ = ["Sizes", "ShapeMistake", "ShapeExercise"]
+
+
+class Sizes(NamedTuple):
+    """The sizes of a shape exercise: batch, queries, keys, d_model, heads (S = T for self-attention)."""
+    B: int
+    T: int
+    S: int
+    d_model: int
+    h: int
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.h
+
+
+class ShapeMistake(NamedTuple):
+    """A wrong shape prediction: on each stage of ``stages``, ``wrong(stage, true shape, sizes)`` is predicted."""
+    name: str
+    fix: str
+    stages: tuple
+    wrong: Callable
+
+
+@dataclass(frozen=True)
+class ShapeExercise:
+    """A registered checker of predicted stage shapes: ``reference(sizes)`` gives the true dict."""
+    name: str
+    reference: Callable
+    cases: Callable  # () -> list of Sizes
+    mistakes: tuple = ()
+    register: bool = True  # False: kept out of catalogue() (a test's toy exercise, as for Exercise)
+
+    def __post_init__(self):
+        if self.register:
+            register(self)
+
+    def predicted(self, mistake, sizes) -> dict:
+        """The dict a learner making ``mistake`` predicts for ``sizes``."""
+        want = self.reference(sizes)
+        return {k: mistake.wrong(k, s, sizes) if k in mistake.stages else s for k, s in want.items()}
+
+    def check(self, fn, cases=None, call=None) -> bool:
+        """Check ``fn(*sizes) -> dict`` on every case (or ``cases``); print, record, return the bool."""
+        restore()
+        if unfinished_value(fn) or not callable(fn):
+            return report_value(self.name, fn)
+        with quiet_numpy():
+            result, printed = _shape_verdict(self, fn, cases or self.cases(), call)
+        return finish(self.name, result, printed)
+
+    def check_value(self, value, sizes, call) -> bool:
+        """Check one predicted dict ``value`` for ``sizes``; ``call`` says where it came from."""
+        if unfinished_value(value):
+            return report_value(self.name, value)
+        return self.check(lambda *_: value, [sizes], call)
+
+    def recognise(self, fn, cases=None) -> list:
+        """The catalogued mistakes named on any stage of the first failing case (for tests)."""
+        for sizes in cases or self.cases():
+            got, want = fn(*sizes), self.reference(sizes)
+            if got != want:
+                found = [m for k in want for m in _stage_matches(self, k, tuple(got[k]), want[k], sizes)]
+                return list(dict.fromkeys(found))
+        return []
+
+
+def _stage_matches(spec, stage, mine, want, sizes) -> list:
+    return [m for m in spec.mistakes if mine != want and stage in m.stages and m.wrong(stage, want, sizes) == mine]
+
+
+def _shape_verdict(spec, fn, cases, call):
+    """(status, lines) of a shape checker over its cases, and the captured printing."""
+    printed = CappedText()
+    for i, sizes in enumerate(cases):
+        got = learner_outcome(fn, sizes, printed)
+        if is_unfinished(got):
+            status, lines = verdict(spec.name, fn, fn, [Run(Case(tuple(sizes)), None, got, ["stub"])], list)
+            return (status, lines), printed
+        lines = list(got.lines) or _shape_problems(spec, got.value, sizes)
+        if lines:
+            head = f"✘ {spec.name}" + (f": case {i + 1} of {len(cases)} failed" if len(cases) > 1 else "")
+            where = call or f"called {fn_name(fn)}({_sizes_text(sizes)})"
+            return ("wrong", [head, f"  {where}"] + ["  " + ln for ln in lines]), printed
+    n = len(spec.reference(cases[0]))
+    return ("done", [f"✔ {spec.name}: all {n} shapes right" + (f" in all {len(cases)} cases" if len(cases) > 1
+                                                               else "")]), printed
+
+
+def _sizes_text(sizes) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes._asdict().items())
+
+
+def _shape_problems(spec, mine, sizes) -> list:
+    """Feedback lines for a predicted dict ([] when every stage is right)."""
+    want = spec.reference(sizes)
+    if not isinstance(mine, dict):
+        return [f"expected a dict {{stage name: shape}}, got a {type(mine).__name__}"]
+    missing, extra = [n for n in want if n not in mine], [n for n in mine if n not in want]
+    if missing or extra:
+        return ["give one shape for each stage"] + [f"  {k}: {', '.join(map(str, v))}" for k, v in
+                                                    (("missing", missing), ("unknown", extra)) if v]
+    named = set()  # a mistake is explained at its first stage, then only referred to
+    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named) for n in want) if p]
+    return [f"{len(problems)} of {len(want)} stages wrong"] + problems if problems else []
+
+
+def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
+    """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
+    try:
+        given = tuple(mine)
+    except Exception:
+        return f"  {stage}: expected a tuple of ints such as {want}, got {safe_repr(mine)}"
+    floats = [n for n in given if isinstance(n, (float, np.floating))]
+    if floats:
+        return (f"  {stage}: expected {want}, got {safe_repr(given)}: {floats[0]!r} is a float, and a shape "
+                "holds whole numbers. Looks like: d_model / h (true division). Fix: d_k = d_model // h")
+    if any(isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) for n in given):
+        return f"  {stage}: expected a tuple of ints such as {want}, got {safe_repr(given)}"
+    mine = tuple(int(n) for n in given)
+    if mine == want:
+        return ""
+    found = _stage_matches(spec, stage, mine, want, sizes)[:1]
+    said = [" The same mistake." if m.name in named else f" Looks like: {m.name}. Fix: {m.fix}" for m in found]
+    named.update(m.name for m in found)
+    return f"  {stage}: expected {want}, got {mine}." + "".join(said)
+
+
+
+sandbox.protect(globals())
