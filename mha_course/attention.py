@@ -25,6 +25,7 @@ __all__ = ["softmax", "scaled_dot_product_attention", "attend", "attention_score
 def softmax(x, axis: int = -1) -> np.ndarray:
     """x (...) -> same shape; entries along ``axis`` are >= 0 and sum to 1.
 
+    NaN logits are refused (a ValueError naming the first), as attention refuses NaN input.
     Numerically stable: the row maximum is subtracted before ``exp``, so logits of
     1e4 do not overflow. A row that is all ``-inf`` (every key masked) becomes all zeros
     instead of NaN. A row with +inf logits gets the limit: its +inf entries share the weight
@@ -93,6 +94,10 @@ def attention_scores(Q, K, mask=None, bias=None) -> np.ndarray:
 def _check_logits(x, axis: int) -> np.ndarray:
     """softmax's argument checks: x as a float array with a non-empty ``axis``."""
     arr = _validate.float_array(x, "x")
+    if np.isnan(arr).any():  # +-inf are logits (a -inf is a masked key); NaN is no logit at all
+        where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+        raise ValueError(f"x holds NaN (first at index {where}); softmax takes finite logits or +-inf (-inf: a "
+                         "masked key), never NaN: find where the NaN came from, or mask that entry with -inf")
     if arr.ndim == 0:
         raise ValueError("softmax needs at least a 1-D array, got a scalar; wrap it as [x]")
     axis = _validate.axis(axis, arr.shape)
@@ -142,6 +147,10 @@ def padding_mask(lengths, S: int) -> np.ndarray:
     """
     S = _validate.positive_int(S, "S")
     arr = np.asarray(lengths)
+    if arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(  # True is no length, even in [True, 2]
+            isinstance(n, (bool, np.bool_)) for n in np.asarray(lengths, dtype=object).reshape(-1))):
+        raise ValueError(f"lengths={np.asarray(lengths, dtype=object).tolist()!r} holds a bool: True is not a length; "
+                         "give whole numbers of real tokens, one per sequence, e.g. lengths=[3, 5]")
     if arr.ndim != 1 or arr.size == 0 or not (np.issubdtype(arr.dtype, np.integer)
                                               or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))):
         raise ValueError(f"lengths must be a non-empty 1-D list of whole numbers, one per sequence; "
@@ -150,4 +159,6 @@ def padding_mask(lengths, S: int) -> np.ndarray:
     if bad.size:
         raise ValueError(f"lengths {arr.tolist()} must lie in 0..S=0..{S}; {bad.tolist()} do not. "
                          "A length counts the real tokens of a sequence padded to S")
+    _validate.allocation((8 + arr.size) * S, f"a padding mask of {arr.size} sequences of S={S} keys",
+                         "pad the sequences to fewer keys S")
     return (np.arange(S) < arr[:, None].astype(int))[:, None, None, :]  # (B, 1, 1, S)

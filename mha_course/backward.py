@@ -34,7 +34,7 @@ __all__ = ["softmax_backward", "scale_backward", "split_heads_backward", "combin
 
 
 def _same_shape(a, b, names: str) -> tuple[np.ndarray, np.ndarray]:
-    a, b = (_validate.float_array(v, n) for v, n in zip((a, b), names.split(", ")))
+    a, b = (_validate.finite_array(v, n) for v, n in zip((a, b), names.split(", ")))
     if a.shape != b.shape:
         raise ValueError(f"{names} must have the same shape, got {a.shape} and {b.shape}; "
                          "a gradient has the shape of the array it is the gradient of")
@@ -62,7 +62,7 @@ def scale_backward(grad_scaled, d_k: int) -> np.ndarray:
     >>> scale_backward(np.array([2.0, 4.0]), d_k=4)
     array([1., 2.])
     """
-    g = _validate.float_array(grad_scaled, "grad_scaled")
+    g = _validate.finite_array(grad_scaled, "grad_scaled")
     return g / math.sqrt(_validate.positive_int(d_k, "d_k"))
 
 
@@ -104,7 +104,7 @@ def matmul_backward(a, b, grad_out) -> tuple[np.ndarray, np.ndarray]:
     >>> ga.shape, gb.shape, float(gb[0, 0])
     ((2, 3), (3, 4), 2.0)
     """
-    a, b, g = (_validate.float_array(v, n) for v, n in ((a, "a"), (b, "b"), (grad_out, "grad_out")))
+    a, b, g = (_validate.finite_array(v, n) for v, n in ((a, "a"), (b, "b"), (grad_out, "grad_out")))
     try:
         out_shape = np.matmul(np.empty(a.shape[-2:]), np.empty(b.shape[-2:])).shape
         want = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), *out_shape)
@@ -129,11 +129,11 @@ def linear_backward(x, W, grad_y, bias: bool = False):
     >>> gx.shape, gW.shape, gb.shape, float(gW[0, 0]), float(gb[0])
     ((2, 5, 3), (3, 4), (4,), 10.0, 10.0)
     """
-    x, W, g = (_validate.float_array(v, n) for v, n in ((x, "x"), (W, "W"), (grad_y, "grad_y")))
+    x, W, g = (_validate.finite_array(v, n) for v, n in ((x, "x"), (W, "W"), (grad_y, "grad_y")))
     if W.ndim != 2 or x.shape[-1] != W.shape[0] or g.shape != (*x.shape[:-1], W.shape[1]):
         raise ValueError(f"x {x.shape}, W {W.shape}, grad_y {g.shape} do not fit y = x W: "
                          "need x (..., D_in), W (D_in, D_out), grad_y (..., D_out)")
-    return _linear_backward(x, W, g, bias)
+    return _linear_backward(x, W, g, _validate.flag(bias, "bias"))
 
 
 def _linear_backward(x, W, g, bias: bool):
@@ -158,7 +158,7 @@ def attention_backward(Q, K, V, weights, grad_out):
     >>> [g.shape for g in attention_backward(Q, K, V, w, np.ones_like(out))]
     [(3, 4), (5, 4), (5, 2)]
     """
-    Q, K, V, w, g = (_validate.float_array(a, n) for a, n in
+    Q, K, V, w, g = (_validate.finite_array(a, n) for a, n in
                      ((Q, "Q"), (K, "K"), (V, "V"), (weights, "weights"), (grad_out, "grad_out")))
     grad_w, grad_V = matmul_backward(w, V, g)  # out = weights @ V
     grad_scores = scale_backward(softmax_backward(w, grad_w), Q.shape[-1])
@@ -195,7 +195,7 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None,
         out = linear(stages["concat"], p.W_o, p.b_o)
 
     def pullback(grad_out):
-        g = _validate.float_array(grad_out, "grad_out")
+        g = _validate.finite_array(grad_out, "grad_out")
         if g.shape != out.shape:
             raise ValueError(f"grad_out has shape {g.shape} but the output has shape {out.shape}; "
                              "give d loss / d out, one number per output entry")
@@ -204,7 +204,7 @@ def mha_vjp(x, params: MHAParams, h: int, mask=None, context=None, *, keep=None,
 
 
 def _check_keep(keep, shape: tuple, dtype) -> np.ndarray:
-    keep = _validate.float_array(keep, "keep")
+    keep = _validate.finite_array(keep, "keep")
     try:
         if np.broadcast_shapes(keep.shape, shape) == shape:
             return keep.astype(dtype, copy=False)

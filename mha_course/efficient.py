@@ -69,6 +69,8 @@ def online_softmax_start(T: int, d_v: int, batch: tuple = (), dtype=np.float64) 
     """
     T, d_v = _validate.positive_int(T, "T"), _validate.positive_int(d_v, "d_v")
     batch = _batch_axes(batch)
+    _validate.allocation(8 * math.prod(batch) * T * (d_v + 2), f"an online-softmax state {(*batch, T, d_v)}",
+                         "start it for fewer queries T or a smaller d_v")
     return SoftmaxState(np.full((*batch, T, 1), -np.inf, dtype), np.zeros((*batch, T, 1), dtype),
                         np.zeros((*batch, T, d_v), dtype))
 

@@ -157,8 +157,9 @@ def _exp_is_safe(Qs: np.ndarray, K: np.ndarray, scale: float = 1.0) -> bool:
     underflows (what it is multiplied with is ``_values_fit``'s question).
     """
     limit = math.log(np.finfo(Qs.dtype).max) / 2
-    squared_norms = [np.einsum("...i,...i->...", a, a).max() for a in (Qs, K)]  # max |q|^2, |k|^2
-    return bool(scale * math.sqrt(squared_norms[0] * squared_norms[1]) <= limit)  # False for inf or NaN too
+    with np.errstate(over="ignore"):  # a norm past the largest float is inf: not safe, and no warning
+        squared_norms = [float(np.einsum("...i,...i->...", a, a).max()) for a in (Qs, K)]  # max |q|^2, |k|^2
+    return bool(scale * math.sqrt(squared_norms[0]) * math.sqrt(squared_norms[1]) <= limit)  # False for inf or NaN
 
 
 def _subtract_row_max(w: np.ndarray) -> None:

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _validate
 from .fast import attend
-from .heads import combine_heads, split_heads
+from .heads import MAX_D_MODEL, combine_heads, split_heads, valid_heads
 from .kvcache import (
     FIT_FIX,
     ROLLING_POSITIONS,
@@ -72,7 +72,10 @@ def valid_kv_heads(h: int) -> list[int]:
     >>> valid_kv_heads(8)
     [1, 2, 4, 8]
     """
-    return _validate.divisors(_validate.positive_int(h, "h"))
+    h = _validate.positive_int(h, "h")
+    if h > MAX_D_MODEL:
+        raise ValueError(f"h={h} is more than MAX_D_MODEL = 2**40 heads; give the h of the attention")
+    return valid_heads(h)  # the divisors of h, found as the h of a d_model
 
 
 def kv_heads(h: int, h_kv) -> int:
@@ -219,9 +222,12 @@ def grouped_query_attention(x, params: GQAParams, h: int, h_kv: int, mask=None, 
     B, T = np.shape(x)[:2] if np.ndim(x) == 3 else (None, None)
     if cache is not None:
         check_cache_type(cache, context)
-        if getattr(cache, "position_mode", "absolute") == "cache" and cache.rope_base != rope_base:
-            raise ValueError(f"the RollingKVCache numbers positions inside the cache with rope_base={cache.rope_base!r} "
-                             f"but this call rotates with rope_base={rope_base!r}: pass the same rope_base to both")
+        rolling_base = getattr(cache, "rope_base", None)  # a RollingKVCache's (a KVCache has none)
+        if (getattr(cache, "position_mode", "absolute") == "cache" or rolling_base is not None) \
+                and rolling_base != rope_base:
+            raise ValueError(f"the RollingKVCache was made with rope_base={rolling_base!r} "
+                             f"but this call rotates with rope_base={rope_base!r}: pass the same rope_base to both "
+                             "(or make the cache without one, with positions='absolute')")
     start = 0 if cache is None else cache.length
     allowed = None if cache is None or T is None else cache.next_mask(T)  # (T, S): causal, or window and sinks
     x, ctx, p, h, h_kv, mask = _validate.attention_call(
@@ -265,6 +271,8 @@ def init_mla_params(d_model: int, h: int, d_latent: int, *, rng: np.random.Gener
     d_model = _validate.positive_int(d_model, "d_model")
     _validate.heads(d_model, h)
     d_c = _validate.positive_int(d_latent, "d_latent")
+    _validate.allocation(3 * 8 * d_model * d_c, f"MLA's latent projections (d_model, d_latent) = ({d_model}, {d_c})",
+                         "choose a smaller d_latent (it is meant to be much smaller than d_model)")
     square = init_params(d_model, rng=rng, dtype=dtype)  # checks rng and dtype too
     W_dkv = rng.normal(0.0, 1.0 / math.sqrt(d_model), size=(d_model, d_c)).astype(dtype)
     W_uk, W_uv = rng.normal(0.0, 1.0 / math.sqrt(d_c), size=(2, d_c, d_model)).astype(dtype)

@@ -6,20 +6,32 @@ Taught in 03_multi_head_split.ipynb.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _validate
 
-__all__ = ["split_heads", "combine_heads", "split", "combine", "valid_heads", "nearest_valid_h"]
+__all__ = ["split_heads", "combine_heads", "split", "combine", "valid_heads", "nearest_valid_h", "MAX_D_MODEL"]
+
+MAX_D_MODEL = 2 ** 40  # valid_heads tries up to sqrt(d_model) = 2**20 divisors: a fraction of a second
 
 
 def valid_heads(d_model: int) -> list[int]:
     """d_model -> every h that divides it, smallest first (the values an h slider may take).
 
+    The divisors pair up as (d, d_model // d) with d <= sqrt(d_model): sqrt(d_model) trials. A d_model
+    above ``MAX_D_MODEL`` (2**40, far past any model width) is refused rather than searched.
+
     >>> valid_heads(12)
     [1, 2, 3, 4, 6, 12]
     """
-    return _validate.divisors(_validate.positive_int(d_model, "d_model"))
+    n = _validate.positive_int(d_model, "d_model")
+    if n > MAX_D_MODEL:
+        raise ValueError(f"d_model={n} is more than MAX_D_MODEL = 2**40; a model width is a few thousand at most: "
+                         "give the d_model of the attention")
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]  # the divisors up to sqrt(n)
+    return small + [n // d for d in reversed(small) if d * d != n]  # and their partners, increasing
 
 
 def nearest_valid_h(d_model: int, h: int) -> int:
@@ -51,8 +63,12 @@ def split_heads(x, h: int) -> np.ndarray:
 
 
 def split(x: np.ndarray, h: int) -> np.ndarray:
-    """``split_heads`` on a checked (B, T, d_model) float array and a valid h (the pipeline's path)."""
+    """``split_heads`` on a (B, T, d_model) float array and a valid h (the pipeline's path: only the
+    shape and h are checked, no pass over the values)."""
+    if getattr(x, "ndim", None) != 3:
+        raise ValueError(f"x must be a (B, T, d_model) array, got shape {np.shape(x)}; split_heads checks any input")
     B, T, d_model = x.shape
+    h = _validate.heads(d_model, h)  # a ValueError listing the valid h, not numpy's reshape message
     return x.reshape(B, T, h, d_model // h).transpose(0, 2, 1, 3)  # (B, T, h, d_k) -> (B, h, T, d_k)
 
 

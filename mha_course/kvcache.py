@@ -88,7 +88,10 @@ class _Cache:
         return views
 
     def reset(self) -> None:
-        """Forget every cached token (length 0); the buffers are kept for the next sequence."""
+        """Forget every cached token (length 0), in new buffers of the same shape: the arrays an earlier
+        ``append`` returned keep the tokens they showed (appends only ever write past them, and the next
+        sequence writes into buffers of its own)."""
+        self._buffers = tuple(np.zeros_like(b) for b in self._buffers)
         self.length = 0
 
     def __repr__(self) -> str:
@@ -101,8 +104,9 @@ class KVCache(_Cache):
 
     ``length`` counts the tokens cached, ``nbytes`` the bytes held (2·batch·h_kv·max_len·d_k
     ·itemsize). Passed as ``grouped_query_attention(..., cache=cache)`` it is **updated in
-    place**: the call appends its keys and values and advances ``length``. ``keys`` and
-    ``values`` are read-only views of the filled part. ``reset()`` starts a new sequence.
+    place**: the call appends its keys and values and advances ``length``. ``keys``, ``values`` and
+    what ``append`` returns are read-only views of the filled part; they never change afterwards (later
+    appends write past them, ``reset()`` starts the next sequence in new buffers).
 
     >>> cache = KVCache(batch=1, h_kv=2, d_k=4, max_len=16)
     >>> cache.length, cache.nbytes, cache.keys.shape
@@ -132,7 +136,13 @@ class KVCache(_Cache):
         return self._filled()[1]
 
     def next_mask(self, T: int) -> np.ndarray:
-        """T new queries -> (T, length + T) bool: what they may attend once appended (causal)."""
+        """T new queries -> (T, length + T) bool: what they may attend once appended (causal).
+
+        Refused (a ValueError) when T more tokens would not fit in max_len, as ``append`` refuses them."""
+        T = _validate.positive_int(T, "T")
+        if self.length + T > self.max_len:
+            raise ValueError(f"the cache holds {self.length} of max_len={self.max_len} tokens and "
+                             f"cannot take {T} more; make it with max_len >= {self.length + T}")  # as append says
         return cached_causal_mask(T, self.length)
 
 

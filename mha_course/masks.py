@@ -50,6 +50,9 @@ def causal_mask(T: int, offset: int = 0, window=None) -> np.ndarray:
     T = _validate.positive_int(T, "T")
     if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ValueError(f"offset={offset!r} must be a whole number >= 0 (the tokens already cached)")
+    _validate.allocation(2 * T * (int(offset) + T), f"a causal mask of shape (T, offset + T) = ({T}, {offset + T})",
+                         "ask for fewer queries T (or a smaller offset): attention over that many tokens needs "
+                         "a kernel that never forms the mask")
     q = offset + np.arange(T)[:, None]  # (T, 1): the queries' positions
     s = np.arange(offset + T)[None, :]  # (1, S): the keys' positions
     allowed = s <= q  # (T, S)
@@ -141,6 +144,8 @@ def document_mask(doc_ids, causal: bool = False) -> np.ndarray:
         raise ValueError(f"doc_ids holds {ids.min()}: document ids are whole numbers >= 0 (a -1 for padding would "
                          "make the padding one more document); give padding tokens an id of their own and block "
                          "them with padding_mask")
+    _validate.allocation(2 * ids.size * ids.shape[-1], f"a document mask for doc_ids of shape {ids.shape}",
+                         "pack fewer tokens into one row of doc_ids")
     same = ids[..., :, None] == ids[..., None, :]  # (..., T, 1) == (..., 1, T) -> (..., T, T)
     if _validate.flag(causal, "causal"):
         same &= causal_mask(ids.shape[-1])
@@ -230,6 +235,8 @@ def leak_probe(attn_fn: Callable, T: int, *, rng: np.random.Generator, d: int = 
     if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (int, float, np.number)) or not 0 <= tol < np.inf:
         raise ValueError(f"tol={tol!r} must be a finite number >= 0: how far (relative to the output's scale) an "
                          "output may move and still count as unmoved, e.g. tol=1e-6")
+    _validate.allocation(8 * T * (T + d * (1 if batch is None else _validate.positive_int(batch, "batch"))),
+                         f"leak_probe's tokens and (T, T) table for T={T}, d={d}", "probe fewer tokens T")
     allowed = _allowed(mask, T)
     shape = (T, d) if batch is None else (_validate.positive_int(batch, "batch"), T, d)
     x = rng.normal(size=shape)
@@ -269,4 +276,8 @@ def _run(attn_fn: Callable, x: np.ndarray, T: int) -> np.ndarray:
     if out.ndim < 2 or out.shape[-2] != T:
         raise ValueError(f"attn_fn returned shape {out.shape}; leak_probe needs (..., T={T}, d_out): "
                          "one output row per token, positions on axis -2")
+    if not np.isfinite(out).all():  # a NaN output cannot say whether it moved
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise ValueError(f"attn_fn returned NaN or inf (first at index {where}) on finite random tokens; "
+                         "leak_probe compares finite outputs: fix attn_fn so that it returns finite values")
     return out

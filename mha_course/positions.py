@@ -49,6 +49,8 @@ def sinusoidal_positions(T: int, d_model: int) -> np.ndarray:
     """
     T = _validate.positive_int(T, "T")
     d_model = _validate.positive_int(d_model, "d_model")
+    _validate.allocation(3 * 8 * T * d_model, f"a sinusoidal table (T, d_model) = ({T}, {d_model})",
+                         "ask for fewer positions T or a narrower d_model")
     two_i = np.arange(d_model) // 2 * 2  # (d_model,): 0, 0, 2, 2, 4, 4, ...
     angles = np.arange(T)[:, None] / 10000.0 ** (two_i / d_model)  # (T, 1) / (d_model,) -> (T, d_model)
     return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
@@ -66,6 +68,8 @@ def rope_angles(positions, d_k: int, base: float = 10000.0, scaling=None) -> np.
     """
     positions = _positions(positions)
     inv_freq = rope_inv_freq(d_k, base, scaling)  # (d_k/2,): base^(-2i/d_k), maybe scaled
+    _validate.allocation(8 * positions.size * (d_k // 2), f"RoPE angles (T, d_k // 2) = ({positions.size}, {d_k // 2})",
+                         "rotate fewer positions or a smaller d_k")
     return positions[:, None] * inv_freq  # (T, 1) x (d_k/2,) -> (T, d_k/2)
 
 
@@ -125,7 +129,7 @@ def rotate(x: np.ndarray, angles: np.ndarray, layout: str = "interleaved") -> np
     """x (..., T, d_k) float, angles (T, d_k // 2) -> x rotated (..., T, d_k): ``apply_rope`` with the angles given.
 
     The pipeline's path (``mha.rope_heads``): pair i of position t turns by ``angles[t, i]``. Only the
-    types and shapes are checked here (no pass over the values): a NaN angle gives NaN features.
+    types and shapes of x are checked here (no pass over its values); a NaN or inf angle is refused.
 
     >>> rotate(np.array([[1.0, 0.0]]), np.array([[np.pi / 2]])).round(6).tolist()
     [[0.0, 1.0]]
@@ -146,7 +150,7 @@ def _rotation_inputs(x, angles, layout):
         x = _validate.float_array(x, "x")
     if x.ndim < 2 or x.shape[-1] % 2:
         raise ValueError(f"x has shape {x.shape}; rotate needs (..., T, d_k) with d_k even (features turn in pairs)")
-    angles = _validate.float_array(angles, "angles")
+    angles = _validate.finite_array(angles, "angles")  # (T, d_k/2): one cheap pass; a NaN angle would spread
     want = (x.shape[-2], x.shape[-1] // 2)
     if angles.shape != want:
         raise ValueError(f"angles has shape {angles.shape} but x {x.shape} needs {want}: one angle per position "
@@ -165,9 +169,11 @@ def rope_score_grid(q, k, T: int, base: float = 10000.0, layout: str = "interlea
     >>> bool(np.allclose(np.diag(g, 1), g[0, 1])), float(g[2, 2])
     (True, 4.0)
     """
-    q, k = _validate.float_array(q, "q"), _validate.float_array(k, "k")
+    q, k = _validate.finite_array(q, "q"), _validate.finite_array(k, "k")
     if q.ndim != 1 or q.shape != k.shape:
         raise ValueError(f"q and k must be two vectors of the same size d_k, got shapes {q.shape} and {k.shape}")
+    _validate.allocation(8 * _validate.positive_int(T, "T") * (T + 4 * q.size), f"a RoPE score grid of T={T} positions",
+                         "ask for fewer positions T")
     positions = np.arange(_validate.positive_int(T, "T"))
     Qr = apply_rope(np.broadcast_to(q, (T, q.size)), positions, base, layout)  # (T, d_k): q at 0..T-1
     Kr = apply_rope(np.broadcast_to(k, (T, k.size)), positions, base, layout)  # (T, d_k)
@@ -296,6 +302,8 @@ def rope_inv_freq(d_k: int, base: float = 10000.0, scaling=None) -> np.ndarray:
     """
     d_k = _even_d_k(d_k)
     base = _base(base)
+    _validate.allocation(4 * 8 * (d_k // 2), f"the RoPE frequencies of d_k={d_k} ({d_k // 2} pairs)",
+                         "give the head size d_k of the attention (d_model // h), a few hundred at most in practice")
     j = np.arange(d_k // 2)  # (d_k/2,): the pair index
     plain = base ** (-2.0 * j / d_k)  # (d_k/2,)
     kind, s = _scaling(scaling)
@@ -421,6 +429,7 @@ def alibi_slopes(h: int) -> np.ndarray:
     [0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]
     """
     h = _validate.positive_int(h, "h")
+    _validate.allocation(4 * 8 * h, f"ALiBi slopes for h={h} heads", "give the number of heads of the attention")
 
     def geometric(n):  # 2^(-8/n), 2^(-16/n), ..., 2^(-8)
         return 2.0 ** (-8.0 * np.arange(1, n + 1) / n)
@@ -447,5 +456,7 @@ def alibi_bias(h: int, T: int, S=None) -> np.ndarray:
     S = T if S is None else _validate.positive_int(S, "S")
     if S < T:
         raise ValueError(f"S={S} < T={T}: the T queries are the last T of the S positions; give S >= T")
+    _validate.allocation(8 * T * S * (h + 2), f"an ALiBi bias (h, T, S) = ({h}, {T}, {S})",
+                         "ask for fewer queries T or keys S")
     distance = np.abs((S - T + np.arange(T))[:, None] - np.arange(S)[None, :])  # (T, S)
     return -m[:, None, None] * distance + 0.0  # (h, 1, 1) x (T, S) -> (h, T, S); + 0.0: no -0.0

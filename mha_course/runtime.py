@@ -146,6 +146,14 @@ def blas_on_one_thread():
                 _STATE["limiter"].restore_original_limits()
 
 
+def _flag(value, name: str) -> None:
+    """Refuse a ``value`` that is not True or False (numpy's too): "no" or 2 would read as True.
+    (_validate.flag's check, here without numpy: this module imports nothing of the package.)"""
+    if not (isinstance(value, bool) or (getattr(value, "dtype", None) is not None and value.dtype.kind == "b"
+                                        and getattr(value, "ndim", 1) == 0)):
+        raise ValueError(f"{name}={value!r} must be True or False (got {type(value).__name__})")
+
+
 def run_jobs(run, jobs: list, parallel: bool = True) -> None:
     """Call ``run(job)`` for every job: on the pool of one thread per core when ``parallel``.
 
@@ -161,6 +169,7 @@ def run_jobs(run, jobs: list, parallel: bool = True) -> None:
     >>> run_jobs(out.append, [1, 2, 3], parallel=False); out
     [1, 2, 3]
     """
+    _flag(parallel, "parallel")
     workers = min(cpu_count(), len(jobs)) if parallel else 1
     if workers < 2 or getattr(_WORKER, "inside", False):
         for job in jobs:
@@ -210,6 +219,7 @@ def keep_freed_memory(default: bool = True) -> bool:
     >>> MEMORY_VAR
     'MHA_COURSE_KEEP_FREED_MEMORY'
     """
+    _flag(default, "default")
     if _MEMORY["kept"] is None and _memory_wanted(default):
         _MEMORY["kept"] = False
         if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":

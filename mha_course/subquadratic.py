@@ -33,6 +33,7 @@ __all__ = ["sliding_window_mask", "longformer_mask", "dilated_window_mask", "big
 def _offsets(T: int) -> np.ndarray:
     """T -> (T, T) ints t - s (query t, key s): how far back key s lies from query t."""
     T = _validate.positive_int(T, "T")
+    _validate.allocation(3 * 8 * T * T, f"a ({T}, {T}) mask", "ask for fewer tokens T")
     return np.arange(T)[:, None] - np.arange(T)[None, :]
 
 
@@ -117,6 +118,7 @@ def bigbird_mask(T: int, window: int, n_global: int, n_random: int, *, rng: np.r
     """
     T = _validate.positive_int(T, "T")
     rng = _validate.generator(rng, "rng")
+    _validate.allocation(3 * 8 * T * T, f"BigBird's ({T}, {T}) random draws", "ask for fewer tokens T")
     if not all(isinstance(n, numbers.Integral) and not isinstance(n, (bool, np.bool_)) and 0 <= n <= T
                for n in (n_global, n_random)):
         raise ValueError(f"n_global={n_global!r} and n_random={n_random!r} must be whole numbers in 0..T={T}")

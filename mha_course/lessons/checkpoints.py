@@ -233,10 +233,13 @@ def checkpoint_bytes(params: Model, config: Config, history: Optional[History] =
 
 
 def save_checkpoint(path, params: Model, config: Config, history: Optional[History] = None) -> Path:
-    """Write config, params (and history) to ``path`` (.npz), atomically (``mha_course._files.atomic_write``:
+    """Write config, params (and history) to ``path`` (which must end in .npz), atomically (``mha_course._files.atomic_write``:
     a temp file, then os.replace; a new file gets ``0666 & ~umask``, an old one keeps its mode). Everything
     is checked and packed before the file is touched: a refused call leaves it as it was."""
     path = _validate.path(path, for_writing=True)
+    if path.suffix != ".npz":  # load_checkpoint reads .npz archives; a name without it would hide what it holds
+        raise ValueError(f"path={str(path)!r} must end in .npz (a checkpoint is an .npz archive, as load_checkpoint "
+                         f"reads it); e.g. path={str(path.with_suffix('.npz'))!r}")
     return atomic_write(path, checkpoint_bytes(params, config, history))
 
 

@@ -35,6 +35,8 @@ def repeated_tokens(vocab: int, half: int, n: int, rng: np.random.Generator) -> 
     rng = _args.generator(rng)
     if half < 2:
         raise ValueError(f"half={half}: the repeated block needs at least 2 tokens")
+    _validate.allocation(3 * 8 * n * half, f"repeated tokens (n, 2 * half) = ({n}, {2 * half})",
+                         "ask for fewer sequences n or a shorter half")
     block = rng.integers(0, vocab, size=(n, half))  # (n, half)
     return np.concatenate([block, block], axis=1)  # (n, 2 * half)
 
@@ -70,6 +72,7 @@ def make_pair(config, rng: np.random.Generator, n: int = 64, corrupt: str = "key
     T, V = config.seq_len, config.vocab
     repeat = _args.whole(repeat, "repeat", 3, min(T // 2, V - 1),
                          f"the copied block needs 3..seq_len // 2 = {T // 2} tokens, fewer than vocab={V}")
+    _validate.allocation(2 * 8 * n * max(V, T), f"a patching pair of n={n} sequences", "ask for fewer sequences n")
     perm = np.argsort(rng.random((n, V)), axis=1)  # (n, V): a random order of the vocabulary per row
     A, outside = perm[:, :repeat], perm[:, repeat]  # (n, repeat) distinct tokens; (n,) one more
     noise = rng.integers(0, V, size=(n, T - 2 * repeat))

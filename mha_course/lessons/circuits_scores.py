@@ -304,6 +304,8 @@ def composition_baseline_scores(d_model: int, d_k: int, rng: np.random.Generator
         raise TypeError(f"rng={rng!r:.60} is not a numpy Generator; pass np.random.default_rng(seed)")
     if d_k > d_model:
         raise ValueError(f"d_k={d_k} > d_model={d_model}: a head's rank is at most d_model (d_k = d_model // h)")
+    _validate.allocation(3 * 8 * d_model * d_model, f"random (d_model, d_model) = ({d_model}, {d_model}) products",
+                         "choose a smaller d_model")
 
     def low_rank():
         return rng.normal(size=(d_model, d_k)) @ rng.normal(size=(d_k, d_model))  # (D, d_k) x (d_k, D)

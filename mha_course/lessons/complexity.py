@@ -257,6 +257,9 @@ def time_sweep(seq_lens, d_model: int, h: int, *, rng: np.random.Generator, repe
     rng = _validate.generator(rng)
     if progress is not None and not callable(progress):
         raise ValueError(f"progress={progress!r} must be a function progress(done, total), or None")
+    _validate.allocation(8 * batch * max(lens) * (2 * h * max(lens) + 6 * d_model),
+                         f"a forward pass over T={max(lens)} tokens (its (batch, h, T, T) weights)",
+                         "time shorter sequences (seq_lens)")
     params = init_params(d_model, rng=rng)
     medians = np.empty(len(lens))
     for i, T in enumerate(lens):

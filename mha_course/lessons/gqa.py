@@ -81,8 +81,8 @@ def _check_prompt(prompt, params: Model, config: Config, n_new) -> np.ndarray:
 def greedy_steps(params: Model, config: Config, prompt, n_new: int, *, use_cache: bool = True, caches=None):
     """prompt (B, P) -> yields (next tokens (B,), their logits (B, V)) for n_new greedy steps: the one loop.
 
-    With a cache (``use_cache``, or ``caches`` given: one per layer, **appended in place**, e.g. a
-    paged cache's): a prefill, then one decode step per token; without, ``forward`` over the whole
+    With a cache (``use_cache``, or ``caches`` given: one empty cache per layer, **appended in place**,
+    e.g. a paged cache's; caches that already hold tokens are refused): a prefill, then one decode step per token; without, ``forward`` over the whole
     sequence every step. ``generate``, ``seconds_per_token`` and ``long_context.serve`` run it.
 
     >>> config = Config(task="previous_token", vocab=8, seq_len=12, d_model=8, h=2, n_layers=1)
@@ -93,6 +93,15 @@ def greedy_steps(params: Model, config: Config, prompt, n_new: int, *, use_cache
     """
     prompt = _check_prompt(prompt, params, config, n_new)
     use_cache, config = _validate.flag(use_cache, "use_cache"), check_config(config)
+    if caches is not None:  # the prompt starts a sequence: caches holding another one would precede it
+        if not isinstance(caches, (list, tuple)):
+            raise ValueError(f"caches must be a list of caches, one per layer, got {type(caches).__name__}; "
+                             "make them with new_caches(params, config, batch, max_len)")
+        held = [getattr(c, "length", None) for c in caches]
+        if any(n != 0 for n in held):
+            raise ValueError(f"caches hold {held} tokens already: greedy_steps starts a new sequence at position 0, "
+                             "so its prompt would follow those tokens; give empty caches (cache.reset() each, or "
+                             "new_caches(params, config, batch, max_len))")
 
     def steps():  # a generator, so it runs as the caller reads it; everything was checked above
         tokens, caches_ = prompt, caches

@@ -278,7 +278,8 @@ def _ranks(a: np.ndarray) -> np.ndarray:
 
 def rank_correlation(a, b) -> np.ndarray:
     """a, b (..., n) -> (...): Spearman rank correlation along the last axis (no ties assumed: tied
-    values are ranked in the order they come). n >= 2; a NaN, which has no rank, is refused.
+    values are ranked in the order they come). n >= 2; a NaN, which has no rank, and a constant input,
+    for which the correlation is undefined, are refused.
 
     >>> rank_correlation(np.array([1.0, 2, 3]), np.array([10.0, 30, 20]))
     np.float64(0.5)
@@ -287,6 +288,11 @@ def rank_correlation(a, b) -> np.ndarray:
     if a.shape != b.shape or a.ndim == 0 or a.shape[-1] < 2:
         raise ValueError(f"a has shape {a.shape} and b {b.shape}; give two arrays of one shape (..., n) with "
                          "n >= 2 values to rank along the last axis")
+    for arr, name in ((a, "a"), (b, "b")):
+        constant = np.ptp(arr, axis=-1) == 0  # (...,): every value alike, so no ranking at all
+        if constant.any():
+            raise ValueError(f"{name} is constant along its last axis (first such row: {arr[constant][0][:5].tolist()}); "
+                             "a rank correlation is undefined for a constant input: give values that differ")
     ra, rb = _ranks(a), _ranks(b)
     ra, rb = ra - ra.mean(-1, keepdims=True), rb - rb.mean(-1, keepdims=True)
     return (ra * rb).sum(-1) / np.sqrt((ra ** 2).sum(-1) * (rb ** 2).sum(-1))
@@ -326,6 +332,8 @@ def sequential_steps(T: int, d_model: int = 8, h: int = 2) -> tuple[int, int]:
     """
     T = _validate.positive_int(T, "T")
     h = _validate.heads(_validate.positive_int(d_model, "d_model"), h)
+    _validate.allocation(8 * T * (T * (h + 1) + 4 * d_model), f"attention over T={T} tokens (its (h, T, T) weights)",
+                         "ask for fewer tokens T")
     rng = np.random.default_rng(0)
     x, W = rng.normal(size=(1, T, d_model)), np.eye(d_model)
     _, rnn_steps = rnn_scan(x, W, W)

@@ -59,6 +59,8 @@ def embedding_table(vocab_size: int, d_model: int, *, rng: np.random.Generator) 
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}; "
                          "pass rng=np.random.default_rng(0)")
+    _validate.allocation(8 * V * D, f"an embedding table (vocab_size, d_model) = ({V}, {D})",
+                         "choose a smaller vocabulary or d_model")
     return rng.normal(0.0, 1.0, size=(V, D))
 
 
@@ -128,7 +130,10 @@ def identity_params(d_model: int) -> MHAParams:
     >>> bool(np.array_equal(p.W_q, np.eye(3)))
     True
     """
-    eye = np.eye(_validate.positive_int(d_model, "d_model"))
+    d_model = _validate.positive_int(d_model, "d_model")
+    _validate.allocation(8 * d_model * d_model, f"identity matrices (d_model, d_model) = ({d_model}, {d_model})",
+                         "choose a smaller d_model")
+    eye = np.eye(d_model)
     return MHAParams(eye, eye.copy(), eye.copy(), eye.copy())
 
 

@@ -75,7 +75,7 @@ def _params_for_every_h(d_model: int) -> bool:
     """The same MHAParams serve every h that divides d_model: 4·d_model² numbers each time."""
     p = init_params(d_model, rng=np.random.default_rng(0))
     x = np.ones((1, 2, d_model))
-    runs = [multi_head_attention(x, p, h)[0].shape for h in _validate.divisors(d_model)]
+    runs = [multi_head_attention(x, p, h)[0].shape for h in heads.valid_heads(d_model)]
     return count_params(p) == 4 * d_model ** 2 and len(set(runs)) == 1
 
 
@@ -203,7 +203,7 @@ COMPUTE = {
     "param_count": complexity.param_count,
     "stage_shape": _stage_shape,
     "d_k": lambda d_model, h: heads.split_heads(np.zeros((1, 1, d_model)), h).shape[-1],
-    "valid_heads": lambda d_model: _validate.divisors(d_model),
+    "valid_heads": heads.valid_heads,
     "attention_flops": complexity.attention_flops,
     "projection_flops": complexity.projection_flops,
     "crossover_seq_len": complexity.crossover_seq_len,

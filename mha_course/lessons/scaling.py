@@ -41,6 +41,8 @@ def sample_scores(rng: np.random.Generator, d_k: int, n_queries: int = 400,
     d_k = _validate.positive_int(d_k, "d_k")
     N = _validate.positive_int(n_queries, "n_queries")
     S = _validate.positive_int(n_keys, "n_keys")
+    _validate.allocation(2 * 8 * N * S * d_k, f"sampled keys (n_queries, n_keys, d_k) = ({N}, {S}, {d_k})",
+                         "ask for fewer queries, keys or a smaller d_k")
     q = rng.standard_normal((N, 1, d_k))  # (N, 1, d_k): one query, broadcast over its keys
     k = rng.standard_normal((N, S, d_k))  # (N, S, d_k)
     return (q * k).sum(axis=-1)  # (N, S, d_k) -> (N, S)
@@ -155,13 +157,19 @@ def scaling_experiment(rng: np.random.Generator, d_k_values=POWERS_OF_TWO,
 
 
 def _weights(p, name: str) -> np.ndarray:
-    """Softmax weights (..., S): finite, each in [0, 1] (a row of a softmax; a masked row may be all 0)."""
+    """Softmax weights (..., S): finite, each in [0, 1], each row summing to 1 (a masked row may be all 0)."""
     p = _validate.finite_array(p, name)
     if p.ndim == 0:
         raise ValueError(f"{name} has shape {p.shape}; give softmax weights (..., S), one row per query")
     if p.size and (p.min() < 0 or p.max() > 1):
         raise ValueError(f"{name} holds {float(p.min()):.3g}..{float(p.max()):.3g}, but softmax weights lie in [0, 1]; "
                          f"pass softmax(scores), not the scores")
+    sums = p.sum(axis=-1)  # (...,): 1 for a softmax row, 0 for an all-masked one
+    tol = max(1e-6, 10 * p.shape[-1] * float(np.finfo(p.dtype).eps))
+    off = ~((np.abs(sums - 1) <= tol) | (sums == 0))
+    if off.any():
+        raise ValueError(f"{name} has rows summing to {np.unique(sums[off].round(6))[:5].tolist()}, but a row of softmax "
+                         "weights sums to 1 (or 0 when every key is masked); pass softmax(scores) along the last axis")
     return p
 
 

@@ -47,6 +47,8 @@ def _sizes(d_model: int, T, content: int, a=None, b=None, positions: bool = True
         _validate.index(b, T, "b", "token positions")
         if a == b:
             raise ValueError(f"a={a}, b={b} must be two different positions in 0..{T - 1}")
+    _validate.allocation(4 * 8 * d_model * d_model, f"four (d_model, d_model) = ({d_model}, {d_model}) matrices",
+                         "choose a smaller d_model")
 
 
 def _task_arrays(x, y=None) -> tuple:
@@ -73,6 +75,8 @@ def gather_inputs(n: int, T: int = 6, content: int = 8, d_model: int = 16, *,
     n = _validate.positive_int(n, "n")
     _sizes(d_model, T, content, 0, 1)
     _validate.instance(rng, np.random.Generator, "rng", "pass rng=np.random.default_rng(0)")
+    _validate.allocation(2 * 8 * n * T * d_model, f"inputs (n, T, d_model) = ({n}, {T}, {d_model})",
+                         "ask for fewer sequences n")
     x = np.zeros((n, T, d_model))
     x[..., :content] = rng.normal(size=(n, T, content))       # (n, T, content)
     x[:, np.arange(T), content + np.arange(T)] = 1.0           # one-hot positions

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 # reasons said once, used by several exercises
 CHECKS = "argument checking and conversion: on this exercise's valid inputs it returns its inputs unchanged"
+ALLOC = ("the size check (_validate.allocation) refuses only arrays past 4 GiB or this machine's memory: the "
+         "exercise's arrays are small, so no variant of it changes a result")
 ORDER = "the two statements are independent (neither reads what the other writes)"
 UNUSED_BIAS = "the bias branch: this exercise's function has no bias argument (always None)"
 TWO_D = "the exercise's arrays are 2-d (as its text states), so axis 0 is axis -2 and axis 1 is axis -1"
@@ -43,9 +45,9 @@ def _lines(function: str, offsets, why: str) -> dict:
 
 EQUIVALENT = {
     "softmax": {
-        **_lines("softmax", (16, 17, 18), PLUS_INF),
-        **_lines("softmax", (19,), NO_KEY),
-        "softmax+21 constant: np.where(total == 0, 1, total) -> np.where(total == 0, 2, total)":
+        **_lines("softmax", (17, 18, 19), PLUS_INF),
+        **_lines("softmax", (20,), NO_KEY),
+        "softmax+22 constant: np.where(total == 0, 1, total) -> np.where(total == 0, 2, total)":
             "the divisor of an all-zero row: 0 / 1 and 0 / 2 are both 0",
         **_lines("softmax", (0,), "the argument check returns x unchanged for valid logits, so taking the max "
                                   "before or after it gives the same"),
@@ -57,23 +59,27 @@ EQUIVALENT = {
         **_lines("scaled_dot_product_attention>attention_scores", (9,), UNUSED_BIAS),
     },
     "causal_mask": {
-        **_lines("causal_mask", (18, 19), "offset is 0 in this exercise (the learner's causal_mask(T) has no cache): "
+        **_lines("causal_mask", (21, 22), "offset is 0 in this exercise (the learner's causal_mask(T) has no cache): "
                                           "offset + x is x"),
-        **_lines("causal_mask", (21, 22), "the window branch: this exercise's mask has no window (None)"),
+        **_lines("causal_mask", (18,), ALLOC),
+        **_lines("causal_mask", (24, 25), "the window branch: this exercise's mask has no window (None)"),
         **_lines("causal_mask", (0,), ORDER + " (the query and key positions)"),
     },
     "padding_mask": {
         "padding_mask+10 dropped-call: np.asarray(lengths) -> lengths":
             "lengths is an int array in every case, and the comparisons below treat a list the same way",
-        **_lines("padding_mask", (15,), "the check that every length is in 0..S (raises otherwise): valid "
+        **_lines("padding_mask", (23,), ALLOC),
+        **_lines("padding_mask", (19,), "the check that every length is in 0..S (raises otherwise): valid "
                                         "lengths pass it whatever its form"),
         **_lines("padding_mask", (0,), ORDER),
     },
     "mask_as": {"mask_as>_keep_mask+2 dropped-call: np.asarray(mask) -> mask": ASARRAY},
     "document_mask": {
         "<lambda>>_document_mask+14 dropped-call: np.asarray(doc_ids) -> doc_ids": ASARRAY,
-        "<lambda>>_document_mask+24 constant: ids.shape[-1] -> ids.shape[0]":
+        "<lambda>>_document_mask+26 constant: ids.shape[-1] -> ids.shape[0]":
             "doc_ids is (T,) in this exercise, so axis 0 is axis -1",
+        **_lines("<lambda>>_document_mask", (22,), ALLOC),
+        **_lines("<lambda>>_document_mask", (0,), ORDER + " (the size check and the comparison)"),
     },
     "cross_attention": {"_cross_reference+1 dropped-call: np.asarray(keep, bool) -> keep":
                         "keep is a boolean array in every case (the exercise passes a bool mask)"},
@@ -140,7 +146,8 @@ EQUIVALENT = {
     },
     "linear_attention": {
         **_lines("linear_attention>_linear_one", (4, 6, 7, 8, 9, 10, 11), CAUSAL_OFF),
-        **_lines("linear_attention>run_jobs", (15, 16, 21, 22, 26), THREADS),
+        **_lines("linear_attention>run_jobs", (16, 17, 22, 23, 27), THREADS),
+        **_lines("linear_attention>run_jobs", (0,), ORDER + " (the flag's check and the worker count)"),
         **_lines("linear_attention", (27,), "the size above which the rows are split over threads (the same "
                                             "numbers either way)"),
         **_lines("linear_attention", (0,), ORDER),
@@ -179,15 +186,18 @@ EQUIVALENT = {
     "bug_source_position": {**_lines("_bug_position_ref", (2,), "the codes are non-negative: int(a / b) and a // b "
                                                                  "are the same whole number")},
     "alibi_slopes": {
-        **_lines("alibi_slopes", (17,), "math.floor returns an int already, and for h >= 1 log2(h) >= 0, where int() "
+        **_lines("alibi_slopes", (14,), ALLOC),
+        **_lines("alibi_slopes", (0,), ORDER + " (argument checks)"),
+        **_lines("alibi_slopes", (18,), "math.floor returns an int already, and for h >= 1 log2(h) >= 0, where int() "
                                         "(which truncates toward 0) is floor"),
-        "alibi_slopes+20 doubled-term: h - n -> h - (n + n)":
+        "alibi_slopes+21 doubled-term: h - n -> h - (n + n)":
             "the n extra slopes are cut with [:h - n]; [:h - 2n] on those n counts from the end and keeps "
             "n + (h - 2n) = h - n of them too (h < 2n)",
     },
     "interpolated_inv_freq": {
-        **_lines("_interpolated>_rope_inv_freq", range(44, 64), SCALING),
-        "_interpolated>_rope_inv_freq+40 floor-division: d_k // 2 -> d_k / 2":
+        **_lines("_interpolated>_rope_inv_freq", range(46, 66), SCALING),
+        **_lines("_interpolated>_rope_inv_freq", (40,), ALLOC),
+        "_interpolated>_rope_inv_freq+42 floor-division: d_k // 2 -> d_k / 2":
             "d_k is even (the exercise's d_k): d_k / 2 is a whole float, and np.arange gives the same pairs",
         **_lines("_interpolated>_rope_inv_freq", (0,), ORDER + " (argument checks)"),
     },
@@ -215,7 +225,8 @@ EQUIVALENT = {
         **_lines("_flops_ref>attention_flops", (7,), S_NONE),
     },
     "head_params": {"_head_params_ref+1 floor-division: d_model // h -> d_model / h": FLOAT_OK},
-    "sinusoidal_positions": {**_lines("sinusoidal_positions", (0,), ORDER + " (argument checks)")},
+    "sinusoidal_positions": {**_lines("sinusoidal_positions", (0,), ORDER + " (argument checks)"),
+                             **_lines("sinusoidal_positions", (16,), ALLOC)},
     "apply_rope": {
         "_rope_reference>_apply_rope+19 dropped-call: np.asarray(x) -> x": ASARRAY,
         **_lines("_rope_reference>_apply_rope", (0,), ORDER + " (argument checks and the dtype noted first)"),
@@ -248,6 +259,7 @@ EQUIVALENT = {
                                                       "for valid sizes"),
         **_lines("gather_output_projection>_sizes", range(0, 17), "the size check (_sizes) raises for bad sizes "
                                                                   "and returns nothing: " + CHECKS.split(": ")[1]),
+        **_lines("gather_output_projection>_sizes", (17,), ALLOC),
     },
 }
 

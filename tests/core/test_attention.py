@@ -70,3 +70,20 @@ def test_inputs_are_checked_once_and_broadcast():
         check_attention_inputs(np.ones((3, 4)), np.ones((5, 3)), np.ones((5, 2)))
     with pytest.raises(ValueError, match="non-finite"):
         mc.scaled_dot_product_attention(np.ones((1, 2)), np.array([[np.nan, 0.0]]), np.ones((1, 1)))
+
+
+# ---- one NaN policy; bools are no lengths; sizes checked first
+
+def test_softmax_refuses_nan_naming_where_but_keeps_the_infinite_limits():
+    with pytest.raises(ValueError, match=r"x holds NaN \(first at index \(1, 0\)\)"):
+        mc.softmax(np.array([[0.0, 1.0], [np.nan, 2.0]]))
+    assert mc.softmax(np.array([np.inf, 0.0, -np.inf])).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_padding_mask_refuses_a_bool_length_and_a_huge_s():
+    for lengths in ([3, np.True_], [False], np.array([True, True])):
+        with pytest.raises(ValueError, match="True is not a length"):
+            mc.padding_mask(lengths, 4)
+    with pytest.raises(ValueError, match=r"padding mask of 2 sequences of S=10000000000 keys would take"):
+        mc.padding_mask([1, 2], 10**10)
+    assert mc.padding_mask([0, 4], 4).sum() == 4

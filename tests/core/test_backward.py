@@ -284,3 +284,20 @@ def test_dropout_keep_matches_finite_differences_and_rescales():
     assert np.abs(fd_grad(loss, params.W_k) - grad_p.W_k).max() <= 1e-6
     with pytest.raises(ValueError, match="does not broadcast"):
         bw.mha_vjp(x, params, 2, mask, keep=np.ones(3))
+
+
+def test_gradients_holding_nan_or_inf_are_refused_naming_them():
+    rng = np.random.default_rng(7)
+    p = mc.init_params(8, rng=rng)
+    x = rng.normal(size=(1, 3, 8))
+    g = np.ones((1, 3, 8))
+    g[0, 1, 2] = np.nan
+    with pytest.raises(ValueError, match="grad_out"):
+        mc.mha_backward(x, p, 2, g)
+    _, _, pullback = bw.mha_vjp(x, p, 2)
+    with pytest.raises(ValueError, match="grad_out"):
+        pullback(np.full((1, 3, 8), -np.inf))
+    with pytest.raises(ValueError, match="grad_weights"):
+        bw.softmax_backward(np.full((2, 2), 0.5), np.array([[0.0, np.nan], [1.0, 1.0]]))
+    with pytest.raises(ValueError, match="bias='yes' must be True or False"):
+        bw.linear_backward(np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4)), bias="yes")

@@ -480,3 +480,8 @@ def test_merge_refuses_boolean_partials():
         efficient.merge_attention_partials([np.array([[1.0]])], [np.array([[True]])])
     with pytest.raises(ValueError, match=r"outs\[0\] is boolean"):
         efficient.merge_attention_partials([np.array([[True]])], [np.array([[0.0]])])
+
+
+def test_online_softmax_start_refuses_a_state_past_the_course_limit():
+    with pytest.raises(ValueError, match=r"online-softmax state \(4, 1000000, 300\) would take"):
+        efficient.online_softmax_start(10**6, 300, batch=(4,))

@@ -531,3 +531,25 @@ def test_kv_cache_table_takes_a_length_or_lengths_and_refuses_none():
     for bad in ([], "s", [4, 0], [4.5], None):
         with pytest.raises(ValueError, match="seq_lens="):
             mc.kv_cache_table(2, 8, 4, 2, bad)
+
+
+# ---- sizes and a mismatched RoPE base refused before anything changes
+
+def test_init_gqa_and_mla_params_refuse_sizes_past_the_course_limit():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="projections would take"):
+        gqa.init_gqa_params(50_000, 2, 1, rng=rng)
+    with pytest.raises(ValueError, match=r"MLA's latent projections \(d_model, d_latent\) = \(8, 10000000000\)"):
+        gqa.init_mla_params(8, 2, 10**10, rng=rng)
+
+
+def test_a_rolling_cache_made_with_another_rope_base_is_refused_and_keeps_its_tokens():
+    rng = np.random.default_rng(1)
+    p = gqa.init_gqa_params(8, 2, 1, rng=rng)
+    cache = kvcache.RollingKVCache(1, 1, 4, window=3, rope_base=500.0)  # positions="absolute"
+    gqa.grouped_query_attention(rng.normal(size=(1, 2, 8)), p, 2, 1, cache=cache, rope_base=500.0)
+    before = cache.keys.copy()
+    for base in (10_000.0, None):
+        with pytest.raises(ValueError, match=r"made with rope_base=500\.0 but this call rotates with rope_base="):
+            gqa.grouped_query_attention(rng.normal(size=(1, 1, 8)), p, 2, 1, cache=cache, rope_base=base)
+    assert cache.length == 2 and np.array_equal(cache.keys, before)

@@ -51,3 +51,23 @@ def test_rolling_cache_names_rope_base_and_refuses_a_query_before_its_keys():
     for bad in (-5, 2, 3.0, True, None):
         with pytest.raises(ValueError, match="t="):
             cache.cache_positions(bad)
+
+
+# ---- a refused call changes nothing; what append returned never changes
+
+def test_next_mask_refuses_tokens_past_max_len_and_leaves_the_cache_as_it_was():
+    cache = kvcache.KVCache(2, 1, 2, max_len=5)
+    cache.append(np.ones((2, 1, 3, 2)), np.ones((2, 1, 3, 2)))
+    with pytest.raises(ValueError, match=r"holds 3 of max_len=5 tokens and cannot take 3 more; .*max_len >= 6"):
+        cache.next_mask(3)
+    assert cache.length == 3 and cache.next_mask(2).shape == (2, 5)
+
+
+def test_arrays_returned_by_append_keep_their_tokens_after_reset_and_new_appends():
+    cache = kvcache.KVCache(1, 2, 3, max_len=4)
+    K_old, V_old = cache.append(np.full((1, 2, 2, 3), 7.0), np.full((1, 2, 2, 3), -7.0))
+    keys_old = cache.keys
+    cache.reset()
+    cache.append(np.zeros((1, 2, 4, 3)), np.zeros((1, 2, 4, 3)))
+    assert (K_old == 7.0).all() and (V_old == -7.0).all() and (keys_old == 7.0).all()
+    assert (cache.keys == 0).all() and not K_old.flags.writeable

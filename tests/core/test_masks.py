@@ -345,3 +345,26 @@ def test_leak_probe_names_a_bad_rng_tol_and_mask():
             leak_probe(fn, 4, rng=np.random.default_rng(0), tol=bad)
     with pytest.raises(ValueError, match=r"mask of shape \(4, 3\) does not describe one"):
         leak_probe(fn, 4, rng=np.random.default_rng(0), mask=np.ones((4, 3), bool))
+
+
+# ---- sizes are checked before anything is allocated; a probed function must return finite outputs
+
+@pytest.mark.parametrize("build, what", [
+    (lambda: mc.causal_mask(200_000), r"causal mask of shape \(T, offset \+ T\) = \(200000, 200000\)"),
+    (lambda: mc.causal_mask(4, offset=10**10), r"causal mask .* = \(4, 10000000004\)"),
+    (lambda: prefix_lm_mask(100_000, 7), r"causal mask"),
+    (lambda: document_mask(np.arange(300_000) // 1000), r"document mask for doc_ids of shape \(300000,\)"),
+    (lambda: leak_probe(lambda x: x, 10**6, rng=np.random.default_rng(0)), r"leak_probe's tokens"),
+])
+def test_huge_masks_are_refused_naming_the_size_not_a_memory_error(build, what):
+    with pytest.raises(ValueError, match=what + r".* would take"):
+        build()
+
+
+def test_leak_probe_refuses_a_function_whose_output_is_not_finite():
+    def broken(x):
+        out = x.copy()
+        out[..., 2, 0] = np.inf  # finite input, an inf output: it cannot say whether it moved
+        return out
+    with pytest.raises(ValueError, match=r"attn_fn returned NaN or inf \(first at index \(2, 0\)\)"):
+        leak_probe(broken, 5, rng=np.random.default_rng(1))

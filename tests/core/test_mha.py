@@ -100,3 +100,58 @@ def test_count_params_counts_any_parameter_tuple_and_refuses_the_rest():
     for bad in (None, 3, "spam", (np.ones(3),)):
         with pytest.raises(ValueError, match="params must be a parameter tuple"):
             mc.count_params(bad)
+
+
+# ---- sizes, flags and bools checked at the entry; overflow refused; the caller's kernel checked
+
+def test_init_params_refuses_a_huge_d_model_and_a_bias_that_is_not_a_bool():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"four \(d_model, d_model\) = \(40000, 40000\) projections would take"):
+        mc.init_params(40_000, rng=rng)
+    for bias in ("no", 1, None):
+        with pytest.raises(ValueError, match="bias=.* must be True or False"):
+            mc.init_params(4, rng=rng, bias=bias)
+
+
+def test_bool_inputs_are_refused_as_tokens():
+    p = mc.init_params(8, rng=np.random.default_rng(1))
+    x = np.random.default_rng(2).normal(size=(1, 3, 8))
+    with pytest.raises(ValueError, match="x is a bool array"):
+        mc.multi_head_attention(x > 0, p, 2)
+    with pytest.raises(ValueError, match="context is a bool array"):
+        mc.trace(x, p, 2, context=np.ones((1, 4, 8), bool))
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 1e157), (np.float32, 1e21)])
+def test_an_x_whose_scores_would_overflow_is_refused_and_a_large_finite_one_computed(dtype, scale):
+    p = mc.init_params(16, rng=np.random.default_rng(3), dtype=dtype)
+    x = np.random.default_rng(4).normal(size=(2, 4, 16)).astype(dtype)
+    for run in (mc.multi_head_attention, mc.trace):
+        with pytest.raises(ValueError, match=r"x \(max \|x\| = .*\) .* too large for float.*scale x down"):
+            run(x * dtype(scale), p, 4)
+    out, _ = mc.multi_head_attention(x * dtype(scale ** 0.5), p, 4)  # large, but every score fits
+    assert np.isfinite(out).all()
+
+
+def test_a_trace_names_its_stages_with_an_error_that_is_a_value_and_a_key_error():
+    t = mc.trace(np.ones((1, 2, 4)), mc.init_params(4, rng=np.random.default_rng(5)), 2)
+    for key in ("weigths", 3, -2, None):
+        with pytest.raises(ValueError, match=r"no stage .*weights") as caught:
+            t[key]
+        assert isinstance(caught.value, KeyError) and isinstance(caught.value, mc.mha.StageError)
+    assert 0 not in t and "weights" in t
+
+
+def test_a_callers_kernel_is_checked_for_its_signature_and_what_it_returns():
+    p = mc.init_params(8, rng=np.random.default_rng(6))
+    x = np.random.default_rng(7).normal(size=(2, 3, 8))
+    with pytest.raises(TypeError, match=r"attend\(Q, K, V\) cannot be called as attend\(Q, K, V, mask, bias=None, scores=None\)"):
+        mc.multi_head_attention(x, p, 2, attend=lambda Q, K, V: (Q, None))
+    bad = {"NaN out": lambda Q, K, V, mask, bias=None, scores=None: (np.full(Q.shape, np.nan), None),
+           "weights of the wrong shape": lambda Q, K, V, mask, bias=None, scores=None: (Q, np.ones((2, 3))),
+           "no pair": lambda Q, K, V, mask, bias=None, scores=None: Q}
+    for name, kernel in bad.items():
+        with pytest.raises(ValueError, match="attend returned"):
+            mc.multi_head_attention(x, p, 2, attend=kernel)
+    out, w = mc.multi_head_attention(x, p, 2, attend=lambda Q, K, V, mask, **kw: fast.attend(Q, K, V, mask, **kw))
+    assert np.allclose(out, mc.multi_head_attention(x, p, 2)[0]) and w.shape == (2, 2, 3, 3)

@@ -453,3 +453,27 @@ def test_rope_attention_factor_of_no_scaling_is_one_by_default():
     assert mc.rope_attention_factor() == 1.0 == mc.rope_attention_factor(None)
     with pytest.raises(ValueError, match="scaling="):
         mc.rope_attention_factor("yarn")
+
+
+# ---- sizes checked before allocating; NaN angles refused
+
+@pytest.mark.parametrize("build, what", [
+    (lambda: mc.sinusoidal_positions(10**8, 32), r"sinusoidal table \(T, d_model\) = \(100000000, 32\)"),
+    (lambda: mc.positions.rope_inv_freq(4 * 10**10), r"RoPE frequencies of d_k=40000000000"),
+    (lambda: mc.positions.alibi_slopes(3 * 10**9), r"ALiBi slopes for h=3000000000"),
+    (lambda: mc.positions.alibi_bias(2, 60_000), r"ALiBi bias \(h, T, S\) = \(2, 60000, 60000\)"),
+    (lambda: rope_score_grid(np.ones(4), np.ones(4), 10**6), r"RoPE score grid of T=1000000"),
+    (lambda: rope_angles(np.arange(3), 10**10), r"RoPE"),
+])
+def test_huge_position_tables_are_refused_naming_the_size(build, what):
+    with pytest.raises(ValueError, match=what + r".* would take"):
+        build()
+
+
+def test_rotate_refuses_nan_and_inf_angles():
+    x = np.ones((3, 4))
+    for bad in (np.nan, -np.inf):
+        angles = np.zeros((3, 2))
+        angles[1, 1] = bad
+        with pytest.raises(ValueError, match="angles"):
+            mc.positions.rotate(x, angles)

@@ -122,3 +122,13 @@ def test_the_memory_switch_refuses_other_values():
     done = subprocess.run([sys.executable, "-c", "from mha_course import runtime; runtime.keep_freed_memory()"],
                           capture_output=True, text=True, env={**os.environ, runtime.MEMORY_VAR: "yes"})
     assert done.returncode != 0 and "MHA_COURSE_KEEP_FREED_MEMORY='yes' must be 1" in done.stderr
+
+
+def test_run_jobs_and_keep_freed_memory_refuse_a_flag_that_is_not_a_bool():
+    done = []
+    for call in (lambda: runtime.run_jobs(done.append, [1, 2], parallel="no"),
+                 lambda: runtime.run_jobs(done.append, [1, 2], parallel=0),
+                 lambda: runtime.keep_freed_memory(default=1)):
+        with pytest.raises(ValueError, match="must be True or False"):
+            call()
+    assert done == []

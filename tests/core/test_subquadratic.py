@@ -120,3 +120,14 @@ def test_elu_feature_map_refuses_inf_and_underflows_to_zero_never_below():
         mc.elu_feature_map(np.array([np.inf]))
     phi = mc.elu_feature_map(np.array([-1e308, -800.0, 1e308]))
     assert phi.tolist() == [0.0, 0.0, 1e308] and np.isfinite(phi).all()
+
+
+@pytest.mark.parametrize("build", [
+    lambda: mc.sliding_window_mask(120_000, 4),
+    lambda: subquadratic.longformer_mask(70_000, 2, [0]),
+    lambda: subquadratic.dilated_window_mask(50_000, 2, 3),
+    lambda: subquadratic.bigbird_mask(40_000, 2, 1, 1, rng=np.random.default_rng(0)),
+])
+def test_huge_sparse_masks_are_refused_naming_the_size(build):
+    with pytest.raises(ValueError, match=r"\(\d+, \d+\).* would take .*ask for fewer"):
+        build()

@@ -145,3 +145,12 @@ def test_writing_to_a_folder_or_into_a_missing_folder_is_refused_in_one_line(tmp
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ValueError, match="not a rectangular array"):
         checkpoints.npz_bytes({"a": [[1], [1, 2]]})
+
+
+def test_save_checkpoint_refuses_a_path_that_is_not_npz_and_writes_nothing(tmp_path):
+    params = tr.init_model(TINY)
+    for name in ("model.pt", "model", "model.npz.bak"):
+        with pytest.raises(ValueError, match=r"must end in \.npz"):
+            checkpoints.save_checkpoint(tmp_path / name, params, TINY)
+    assert list(tmp_path.iterdir()) == []
+    assert checkpoints.load_checkpoint(checkpoints.save_checkpoint(tmp_path / "m.npz", params, TINY))[0] == TINY

@@ -27,3 +27,8 @@ def test_a_pair_differs_at_one_position_by_a_token_from_outside_the_copy(corrupt
     copy = pair.clean[:, CONFIG.seq_len - 8:]  # the second copy of A (repeat 8)
     assert not (copy == pair.distractor[:, None]).any()
     assert (pair.corrupt[rows, pair.changed] == pair.distractor).all()
+
+
+def test_repeated_tokens_refuses_sizes_past_the_course_limit():
+    with pytest.raises(ValueError, match=r"repeated tokens \(n, 2 \* half\) = \(10000000, 200\)"):
+        cdata.repeated_tokens(50, 100, 10_000_000, np.random.default_rng(4))

@@ -267,3 +267,8 @@ def test_ov_spectrum_has_at_most_d_k_nonzero_values_and_matches_the_circuit():
     assert (np.diff(s) <= 1e-9).all() and s[0] == pytest.approx(np.linalg.norm(m, 2))
     assert (s ** 2).sum() == pytest.approx((m ** 2).sum())
     assert np.linalg.matrix_rank(m) <= CONFIG.d_model // CONFIG.h
+
+
+def test_composition_baseline_refuses_a_d_model_past_the_course_limit():
+    with pytest.raises(ValueError, match=r"random \(d_model, d_model\) = \(30000, 30000\) products would take"):
+        cs.composition_baseline_scores(30_000, 8, np.random.default_rng(0), 3)

@@ -264,3 +264,8 @@ def test_time_sweep_checks_its_progress_and_rng_before_timing():
     for kwargs, named in (({"progress": 3}, "progress=3 must be a function"), ({"rng": 3}, "rng must be")):
         with pytest.raises(ValueError, match=named):
             cx.time_sweep([4], 8, 2, **{"rng": np.random.default_rng(0), **kwargs})
+
+
+def test_time_sweep_refuses_lengths_whose_weights_do_not_fit_before_timing():
+    with pytest.raises(ValueError, match=r"forward pass over T=100000 tokens"):
+        cx.time_sweep([8, 100_000], 8, 2, rng=np.random.default_rng(5), repeats=1)

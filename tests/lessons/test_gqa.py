@@ -225,3 +225,21 @@ def test_caches_too_big_to_allocate_are_refused_with_the_fix():
         decode.new_caches(train.init_model(config), config, 1, 10**15)
     with pytest.raises(ValueError, match="max_len=0 must be >= 1"):
         decode.new_caches(train.init_model(config), config, 1, 0)
+
+
+# ---- a refused call leaves the caches as they were
+
+def test_greedy_steps_refuses_caches_that_already_hold_a_sequence():
+    """Filled caches would put the prompt after their tokens: a silent different answer, so refused."""
+    config = CONFIGS["gqa-ln"]
+    params = train.init_model(config)
+    caches = decode.new_caches(params, config, 1, 12)
+    fresh = [int(t[0]) for t, _ in decode.greedy_steps(params, config, [[2, 5, 1]], 2, caches=caches)]
+    held = [(c.length, c.keys.copy()) for c in caches]
+    with pytest.raises(ValueError, match=r"caches hold \[4, 4\] tokens already.*reset\(\)"):
+        decode.greedy_steps(params, config, [[2, 5, 1]], 2, caches=caches)
+    assert all(c.length == n and np.array_equal(c.keys, k) for c, (n, k) in zip(caches, held))
+    for c in caches:
+        c.reset()
+    again = [int(t[0]) for t, _ in decode.greedy_steps(params, config, [[2, 5, 1]], 2, caches=caches)]
+    assert again == fresh

@@ -172,3 +172,18 @@ def test_bad_arguments_are_named_at_the_entry(induction, call, word):
     config, params = induction
     with pytest.raises((ValueError, TypeError), match=word):
         call(config, params)
+
+
+def test_rank_correlation_is_refused_for_a_constant_input():
+    """Every rank order fits a constant input: the correlation is undefined, not 1.0."""
+    with pytest.raises(ValueError, match="a is constant.*undefined"):
+        mi.rank_correlation(np.array([[2.0, 2.0, 2.0, 2.0], [1.0, 2.0, 3.0, 4.0]]),
+                            np.array([[1.0, 3.0, 2.0, 4.0], [4.0, 3.0, 2.0, 1.0]]))
+    with pytest.raises(ValueError, match="b is constant"):
+        mi.rank_correlation([3.0, 1.0], [-7.0, -7.0])
+    assert float(mi.rank_correlation([3.0, 1.0, 2.0], [30.0, 10.0, 20.0])) == pytest.approx(1.0)
+
+
+def test_sequential_steps_refuses_a_length_whose_weights_do_not_fit():
+    with pytest.raises(ValueError, match=r"attention over T=300000 tokens .*ask for fewer"):
+        mi.sequential_steps(300_000)

@@ -140,3 +140,13 @@ def test_qkv_comparison_figure_reports_both_diagonals():
 def test_bad_arguments_are_named_at_the_entry(call, word):
     with pytest.raises((ValueError, TypeError), match=word):
         call()
+
+
+def test_embedding_table_refuses_a_table_past_the_course_limit():
+    with pytest.raises(ValueError, match=r"embedding table \(vocab_size, d_model\) = \(3000000, 512\)"):
+        qkv.embedding_table(3_000_000, 512, rng=np.random.default_rng(2))
+
+
+def test_identity_params_refuses_a_d_model_past_the_course_limit():
+    with pytest.raises(ValueError, match=r"identity matrices \(d_model, d_model\) = \(60000, 60000\)"):
+        qkv.identity_params(60_000)

@@ -238,3 +238,17 @@ def test_the_experiment_takes_distinct_sizes_and_row_takes_a_size():
     assert result.row(np.int64(2)) == 1
     with pytest.raises(ValueError, match="d_k=True must be a positive integer"):
         result.row(True)  # was read as d_k = 1
+
+
+def test_entropy_and_the_jacobian_refuse_rows_that_do_not_sum_to_one():
+    with pytest.raises(ValueError, match=r"rows summing to \[0\.4\]"):
+        scaling.entropy(np.array([[0.5, 0.5], [0.2, 0.2]]))
+    with pytest.raises(ValueError, match="sums to 1"):
+        scaling.softmax_jacobian(np.array([0.9, 0.9, 0.1]))
+    ok = scaling.entropy(np.array([[0.5, 0.5], [0.0, 0.0]], dtype=np.float32))  # an all-masked row is fine
+    assert ok.tolist() == pytest.approx([np.log(2), 0.0])
+
+
+def test_sample_scores_refuses_sizes_past_the_course_limit_before_drawing():
+    with pytest.raises(ValueError, match=r"sampled keys .* would take .*ask for fewer"):
+        scaling.sample_scores(np.random.default_rng(1), d_k=4096, n_queries=10**5, n_keys=64)

@@ -161,3 +161,14 @@ def test_bad_arguments_are_named_at_the_entry(call, word):
     y = wh.gather_target(x, 0, 2, content=4)
     with pytest.raises((ValueError, TypeError), match=word):
         call(x, y)
+
+
+def test_gather_inputs_refuses_sizes_past_the_course_limit():
+    with pytest.raises(ValueError, match=r"inputs \(n, T, d_model\) = \(90000000, 6, 16\)"):
+        wh.gather_inputs(90_000_000, rng=np.random.default_rng(3))
+
+
+def test_the_weight_builders_refuse_a_d_model_past_the_course_limit():
+    for build in (lambda: wh.two_head_params(40_000, 6, 1, 5), lambda: wh.gather_output_projection(50_000)):
+        with pytest.raises(ValueError, match=r"four \(d_model, d_model\) = .* matrices would take"):
+            build()
