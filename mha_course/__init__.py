@@ -14,8 +14,8 @@ Mask convention everywhere: boolean, **True = may attend**.
 | 01_qkv | mha | lessons.qkv, views.attention, widgets.controls; check.project_qkv, check.qkv_param_count, check.no_projection_weights |
 | 02_scaled_dot_product | attention | lessons.scaling, lessons.bridge, views.attention, widgets.controls; check.softmax, check.scaled_dot_product_attention, check.causal_mask, check.padding_mask |
 | 03_multi_head_split | heads, mha | lessons.qkv, lessons.why_heads, views.attention, widgets.controls; check.split_heads, check.combine_heads, check.head_queries, check.bug_source_position |
-| 04_concat_output | mha, block | lessons.complexity, lessons.why_heads, views.attention, widgets.controls; check.multi_head_attention, check.causal_multi_head_attention, check.layer_norm, check.gather_output_projection |
-| 05_complexity | mha | lessons.complexity, views.attention, widgets.controls; check.flops, check.score_bytes, check.crossover_seq_len, check.max_seq_len |
+| 04_concat_output | mha, block | lessons.complexity, lessons.why_heads, views.attention, views.cost, widgets.controls; check.multi_head_attention, check.causal_multi_head_attention, check.layer_norm, check.gather_output_projection |
+| 05_complexity | mha | lessons.complexity, views.attention, views.cost, widgets.controls; check.flops, check.score_bytes, check.crossover_seq_len, check.max_seq_len |
 | 06_masks_and_cross_attention | masks, attention | views.attention, views.positions, widgets.controls; check.mask_as, check.causal_self_attention, check.cross_attention, check.document_mask |
 | 07_positions_and_rope | positions | lessons.qkv, views.attention, views.positions, widgets.controls; check.sinusoidal_positions, check.apply_rope, check.rope_scores |
 | 08_heads_that_learn | backward | lessons.model, lessons.training, lessons.checkpoints, lessons.seeds, views.model, widgets.controls; check.softmax_backward, check.scale_backward, check.matmul_backward, check.split_heads_backward, check.shared_input_backward, check.adam_step |

@@ -11,6 +11,9 @@ names is re-exported here, so ``_validate.index`` is ``_arguments.index``.
 """
 from __future__ import annotations
 
+import inspect
+import math
+
 import numpy as np
 
 from ._arguments import (  # noqa: F401 (re-exported: _validate.X for every check)
@@ -36,14 +39,22 @@ from ._arguments import (  # noqa: F401 (re-exported: _validate.X for every chec
     positive_ints,
 )
 
+MAX_D_MODEL = 2 ** 40  # divisors tries up to sqrt(n) = 2**20 numbers: a fraction of a second
 
-def divisors(n: int) -> list[int]:
-    """All positive divisors of ``n`` in increasing order.
+
+def divisors(n: int, name: str = "n") -> list[int]:
+    """All positive divisors of ``n`` in increasing order: they pair up as (d, n // d) with d <= sqrt(n),
+    so sqrt(n) trials (the one divisor search). An ``n`` above ``MAX_D_MODEL`` (2**40, far past any model
+    width) is refused, naming it as ``name``, rather than searched.
 
     >>> divisors(12)
     [1, 2, 3, 4, 6, 12]
     """
-    return [d for d in range(1, n + 1) if n % d == 0]
+    if n > MAX_D_MODEL:
+        raise ValueError(f"{name}={n} is more than MAX_D_MODEL = 2**40; a model width is a few thousand at most: "
+                         f"give the {name} of the attention")
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]  # the divisors up to sqrt(n)
+    return small + [n // d for d in reversed(small) if d * d != n]  # and their partners, increasing
 
 
 def heads(d_model: int, h) -> int:
@@ -381,3 +392,132 @@ def array(x, name: str, n: int, layout: str) -> np.ndarray:
     if 0 in arr.shape:
         raise ValueError(f"{name} has an empty axis, shape {arr.shape} {layout}; there is nothing to draw")
     return arr
+
+
+# --- the checks of a multi-head attention call beyond its arrays' shapes: their sizes, a caller's kernel
+def no_bool_array(value, name: str) -> None:
+    """Refuse a bool array where numbers are meant (True would be read as 1.0: a bool array is a mask)."""
+    if np.asarray(value).dtype == np.bool_:
+        raise ValueError(f"{name} is a bool array (shape {np.shape(value)}); give it as floats (B, T, d_model), "
+                         f"e.g. {name}.astype(float) if you mean 0/1 features")
+
+
+def magnitudes(x: np.ndarray, context: np.ndarray, p, h: int, bias) -> None:
+    """Refuse x (or context) so large that a projection, a score or the output could overflow x's dtype.
+
+    Bounds, in Python floats (an overflow there is inf, with no numpy warning): a projection entry is at
+    most D · max|x| · max|W| + max|b|, a score (RoPE's rotation at most doubles an entry) at most
+    d_k · 4 · max|Q| · max|K| (+ max|bias|), an output entry D · max|V| · max|W_o| + max|b_o|."""
+    D, limit = x.shape[-1], float(np.finfo(x.dtype).max)
+
+    def top(a) -> float:
+        return 0.0 if a is None or np.size(a) == 0 else float(np.max(np.abs(a)))
+
+    q = D * top(x) * top(p.W_q) + top(p.b_q)
+    k = D * top(context) * top(p.W_k) + top(p.b_k)
+    v = D * top(context) * top(p.W_v) + top(p.b_v)
+    score = (D // h) * 4.0 * q * k + top(bias)
+    out = D * v * top(p.W_o) + top(p.b_o)
+    if not max(q, k, v, score, out) < limit:
+        raise ValueError(f"x (max |x| = {top(x):.3g}) and context (max {top(context):.3g}) are too large for "
+                         f"{x.dtype}: a projection, score or output could reach {max(q, k, v, score, out):.3g}, past "
+                         f"the largest {x.dtype} ({limit:.3g}); scale x down (a layer_norm keeps it near 1)")
+
+
+KERNEL_SIGNATURE = "attend(Q, K, V, mask, bias=None, scores=None) -> (out (B, h, T, d_k), weights (B, h, T, S) or None)"
+
+
+def kernel(attend):
+    """A caller's kernel, its signature checked now and what it returns checked at each call: out of the
+    heads' shape and finite, weights None or (B, h, T, S) and finite (else a ValueError naming attend)."""
+    if not callable(attend):
+        raise TypeError(f"attend must be a function {KERNEL_SIGNATURE}, got {type(attend).__name__}; "
+                        "leave it None for the package's fast kernel")
+    try:
+        signature = inspect.signature(attend)
+        signature.bind(None, None, None, None, bias=None, scores=None)
+    except TypeError:
+        raise TypeError(f"attend{signature} cannot be called as {KERNEL_SIGNATURE}; give it that signature, "
+                        "e.g. lambda Q, K, V, mask, bias=None, scores=None: ...") from None
+    except ValueError:  # a builtin without a signature: checked by what it returns
+        pass
+
+    def checked(Q, K, V, mask, bias=None, scores=None):
+        result = attend(Q, K, V, mask, bias=bias, scores=scores)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ValueError(f"attend returned {type(result).__name__}; a kernel returns the pair {KERNEL_SIGNATURE}")
+        out, weights = result
+        want = {"out": (*Q.shape[:-1], V.shape[-1]), "weights": (*Q.shape[:-1], K.shape[-2])}
+        for name, value in (("out", out), ("weights", weights)):
+            if value is None and name == "weights":
+                continue
+            arr = np.asarray(value)
+            if arr.shape != want[name] or arr.dtype.kind not in "fiu" or not np.isfinite(arr).all():
+                raise ValueError(f"attend returned {name} of shape {arr.shape} (dtype {arr.dtype}, "
+                                 f"{'finite' if arr.dtype.kind in 'fiu' and np.isfinite(arr).all() else 'not finite'}); "
+                                 f"this call needs {name} {want[name]}, finite: {KERNEL_SIGNATURE}")
+        return out, weights
+    return checked
+
+
+def float_dtype(dtype) -> np.dtype:
+    """``dtype`` as np.float32 or np.float64 (the dtypes the parameters are made in), or a ValueError."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        dtype = repr(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype={dtype} is not supported; use np.float32 or np.float64")
+    return dtype
+
+
+def no_nan(arr: np.ndarray, name: str, fix: str) -> np.ndarray:
+    """``arr`` if it holds no NaN, else a ValueError naming ``name``, the first NaN's index and ``fix``."""
+    if np.isnan(arr).any():
+        where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+        raise ValueError(f"{name} holds NaN (first at index {where}); {fix}")
+    return arr
+
+
+# --- the argument checks of attention.softmax and attention.padding_mask, and the Trace's error
+def logits(x, along: int) -> np.ndarray:
+    """softmax's argument checks: x as a float array with a non-empty axis ``along``."""
+    arr = float_array(x, "x")
+    no_nan(arr, "x", "softmax takes finite logits or +-inf (-inf: a masked key), never NaN: find where "
+           "the NaN came from, or mask that entry with -inf")  # +-inf are logits; NaN is none
+    if arr.ndim == 0:
+        raise ValueError("softmax needs at least a 1-D array, got a scalar; wrap it as [x]")
+    along = axis(along, arr.shape)
+    if arr.shape[along] == 0:
+        raise ValueError(f"softmax over an empty axis: x has shape {arr.shape} and axis={along} has "
+                         "length 0; give it at least one logit per row")
+    return arr
+
+
+def lengths(lengths, S: int) -> np.ndarray:
+    """``lengths`` (B,) of a padding mask over S keys: whole numbers in 0..S (no bool), and the mask's bytes
+    allowed -> an array."""
+    arr = np.asarray(lengths)
+    if arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(  # True is no length, even in [True, 2]
+            isinstance(n, (bool, np.bool_)) for n in np.asarray(lengths, dtype=object).reshape(-1))):
+        raise ValueError(f"lengths={np.asarray(lengths, dtype=object).tolist()!r} holds a bool: True is not a length; "
+                         "give whole numbers of real tokens, one per sequence, e.g. lengths=[3, 5]")
+    if arr.ndim != 1 or arr.size == 0 or not (np.issubdtype(arr.dtype, np.integer)
+                                              or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))):
+        raise ValueError(f"lengths must be a non-empty 1-D list of whole numbers, one per sequence; "
+                         f"got {np.asarray(lengths).tolist()!r}")
+    bad = arr[(arr < 0) | (arr > S)]
+    if bad.size:
+        raise ValueError(f"lengths {arr.tolist()} must lie in 0..S=0..{S}; {bad.tolist()} do not. "
+                         "A length counts the real tokens of a sequence padded to S")
+    allocation((8 + arr.size) * S, f"a padding mask of {arr.size} sequences of S={S} keys",
+               "pad the sequences to fewer keys S")
+    return arr
+
+
+class StageError(ValueError, KeyError):
+    """A stage name a Trace does not hold: a ValueError (the course's bad-argument error) that is also a
+    KeyError, so ``except KeyError`` and dict habits keep working. Its message names the stages."""
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""

@@ -37,7 +37,7 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     >>> softmax(np.array([np.inf, 1.0, 2.0]))
     array([1., 0., 0.])
     """
-    x = _check_logits(x, axis)
+    x = _validate.logits(x, axis)
     m = x.max(axis=axis, keepdims=True)
     if np.isposinf(m).any():  # the limit: a row's +inf logits share its weight equally, the rest get 0
         x = np.where(np.isposinf(m), np.where(np.isposinf(x), 0.0, -np.inf), x)
@@ -91,22 +91,6 @@ def attention_scores(Q, K, mask=None, bias=None) -> np.ndarray:
     return scores if mask is None else np.where(mask, scores, -np.inf)  # True = may attend
 
 
-def _check_logits(x, axis: int) -> np.ndarray:
-    """softmax's argument checks: x as a float array with a non-empty ``axis``."""
-    arr = _validate.float_array(x, "x")
-    if np.isnan(arr).any():  # +-inf are logits (a -inf is a masked key); NaN is no logit at all
-        where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
-        raise ValueError(f"x holds NaN (first at index {where}); softmax takes finite logits or +-inf (-inf: a "
-                         "masked key), never NaN: find where the NaN came from, or mask that entry with -inf")
-    if arr.ndim == 0:
-        raise ValueError("softmax needs at least a 1-D array, got a scalar; wrap it as [x]")
-    axis = _validate.axis(axis, arr.shape)
-    if arr.shape[axis] == 0:
-        raise ValueError(f"softmax over an empty axis: x has shape {arr.shape} and axis={axis} has "
-                         "length 0; give it at least one logit per row")
-    return arr
-
-
 def check_attention_inputs(Q, K, V, mask=None):
     """The argument checks of attention: Q, K, V as arrays of one float dtype, mask as bool or None.
 
@@ -146,19 +130,5 @@ def padding_mask(lengths, S: int) -> np.ndarray:
            [1, 1, 1]])
     """
     S = _validate.positive_int(S, "S")
-    arr = np.asarray(lengths)
-    if arr.dtype == np.bool_ or (arr.dtype.kind in "iuO" and any(  # True is no length, even in [True, 2]
-            isinstance(n, (bool, np.bool_)) for n in np.asarray(lengths, dtype=object).reshape(-1))):
-        raise ValueError(f"lengths={np.asarray(lengths, dtype=object).tolist()!r} holds a bool: True is not a length; "
-                         "give whole numbers of real tokens, one per sequence, e.g. lengths=[3, 5]")
-    if arr.ndim != 1 or arr.size == 0 or not (np.issubdtype(arr.dtype, np.integer)
-                                              or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))):
-        raise ValueError(f"lengths must be a non-empty 1-D list of whole numbers, one per sequence; "
-                         f"got {np.asarray(lengths).tolist()!r}")
-    bad = arr[(arr < 0) | (arr > S)]
-    if bad.size:
-        raise ValueError(f"lengths {arr.tolist()} must lie in 0..S=0..{S}; {bad.tolist()} do not. "
-                         "A length counts the real tokens of a sequence padded to S")
-    _validate.allocation((8 + arr.size) * S, f"a padding mask of {arr.size} sequences of S={S} keys",
-                         "pad the sequences to fewer keys S")
+    arr = _validate.lengths(lengths, S)  # (B,) whole numbers in 0..S
     return (np.arange(S) < arr[:, None].astype(int))[:, None, None, :]  # (B, 1, 1, S)

@@ -6,15 +6,13 @@ Taught in 03_multi_head_split.ipynb.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from . import _validate
+from ._validate import MAX_D_MODEL  # noqa: F401 (the bound valid_heads documents)
 
 __all__ = ["split_heads", "combine_heads", "split", "combine", "valid_heads", "nearest_valid_h", "MAX_D_MODEL"]
 
-MAX_D_MODEL = 2 ** 40  # valid_heads tries up to sqrt(d_model) = 2**20 divisors: a fraction of a second
 
 
 def valid_heads(d_model: int) -> list[int]:
@@ -26,12 +24,7 @@ def valid_heads(d_model: int) -> list[int]:
     >>> valid_heads(12)
     [1, 2, 3, 4, 6, 12]
     """
-    n = _validate.positive_int(d_model, "d_model")
-    if n > MAX_D_MODEL:
-        raise ValueError(f"d_model={n} is more than MAX_D_MODEL = 2**40; a model width is a few thousand at most: "
-                         "give the d_model of the attention")
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]  # the divisors up to sqrt(n)
-    return small + [n // d for d in reversed(small) if d * d != n]  # and their partners, increasing
+    return _validate.divisors(_validate.positive_int(d_model, "d_model"), "d_model")
 
 
 def nearest_valid_h(d_model: int, h: int) -> int:

@@ -9,13 +9,13 @@ Taught in 00_overview.ipynb, 01_qkv.ipynb and 04_concat_output.ipynb.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from typing import NamedTuple, Optional
 
 import numpy as np
 
 from . import _validate, attention, fast
+from ._validate import KERNEL_SIGNATURE, StageError
 from .heads import combine, split
 from .positions import check_rope, rope_angles, rotate
 
@@ -54,17 +54,8 @@ def init_params(d_model: int, *, rng: np.random.Generator, bias: bool = False,
     >>> p.W_q.shape, p.b_o.shape, count_params(p)
     ((8, 8), (8,), 288)
     """
-    d_model = _validate.positive_int(d_model, "d_model")
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a numpy Generator, got {type(rng).__name__}; "
-                         "pass rng=np.random.default_rng(0)")
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        dtype = repr(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype={dtype} is not supported; use np.float32 or np.float64")
-    bias = _validate.flag(bias, "bias")
+    d_model, rng = _validate.positive_int(d_model, "d_model"), _validate.generator(rng)
+    dtype, bias = _validate.float_dtype(dtype), _validate.flag(bias, "bias")
     _validate.allocation(4 * d_model * d_model * dtype.itemsize + 8 * d_model * d_model,
                          f"four (d_model, d_model) = ({d_model}, {d_model}) projections", "choose a smaller d_model")
     mats = [rng.normal(0.0, 1.0 / math.sqrt(d_model), size=(d_model, d_model)).astype(dtype)
@@ -104,14 +95,6 @@ class Stage(NamedTuple):
     array: np.ndarray
     shape: tuple
     symbol: str
-
-
-class StageError(ValueError, KeyError):
-    """A stage name a Trace does not hold: a ValueError (the course's bad-argument error) that is also a
-    KeyError, so ``except KeyError`` and dict habits keep working. Its message names the stages."""
-
-    def __str__(self) -> str:  # KeyError would show the message in quotes
-        return str(self.args[0]) if self.args else ""
 
 
 class Trace:
@@ -224,39 +207,14 @@ def _forward(x, p: MHAParams, h: int, *, attend, mask=None, context, rope_base=N
     return output, weights
 
 
-def _check_magnitudes(x: np.ndarray, context: np.ndarray, p: MHAParams, h: int, bias) -> None:
-    """Refuse x (or context) so large that a projection, a score or the output could overflow x's dtype.
-
-    Bounds, in Python floats (an overflow there is inf, with no numpy warning): a projection entry is at
-    most D · max|x| · max|W| + max|b|, a score (RoPE's rotation at most doubles an entry) at most
-    d_k · 4 · max|Q| · max|K| (+ max|bias|), an output entry D · max|V| · max|W_o| + max|b_o|."""
-    D, limit = x.shape[-1], float(np.finfo(x.dtype).max)
-
-    def top(a) -> float:
-        return 0.0 if a is None or np.size(a) == 0 else float(np.max(np.abs(a)))
-
-    q = D * top(x) * top(p.W_q) + top(p.b_q)
-    k = D * top(context) * top(p.W_k) + top(p.b_k)
-    v = D * top(context) * top(p.W_v) + top(p.b_v)
-    score = (D // h) * 4.0 * q * k + top(bias)
-    out = D * v * top(p.W_o) + top(p.b_o)
-    if not max(q, k, v, score, out) < limit:
-        raise ValueError(f"x (max |x| = {top(x):.3g}) and context (max {top(context):.3g}) are too large for "
-                         f"{x.dtype}: a projection, score or output could reach {max(q, k, v, score, out):.3g}, past "
-                         f"the largest {x.dtype} ({limit:.3g}); scale x down (a layer_norm keeps it near 1)")
-
-
 def _checked(x, params, h, mask, context, rope_base, rope_scaling, bias) -> dict:
     """The one check of a call: the keyword arguments of ``_forward`` (but the kernel), validated."""
-    for value, name in ((x, "x"), (context, "context")):
-        if np.asarray(value).dtype == np.bool_:  # True would be 1.0: a bool array is a mask, not tokens
-            raise ValueError(f"{name} is a bool array (shape {np.shape(value)}); give it as floats (B, T, d_model), "
-                             f"e.g. {name}.astype(float) if you mean 0/1 features")
+    _validate.no_bool_array(x, "x"), _validate.no_bool_array(context, "context")
     x, context, params, h, _, mask = _validate.attention_call(x, params, h, None, mask, context, MHAParams,
                                                                rope_base)
     check_rope(x.shape[2] // h, rope_base, rope_scaling)
     bias = None if bias is None else _validate.score_bias(bias, (x.shape[0], h, x.shape[1], context.shape[1]), x.dtype)
-    _check_magnitudes(x, context, params, h, bias)
+    _validate.magnitudes(x, context, params, h, bias)
     return dict(x=x, p=params, h=h, mask=mask, context=context, rope_base=rope_base, rope_scaling=rope_scaling,
                 bias=bias)
 
@@ -281,43 +239,9 @@ def multi_head_attention(x, params: MHAParams, h: int, mask=None, context=None, 
     ((2, 5, 8), (2, 4, 5, 5))
     """
     call = _checked(x, params, h, mask, context, rope_base, rope_scaling, bias)
-    return _forward(**call, attend=fast.attend if attend is None else _checked_kernel(attend))
+    return _forward(**call, attend=fast.attend if attend is None else _validate.kernel(attend))
 
 
-KERNEL_SIGNATURE = "attend(Q, K, V, mask, bias=None, scores=None) -> (out (B, h, T, d_k), weights (B, h, T, S) or None)"
-
-
-def _checked_kernel(attend):
-    """A caller's kernel, its signature checked now and what it returns checked at each call: out of the
-    heads' shape and finite, weights None or (B, h, T, S) and finite (else a ValueError naming attend)."""
-    if not callable(attend):
-        raise TypeError(f"attend must be a function {KERNEL_SIGNATURE}, got {type(attend).__name__}; "
-                        "leave it None for the package's fast kernel")
-    try:
-        signature = inspect.signature(attend)
-        signature.bind(None, None, None, None, bias=None, scores=None)
-    except TypeError:
-        raise TypeError(f"attend{signature} cannot be called as {KERNEL_SIGNATURE}; give it that signature, "
-                        "e.g. lambda Q, K, V, mask, bias=None, scores=None: ...") from None
-    except ValueError:  # a builtin without a signature: checked by what it returns
-        pass
-
-    def checked(Q, K, V, mask, bias=None, scores=None):
-        result = attend(Q, K, V, mask, bias=bias, scores=scores)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise ValueError(f"attend returned {type(result).__name__}; a kernel returns the pair {KERNEL_SIGNATURE}")
-        out, weights = result
-        want = {"out": (*Q.shape[:-1], V.shape[-1]), "weights": (*Q.shape[:-1], K.shape[-2])}
-        for name, value in (("out", out), ("weights", weights)):
-            if value is None and name == "weights":
-                continue
-            arr = np.asarray(value)
-            if arr.shape != want[name] or arr.dtype.kind not in "fiu" or not np.isfinite(arr).all():
-                raise ValueError(f"attend returned {name} of shape {arr.shape} (dtype {arr.dtype}, "
-                                 f"{'finite' if arr.dtype.kind in 'fiu' and np.isfinite(arr).all() else 'not finite'}); "
-                                 f"this call needs {name} {want[name]}, finite: {KERNEL_SIGNATURE}")
-        return out, weights
-    return checked
 
 
 def trace(x, params: MHAParams, h: int, mask=None, context=None, rope_base=None, *, rope_scaling=None,

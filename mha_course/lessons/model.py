@@ -465,7 +465,11 @@ def token_losses(logits, targets) -> np.ndarray:
     if targets.shape != logits.shape[:-1]:
         raise ValueError(f"targets has shape {targets.shape} but logits {logits.shape}; targets must be "
                          f"{logits.shape[:-1]}: one target per position")
-    z = logits - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
+    with np.errstate(over="ignore"):
+        z = logits - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
+    if not np.all(np.isfinite(z)):
+        raise ValueError("logits spread over more than the largest float (max - min > 1.8e308 in a row), so a loss "
+                         "would be inf; give logits of a model's scale (scale them down)")
     lse = np.log(np.exp(z).sum(-1))  # (B, T)
     return lse - np.take_along_axis(z, targets[..., None], -1)[..., 0]
 

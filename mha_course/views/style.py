@@ -15,7 +15,8 @@ from matplotlib.axes import Axes
 from .. import _validate
 
 __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_color", "new_ax", "finite_values", "finite_vector", "log_values", "known_keys",
-           "label_axes", "head_grid"]
+           "label_axes", "head_grid",
+           "DEFAULT_TOKENS", "tokens_for"]
 
 WEIGHTS_CMAP = "Blues"
 VALUES_CMAP = "RdBu_r"
@@ -125,3 +126,26 @@ def known_keys(value, valid, name: str, required=()) -> dict:
         raise ValueError(f"{name} {what}; its keys are " + ", ".join(repr(v) for v in valid)
                          + (" (all of them)" if required else "") + ": fix the spelling or give the missing ones")
     return value
+
+
+DEFAULT_TOKENS = ("the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "warm",
+                  "and", "soft", "under", "the", "old", "lamp")
+
+
+def tokens_for(n: int, tokens=None) -> list[str]:
+    """n -> n token labels: ``tokens`` if given (and long enough), else the course sentence,
+    extended with ``tok16, tok17, ...`` past its end.
+
+    >>> tokens_for(3)
+    ['the', 'cat', 'sat']
+    """
+    n = _validate.positive_int(n, "n")
+    if tokens is not None and (isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple, np.ndarray))
+                               or np.ndim(tokens) != 1):
+        raise ValueError(f"tokens must be a list of labels, one per position, got {type(tokens).__name__} "
+                         f"{tokens!r:.60}; pass e.g. 'the cat sat'.split()")
+    source = list(DEFAULT_TOKENS if tokens is None else tokens)
+    if tokens is not None and len(source) != n:
+        raise ValueError(f"got {len(source)} tokens for a sequence of length {n}; "
+                         "give one token per position")
+    return source[:n] + [f"tok{i}" for i in range(len(source), n)]

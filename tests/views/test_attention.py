@@ -150,11 +150,3 @@ def test_a_masked_score_is_still_drawn_grey():
     ax = plots.matrix_heatmap(np.array([[-np.inf, 1.0], [0.5, -0.5]]))  # -inf: a masked score, not a fault
     assert np.ma.is_masked(ax.images[0].get_array()[0, 0])
     plt.close("all")
-
-
-def test_current_h_must_be_one_of_the_bars():
-    with pytest.raises(ValueError, match=r"current_h=3 is not one of the valid choices: 1, 2, 4"):
-        plots.score_memory_bars([1, 2, 4], [64.0, 128.0, 256.0], current_h=3)
-    ax = plots.score_memory_bars([1, 2, 4], [64.0, 128.0, 256.0], current_h=2)
-    assert [p.get_facecolor()[:3] for p in ax.patches][1] != ax.patches[0].get_facecolor()[:3]
-    plt.close("all")
