@@ -397,7 +397,11 @@ def array(x, name: str, n: int, layout: str) -> np.ndarray:
 # --- the checks of a multi-head attention call beyond its arrays' shapes: their sizes, a caller's kernel
 def no_bool_array(value, name: str) -> None:
     """Refuse a bool array where numbers are meant (True would be read as 1.0: a bool array is a mask)."""
-    if np.asarray(value).dtype == np.bool_:
+    try:
+        kind = np.asarray(value).dtype
+    except (TypeError, ValueError):  # ragged or no array at all: float_array names it next
+        return
+    if kind == np.bool_:
         raise ValueError(f"{name} is a bool array (shape {np.shape(value)}); give it as floats (B, T, d_model), "
                          f"e.g. {name}.astype(float) if you mean 0/1 features")
 

@@ -150,10 +150,13 @@ class Exercise:
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if not (isinstance(self.name, str) and self.name.isidentifier()) or not callable(self.reference) \
+        if not (isinstance(self.name, str) and self.name.strip()) or not callable(self.reference) \
                 or not callable(self.cases):
-            raise ValueError(f"Exercise({self.name!r}, reference, cases) needs a name that is an identifier, a "
+            raise ValueError(f"Exercise({self.name!r}, reference, cases) needs a name (a non-empty string), a "
                              "callable reference and cases as a function () -> list of Case (not the list itself)")
+        if self.outputs is not None and not (isinstance(self.outputs, (tuple, list))
+                                             and all(isinstance(o, str) for o in self.outputs)):
+            raise ValueError(f"outputs={self.outputs!r} must name a tuple's outputs, e.g. outputs=('out', 'weights')")
         if self.register:
             _CATALOGUE[self.name] = self
 

@@ -453,5 +453,8 @@ def test_matches_and_exercise_refuse_what_no_checker_can_run():
         eng.matches(lambda n: n, lambda n: n, [(1,), (2,)], notes=["a"])
     with pytest.raises(ValueError, match="cases as a function"):
         eng.Exercise("toy", lambda n: n, [(1,)], register=False)
-    with pytest.raises(ValueError, match="a name that is an identifier"):
+    with pytest.raises(ValueError, match=r"needs a name \(a non-empty string\)"):
         eng.Exercise("", lambda n: n, lambda: [(1,)], register=False)
+    assert eng.matches(lambda n: n * n, lambda n: n ** 2, [(3,)])  # a lambda reference: named '<lambda>'
+    with pytest.raises(ValueError, match=r"outputs=5 must name a tuple's outputs"):
+        eng.matches(lambda n: n, lambda n: n, [(1,)], outputs=5)
