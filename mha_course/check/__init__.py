@@ -13,6 +13,7 @@ the state of every checker called in this kernel. The engine and how to write a 
     ✔ causal_mask: all 4 cases match
     True
 """
+from . import engine
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
 from .backward import (
                        adam_step,
@@ -56,3 +57,5 @@ __all__ = ["Case", "Exercise", "Mistake", "ShapeExercise", "ShapeMistake", "cata
            "document_mask", "rope_scores", "head_params", "score_std", "work_growth",
            "prefix_matching_score", "composition_score", "patched_heads", "copying_score",
            "alibi_slopes", "interpolated_inv_freq", "lse_merge"]
+
+engine.seal()  # the catalogue so far is the course's: an author's Exercise cannot replace one of them

@@ -103,10 +103,11 @@ from .sandbox import PRINT_CHARS, PRINT_LINES, CappedText, np, pristine_numpy, q
 
 __all__ = ["Case", "Mistake", "Exercise", "matches",
            "catalogue", "summary", "forget_results", "TIME_LIMIT", "call_learner", "LearnerFailed", "Forbid",
-           "Returns", "Fresh", "register", "learner_outcome"]
+           "Returns", "Fresh", "register", "seal", "learner_outcome"]
 
 TIME_LIMIT = 5.0  # seconds for each checked call of a learner's function
 _CATALOGUE: dict = {}
+_SEALED: set = set()  # the course's own checker names (seal)
 _KEPT = (RTOL, ATOL, PRINT_CHARS, PRINT_LINES, report, safe_repr)  # re-exported for checker authors and tests
 
 
@@ -158,7 +159,7 @@ class Exercise:
                                              and all(isinstance(o, str) for o in self.outputs)):
             raise ValueError(f"outputs={self.outputs!r} must name a tuple's outputs, e.g. outputs=('out', 'weights')")
         if self.register:
-            _CATALOGUE[self.name] = self
+            register(self)
 
     def check(self, fn) -> bool:
         """Run ``fn`` on every case, print the feedback, record and return True if all match."""
@@ -256,8 +257,17 @@ def matches(fn, reference, cases, name=None, mistakes=(), outputs=None, notes=No
 
 
 def register(spec) -> None:
-    """Add ``spec`` (an :class:`Exercise`, or another kind with a ``name`` and ``check``) to :func:`catalogue`."""
+    """Add ``spec`` (an :class:`Exercise`, or another kind with a ``name`` and ``check``) to :func:`catalogue`;
+    a name of the course's own checkers (``seal``) is refused: ``check.<name>`` would still run the course's."""
+    if spec.name in _SEALED and _CATALOGUE.get(spec.name) is not spec:
+        raise ValueError(f"{spec.name!r} is one of the course's checkers (check.{spec.name}); give your exercise "
+                         "another name, or register=False to keep it out of the catalogue")
     _CATALOGUE[spec.name] = spec
+
+
+def seal() -> None:
+    """Mark every checker registered so far as the course's own (called once, at the end of check/__init__)."""
+    _SEALED.update(_CATALOGUE)
 
 
 def learner_outcome(fn, args, printed) -> Outcome:

@@ -458,3 +458,12 @@ def test_matches_and_exercise_refuse_what_no_checker_can_run():
     assert eng.matches(lambda n: n * n, lambda n: n ** 2, [(3,)])  # a lambda reference: named '<lambda>'
     with pytest.raises(ValueError, match=r"outputs=5 must name a tuple's outputs"):
         eng.matches(lambda n: n, lambda n: n, [(1,)], outputs=5)
+
+
+def test_an_authors_exercise_cannot_take_the_name_of_a_course_checker():
+    """check.softmax would still run the course's checker while catalogue() said otherwise."""
+    from mha_course.check import engine as eng
+    with pytest.raises(ValueError, match="'softmax' is one of the course's checkers"):
+        eng.Exercise("softmax", lambda x: x, lambda: [eng.Case((1.0,))])
+    assert eng.catalogue()["softmax"].name == "softmax" and eng.catalogue()["softmax"].reference is not None
+    eng.Exercise("softmax", lambda x: x, lambda: [eng.Case((1.0,))], register=False)  # a toy: fine
