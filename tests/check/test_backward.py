@@ -290,13 +290,7 @@ def test_adam_unknown_mistakes_show_the_first_step(capsys, fn, says):
 # ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
-
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 def test_softmax_backward_over_axis_1_is_named(capsys):

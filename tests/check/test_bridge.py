@@ -223,13 +223,7 @@ def test_unfinished_torch_exercise_is_reported_not_raised(capsys):
 # ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
-
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 def test_a_lone_untransposed_in_proj_and_a_rotated_bias_order_are_named(capsys):

@@ -209,13 +209,7 @@ def test_a_stub_is_not_finished(capsys, name):
 # ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
-
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 def _prefix_loop(weights, tokens, *, itself=False, transpose=False, first_row=False):

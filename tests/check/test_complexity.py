@@ -67,12 +67,7 @@ def test_units_terms_and_rounding_are_named(capsys, checker, fn, said):
 # ---- learner code written anew, each class named
 
 
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 @pytest.mark.parametrize("checker, fn, said", [

@@ -279,13 +279,7 @@ def test_an_uncatalogued_mistake_is_refused_with_a_located_message(capsys, name,
 # ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
-
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 def test_an_inverted_rescale_with_its_infinities_zeroed_is_named(capsys):

@@ -158,13 +158,7 @@ def test_unknown_mistake_is_refused(capsys):
 # ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
-
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 def _powers(h):

@@ -382,13 +382,7 @@ def test_natural_types_turn_a_list_into_a_tuple_and_a_whole_float_into_an_int():
 # ---- learner code written anew, each class named
 from mha_course import check as _check  # noqa: E402
 
-
-def _says(capsys, checker, fn, said):
-    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
-    with np.errstate(all="ignore"):
-        ok = checker(fn)
-    out = capsys.readouterr().out
-    assert ok is False and f"Looks like: {said}" in out, out
+from .verdicts import says as _says  # noqa: E402
 
 
 def test_the_batch_taken_as_the_token_axis_is_named(capsys):

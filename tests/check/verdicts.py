@@ -35,3 +35,11 @@ def named_as_itself(capsys, exercise, i, check=None):
     ok = (check or exercise.check)(mistake.fn)
     out = capsys.readouterr().out
     assert ok is False and f"Looks like: {mistake.name}. Fix: {mistake.fix}" in out, out
+
+
+def says(capsys, checker, fn, said):
+    """``fn`` is refused and named: the feedback says \"Looks like: <said>\"."""
+    with np.errstate(all="ignore"):
+        ok = checker(fn)
+    out = capsys.readouterr().out
+    assert ok is False and f"Looks like: {said}" in out, out
