@@ -318,7 +318,7 @@ def _attention_cases():
 
 
 TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[0],
-                           _attention_cases, axes={"result": ("query", "feature")},
+                           _attention_cases, axes={"result": ("query", "feature")}, strict_types=True,
                            sizes=lambda Q, K, V, mask=None: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
                                                              "d_v": V.shape[-1]}, mistakes=(
     Mistake("no 1/√d_k scaling", "divide the scores by q.shape[-1] ** 0.5",

@@ -156,6 +156,9 @@ def _kind_problem(g, w, nm, strict=False) -> list:
     if w.ndim >= 1 and w.dtype.kind in "iu" and g.dtype.kind not in "iu":
         return [f"{NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; indices are whole "
                 "numbers (int). Fix: use // (floor division), or add .astype(int)"]
+    if strict and w.dtype.kind == "f" and g.dtype.kind == "f" and g.dtype.itemsize < w.dtype.itemsize:
+        return [f"{NOT_DIAGNOSED}{nm}: the values are right to {g.dtype}'s precision, but the dtype is {g.dtype} where "
+                f"the inputs are {w.dtype} (a .float() or a float32 tensor on the way). Fix: keep the inputs' dtype"]
     whole = g.dtype.kind in "iu" or (g.dtype.kind == "f" and bool(np.all(g == w)))
     if w.ndim == 0 and w.dtype.kind in "iu" and (g.dtype.kind not in "iu" if strict else not whole):
         return [f"{NOT_DIAGNOSED}{nm}: the value is right but it is a {type(g.item()).__name__} "

@@ -246,3 +246,15 @@ def test_the_scale_after_the_softmax_is_named_in_torch(capsys):
             s = s.masked_fill(~mask, float("-inf"))
         return torch.nan_to_num(torch.softmax(s, dim=-1)) @ v / q.shape[-1] ** 0.5
     _says(capsys, _check.torch_attention, learner, "the 1/√d_k applied after the softmax")
+
+
+def test_torch_attention_names_a_result_cast_to_float32(capsys):
+    """float64 tensors in, a float32 result out (.float() on the way): right to float32's precision, refused."""
+    torch = require_torch()
+
+    def halved_precision(q, k, v, mask=None):
+        s = (q.float() @ k.float().transpose(-2, -1)) / q.shape[-1] ** 0.5
+        s = s if mask is None else s.masked_fill(~mask, float("-inf"))
+        return torch.nan_to_num(torch.softmax(s, dim=-1)) @ v.float()
+    assert _check.torch_attention(halved_precision) is False
+    assert "the dtype is float32 where the inputs are float64" in capsys.readouterr().out
