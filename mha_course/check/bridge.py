@@ -321,6 +321,8 @@ TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q
                            _attention_cases, axes={"result": ("query", "feature")}, strict_types=True,
                            sizes=lambda Q, K, V, mask=None: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
                                                              "d_v": V.shape[-1]}, mistakes=(
+    Mistake("the attention weights returned, not the output weights @ v", "return torch.softmax(scores, dim=-1) @ v",
+            lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[1]),
     Mistake("no 1/√d_k scaling", "divide the scores by q.shape[-1] ** 0.5",
             _attention_with(lambda Q, K, V: 1.0)),
     Mistake("scaled by d_k instead of √d_k", "divide by q.shape[-1] ** 0.5",

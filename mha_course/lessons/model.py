@@ -468,8 +468,9 @@ def token_losses(logits, targets) -> np.ndarray:
     with np.errstate(over="ignore"):
         z = logits - np.max(logits, axis=-1, keepdims=True)  # (B, T, V)
     if not np.all(np.isfinite(z)):
-        raise ValueError("logits spread over more than the largest float (max - min > 1.8e308 in a row), so a loss "
-                         "would be inf; give logits of a model's scale (scale them down)")
+        raise ValueError(f"logits spread over more than the largest {logits.dtype} (max - min > "
+                         f"{float(np.finfo(logits.dtype).max):.3g} in a row), so a loss would be inf; give logits of a "
+                         "model's scale (scale them down)")
     lse = np.log(np.exp(z).sum(-1))  # (B, T)
     return lse - np.take_along_axis(z, targets[..., None], -1)[..., 0]
 

@@ -258,3 +258,14 @@ def test_torch_attention_names_a_result_cast_to_float32(capsys):
         return torch.nan_to_num(torch.softmax(s, dim=-1)) @ v.float()
     assert _check.torch_attention(halved_precision) is False
     assert "the dtype is float32 where the inputs are float64" in capsys.readouterr().out
+
+
+def test_torch_attention_names_the_weights_returned_for_the_output(capsys):
+    torch = require_torch()
+
+    def weights_only(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        s = s if mask is None else s.masked_fill(~mask, float("-inf"))
+        return torch.nan_to_num(torch.softmax(s, dim=-1))
+    assert _check.torch_attention(weights_only) is False
+    assert "Looks like: the attention weights returned, not the output" in capsys.readouterr().out
