@@ -415,7 +415,7 @@ def magnitudes(x: np.ndarray, context: np.ndarray, p, h: int, bias) -> None:
     D, limit = x.shape[-1], float(np.finfo(x.dtype).max)
 
     def top(a) -> float:
-        return 0.0 if a is None or np.size(a) == 0 else float(np.max(np.abs(a)))
+        return 0.0 if a is None or np.size(a) == 0 else max(float(np.max(a)), -float(np.min(a)))  # no |a| copy
 
     q = D * top(x) * top(p.W_q) + top(p.b_q)
     k = D * top(context) * top(p.W_k) + top(p.b_k)
