@@ -61,7 +61,7 @@ COMMON_PASSWORDS = {"password", "password1", "password12", "password123", "passw
                     "mha-course", "mha-course1", "mhacourse123", "secret1234", "student123", "students12"}
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
-__all__ = ["Hub", "HubError", "check_ports", "check_password", "remove_learner_accounts", "learner_accounts",
+__all__ = ["Hub", "HubError", "check_ports", "check_password", "hub_url", "remove_learner_accounts", "learner_accounts",
            "hub_learners", "limits_in_force", "self_signed_certificate", "update_copies", "main"]
 
 
@@ -85,10 +85,11 @@ def check_ports(ip: str, port: int) -> None:
     """Raise HubError if the proxy's port, its API port (+1), the hub's port (+2) or the progress page's (+3) is taken."""
     for p, role in ((port, "the hub's public port"), (port + 1, "the proxy's API"), (port + 2, "the hub itself"),
                     (port + 3, "the progress page")):
-        with socket.socket() as s:
+        host = ip if p == port else "127.0.0.1"  # only the public port is on ip; the rest stay on loopback
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind((ip if p == port else "127.0.0.1", p))
+                s.bind((host, p))
             except OSError:
                 raise HubError(
                     f"port {p} ({role}) is already in use{_who_listens(p)}. Stop that process or choose "
@@ -121,17 +122,60 @@ def room_address(ip: str) -> str:
         return socket.gethostname()
 
 
+def hub_url(ip: str, port: int, tls: bool) -> str:
+    """``http(s)://ip:port/``, an IPv6 address in brackets (``http://[::1]:8000/``)."""
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"{'https' if tls else 'http'}://{host}:{port}/"
+
+
 def _is_loopback(ip: str) -> bool:
-    return ip in LOOPBACK or ip.startswith("127.")
+    """True for ``localhost`` and for an address in 127.0.0.0/8 or ::1, in any spelling; a host name is not."""
+    import ipaddress
+    if ip.lower() in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False  # a host name (even "127.example.org") may resolve to any address: TLS is required
+
+
+def _certificate_names(ip: str) -> list:
+    """The names a certificate for a hub on ``ip`` must cover: this host, localhost, ``ip`` and the room's address."""
+    import ipaddress
+
+    from cryptography import x509
+    names = [x509.DNSName(socket.gethostname()), x509.DNSName("localhost")]
+    for address in sorted({ip, room_address(ip), "127.0.0.1"} - {"0.0.0.0", "::", ""}):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(address)))
+        except ValueError:
+            names.append(x509.DNSName(address))
+    return names
+
+
+def _certificate_fits(cert_path: Path, names: list) -> bool:
+    """True if the certificate at ``cert_path`` covers every one of ``names`` and is valid for a day more."""
+    import datetime
+
+    from cryptography import x509
+    try:
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        covered = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+    except (OSError, ValueError, x509.ExtensionNotFound):
+        return False
+    tomorrow = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+    return set(names) <= covered and cert.not_valid_after_utc > tomorrow
 
 
 def self_signed_certificate(folder: Path, ip: str) -> tuple:
-    """(cert path, key path, SHA-256 fingerprint) of a self-signed certificate in ``folder`` (made once, kept).
+    """(cert path, key path, SHA-256 fingerprint) of a self-signed certificate in ``folder``.
 
-    For ``ip`` and this machine's host name, valid 30 days; the key is 0600.
+    For ``ip``, the room's address and this machine's host name, valid 30 days; the key is 0600.
+    It is kept for the next run while it still fits; one that does not cover the address (the
+    next workshop's room) or expires within a day is made anew, and the banner prints the new
+    fingerprint.
     """
     import datetime
-    import ipaddress
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -139,16 +183,11 @@ def self_signed_certificate(folder: Path, ip: str) -> tuple:
     from cryptography.x509.oid import NameOID
 
     cert_path, key_path = folder / "hub-cert.pem", folder / "hub-key.pem"
-    if not (cert_path.exists() and key_path.exists()):
+    names = _certificate_names(ip)
+    if not (key_path.exists() and _certificate_fits(cert_path, names)):
         key = ec.generate_private_key(ec.SECP256R1())
-        host = socket.gethostname()
-        names = [x509.DNSName(host), x509.DNSName("localhost")]
-        for address in {ip, room_address(ip), "127.0.0.1"} - {"0.0.0.0", "::"}:
-            try:
-                names.append(x509.IPAddress(ipaddress.ip_address(address)))
-            except ValueError:
-                names.append(x509.DNSName(address))
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"mha-course workshop hub on {host}")])
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                f"mha-course workshop hub on {socket.gethostname()}")])
         now = datetime.datetime.now(datetime.timezone.utc)
         cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
                 .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
@@ -348,7 +387,7 @@ class Hub:
         self.limits = ("per-process", False, "")
         self.proc = None
         self.roots = []
-        self.url = f"{'https' if ssl_cert or self_signed else 'http'}://{ip}:{self.port}/"
+        self.url = hub_url(ip, self.port, tls=bool(ssl_cert or self_signed))
 
     # -- checks -----------------------------------------------------------------------------------
     def check(self) -> None:
@@ -597,7 +636,7 @@ def main(argv=None) -> int:
     who = f"the learners in {args.learners}" if args.learners else "anyone"
     password = ("the workshop password: from MHA_HUB_PASSWORD" if given
                 else _say_password(f"the workshop password: {hub.password}", hub.state))
-    shown = hub.url.replace(f"//{hub.ip}:", f"//{room_address(hub.ip)}:")
+    shown = hub_url(room_address(hub.ip), hub.port, tls=hub.url.startswith("https"))
     lines = [f"\nThe workshop hub is at {shown} ({who}; {password}).",
              "Each learner logs in with a name of their choice and gets ~/mha-course/notebooks/ on first login."]
     if hub.fingerprint:

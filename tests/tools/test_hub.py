@@ -32,6 +32,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -85,6 +86,21 @@ def test_a_taken_port_is_refused_with_the_fix():
             workshop_hub.check_ports("127.0.0.1", port - 1)
 
 
+def test_the_ports_of_an_ipv6_loopback_hub_are_checked_on_ipv6():
+    """``--ip ::1`` is loopback (no TLS needed): its free ports pass, a taken one is named."""
+    try:
+        probe = socket.socket(socket.AF_INET6)
+        probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback")
+    with probe:
+        probe.listen()
+        taken = probe.getsockname()[1]
+        with pytest.raises(workshop_hub.HubError, match=rf"port {taken} \(the hub's public port\)"):
+            workshop_hub.check_ports("::1", taken)
+    workshop_hub.check_ports("::1", _free_block(9600))
+
+
 @pytest.mark.parametrize("password", ["short", "123456789", "password123", "1234567890", "aaaaaaaaaaaaaa",
                                       "Workshop123", "12345678901"])
 def test_weak_workshop_passwords_are_refused(password):
@@ -97,7 +113,7 @@ def test_good_workshop_passwords_pass(password):
     workshop_hub.check_password(password)
 
 
-@pytest.mark.parametrize("ip", ["0.0.0.0", "192.168.1.20", "::"])
+@pytest.mark.parametrize("ip", ["0.0.0.0", "192.168.1.20", "::", "127.example.org", "my-laptop.local"])
 def test_a_network_address_without_tls_is_refused(ip, tmp_path):
     with pytest.raises(workshop_hub.HubError, match=r"plain HTTP.*--ssl-cert FILE --ssl-key FILE.*--self-signed.*--insecure"):
         workshop_hub.Hub(ip=ip, state=tmp_path).check_network()
@@ -117,11 +133,64 @@ def test_the_banner_names_an_address_learners_can_type():
     assert workshop_hub.room_address("127.0.0.1") == "127.0.0.1"
     assert workshop_hub.room_address("10.1.2.3") == "10.1.2.3"
     assert workshop_hub.room_address("0.0.0.0") not in ("0.0.0.0", "")
+    assert workshop_hub.hub_url("10.1.2.3", 8000, tls=True) == "https://10.1.2.3:8000/"
+    assert workshop_hub.hub_url("::1", 8000, tls=False) == "http://[::1]:8000/"  # not http://::1:8000/
+    assert workshop_hub.Hub(ip="::1", port=8010).url == "http://[::1]:8010/"
 
 
-@pytest.mark.parametrize("ip", ["127.0.0.1", "127.0.1.1", "localhost", "::1"])
+@pytest.mark.parametrize("ip", ["127.0.0.1", "127.0.1.1", "127.9.8.7", "localhost", "LocalHost", "::1",
+                                "0:0:0:0:0:0:0:1"])
 def test_loopback_needs_no_tls(ip, tmp_path):
     workshop_hub.Hub(ip=ip, state=tmp_path).check_network()
+
+
+def _certificate(path):
+    from cryptography import x509
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def _expired_certificate(cert_path, key_path):
+    """A self-signed certificate for 127.0.0.1 that expired yesterday, as a state folder kept from long ago holds."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "old")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    names = [x509.DNSName(n) for n in (socket.gethostname(), "localhost")]
+    names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - datetime.timedelta(days=40))
+            .not_valid_after(now - datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False).sign(key, hashes.SHA256()))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert.fingerprint(hashes.SHA256()).hex().upper()
+
+
+def test_a_kept_self_signed_certificate_is_made_anew_when_it_no_longer_fits(tmp_path):
+    """Kept for the next run on the same address; another room's address, or an expired one, gets a new one."""
+    import datetime
+    import ipaddress
+
+    x509 = pytest.importorskip("cryptography.x509", reason="cryptography comes with jupyterhub")
+    cert, key, first = workshop_hub.self_signed_certificate(tmp_path, "127.0.0.1")
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert workshop_hub.self_signed_certificate(tmp_path, "127.0.0.1")[2] == first  # kept: the same fingerprint
+    cert, key, other_room = workshop_hub.self_signed_certificate(tmp_path, "10.20.30.40")
+    assert other_room != first
+    covered = _certificate(cert).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ipaddress.ip_address("10.20.30.40") in covered.get_values_for_type(x509.IPAddress)
+    old = _expired_certificate(cert, key)
+    cert, key, renewed = workshop_hub.self_signed_certificate(tmp_path, "127.0.0.1")
+    assert renewed.replace(":", "") != old
+    left = _certificate(cert).not_valid_after_utc - datetime.datetime.now(datetime.timezone.utc)
+    assert left > datetime.timedelta(days=29)
 
 
 def test_jupyterlab_is_quieted_by_merging_overrides(tmp_path):
