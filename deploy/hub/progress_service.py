@@ -40,34 +40,41 @@ async def hub_users() -> list:
 ADMINS = {n for n in ENV.get("MHA_HUB_ADMIN", "").split(",") if n}
 
 
-def learner_folders(names) -> list:
-    """[(name, course folder)] for the users (not the admins) whose home holds a student copy."""
-    out = []
+def learner_folders(names) -> tuple:
+    """([(name, course folder)] of the users (not the admins) whose home holds a student copy, [the others]).
+
+    The others are the class's names without a copy yet: on a hub with a learners file the hub
+    knows every allowed learner from the start, so the page can say who has not logged in.
+    """
+    found, absent = [], []
     for name in names:
         if name in ADMINS:
             continue
         try:
             folder = Path(pwd.getpwnam(name).pw_dir) / COPY
         except KeyError:
-            continue
-        if (folder / MARKER).is_dir():
-            out.append((name, folder))
-    return out
+            folder = None  # no Unix account yet: made at the first login
+        if folder is not None and (folder / MARKER).is_dir():
+            found.append((name, folder))
+        else:
+            absent.append(name)
+    return found, absent
 
 
 class ProgressPage(HubOAuthenticated, web.RequestHandler):
     @web.authenticated
     async def get(self):
-        names = await hub_users()
-        table = progress.rows(progress.gather(learner_folders(names)), EXERCISES)
+        found, absent = learner_folders(await hub_users())
+        table = progress.rows(progress.gather(found), EXERCISES)
         if self.get_argument("format", "") == "json":
             self.set_header("Content-Type", "application/json")
-            self.finish(progress.as_json(table))
+            data = json.loads(progress.as_json(table))
+            self.finish(json.dumps({**data, "not_logged_in": absent}, ensure_ascii=False))
             return
         when = time.strftime("%H:%M:%S", time.localtime())
         self.set_header("Cache-Control", "no-store")
-        self.finish(progress.as_html(table, refresh_s=REFRESH_S, when=when,
-                                     title=f"The class's progress ({len({r['learner'] for r in table})} learners)"))
+        title = f"The class's progress ({len(found)} learners" + (f", {len(absent)} not logged in yet)" if absent else ")")
+        self.finish(progress.as_html(table, refresh_s=REFRESH_S, when=when, title=title, absent=absent))
 
 
 def _exercises() -> list:

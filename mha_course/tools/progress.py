@@ -240,9 +240,28 @@ th{background:#f3f3f3;text-align:left}td.done{background:#d9f2d9}td.tried{backgr
 td.none{color:#999}p.when{color:#666;font-size:13px}"""
 
 
-def as_html(table: list, refresh_s: int | None = 10, title: str = "The class's progress", when: str = "") -> str:
+def _html_counts(counts: dict, absent) -> list:
+    """The page's first table: done / tried / not started per learner, then the learners not logged in yet."""
+    esc = html.escape
+    parts = [] if counts or absent else ["<p>No learner has logged in yet.</p>"]
+    parts.append("<table><tr><th>learner</th><th>done</th><th>tried</th><th>not started</th></tr>")
+    for learner, c in counts.items():
+        if c["unreadable"]:
+            parts.append(f"<tr><td>{esc(learner)}</td><td colspan=3>unreadable progress file</td></tr>")
+        else:
+            parts.append(f"<tr><td>{esc(learner)}</td><td>{c['done']}</td><td>{c['tried']}</td>"
+                         f"<td>{c['not started']}</td></tr>")
+    parts.extend(f"<tr><td>{esc(learner)}</td><td colspan=3 class='none'>not logged in yet</td></tr>"
+                 for learner in absent if learner not in counts)
+    parts.append("</table>")
+    return parts
+
+
+def as_html(table: list, refresh_s: int | None = 10, title: str = "The class's progress", when: str = "",
+            absent=()) -> str:
     """A page: the counts per learner, then per notebook a learners x exercises table (``refresh_s``: reload
-    every so many seconds, a whole number >= 1, or None for a page that never reloads)."""
+    every so many seconds, a whole number >= 1, or None for a page that never reloads; ``absent``: the names
+    of the class who have no course folder yet, listed as not logged in)."""
     if refresh_s is not None and (isinstance(refresh_s, bool) or not isinstance(refresh_s, int) or refresh_s < 1):
         raise ValueError(f"refresh_s={refresh_s!r} must be a whole number of seconds >= 1, or None for no reload")
     esc = html.escape
@@ -253,16 +272,7 @@ def as_html(table: list, refresh_s: int | None = 10, title: str = "The class's p
         parts.append(f"<p class='when'>as of {esc(when)}" + (f"; this page reloads every {int(refresh_s)} s"
                                                                if refresh_s else "") + "</p>")
     counts = _counts(table)
-    if not counts:
-        parts.append("<p>No learner has logged in yet.</p>")
-    parts.append("<table><tr><th>learner</th><th>done</th><th>tried</th><th>not started</th></tr>")
-    for learner, c in counts.items():
-        if c["unreadable"]:
-            parts.append(f"<tr><td>{esc(learner)}</td><td colspan=3>unreadable progress file</td></tr>")
-        else:
-            parts.append(f"<tr><td>{esc(learner)}</td><td>{c['done']}</td><td>{c['tried']}</td>"
-                         f"<td>{c['not started']}</td></tr>")
-    parts.append("</table>")
+    parts += _html_counts(counts, absent)
     for notebook, book in _by_notebook(table).items():
         parts.append(f"<h2>{esc(notebook)}</h2><table><tr><th>learner</th>"
                      + "".join(f"<th>{esc(e)}</th>" for e in book["exercises"]) + "</tr>")

@@ -231,6 +231,36 @@ def test_the_hubs_learners_come_from_its_own_database(tmp_path):
     assert workshop_hub.hub_learners(tmp_path / "none") == []
 
 
+SPLIT = """
+import json, pwd, sys
+from pathlib import Path
+homes = {n: Path(sys.argv[1]) / n for n in ("ada", "bob", "teacher")}
+def getpwnam(name):
+    if name not in homes:
+        raise KeyError(name)
+    return pwd.struct_passwd((name, "x", 2000, 2000, "", str(homes[name]), "/bin/sh"))
+pwd.getpwnam = getpwnam
+import progress_service
+found, absent = progress_service.learner_folders(["ada", "bob", "cy", "teacher"])
+print(json.dumps([[[n, str(f)] for n, f in found], absent]))
+"""
+
+
+def test_the_progress_page_tells_a_learners_copy_from_one_not_made_yet(hub_ready, tmp_path):
+    """The service's split of the hub's users (in the hub's interpreter, as the hub runs it): a copy (shown),
+    no copy or no account yet (listed as not logged in), an admin (neither)."""
+    (tmp_path / "ada" / "mha-course" / ".mha-course").mkdir(parents=True)
+    (tmp_path / "bob").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MHA_HUB_NOTEBOOKS")}
+    env.update(MHA_HUB_ADMIN="teacher", PYTHONPATH=str(ROOT / "deploy" / "hub"))
+    run = subprocess.run([str(HUB_PY), "-c", SPLIT, str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found, absent = json.loads(run.stdout.splitlines()[-1])
+    assert found == [["ada", str(tmp_path / "ada" / "mha-course")]]
+    assert absent == ["bob", "cy"]
+
+
 def _wait_for(probe, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -80,6 +80,17 @@ def test_one_learners_folder_and_the_html_page(homes):
     assert "<td class='done'" in page and "tried: no max subtraction" in page and ">cy<" in page
 
 
+def test_the_page_lists_the_class_who_have_not_logged_in_yet(homes):
+    """The hub knows a learners file's names before their first login: the page lists them, once each."""
+    table = pr.rows(pr.gather(pr.course_folders([homes])))
+    page = pr.as_html(table, refresh_s=None, absent=["zoe", "ada"])
+    assert "<tr><td>zoe</td><td colspan=3 class='none'>not logged in yet</td></tr>" in page
+    assert page.count("<tr><td>ada</td>") == 2  # her counts and her row of 02's grid: not also "not logged in"
+    assert "not logged in yet" not in pr.as_html(table, refresh_s=None)
+    assert "No learner has logged in yet" not in pr.as_html([], refresh_s=None, absent=["zoe"])
+    assert "No learner has logged in yet" in pr.as_html([], refresh_s=None)
+
+
 def test_a_corrupt_progress_file_is_named_for_that_learner_only(homes, capsys):
     (homes / "cy" / "mha-course" / ".mha-course" / "progress.json").write_text("{")
     code, out, _ = run(capsys, homes)
