@@ -55,6 +55,9 @@ from jupyterhub.authenticators.shared import SharedPasswordAuthenticator
 
 from mha_course import runtime  # the course is installed in the hub's venv
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from workshop_hub import HubError, check_password  # noqa: E402  (one password rule for the launcher and this file)
+
 c = get_config()  # noqa: F821  (JupyterHub's config loader provides it)
 
 ENV = os.environ
@@ -111,14 +114,19 @@ def _learner_lines(path):
             continue
         name, _, rest = line.partition(":")
         password, _, lang = rest.partition(":")
-        name, lang = name.strip().lower(), lang.strip() or None
+        name, lang, password = name.strip().lower(), lang.strip() or None, password.strip() or None
         if not NAME.match(name):
             raise SystemExit(f"{path}:{number}: {name!r} is not a valid learner name "
                              "(a-z first, then a-z, 0-9, _ or -, at most 31 characters)")
         if lang is not None and lang not in COURSE_LANGS:
             raise SystemExit(f"{path}:{number}: language {lang!r} for {name}; use one of {COURSE_LANGS} "
                              "(name:password:zh_CN, or name::zh_CN with the shared password)")
-        yield number, name, password.strip() or None, lang
+        if password is not None:
+            try:
+                check_password(password, what=f"{path}:{number}: {name}'s own password")
+            except HubError as err:
+                raise SystemExit(str(err)) from None
+        yield number, name, password, lang
 
 
 def read_learners(path):

@@ -96,14 +96,19 @@ def check_ports(ip: str, port: int) -> None:
                     f"other ports: make hub HUB_PORT={port + 10} (the hub uses HUB_PORT, +1, +2 and +3)") from None
 
 
-def check_password(password: str) -> None:
-    """HubError unless the workshop password has 10+ characters and is not a common one."""
+def check_password(password: str, what: str = "the workshop password") -> None:
+    """HubError unless ``password`` has 10+ characters and is not a common one.
+
+    The rule for every password that opens this hub: the shared one, and each learner's own in
+    the learners file (``what`` names which, e.g. "learners.txt:3: bob's own password").
+    """
+    shared = what == "the workshop password"
     if len(password) < MIN_PASSWORD:
-        raise HubError(f"the workshop password has {len(password)} characters; give one of at least {MIN_PASSWORD} "
-                       "(MHA_HUB_PASSWORD=...), or none and the hub makes one")
+        raise HubError(f"{what} has {len(password)} characters; give one of at least {MIN_PASSWORD}"
+                       + (" (MHA_HUB_PASSWORD=...), or none and the hub makes one" if shared else ""))
     low = password.lower()
     if low in COMMON_PASSWORDS or len(set(low)) == 1 or (low.isdigit() and len(low) < 12):
-        raise HubError("the workshop password is a common one (the first a stranger in the room would try); "
+        raise HubError(f"{what} is a common one (the first a stranger in the room would try); "
                        "choose another, e.g. three unrelated words")
 
 

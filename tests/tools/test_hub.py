@@ -695,7 +695,7 @@ def _config_functions():
     keep = [n for n in tree.body if (isinstance(n, ast.FunctionDef) and n.name in
                                      ("_learner_lines", "read_learners", "read_languages"))
             or (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") in ("NAME", "COURSE_LANGS"))]
-    space = {"re": re, "Path": Path}
+    space = {"re": re, "Path": Path, "check_password": workshop_hub.check_password, "HubError": workshop_hub.HubError}
     exec(compile(ast.Module(body=keep, type_ignores=[]), "jupyterhub_config", "exec"), space)
     return space
 
@@ -709,6 +709,15 @@ def test_a_learner_may_ask_for_a_chinese_copy_in_the_learners_file(tmp_path):
     path.write_text("eve::fr_FR\n")
     with pytest.raises(SystemExit, match="zh_CN"):
         f["read_languages"](path)
+
+
+@pytest.mark.parametrize("line", ["bob:short", "bob:password123", "bob:1234567890", "bob:zzzzzzzzzzzz:zh_CN"])
+def test_a_learners_own_password_is_held_to_the_workshop_passwords_rule(tmp_path, line):
+    """A weak own password in the learners file stops the hub's start, naming the line and the learner."""
+    path = tmp_path / "learners.txt"
+    path.write_text(f"ada\n{line}\n")
+    with pytest.raises(SystemExit, match=r"learners.txt:2: bob's own password (has \d+ characters|is a common one)"):
+        _config_functions()["read_learners"](path)
 
 
 def test_the_first_copy_and_the_update_pass_the_learners_language():
