@@ -512,6 +512,9 @@ def _mutant_words(mutation) -> Derived:
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"
                       else "the index on another axis"})
+    elif key == "sqrt":  # said with the changed code: "np.sqrt(factor) where factor belongs"
+        slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
+                      "how": "a square root too many" if params.get("added") else "the square root left out"})
     return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
 
 

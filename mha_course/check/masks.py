@@ -355,7 +355,14 @@ def _document_cases():
         if n_docs == 2 and first == 7:
             ids = np.repeat([7, 3], [3, 2])  # ids are labels: they need not grow
         cases.append(Case((ids, causal), f"doc_ids {ids.tolist()}, causal={causal}"))
+    for ids, causal in (([2, 2, 6, 6, 6, 2], False), ([1, 0, 0, 1, 1], True)):  # an id that comes back: equal ids, one document
+        cases.append(Case((np.array(ids), causal), f"doc_ids {ids}, causal={causal} (id {ids[0]} comes back)"))
     return cases
+
+
+def _segments_of(ids):
+    """(T,) -> (T,) run numbers 0, 0, 1, 1, 2 ...: a new document wherever the id changes."""
+    return np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])
 
 
 _FIX_DOC = "allow query t and key s only when doc_ids[t] == doc_ids[s]"
@@ -383,6 +390,10 @@ _DOCUMENT_MISTAKES = (
             "both must hold: same & np.tril(np.ones((T, T), bool))", _document_with(combine=lambda same, c: c)),
     Mistake("the two parts combined with | (or): with causal=True a token reads every earlier token of "
             "every document", "both must hold: same & causal", _document_with(combine=np.logical_or)),
+    Mistake("documents found where the id changes (runs of equal ids): a document whose id comes back later "
+            "is split in two, but the mask must follow the ids", _FIX_DOC + ": ids[:, None] == ids[None, :], "
+            "wherever the two tokens are", _document_with(same_of=lambda ids: (lambda r: r[:, None] == r[None, :])(
+                _segments_of(np.asarray(ids))))),
     Mistake("the polarity is flipped (True = blocked, as nn.MultiheadAttention wants it)",
             "the course's masks say True = may attend; convert with mask_as(mask, 'block') at the PyTorch call",
             lambda doc_ids, causal=False: ~_document_mask(doc_ids, causal)),

@@ -99,7 +99,7 @@ SENTENCES = {
     "reciprocal": ("a division the wrong way round (b / a for a / b)", "divide as the formula does"),
     "negation": ("a minus sign (or a not) added or lost", "check each sign against the formula"),
     "dropped-call": ("the {op} left out", "apply the {op}, as in the formula"),
-    "sqrt": ("a square root left out, or one too many", "scale by sqrt(d_k), not d_k (nor 1)"),
+    "sqrt": ("{after} where {before} belongs ({how})", "use {before}, as in the formula"),
     "transpose-call": ("a transpose left out", "transpose where the formula does (np.swapaxes(K, -1, -2))"),
     "reversed": ("a reversal left out (the order is reversed)", "reverse where the formula does"),
     "rounding": ("another rounding ({after} where {before} belongs)", "round as the formula does"),
@@ -138,6 +138,7 @@ _PLAIN = {
     "subscript": "an index on another axis",
     "range-shifted": "a range shifted by one",
     "parts-order": "the parts joined in another order",
+    "sqrt": "a square root left out, or one too many",
 }
 
 
