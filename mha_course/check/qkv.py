@@ -30,10 +30,8 @@ def _project_cases():
     return [Case((rng.normal(size=(2, 5, 12)), init_params(12, rng=rng))),
             Case((rng.normal(size=(3, 4, 8)), init_params(8, rng=rng, bias=True)), "with biases"),
             Case((rng.normal(size=(1, 6, 10)), init_params(10, rng=rng, bias=True)), "with biases"),
-            Case((rng.normal(size=(2, 3, 8)), init_params(8, rng=rng, bias=True)._replace(b_q=None)),
-                 "with b_k and b_v but no b_q"),
-            Case((rng.normal(size=(1, 4, 6)), init_params(6, rng=rng, bias=True)._replace(b_v=None)),
-                 "with b_q and b_k but no b_v")]
+            *(Case((rng.normal(size=(B, T, D)), init_params(D, rng=rng, bias=True)._replace(**{f"b_{n}": None})),
+                   f"with biases but no b_{n}") for n, B, T, D in (("q", 2, 3, 8), ("k", 1, 4, 6), ("v", 3, 2, 4)))]
 
 
 def _projected(weights, biases, transposed=False):
@@ -86,12 +84,12 @@ def _bias_tested_as_bool(x, p):
 
 
 def _biases_decided_by(name):
-    """Every bias added, or none, as one bias (b_<name>) is there or not: x @ W + None where another is missing."""
+    """Every bias added, or none, as one bias (b_<name>) is there or not (a missing other one adds 0)."""
     def project(x, p):
         pairs = ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v))
         if getattr(p, f"b_{name}") is None:
             return tuple(x @ W for W, _ in pairs)
-        return tuple(x @ W + b for W, b in pairs)  # a TypeError where b is None
+        return tuple(x @ W + (0 if b is None else b) for W, b in pairs)
     return project
 
 
