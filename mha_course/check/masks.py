@@ -309,8 +309,10 @@ def _leak_closer_look(fn) -> list:
     report = _leak_probe(fn, 6, rng=np.random.default_rng(0), d=4, call=call_timed)
     lines = [f"leak probe (T=6): {ln}" if i == 0 else ln for i, ln in enumerate(report.describe(most=3).splitlines())]
     if report.ok:
-        lines.append("no leak, so your mask is right; the difference is in the scores (the scale 1/sqrt(d)), "
-                     "the softmax (its axis) or what the weights multiply (x itself)")
+        lines.append("no leak: no output reads a later token. So the mask lets nothing through from the future, but "
+                     "it may still block earlier keys it must allow (a mask built for another length than "
+                     "T = x.shape[-2]?); else the difference is in the scores (the scale 1/sqrt(d)), the softmax "
+                     "(its axis) or what the weights multiply (x itself)")
     return lines
 
 
