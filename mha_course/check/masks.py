@@ -26,7 +26,7 @@ from ..masks import document_mask as _document_mask
 from ..masks import leak_probe as _leak_probe
 from ..masks import mask_as as _mask_as
 from . import engine
-from .engine import Case, Exercise, Fresh, Mistake
+from .engine import Case, Exercise, Fresh, Mistake, Part
 
 __all__ = ["mask_as", "causal_self_attention", "document_mask", "cross_attention", "natural_types",
            "check_with_closer_look", "call_timed", "MASK_AS", "CAUSAL_SELF_ATTENTION", "DOCUMENT_MASK", "CROSS_ATTENTION",
@@ -515,8 +515,16 @@ _CROSS_MISTAKES = (
             "return weights of shape (B, T, S)", _cross_with(transpose_weights=True)),
     Mistake("the outputs in the wrong order (weights, out)", "return out, weights", _cross_with(swap_outputs=True)),
 )
+def _cross_with(attend):
+    """Cross-attention whose attention step is ``attend(Q, K, V, mask)`` (a mistake of exercise 2.4)."""
+    return lambda x, context, W_q, W_k, W_v, keep: attend(x @ W_q, context @ W_k, context @ W_v,
+                                                          np.asarray(keep, bool)[:, None, :])
+
+
 CROSS_ATTENTION = Exercise("cross_attention", _cross_reference, _cross_cases, _CROSS_MISTAKES,
-                           outputs=("out", "weights"), axes={"weights": ("query", "source key")})
+                           outputs=("out", "weights"), axes={"weights": ("query", "source key")},
+                           parts=(Part("scaled_dot_product_attention", _cross_with,
+                                       "in the attention step (exercise 2.4's)"),))
 
 
 def _cross_closer_look(fn) -> list:

@@ -185,7 +185,7 @@ def _mha_cases():
             Case((x(1, 7, 20), init_params(20, rng=rng, bias=True), 5), "biases, one sequence")]
 
 
-_IN_HEADS = "in each head's attention (the step of exercise 2.4)"
+_IN_HEADS = "in each head's attention (exercise 2.4's step)"
 MULTI_HEAD_ATTENTION = Exercise("multi_head_attention", _mha, _mha_cases, _MHA_MISTAKES,
                                 outputs=("out", "weights"), axes=_MHA_AXES,
                                 parts=(Part("scaled_dot_product_attention", lambda k: partial(_mha_attend, k), _IN_HEADS),))

@@ -70,6 +70,10 @@ SENTENCES = {
                        "check which input each step reads: {arg} where the formula has {arg}"),
     "transposed-input": ("{arg} used transposed (its rows read as its columns)",
                          "use {arg} as it is: x @ W reads W's columns, W.T its rows"),
+    "flag-inverted": ("the flag {arg} read the other way round (the numbers of {arg}={other})",
+                      "use {arg} as given: the part it switches on belongs only where {arg} is True"),
+    "flag-ignored": ("the flag {arg} ignored: the numbers of {arg}={value} every time",
+                     "use {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
                          "check each use of {arg} (an index counts from 0; a size is not its half or its double)"),
     "unstacked": ("a list of {n} arrays where one array is expected", "stack them into one array: np.stack(parts, "
@@ -139,6 +143,8 @@ _PLAIN = {
     "range-shifted": "a range shifted by one",
     "parts-order": "the parts joined in another order",
     "sqrt": "a square root left out, or one too many",
+    "flag-inverted": "a flag (a True/False argument) read the other way round",
+    "flag-ignored": "a flag (a True/False argument) ignored",
 }
 
 
@@ -180,4 +186,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
-                             "replaced-input", "transposed-input", "argument-changed"})
+                             "replaced-input", "transposed-input", "argument-changed",
+                             "flag-inverted", "flag-ignored"})
