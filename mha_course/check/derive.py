@@ -449,20 +449,31 @@ def _input_level(spec, runs) -> list:
 # mutants of the reference's code
 # ---------------------------------------------------------------------------------------
 
-def _mutants_of(spec) -> list:
-    """The reference's mutants (memoised on the exercise; [] where the generator is missing or fails)."""
+def _mutants_of(spec, depth=1) -> list:
+    """The reference's mutants to ``depth`` calls down (memoised on the exercise; [] where the generator
+    is missing or fails); at depth 2 only those that depth 1 does not have."""
     def build():
         try:
             from .mutants import mutants
-            return [m for m in mutants(spec.reference, depth=1, extended=True)
-                    if vocabulary.mutant_class(m.mutation.category)]
+            found = [m for m in mutants(spec.reference, depth=depth, extended=True)
+                     if vocabulary.mutant_class(m.mutation.category)]
         except Exception:  # noqa: BLE001 -- no generator, or a reference it cannot read
             return []
-    return spec.memoised("mutants", build)
+        if depth > 1:
+            shallower = {m.mutation for m in _mutants_of(spec, depth - 1)}
+            found = [m for m in found if m.mutation not in shallower]
+        return found
+    return spec.memoised(f"mutants-{depth}", build)
 
 
 def _mutant_level(spec, runs, budget) -> list:
-    ms = _mutants_of(spec)
+    """The mutants that give the learner's outcome on every case: the reference and the package
+    steps it calls first; where none does, the steps those call (a bias added two calls down)."""
+    return _mutants_fitting(spec, runs, budget, 1) or _mutants_fitting(spec, runs, budget, 2)
+
+
+def _mutants_fitting(spec, runs, budget, depth) -> list:
+    ms = _mutants_of(spec, depth)
     if not ms:
         return []
     order = sorted(range(len(runs)), key=lambda i: (not runs[i].problem, _size(runs[i].case.args)))  # failing
