@@ -211,7 +211,8 @@ def _sdpa_cases():
     return [Case(qkv((), 3, 5, 4, 6)), Case(qkv((2,), 4, 6, 7, 3), "a batch of 2"),
             Case((*qkv((2, 3), 5, 2, 9, 5), some), "batch axes (2, 3) and a (T, S) mask, True = may attend"),
             Case(qkv((2,), 7, 3, 5, 2, scale=12.0), "scores in the hundreds: exp overflows without the max"),
-            Case((*qkv((3,), 6, 8, 6, 4), dead), "query 4 of sequence 1 may attend no key")]
+            Case((*qkv((3,), 6, 8, 6, 4), dead), "query 4 of sequence 1 may attend no key"),
+            Case((*qkv((2,), 4, 4, 3, 5), np.tril(np.ones((4, 4), bool))), "self-attention sizes, T = S, and a causal mask")]
 
 
 _FIX_SCALE = "divide the scores by np.sqrt(d_k), where d_k = Q.shape[-1]"
@@ -265,7 +266,7 @@ def scaled_dot_product_attention(fn) -> bool:
 
     >>> import mha_course as mc
     >>> scaled_dot_product_attention(mc.scaled_dot_product_attention)
-    ✔ scaled_dot_product_attention: all 5 cases match
+    ✔ scaled_dot_product_attention: all 6 cases match
     True
 
     Shapes: Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v),

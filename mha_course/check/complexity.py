@@ -145,6 +145,12 @@ def _max_seq_len_ref(budget_bytes, B, h, bytes_per_number=4) -> int:
     return math.isqrt(budget_bytes // (B * h * bytes_per_number))  # largest T with B·h·T²·b <= budget
 
 
+def _max_seq_len_exact_fit_lost(budget_bytes, B, h, bytes_per_number=4) -> int:
+    n = budget_bytes // (B * h * bytes_per_number)
+    T = math.isqrt(n)
+    return T - 1 if T * T * B * h * bytes_per_number == budget_bytes else T
+
+
 MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c in (
     (16 * 2**30, 1, 32), (16 * 2**30, 8, 12), (2**56 - 4, 1, 1), (10**6 + 7, 2, 3, 2), (192 * 1500**2, 4, 6, 8))], (
     Mistake("h is forgotten: every head has its own T x T scores", "budget // (B * h * bytes_per_number)",
@@ -163,6 +169,10 @@ MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c i
     Mistake("off by one: the largest T that fits, - 1 (a < where <= belongs)",
             "the largest T with B·h·T²·bytes_per_number <= budget: math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: _max_seq_len_ref(n, B, h, b) - 1),
+    Mistake("one too small at an exact fit: where B·h·T²·bytes_per_number equals the budget exactly, that T "
+            "still fits (the test is <=); a strict <, a budget made one byte smaller, or a float root shaved "
+            "below the exact one all lose it", "math.isqrt(budget // (B * h * bytes_per_number)): exact "
+            "integers, and T with B·h·T²·b == budget counts", _max_seq_len_exact_fit_lost),
     Mistake("the square root taken before dividing: isqrt(budget) // (B·h·bytes_per_number); B·h·bytes is not "
             "squared, only T is", "math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: math.isqrt(n) // (B * h * b)),

@@ -47,6 +47,8 @@ def derive(spec, runs, budget=None) -> list:
         return []  # a time-out, a broken rule, an argument changed in place: said already
     raised = any(r.got.error is not None for r in runs)  # then only a variant raising the same may fit
     found = ([] if raised else _output_level(spec, runs)) or _input_level(spec, runs)
+    if found and all(d.key == "scale" for d in found):  # a factor of sizes, and an argument read for another: both
+        found += [d for d in _input_level(spec, runs) if d.text not in {f.text for f in found}]
     if found and all(d.key in _VALUE_FUNCTIONS for d in found):  # what the value became, and the code's change
         return found + [d for d in _mutant_level(spec, runs, CALLS if budget is None else budget)
                         if d.text not in {f.text for f in found}]
@@ -60,7 +62,7 @@ _VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarith
 
 _STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs",
                          "flipped-mask", "repeated", "swapped-outputs", "output-for-output", "replaced-input",
-                         "transposed-input", "argument-changed"})
+                         "transposed-input", "argument-changed", "flag-inverted", "flag-ignored"})
 
 
 def also_fitting(spec, runs) -> list:
@@ -100,7 +102,7 @@ def case_sizes(spec, args) -> dict:
     out = {}
     dims_of, _ = _shape_line(spec.reference)
     for name, v in zip(arg_names(spec.reference, args), args):
-        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v > 1:
+        if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 1:  # 1 too: h_kv = 1
             out[name] = float(v)
         elif isinstance(v, np.ndarray) and v.ndim >= 1:
             dims = [d for d in dims_of.get(name, []) if d != "..."]
@@ -131,6 +133,8 @@ def candidates(sizes) -> dict:
                                 (f"{k}**2", v * v), (f"1/{k}**2", v ** -2.0)):
                 out.setdefault(name, value)
                 out.setdefault(f"-{name}", -value)
+                for c, said in ((2.0, "2·{x}"), (0.5, "{x}/2"), (-2.0, "-2·{x}"), (-0.5, "-{x}/2")):  # a 2 as well
+                    out.setdefault(_times(said, name), c * value)
     named = [(k, v) for k, v in sizes.items() if v > 0 and "." not in k][:8]  # products of two symbols: h·d_k
     for (a, u), (b, v) in combinations(named, 2):
         for name, value in ((f"{a}·{b}", u * v), (f"{a}/{b}", u / v), (f"{b}/{a}", v / u), (f"1/({a}·{b})", 1 / (u * v))):
@@ -391,6 +395,14 @@ def _shifted(pairs, ax) -> bool:
     return False
 
 
+def _times(said, name) -> str:
+    """"2·{x}" or "{x}/2" said of a factor's name: 2·sqrt(d_k), 2/d_k, 1/(2·d_k), -d_k/2."""
+    if name.startswith("1/"):
+        rest = name[2:]
+        return said.replace("2·{x}", "2/{r}").replace("{x}/2", "1/(2·{r})").format(r=rest)
+    return said.format(x=name)
+
+
 def _factor(spec, runs, pairs) -> tuple:
     """(the factor c with learner = c * expected on every case, in words; its symbol) or ()."""
     symbols, values = None, []
@@ -402,13 +414,13 @@ def _factor(spec, runs, pairs) -> tuple:
                 return ()
             continue
         c = float(np.vdot(g, w)) / ww
-        if not np.isfinite(c) or np.isclose(c, 1) or not close(g, c * w):
+        if not np.isfinite(c) or not close(g, c * w):
             return ()
-        named = candidates(case_sizes(spec, r.case.args))
+        named = candidates(case_sizes(spec, r.case.args))  # c = 1 on a case too: h_kv / h where h_kv = h
         fits = {k for k, v in named.items() if np.isclose(v, c, rtol=1e-6, atol=0)}
         symbols = fits if symbols is None else symbols & fits
         values.append((c, named))
-    if not symbols:
+    if not symbols or all(np.isclose(c, 1) for c, _ in values):
         return ()
     varying = [k for k in symbols if len({round(named[k], 9) for _, named in values}) > 1]
     best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
@@ -437,20 +449,31 @@ def _input_level(spec, runs) -> list:
 # mutants of the reference's code
 # ---------------------------------------------------------------------------------------
 
-def _mutants_of(spec) -> list:
-    """The reference's mutants (memoised on the exercise; [] where the generator is missing or fails)."""
+def _mutants_of(spec, depth=1) -> list:
+    """The reference's mutants to ``depth`` calls down (memoised on the exercise; [] where the generator
+    is missing or fails); at depth 2 only those that depth 1 does not have."""
     def build():
         try:
             from .mutants import mutants
-            return [m for m in mutants(spec.reference, depth=1, extended=True)
-                    if vocabulary.mutant_class(m.mutation.category)]
+            found = [m for m in mutants(spec.reference, depth=depth, extended=True)
+                     if vocabulary.mutant_class(m.mutation.category)]
         except Exception:  # noqa: BLE001 -- no generator, or a reference it cannot read
             return []
-    return spec.memoised("mutants", build)
+        if depth > 1:
+            shallower = {m.mutation for m in _mutants_of(spec, depth - 1)}
+            found = [m for m in found if m.mutation not in shallower]
+        return found
+    return spec.memoised(f"mutants-{depth}", build)
 
 
 def _mutant_level(spec, runs, budget) -> list:
-    ms = _mutants_of(spec)
+    """The mutants that give the learner's outcome on every case: the reference and the package
+    steps it calls first; where none does, the steps those call (a bias added two calls down)."""
+    return _mutants_fitting(spec, runs, budget, 1) or _mutants_fitting(spec, runs, budget, 2)
+
+
+def _mutants_fitting(spec, runs, budget, depth) -> list:
+    ms = _mutants_of(spec, depth)
     if not ms:
         return []
     order = sorted(range(len(runs)), key=lambda i: (not runs[i].problem, _size(runs[i].case.args)))  # failing
@@ -512,6 +535,9 @@ def _mutant_words(mutation) -> Derived:
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"
                       else "the index on another axis"})
+    elif key == "sqrt":  # said with the changed code: "np.sqrt(factor) where factor belongs"
+        slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
+                      "how": "a square root too many" if params.get("added") else "the square root left out"})
     return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
 
 

@@ -54,9 +54,36 @@ def float_fitting(spec, runs) -> list:
                        f"{m.fix}; and use // (or int(...)) so the result is an int") for m in fits]
 
 
+class _InPart(NamedTuple):
+    """A catalogued mistake of a step that is another exercise, made inside this one."""
+    name: str
+    fix: str
+    fn: object
+
+
+def part_mistakes(spec) -> tuple:
+    """Every catalogued mistake of each of ``spec.parts``' exercises, made at that step of ``spec``."""
+    def build():
+        from .engine import catalogue
+        out = []
+        for part in spec.parts:
+            for m in catalogue()[part.exercise].mistakes:
+                out.append(_InPart(f"{part.where}: {m.name}", m.fix, part.wrap(m.fn)))
+        return tuple(out)
+    return spec.memoised("part-mistakes", build) if spec.parts else ()
+
+
+def part_fitting(spec, runs) -> list:
+    """The mistakes of a step that is another exercise (:func:`part_mistakes`) that give the learner's
+    outcome on every case: one vocabulary, so a slip in MHA's attention reads as it does in 2.2."""
+    if not spec.parts or not any(r.problem for r in runs) or any(r.got.lines and r.got.error is None for r in runs):
+        return []
+    return [m for m in part_mistakes(spec) if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
+
+
 def explain(spec, runs, run) -> tuple:
     """(the problem lines of the failing run, then the diagnosis; the names of the mistakes it names)."""
-    fits = fitting(spec, runs) or float_fitting(spec, runs)
+    fits = fitting(spec, runs) or float_fitting(spec, runs) or part_fitting(spec, runs)
     lines = [ln.removeprefix(NOT_DIAGNOSED) for ln in run.problem]
     if fits:
         with quiet_numpy():

@@ -101,7 +101,7 @@ from .report import (
 )
 from .sandbox import PRINT_CHARS, PRINT_LINES, CappedText, np, pristine_numpy, quiet_numpy, restore, safe_repr
 
-__all__ = ["Case", "Mistake", "Exercise", "matches",
+__all__ = ["Case", "Mistake", "Exercise", "Part", "matches",
            "catalogue", "summary", "forget_results", "TIME_LIMIT", "call_learner", "LearnerFailed", "Forbid",
            "Returns", "Fresh", "register", "seal", "learner_outcome"]
 
@@ -130,6 +130,16 @@ class Case(NamedTuple):
     note: str = ""
 
 
+class Part(NamedTuple):
+    """A step of an exercise that is another exercise (each head's attention in MHA is
+    scaled_dot_product_attention): ``wrap(step_fn)`` is the whole exercise with ``step_fn`` as that
+    step, so each catalogued mistake of ``exercise`` is named here too, in the same words, after
+    ``where`` ("in each head's attention")."""
+    exercise: str
+    wrap: Callable
+    where: str
+
+
 @dataclass(frozen=True)
 class Exercise:
     """A checker of a learner's function; see the module docstring.
@@ -148,6 +158,7 @@ class Exercise:
     strict_types: bool = False  # True when the type is the point (then 4.0 for 4, a list for a tuple fail)
     rules: tuple = ()  # the exercise's stated rules: Forbid(...), Returns(...)
     register: bool = True
+    parts: tuple = ()  # Part(exercise, wrap, where): a step that is another exercise, whose mistakes are named here too
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):

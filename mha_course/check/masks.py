@@ -26,7 +26,7 @@ from ..masks import document_mask as _document_mask
 from ..masks import leak_probe as _leak_probe
 from ..masks import mask_as as _mask_as
 from . import engine
-from .engine import Case, Exercise, Fresh, Mistake
+from .engine import Case, Exercise, Fresh, Mistake, Part
 
 __all__ = ["mask_as", "causal_self_attention", "document_mask", "cross_attention", "natural_types",
            "check_with_closer_look", "call_timed", "MASK_AS", "CAUSAL_SELF_ATTENTION", "DOCUMENT_MASK", "CROSS_ATTENTION",
@@ -309,8 +309,10 @@ def _leak_closer_look(fn) -> list:
     report = _leak_probe(fn, 6, rng=np.random.default_rng(0), d=4, call=call_timed)
     lines = [f"leak probe (T=6): {ln}" if i == 0 else ln for i, ln in enumerate(report.describe(most=3).splitlines())]
     if report.ok:
-        lines.append("no leak, so your mask is right; the difference is in the scores (the scale 1/sqrt(d)), "
-                     "the softmax (its axis) or what the weights multiply (x itself)")
+        lines.append("no leak: no output reads a later token. So the mask lets nothing through from the future, but "
+                     "it may still block earlier keys it must allow (a mask built for another length than "
+                     "T = x.shape[-2]?); else the difference is in the scores (the scale 1/sqrt(d)), the softmax "
+                     "(its axis) or what the weights multiply (x itself)")
     return lines
 
 
@@ -355,7 +357,14 @@ def _document_cases():
         if n_docs == 2 and first == 7:
             ids = np.repeat([7, 3], [3, 2])  # ids are labels: they need not grow
         cases.append(Case((ids, causal), f"doc_ids {ids.tolist()}, causal={causal}"))
+    for ids, causal in (([2, 2, 6, 6, 6, 2], False), ([1, 0, 0, 1, 1], True)):  # an id that comes back: equal ids, one document
+        cases.append(Case((np.array(ids), causal), f"doc_ids {ids}, causal={causal} (id {ids[0]} comes back)"))
     return cases
+
+
+def _segments_of(ids):
+    """(T,) -> (T,) run numbers 0, 0, 1, 1, 2 ...: a new document wherever the id changes."""
+    return np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])
 
 
 _FIX_DOC = "allow query t and key s only when doc_ids[t] == doc_ids[s]"
@@ -383,6 +392,10 @@ _DOCUMENT_MISTAKES = (
             "both must hold: same & np.tril(np.ones((T, T), bool))", _document_with(combine=lambda same, c: c)),
     Mistake("the two parts combined with | (or): with causal=True a token reads every earlier token of "
             "every document", "both must hold: same & causal", _document_with(combine=np.logical_or)),
+    Mistake("documents found where the id changes (runs of equal ids): a document whose id comes back later "
+            "is split in two, but the mask must follow the ids", _FIX_DOC + ": ids[:, None] == ids[None, :], "
+            "wherever the two tokens are", _document_with(same_of=lambda ids: (lambda r: r[:, None] == r[None, :])(
+                _segments_of(np.asarray(ids))))),
     Mistake("the polarity is flipped (True = blocked, as nn.MultiheadAttention wants it)",
             "the course's masks say True = may attend; convert with mask_as(mask, 'block') at the PyTorch call",
             lambda doc_ids, causal=False: ~_document_mask(doc_ids, causal)),
@@ -502,8 +515,16 @@ _CROSS_MISTAKES = (
             "return weights of shape (B, T, S)", _cross_with(transpose_weights=True)),
     Mistake("the outputs in the wrong order (weights, out)", "return out, weights", _cross_with(swap_outputs=True)),
 )
+def _cross_with(attend):
+    """Cross-attention whose attention step is ``attend(Q, K, V, mask)`` (a mistake of exercise 2.4)."""
+    return lambda x, context, W_q, W_k, W_v, keep: attend(x @ W_q, context @ W_k, context @ W_v,
+                                                          np.asarray(keep, bool)[:, None, :])
+
+
 CROSS_ATTENTION = Exercise("cross_attention", _cross_reference, _cross_cases, _CROSS_MISTAKES,
-                           outputs=("out", "weights"), axes={"weights": ("query", "source key")})
+                           outputs=("out", "weights"), axes={"weights": ("query", "source key")},
+                           parts=(Part("scaled_dot_product_attention", _cross_with,
+                                       "in the attention step (exercise 2.4's)"),))
 
 
 def _cross_closer_look(fn) -> list:

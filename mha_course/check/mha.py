@@ -18,7 +18,7 @@ from ..mha import init_params
 from ..mha import multi_head_attention as _mha
 from ..mha import trace as _trace
 from .attention import sdpa_inverted, sdpa_mask_after, sdpa_mask_ignored, sdpa_scaled
-from .engine import Case, Exercise, Mistake
+from .engine import Case, Exercise, Mistake, Part
 from .heads import FIX_COMBINE, FIX_SPLIT, combine_no_transpose, split_no_transpose
 
 __all__ = ["multi_head_attention", "causal_multi_head_attention", "param_count", "MULTI_HEAD_ATTENTION",
@@ -185,8 +185,10 @@ def _mha_cases():
             Case((x(1, 7, 20), init_params(20, rng=rng, bias=True), 5), "biases, one sequence")]
 
 
+_IN_HEADS = "in each head's attention (exercise 2.4's step)"
 MULTI_HEAD_ATTENTION = Exercise("multi_head_attention", _mha, _mha_cases, _MHA_MISTAKES,
-                                outputs=("out", "weights"), axes=_MHA_AXES)
+                                outputs=("out", "weights"), axes=_MHA_AXES,
+                                parts=(Part("scaled_dot_product_attention", lambda k: partial(_mha_attend, k), _IN_HEADS),))
 
 
 def multi_head_attention(fn) -> bool:
@@ -260,7 +262,8 @@ CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_re
     Mistake("the output projection W_o is forgotten", "out = concat @ params.W_o (+ b_o)",
             lambda x, params, h: _mha_from_trace(lambda t, p: np.array(t["concat"]), x, params, h,
                                                  _causal_mask(x.shape[1]))),
-), outputs=("out", "weights"), axes=_MHA_AXES)
+), outputs=("out", "weights"), axes=_MHA_AXES,
+    parts=(Part("scaled_dot_product_attention", lambda k: _causal_with(k, _causal_mask), _IN_HEADS),))
 
 
 def causal_multi_head_attention(fn) -> bool:

@@ -134,7 +134,8 @@ WORK_GROWTH = Exercise("work_growth", lambda T, d_model: _work(2 * T, d_model) /
             "add the projections' 8·T·d_model², which only double: the ratio is between 2 and 4",
             lambda T, D: 4.0),
     Mistake("only the projections counted: 2x", "add the attention's 4·T²·d_model, which quadruples",
-            lambda T, D: 2.0, also="the attention's T² not squared at 2T (4·2T·T·d_model, so it only doubles too)"),
+            lambda T, D: 2.0, also="an attention term that grows only linearly in T (4·T·d_model² in place of 4·T²·d_model, or its "
+                 "T² not squared at 2T: 4·2T·T·d_model), so it only doubles too"),
     Mistake("exponential growth assumed", "the work is a polynomial in T: 4·T²·D + 8·T·D²",
             lambda T, D: 2.0 ** T),
     Mistake("the ratio upside down (T over 2T)", "work(2T) / work(T)",

@@ -131,7 +131,9 @@ def describe_call(fn, reference, args) -> str:
 
 def _describe_value(v) -> str:
     if isinstance(v, MHAParams):
-        return f"(d_model={v.d_model}, {'with' if v.b_q is not None else 'no'} biases)"
+        present = [n for n in ("b_q", "b_k", "b_v", "b_o") if getattr(v, n) is not None]
+        biases = "no biases" if not present else "with biases" if len(present) == 4 else "with " + ", ".join(present)
+        return f"(d_model={v.d_model}, {biases})"
     if isinstance(v, np.ndarray):
         return str(v.shape) if v.ndim > 1 or v.size > 8 else repr(v.tolist())
     return safe_repr(v)

@@ -9,7 +9,9 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
 - a square matrix argument, or a matrix field of a parameters argument, transposed
   ("transposed-input"); a field used where another belongs (W_q for W_k: "replaced-input");
 - a whole-number argument one more, one less (also modulo another whole-number argument: head
-  i + 1 of h), twice or half ("argument-changed").
+  i + 1 of h), twice or half ("argument-changed");
+- a flag (a bool argument) read the other way round, or ignored: always True or always False
+  ("flag-inverted", "flag-ignored").
 
 >>> import numpy as np
 >>> ref = lambda x, i: x[i]
@@ -44,7 +46,8 @@ def variants(reference, args, names, dims_of) -> list:
     ``names``: the argument names; ``dims_of``: {argument: its docstring dims} ("T", "d_k", ...).
     """
     out = (_flips(reference, args, names, dims_of) + _pairs(reference, args, names)
-           + _transposed(reference, args, names) + _fields(reference, args, names) + _ints(reference, args, names))
+           + _transposed(reference, args, names) + _fields(reference, args, names) + _ints(reference, args, names)
+           + _flags(reference, args, names))
     return out[:MOST]
 
 
@@ -170,6 +173,25 @@ def _ints(reference, args, names) -> list:
                     return reference(*_at(a, _j, type(a[_j])(_f(a[_j]))))
                 out.append(Variant(fn, "argument-changed", {"arg": names[j], "change": change}))
     return out[:28]
+
+
+
+def _flags(reference, args, names) -> list:
+    """A bool argument negated, or replaced by True or by False in every case (when the cases vary it)."""
+    out = []
+    n = min(len(a) for a in args)
+    for j in range(n):
+        if not all(isinstance(a[j], (bool, np.bool_)) for a in args):
+            continue
+        def inverted(*a, _j=j):
+            return reference(*_at(a, _j, not a[_j]))
+        out.append(Variant(inverted, "flag-inverted", {"arg": names[j], "other": "not " + names[j]}))
+        for value in (True, False):
+            if any(bool(a[j]) != value for a in args):
+                def fixed(*a, _j=j, _v=value):
+                    return reference(*_at(a, _j, _v))
+                out.append(Variant(fixed, "flag-ignored", {"arg": names[j], "value": value}))
+    return out
 
 
 protect(globals())

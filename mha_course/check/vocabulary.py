@@ -70,6 +70,10 @@ SENTENCES = {
                        "check which input each step reads: {arg} where the formula has {arg}"),
     "transposed-input": ("{arg} used transposed (its rows read as its columns)",
                          "use {arg} as it is: x @ W reads W's columns, W.T its rows"),
+    "flag-inverted": ("the flag {arg} read the other way round (the numbers of {arg}={other})",
+                      "use {arg} as given: the part it switches on belongs only where {arg} is True"),
+    "flag-ignored": ("the flag {arg} ignored: the numbers of {arg}={value} every time",
+                     "use {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
                          "check each use of {arg} (an index counts from 0; a size is not its half or its double)"),
     "unstacked": ("a list of {n} arrays where one array is expected", "stack them into one array: np.stack(parts, "
@@ -99,7 +103,7 @@ SENTENCES = {
     "reciprocal": ("a division the wrong way round (b / a for a / b)", "divide as the formula does"),
     "negation": ("a minus sign (or a not) added or lost", "check each sign against the formula"),
     "dropped-call": ("the {op} left out", "apply the {op}, as in the formula"),
-    "sqrt": ("a square root left out, or one too many", "scale by sqrt(d_k), not d_k (nor 1)"),
+    "sqrt": ("{after} where {before} belongs ({how})", "use {before}, as in the formula"),
     "transpose-call": ("a transpose left out", "transpose where the formula does (np.swapaxes(K, -1, -2))"),
     "reversed": ("a reversal left out (the order is reversed)", "reverse where the formula does"),
     "rounding": ("another rounding ({after} where {before} belongs)", "round as the formula does"),
@@ -138,6 +142,9 @@ _PLAIN = {
     "subscript": "an index on another axis",
     "range-shifted": "a range shifted by one",
     "parts-order": "the parts joined in another order",
+    "sqrt": "a square root left out, or one too many",
+    "flag-inverted": "a flag (a True/False argument) read the other way round",
+    "flag-ignored": "a flag (a True/False argument) ignored",
 }
 
 
@@ -179,4 +186,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
-                             "replaced-input", "transposed-input", "argument-changed"})
+                             "replaced-input", "transposed-input", "argument-changed",
+                             "flag-inverted", "flag-ignored"})

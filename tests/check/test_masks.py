@@ -109,7 +109,7 @@ def test_the_leak_probe_shows_the_leak_of_a_named_mistake(capsys):
 
 
 @pytest.mark.parametrize("fn, says", [
-    (lambda x: csa_package(x) + x, "no leak, so your mask is right"),                      # a residual added
+    (lambda x: csa_package(x) + x, "no leak: no output reads a later token"),                      # a residual added
     (lambda x: mc.scaled_dot_product_attention(x, x, x, np.tril(np.ones((x.shape[-2],) * 2, bool), 2))[0],
      "output 0 moved when token 2 changed"),                                                # off by two
 ])

@@ -99,7 +99,7 @@ def test_a_float_count_is_refused_by_name(capsys):
 # ---- two causes with the same numbers are both named
 @pytest.mark.parametrize("checker, fn, first, second", [
     (cm.work_growth, lambda T, d: (4 * 2 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d),
-     "only the projections counted", "the attention's T² not squared at 2T"),
+     "only the projections counted", "an attention term that grows only linearly in T"),
     (cm.score_std, lambda d_k: (d_k * 1.0, d_k / math.sqrt(d_k)), "variances for standard deviations",
      "the std of the sum taken as the sum of the d_k stds"),
 ])
