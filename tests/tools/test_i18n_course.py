@@ -101,3 +101,23 @@ def test_start_with_lang_writes_chinese_copies_with_the_english_code(monkeypatch
     prose = [c.source for c in copy.cells if c.cell_type == "markdown"]
     assert prose and all(_CJK.search(text) for text in prose)
     assert (tmp_path / "c" / ".mha-course" / "lang").read_text().strip() == "zh_CN"
+
+
+@pytest.mark.xfail(strict=True, reason="tools/student_update.py: --update without --lang uses English, not the "
+                                       "folder's .mha-course/lang (fix there, then drop this mark)")
+def test_an_update_without_lang_keeps_a_chinese_folder_chinese(tmp_path):
+    src = ROOT / "notebooks" / "01_qkv.ipynb"
+    student.write_student_copies([src], tmp_path / "c", log=lambda line: None, lang="zh_CN")
+    assert cli.main(["student", str(tmp_path / "c"), "--update", "--notebooks", str(src)]) == 0
+    copy = nbformat.read(tmp_path / "c" / "notebooks" / src.name, as_version=4)
+    assert all(_CJK.search(c.source) for c in copy.cells if c.cell_type == "markdown")
+
+
+@pytest.mark.xfail(strict=True, reason="tools/student_plan.py copies docs/glossary.md as it is; a Chinese copy "
+                                       "should get it translated from glossary.po (fix there, then drop this mark)")
+def test_a_chinese_copy_links_the_chinese_glossary(tmp_path):
+    src = ROOT / "notebooks" / "01_qkv.ipynb"
+    student.write_student_copies([src], tmp_path / "c", log=lambda line: None, lang="zh_CN")
+    glossary = (tmp_path / "c" / "docs" / "glossary.md").read_text(encoding="utf-8")
+    table = i18n.translations(i18n.read_catalogue(i18n.catalogue_path(i18n.DOMAIN_GLOSSARY)))
+    assert glossary == i18n.translate_markdown((ROOT / "docs" / "glossary.md").read_text(encoding="utf-8"), table)
