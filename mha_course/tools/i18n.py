@@ -420,8 +420,8 @@ def add_translations(stem: str, table: dict, lang: str = "zh_CN", base=None) -> 
 
 
 def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
-    """Write the web book's sources in ``lang`` into ``out``: the notebooks and the glossary translated
-    from their catalogues, the other pages (book/, README, the instructor guide) copied; return ``out``.
+    """Write the web book's sources in ``lang`` into ``out``: the notebooks, the glossary and the landing page
+    translated from their catalogues, the other pages (README, the instructor guide) copied; return ``out``.
 
     ``make site BOOK_LANG=zh_CN`` builds the Chinese book from this folder with the English book's conf.
     """
@@ -436,22 +436,35 @@ def stage_book(out, lang: str = "zh_CN", base=None) -> Path:
         if (base / rel).exists():
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(base / rel, out / rel)
+    notebooks = sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    headings = {path.name: _heading_map(path.stem, lang, base) for path in notebooks}
     for rel, domain, translate in (("book/index.md", DOMAIN_BOOK, translate_page),
                                    ("docs/glossary.md", DOMAIN_GLOSSARY, translate_markdown)):
         if (base / rel).exists():
             table = translations(read_catalogue(catalogue_path(domain, lang, base), missing_ok=True))
+            text = translate((base / rel).read_text(encoding="utf-8"), table)
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            (out / rel).write_text(translate((base / rel).read_text(encoding="utf-8"), table), encoding="utf-8")
+            (out / rel).write_text(book_markdown(text, Path(rel).name, headings), encoding="utf-8")
     (out / "notebooks").mkdir(parents=True, exist_ok=True)
-    books = {path: translated(nbformat.read(path, as_version=4), path.stem, lang, base)
-             for path in sorted((base / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
-    headings = {path.name: _heading_map(path.stem, lang, base) for path in books}
-    for path, nb in books.items():
+    for path in notebooks:
+        nb = translated(nbformat.read(path, as_version=4), path.stem, lang, base)
         for cell in nb.cells:
-            if cell.cell_type == "markdown":  # the book relinks by heading, so the JupyterLab anchors go
-                cell.source = _relink(re.sub(r' <a id="[^"]*"></a>$', "", cell.source, flags=re.M), path.name, headings)
+            if cell.cell_type == "markdown":
+                cell.source = book_markdown(cell.source, path.name, headings)
         nbformat.write(nb, out / "notebooks" / path.name)
     return out
+
+
+def book_markdown(source: str, here: str, headings: dict) -> str:
+    r"""A translated page's markdown as the web book wants it: without the JupyterLab anchors that
+    ``translate_markdown`` puts after a heading (the book makes its own ids, and an anchor inside a heading
+    would be an ``<a>`` without href in the page's table of contents), its links to a heading re-pointed
+    at the translated heading (``headings``: {notebook file: ``_heading_map``}); ``here`` is the page's file.
+
+    >>> book_markdown('## 1. 分数 <a id="1.-Scores"></a>\n\n见 [1](#1.-Scores)', "01_x.ipynb", {"01_x.ipynb": {"1scores": "1.-分数"}})
+    '## 1. 分数\n\n见 [1](01_x.ipynb#1.-分数)'
+    """
+    return _relink(re.sub(r' <a id="[^"]*"></a>$', "", source, flags=re.M), here, headings)
 
 
 def _loose(text: str) -> str:
