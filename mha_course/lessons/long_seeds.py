@@ -8,6 +8,8 @@ reads (nbval never trains). ``mha-course train long_seeds`` makes it again (abou
 
 - ``fine_tune``: the fair budget: every fine-tune trains at 4x the length until the mean of its last
   ``FINE_TUNE["window"]`` training losses is at most ``FINE_TUNE["target_loss"]`` (or ``max_steps``).
+- ``quantized_results``: section 7's quantised caches for each seed's RoPE model, in its own small file,
+  ``QUANTIZED_PATH`` (``mha-course train long_quantized``, about a CPU-minute per trained seed).
 - ``summary``: mean and spread (min .. max) over seeds of one table entry; ``separated``: whether two
   rows differ by more than their spreads (the only differences the notebook reads as results).
 
@@ -32,6 +34,7 @@ __all__ = ["SEEDS", "SCHEMES", "FIXES", "TUNED", "STREAMS", "FINE_TUNE", "RESULT
            "base_models", "fine_tune", "fine_tunes", "fix_models", "at_length_scaling", "DYNAMIC",
            "evaluate_fixes", "evaluate_models",
            "stream_settings", "evaluate_streams", "run_seed", "results", "load_results",
+           "QUANT_BITS", "QUANTIZED_PATH", "evaluate_quantized", "quantized_results", "load_quantized",
            "Summary", "summary", "separated", "format_summary", "format_values"]
 
 SEEDS = (0, 1, 2)
@@ -55,6 +58,11 @@ STREAMS = {"full attention": (None, 0, "absolute"), "window 16": (16, 0, "absolu
            "window 16 + 1 sink, cache positions": (16, 1, "cache"),
            "window 16 + 4 sinks, cache positions": (16, 4, "cache"),
            "window 16, cache positions": (16, 0, "cache")}
+
+
+# section 7's quantised caches: bits per stored number (None: float64, 16: float16)
+QUANT_BITS = (None, 16, 8, 4, 3, 2)
+QUANTIZED_PATH = checkpoints.CHECKPOINT_DIR / "long_quantized.npz"
 
 
 def base_config(scheme: str, seed: int):
@@ -178,6 +186,46 @@ def evaluate_streams(rope, n: int = 64, episodes: int = 8) -> np.ndarray:
         _, m = lc.stream_position_losses(params, config, stream, window, sinks, positions=positions)
         out[i] = m.accuracy, m.loss
     return out
+
+
+def evaluate_quantized(rope, n: int = 256) -> np.ndarray:
+    """(Config, Model) of RoPE -> (len(QUANT_BITS), 2): accuracy and loss with every layer's cache stored at
+    each precision of ``QUANT_BITS`` (``lc.quantized_metrics``), on notebook 13's batch (seed 5, n sequences)."""
+    config, params = rope
+    batch = train.make_batch(config, np.random.default_rng(5), n)
+    out = np.zeros((len(QUANT_BITS), 2))
+    for i, bits in enumerate(QUANT_BITS):
+        m = lc.quantized_metrics(params, config, batch, bits)
+        out[i] = m.accuracy, m.loss
+    return out
+
+
+def quantized_results(seeds=SEEDS, folder=None, progress: bool = False) -> dict:
+    """Train (for seeds other than 0) each seed's RoPE model -> {"seeds" (S,), "bits" (len(QUANT_BITS),), 0 for
+    float64, "quantized" (S, len(QUANT_BITS), 2)}: section 7's table over seeds (``mha-course train long_quantized``)."""
+    rows = []
+    for seed in seeds:
+        config = base_config("rope", seed)
+        path = None if folder is None else Path(folder) / f"seed{seed}_rope.npz"
+        if seed == 0:
+            rope = lc.load_scheme("rope")
+        elif path is not None and path.exists():
+            rope = checkpoints.load_checkpoint(path)[:2]
+        else:
+            rope = (config, training.train(config, progress=progress)[0])
+        rows.append(evaluate_quantized(rope))
+    return {"seeds": np.array(seeds), "bits": np.array([0 if b is None else b for b in QUANT_BITS]),
+            "quantized": np.stack(rows)}
+
+
+def load_quantized(path=None) -> dict:
+    """-> the arrays of ``quantized_results`` (default: the shipped ``QUANTIZED_PATH``); a ValueError names a bad file."""
+    path = Path(QUANTIZED_PATH if path is None else path)
+    arrays = checkpoints.read_npz(path, "results file", "make it again with `mha-course train long_quantized`")
+    if {"seeds", "bits", "quantized"} - set(arrays):
+        raise ValueError(f"{path}: not a long_quantized results file (it needs seeds, bits and quantized); make it "
+                         "again with `mha-course train long_quantized`")
+    return arrays
 
 
 def run_seed(seed: int, folder=None, progress: bool = False) -> dict:

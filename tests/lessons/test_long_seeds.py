@@ -185,3 +185,36 @@ def test_blind_findings_an_unknown_fix_name_and_a_table_of_the_wrong_shape_are_r
         ls.format_summary(np.ones((3, 2, 5)), ["a", "b", "c"])
     with pytest.raises(ValueError, match="column"):
         ls.format_summary(np.ones((3, 1, len(lc.LENGTHS), 2)), ["a"], column=2)
+
+
+# ---- section 7's quantised caches over seeds (``long_seeds.QUANTIZED_PATH``, ``mha-course train long_quantized``)
+@pytest.fixture(scope="module")
+def quant():
+    return ls.load_quantized()
+
+
+def test_the_quantised_table_holds_three_seeds_and_seed_0_is_the_shipped_model(quant):
+    S = len(ls.SEEDS)
+    assert quant["seeds"].tolist() == list(ls.SEEDS) and quant["quantized"].shape == (S, len(ls.QUANT_BITS), 2)
+    assert quant["bits"].tolist() == [0 if b is None else b for b in ls.QUANT_BITS]
+    np.testing.assert_allclose(quant["quantized"][0], ls.evaluate_quantized(lc.load_scheme("rope")), atol=1e-12)
+
+
+def test_claim_8_bits_change_nothing_4_bits_a_little_3_more_and_2_bits_break_the_model(quant):
+    acc, loss = quant["quantized"][..., 0], quant["quantized"][..., 1]  # (seeds, precisions)
+    bits = list(ls.QUANT_BITS)
+    moved = loss - loss[:, :1]  # against float64, per seed
+    assert np.abs(moved[:, [bits.index(16), bits.index(8)]]).max() < 5e-4  # prints 0.000
+    four, three, two = (moved[:, bits.index(b)] for b in (4, 3, 2))
+    assert (four > 0).all() and four.max() < 0.05  # a little, on every seed
+    assert three.min() > four.max() and ls.separated(loss[:, bits.index(3)], loss[:, bits.index(4)])
+    assert acc[:, bits.index(2)].max() < 0.6 < 0.9 < acc[:, bits.index(3)].min()  # 2 bits: the model falls apart
+
+
+def test_load_quantized_refuses_other_files(tmp_path):
+    other = tmp_path / "x.npz"
+    other.write_bytes(checkpoints.npz_bytes({"seeds": np.zeros(2)}))
+    with pytest.raises(ValueError, match="long_quantized"):
+        ls.load_quantized(other)
+    with pytest.raises(ValueError, match="long_quantized"):
+        ls.load_quantized(tmp_path / "missing.npz")
