@@ -48,13 +48,14 @@ def test_format_summary_prints_mean_and_range_per_length():
     assert "rope" in text and "0.600 (0.500-0.700)" in text and "2x = 32" in text
 
 
-def test_load_results_refuses_other_files(tmp_path):
+@pytest.mark.parametrize("load, task", [(ls.load_results, "long_seeds"), (ls.load_quantized, "long_quantized")])
+def test_the_results_loaders_refuse_other_files_naming_their_task(tmp_path, load, task):
     other = tmp_path / "x.npz"
-    other.write_bytes(checkpoints.npz_bytes({"a": np.zeros(2)}))
-    with pytest.raises(ValueError, match="long_seeds"):
-        ls.load_results(other)
-    with pytest.raises(ValueError, match="long_seeds"):
-        ls.load_results(tmp_path / "missing.npz")
+    other.write_bytes(checkpoints.npz_bytes({"seeds": np.zeros(2)}))
+    with pytest.raises(ValueError, match=task):
+        load(other)
+    with pytest.raises(ValueError, match=task):
+        load(tmp_path / "missing.npz")
 
 
 def test_base_config_is_long_context_with_the_seed():
@@ -209,12 +210,3 @@ def test_claim_8_bits_change_nothing_4_bits_a_little_3_more_and_2_bits_break_the
     assert (four > 0).all() and four.max() < 0.05  # a little, on every seed
     assert three.min() > four.max() and ls.separated(loss[:, bits.index(3)], loss[:, bits.index(4)])
     assert acc[:, bits.index(2)].max() < 0.6 < 0.9 < acc[:, bits.index(3)].min()  # 2 bits: the model falls apart
-
-
-def test_load_quantized_refuses_other_files(tmp_path):
-    other = tmp_path / "x.npz"
-    other.write_bytes(checkpoints.npz_bytes({"seeds": np.zeros(2)}))
-    with pytest.raises(ValueError, match="long_quantized"):
-        ls.load_quantized(other)
-    with pytest.raises(ValueError, match="long_quantized"):
-        ls.load_quantized(tmp_path / "missing.npz")
