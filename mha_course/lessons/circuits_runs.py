@@ -25,15 +25,18 @@ from .circuits_patching import (
     attribution_patching,
     direct_logit_attribution,
     head_patching,
+    key_occlusion,
     path_patching,
 )
 from .circuits_scores import (
     SCORE_NAMES,
+    attention_rollout,
     composition_baseline_scores,
     composition_scores,
     copying_score,
     head_scores,
     ov_circuit,
+    ov_spectrum,
     repeat_induction_score,
 )
 
@@ -170,8 +173,6 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
     dla = direct_logit_attribution(params, config, probe)
     key, value = head_patching(params, config, pair), head_patching(params, config, pair_v)
     attr = attribution_patching(params, config, pair)
-    rep = repeated_tokens(config.vocab, config.seq_len // 2, 256, np.random.default_rng(rng_seed + 4))
-    rep_w = train.forward(params, rep, config)[1]
     abl = ablation_losses(params, config, probe, reference, [[r] for r in roles] + [[ind, backup]])
     prev_best = two.scores[:, SCORE_NAMES.index("previous_token"), 0].max(-1)  # (n,): the best layer-0 head
     top = [w.max(-1).mean(axis=(0, 2)) for w in train.forward(params, probe.tokens, config)[1]]  # [(h,)] * L
@@ -182,8 +183,7 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
            "one_layer_loss": one.probe_loss[-1],
            "one_layer_prefix": one.scores[:, SCORE_NAMES.index("prefix_matching"), -1].max(),
            "previous_token_prev": scores["previous_token"][prev], "prefix_ind": scores["prefix_matching"][ind],
-           "prefix_backup": scores["prefix_matching"][backup],
-           "repeat_ind": repeat_induction_score(rep_w[1], config.seq_len // 2)[ind[1]]}
+           "prefix_backup": scores["prefix_matching"][backup], **_seed_readings(params, config, pair, roles, rng_seed)}
     for kind in "QKV":
         row[f"{kind.lower()}_comp_ind"] = comp[kind][prev[1], ind[1]]
         row[f"{kind.lower()}_comp_backup"] = comp[kind][prev[1], backup[1]]
@@ -198,6 +198,31 @@ def _seed_row(params, config, two: Trajectory, one: Trajectory, rng_seed: int = 
         for name, v in zip((*names, "both"), abl[kind]):
             row[f"{kind}_{name}"] = v
     return {k: np.nan if v is None else float(v) for k, v in row.items()}  # None: the head never formed
+
+
+def _top_three(v, t: int) -> list:
+    """(T,) -> the three positions <= t where v is largest, in order of position."""
+    return sorted(np.argsort(-v[:t + 1], kind="stable")[:3].tolist())
+
+
+def _seed_readings(params, config, pair, roles, rng_seed: int) -> dict:
+    """The seed's weight readings beyond the head scores, heads named by role (prev, other, ind, backup):
+    the induction score on repeated random tokens (``repeat_<role>``), the top singular value's share of
+    the OV circuit's squared norm (``ov_top_share_<role>``), and whether rollout and the last layer's
+    weights find the three positions that key occlusion finds at the pair's query (1.0 yes, 0.0 no)."""
+    half = config.seq_len // 2
+    rep = repeated_tokens(config.vocab, half, 256, np.random.default_rng(rng_seed + 4))
+    rep_w = train.forward(params, rep, config)[1]  # [(B, h, T, T)] * L
+    row = {}
+    for name, (layer, head) in zip(("prev", "other", "ind", "backup"), roles):
+        row[f"repeat_{name}"] = repeat_induction_score(rep_w[layer], half)[head]
+        s = ov_spectrum(params, config, layer, head)  # (V,), largest first
+        row[f"ov_top_share_{name}"] = s[0] ** 2 / (s ** 2).sum()
+    w_pair, t = train.forward(params, pair.clean, config)[1], pair.position
+    found = _top_three(key_occlusion(params, config, pair, np.random.default_rng(rng_seed + 3)), t)
+    row["rollout_finds_occlusion"] = float(_top_three(attention_rollout(w_pair)[:, t].mean(0), t) == found)
+    row["last_layer_finds_occlusion"] = float(_top_three(w_pair[-1][:, :, t].mean((0, 1)), t) == found)
+    return row
 
 
 def seed_results(seeds=SEEDS, progress: bool = False) -> dict:

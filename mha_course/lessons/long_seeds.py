@@ -8,6 +8,9 @@ reads (nbval never trains). ``mha-course train long_seeds`` makes it again (abou
 
 - ``fine_tune``: the fair budget: every fine-tune trains at 4x the length until the mean of its last
   ``FINE_TUNE["window"]`` training losses is at most ``FINE_TUNE["target_loss"]`` (or ``max_steps``).
+- ``rope_seed_results``: each seed's RoPE model read as sections 2 and 7 read seed 0's (its layer-1
+  previous-token head at each length, the quantised caches), in its own small file ``ROPE_SEEDS_PATH``
+  (``mha-course train long_rope_seeds``, about a CPU-minute per trained seed).
 - ``summary``: mean and spread (min .. max) over seeds of one table entry; ``separated``: whether two
   rows differ by more than their spreads (the only differences the notebook reads as results).
 
@@ -32,6 +35,8 @@ __all__ = ["SEEDS", "SCHEMES", "FIXES", "TUNED", "STREAMS", "FINE_TUNE", "RESULT
            "base_models", "fine_tune", "fine_tunes", "fix_models", "at_length_scaling", "DYNAMIC",
            "evaluate_fixes", "evaluate_models",
            "stream_settings", "evaluate_streams", "run_seed", "results", "load_results",
+           "QUANT_BITS", "ROPE_SEEDS_PATH", "evaluate_quantized", "evaluate_head_distance", "rope_seed_results",
+           "load_rope_seeds",
            "Summary", "summary", "separated", "format_summary", "format_values"]
 
 SEEDS = (0, 1, 2)
@@ -55,6 +60,11 @@ STREAMS = {"full attention": (None, 0, "absolute"), "window 16": (16, 0, "absolu
            "window 16 + 1 sink, cache positions": (16, 1, "cache"),
            "window 16 + 4 sinks, cache positions": (16, 4, "cache"),
            "window 16, cache positions": (16, 0, "cache")}
+
+
+# section 7's quantised caches: bits per stored number (None: float64, 16: float16)
+QUANT_BITS = (None, 16, 8, 4, 3, 2)
+ROPE_SEEDS_PATH = checkpoints.CHECKPOINT_DIR / "long_rope_seeds.npz"
 
 
 def base_config(scheme: str, seed: int):
@@ -178,6 +188,58 @@ def evaluate_streams(rope, n: int = 64, episodes: int = 8) -> np.ndarray:
         _, m = lc.stream_position_losses(params, config, stream, window, sinks, positions=positions)
         out[i] = m.accuracy, m.loss
     return out
+
+
+def evaluate_quantized(rope, n: int = 256) -> np.ndarray:
+    """(Config, Model) of RoPE -> (len(QUANT_BITS), 2): accuracy and loss with every layer's cache stored at
+    each precision of ``QUANT_BITS`` (``lc.quantized_metrics``), on notebook 13's batch (seed 5, n sequences)."""
+    config, params = rope
+    batch = train.make_batch(config, np.random.default_rng(5), n)
+    out = np.zeros((len(QUANT_BITS), 2))
+    for i, bits in enumerate(QUANT_BITS):
+        m = lc.quantized_metrics(params, config, batch, bits)
+        out[i] = m.accuracy, m.loss
+    return out
+
+
+def evaluate_head_distance(rope, n: int = 128) -> np.ndarray:
+    """(Config, Model) of RoPE -> (K, 2): its layer-1 previous-token head (the one with the most weight on t - 1
+    at the training length) on the shifted task at each length of LENGTHS (seed T, n sequences): its weight on
+    key t - 1, and on the keys TRAIN_LEN or more tokens back (``lc.weight_by_distance``)."""
+    config, params = rope
+    rows = [lc.weight_by_distance(params, config, lc.shifted_batch(config, T, np.random.default_rng(T), n), layer=0)
+            for T in lc.LENGTHS]  # [(h, T)] * K
+    head = int(np.argmax(rows[lc.LENGTHS.index(lc.TRAIN_LEN)][:, 1]))
+    return np.array([[w[head, 1], w[head, lc.TRAIN_LEN:].sum()] for w in rows])
+
+
+def rope_seed_results(seeds=SEEDS, folder=None, progress: bool = False) -> dict:
+    """Train (for seeds other than 0) each seed's RoPE model -> {"seeds" (S,), "head_distance" (S, K, 2),
+    "bits" (len(QUANT_BITS),) with 0 for float64, "quantized" (S, len(QUANT_BITS), 2)}: sections 2 and 7 over
+    seeds (``mha-course train long_rope_seeds``; ``folder``: read ``seed<s>_rope.npz`` from there when present)."""
+    rows = []
+    for seed in seeds:
+        config = base_config("rope", seed)
+        path = None if folder is None else Path(folder) / f"seed{seed}_rope.npz"
+        if seed == 0:
+            rope = lc.load_scheme("rope")
+        elif path is not None and path.exists():
+            rope = checkpoints.load_checkpoint(path)[:2]
+        else:
+            rope = (config, training.train(config, progress=progress)[0])
+        rows.append((evaluate_head_distance(rope), evaluate_quantized(rope)))
+    return {"seeds": np.array(seeds), "head_distance": np.stack([r[0] for r in rows]),
+            "bits": np.array([0 if b is None else b for b in QUANT_BITS]), "quantized": np.stack([r[1] for r in rows])}
+
+
+def load_rope_seeds(path=None) -> dict:
+    """-> the arrays of ``rope_seed_results`` (default: the shipped ``ROPE_SEEDS_PATH``); a ValueError names a bad file."""
+    path = Path(ROPE_SEEDS_PATH if path is None else path)
+    arrays = checkpoints.read_npz(path, "results file", "make it again with `mha-course train long_rope_seeds`")
+    if {"seeds", "head_distance", "bits", "quantized"} - set(arrays):
+        raise ValueError(f"{path}: not a long_rope_seeds results file (it needs seeds, head_distance, bits and "
+                         "quantized); make it again with `mha-course train long_rope_seeds`")
+    return arrays
 
 
 def run_seed(seed: int, folder=None, progress: bool = False) -> dict:

@@ -25,10 +25,11 @@ __all__ = ["PACKAGE_DIR", "default_out", "check_out", "backup_existing", "add_tr
 
 PACKAGE_DIR = Path(model.__file__).resolve().parent.parent  # mha_course/: never written by `train`
 # beyond the checkpoints: the runs of notebooks 08 (experiments), 13 (long_seeds: every table over
-# seeds 0-2, about 15 CPU-minutes) and 14 (phase_change; circuit_seeds: every experiment of 14 over
+# seeds 0-2, about 15 CPU-minutes; long_rope_seeds: its RoPE models' sections 2 and 7) and 14 (phase_change; circuit_seeds: every experiment of 14 over
 # circuits.SEEDS), name -> arrays
 ARTIFACTS = {"experiments": lambda: checkpoints.run_experiments(),
              "long_seeds": lambda: long_seeds.results(progress=True),
+             "long_rope_seeds": lambda: long_seeds.rope_seed_results(progress=True),
              "phase_change": lambda: circuits.trajectory_arrays(progress=True),
              "circuit_seeds": lambda: circuits.seed_results(progress=True)}
 TASKS = [*sorted(checkpoints.CHECKPOINT_CONFIGS), *ARTIFACTS, "long_context"]
@@ -126,7 +127,8 @@ def add_train_command(sub) -> None:
     cmd = sub.add_parser("train", help="train a tiny model on a task and save its checkpoint (.npz)")
     cmd.add_argument("task", choices=TASKS,
                      help="the task to train on ('experiments': the h sweep, dropout, scale runs of 08 over 3 seeds; "
-                          "'long_seeds': the tables of 13 over 3 seeds; 'phase_change': the observed runs of 14; "
+                          "'long_seeds': the tables of 13 over 3 seeds; 'long_rope_seeds': 13's RoPE head and quantised "
+                          "caches over 3 seeds; 'phase_change': the observed runs of 14; "
                           "'circuit_seeds': 14's experiments over 5 seeds; 'long_context': every long_* checkpoint of 13)")
     cmd.add_argument("--out", default=None,
                      help="where to write the .npz (default: ./checkpoints/TASK.npz in the current folder; "

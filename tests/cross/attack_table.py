@@ -667,6 +667,8 @@ EXEMPT: dict[str, str] = {
     "mha_course.lessons.long_seeds.evaluate_models": "evaluates several models at 3 lengths: tests/lessons cover it",
     "mha_course.lessons.long_seeds.evaluate_fixes": "evaluates every fix at 3 lengths: tests/lessons cover it",
     "mha_course.lessons.long_seeds.evaluate_streams": "decodes long streams: tests/lessons cover it",
+    "mha_course.lessons.long_seeds.evaluate_quantized": "decodes 256 sequences at 6 precisions: tests/lessons cover it",
+    "mha_course.lessons.long_seeds.evaluate_head_distance": "reads 128 sequences at 3 lengths: tests/lessons cover it",
     "mha_course.lessons.checkpoints.train_checkpoint": _TRAINS,
     "mha_course.lessons.checkpoints.make_checkpoint": _WRITES,
     "mha_course.lessons.checkpoints.run_experiments": _TRAINS,

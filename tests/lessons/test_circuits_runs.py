@@ -8,6 +8,8 @@ from mha_course.lessons import checkpoints
 from mha_course.lessons import circuits_data as cdata
 from mha_course.lessons import circuits_patching as cp
 from mha_course.lessons import circuits_runs as cr
+from mha_course.lessons import circuits_scores as cs
+from mha_course.lessons import model as train
 
 CONFIG, PARAMS, _ = checkpoints.load_checkpoint(checkpoints.checkpoint_path("induction"))
 
@@ -106,3 +108,30 @@ def test_compare_over_seeds_says_within_the_noise():
     assert cr.compare_over_seeds([0.0, 0.1, 0.0], [1.0, 1.0, 1.1]) == "a < b"
     with pytest.raises(ValueError):
         cr.compare_over_seeds([1.0], [2.0])
+
+
+def test_claim_the_weight_readings_repeat_over_the_seeds():
+    # the repeated-token induction score: the induction head above its backup, the previous-token head near 0
+    assert (_f("repeat_ind") > 0.6).all() and _holds(_f("repeat_ind"), _f("repeat_backup"))
+    assert (_f("repeat_prev") < 0.1).all() and (_f("repeat_other") < 0.1).all()
+    # the backup scores like an induction head only where its prefix matching says it is one
+    assert ((_f("repeat_backup") > 0.3) == (_f("prefix_backup") > 0.3)).all()
+    # no head's OV circuit is low-rank: the top singular value carries well under half the squared norm
+    for role in ("prev", "other", "ind", "backup"):
+        assert (_f(f"ov_top_share_{role}") < 0.4).all(), role
+    # rollout finds occlusion's three positions in every formed seed, the last layer's raw weights in none
+    assert (_f("rollout_finds_occlusion") == 1).all() and (_f("last_layer_finds_occlusion") == 0).all()
+
+
+def test_the_seed_readings_of_seed_0_are_the_checkpoints():
+    """Seed 0's new readings, recomputed on the shipped checkpoint (prev = L1 H1, ind = L2 H1, backup = L2 H0)."""
+    rep = cdata.repeated_tokens(CONFIG.vocab, CONFIG.seq_len // 2, 256, np.random.default_rng(1404))
+    weights = train.forward(PARAMS, rep, CONFIG)[1]
+    assert SEEDS["repeat_ind"][0] == pytest.approx(cs.repeat_induction_score(weights[1], 12)[1], abs=1e-9)
+    assert SEEDS["repeat_backup"][0] == pytest.approx(cs.repeat_induction_score(weights[1], 12)[0], abs=1e-9)
+    s = cs.ov_spectrum(PARAMS, CONFIG, 1, 0)
+    assert SEEDS["ov_top_share_backup"][0] == pytest.approx(s[0] ** 2 / (s ** 2).sum(), abs=1e-9)
+    pair = cdata.make_pair(CONFIG, np.random.default_rng(1401), 128)
+    found = np.argsort(-cp.key_occlusion(PARAMS, CONFIG, pair, np.random.default_rng(1403))[:pair.position + 1])[:3]
+    roll = cs.attention_rollout(train.forward(PARAMS, pair.clean, CONFIG)[1])[:, pair.position].mean(0)
+    assert set(np.argsort(-roll[:pair.position + 1])[:3]) == set(found) and SEEDS["rollout_finds_occlusion"][0] == 1

@@ -48,13 +48,14 @@ def test_format_summary_prints_mean_and_range_per_length():
     assert "rope" in text and "0.600 (0.500-0.700)" in text and "2x = 32" in text
 
 
-def test_load_results_refuses_other_files(tmp_path):
+@pytest.mark.parametrize("load, task", [(ls.load_results, "long_seeds"), (ls.load_rope_seeds, "long_rope_seeds")])
+def test_the_results_loaders_refuse_other_files_naming_their_task(tmp_path, load, task):
     other = tmp_path / "x.npz"
-    other.write_bytes(checkpoints.npz_bytes({"a": np.zeros(2)}))
-    with pytest.raises(ValueError, match="long_seeds"):
-        ls.load_results(other)
-    with pytest.raises(ValueError, match="long_seeds"):
-        ls.load_results(tmp_path / "missing.npz")
+    other.write_bytes(checkpoints.npz_bytes({"seeds": np.zeros(2)}))
+    with pytest.raises(ValueError, match=task):
+        load(other)
+    with pytest.raises(ValueError, match=task):
+        load(tmp_path / "missing.npz")
 
 
 def test_base_config_is_long_context_with_the_seed():
@@ -185,3 +186,42 @@ def test_blind_findings_an_unknown_fix_name_and_a_table_of_the_wrong_shape_are_r
         ls.format_summary(np.ones((3, 2, 5)), ["a", "b", "c"])
     with pytest.raises(ValueError, match="column"):
         ls.format_summary(np.ones((3, 1, len(lc.LENGTHS), 2)), ["a"], column=2)
+
+
+# ---- sections 2 and 7 on each seed's RoPE model (``long_seeds.ROPE_SEEDS_PATH``, ``mha-course train long_rope_seeds``)
+@pytest.fixture(scope="module")
+def quant():
+    return ls.load_rope_seeds()
+
+
+def test_the_rope_seeds_file_holds_three_seeds_and_seed_0_is_the_shipped_model(quant):
+    S, rope = len(ls.SEEDS), lc.load_scheme("rope")
+    assert quant["seeds"].tolist() == list(ls.SEEDS) and quant["quantized"].shape == (S, len(ls.QUANT_BITS), 2)
+    assert quant["bits"].tolist() == [0 if b is None else b for b in ls.QUANT_BITS]
+    assert quant["head_distance"].shape == (S, len(lc.LENGTHS), 2)
+    np.testing.assert_allclose(quant["quantized"][0], ls.evaluate_quantized(rope), atol=1e-12)
+    np.testing.assert_allclose(quant["head_distance"][0], ls.evaluate_head_distance(rope), atol=1e-12)
+
+
+def test_claim_the_previous_token_head_holds_to_2x_and_is_drawn_to_far_keys_at_4x(quant):
+    on_prev, far = quant["head_distance"][..., 0], quant["head_distance"][..., 1]  # (seeds, lengths)
+    assert (on_prev[:, :2] > 0.9).all() and (far[:, :2] < 0.1).all()  # 1x and 2x: a clean previous-token head
+    assert (on_prev[:, 2] < 0.1).all() and (far[:, 2] > 0.9).all()  # 4x: nearly all on keys 16 or more back
+
+
+def test_evaluate_head_distance_picks_the_previous_token_head_by_its_weights():
+    config, params = lc.load_scheme("rope")
+    w16 = lc.weight_by_distance(params, config, lc.shifted_batch(config, 16, np.random.default_rng(16), 128), layer=0)
+    got = ls.evaluate_head_distance((config, params))
+    assert got[0, 0] == pytest.approx(w16[:, 1].max(), abs=1e-12)
+
+
+def test_claim_8_bits_change_nothing_4_bits_a_little_3_more_and_2_bits_break_the_model(quant):
+    acc, loss = quant["quantized"][..., 0], quant["quantized"][..., 1]  # (seeds, precisions)
+    bits = list(ls.QUANT_BITS)
+    moved = loss - loss[:, :1]  # against float64, per seed
+    assert np.abs(moved[:, [bits.index(16), bits.index(8)]]).max() < 5e-4  # prints 0.000
+    four, three, two = (moved[:, bits.index(b)] for b in (4, 3, 2))
+    assert (four > 0).all() and four.max() < 0.05  # a little, on every seed
+    assert three.min() > four.max() and ls.separated(loss[:, bits.index(3)], loss[:, bits.index(4)])
+    assert acc[:, bits.index(2)].max() < 0.6 < 0.9 < acc[:, bits.index(3)].min()  # 2 bits: the model falls apart
