@@ -432,7 +432,7 @@ def document_mask(fn) -> bool:
 
     >>> import mha_course as mc
     >>> document_mask(mc.document_mask)
-    ✔ document_mask: all 7 cases match
+    ✔ document_mask: all 9 cases match
     True
     """
     return check_with_closer_look(DOCUMENT_MASK, fn, _document_closer_look)
