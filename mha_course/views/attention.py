@@ -50,12 +50,14 @@ __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAUL
            # 02_scaled_dot_product and 03_multi_head_split
            "RAW_COLOR", "SCALED_COLOR", "scaling_curves", "weights_bars", "scaling_figure",
            "TOKEN_COLORS", "token_color", "head_split_sources", "split_sources_heatmaps",
-           "split_bug_figure",
+           "split_bug_figure", "LABEL_FLOOR",
            # 00_overview and 01_qkv: views of the course sentence
            "stage_flow", "sentence_tokens", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure",
            # 04_concat_output and 05_complexity
            "DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
            "score_memory_bars", "timing_loglog", "params_figure", "ledger_figure"]
+
+LABEL_FLOOR = 7.0  # points: the smallest text the views of 00-05 write (tests/views/test_attention.py holds it)
 
 def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None,
                       annotate: bool | None = None, colorbar: bool = True):
@@ -272,15 +274,37 @@ def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=No
     cmap = mcolors.ListedColormap([token_color(t) for t in range(T)])
     for i, ax in enumerate(axes):
         ax.imshow(positions[i], cmap=cmap, vmin=-0.5, vmax=T - 0.5, aspect="auto")
-        for (r, c), p in np.ndenumerate(positions[i]):
-            ax.text(c, r, f"{toks[p]}\nf{features[i, r, c]}", ha="center", va="center",
-                    fontsize=9.5, linespacing=0.95)
         ax.set_xticks(range(d_k))
         ax.set_yticks(range(T), toks if i == 0 else [""] * T)
         ax.set_xlabel("d_k slot")
         ax.set_title(f"head {i}", color=head_color(i), fontweight="bold", fontsize=10)
     axes[0].set_ylabel(label or "row (should be this token)")
+    _label_cells(axes, [[f"{toks[p]}\nf{f}" for p, f in zip(positions[i].ravel(), features[i].ravel())]
+                        for i in range(h)], T, d_k)
     return axes
+
+
+def _label_cells(axes, labels, rows: int, cols: int) -> None:
+    """Write labels[i][k] into cell (k // cols, k % cols) of axes[i], at the largest size that fits the
+    cell (at most 9.5 pt); when even LABEL_FLOOR does not fit, write none and say so under each grid."""
+    chars = max(len(line) for head in labels for text in head for line in text.split("\n"))
+    size = _cell_fontsize(axes[0], rows, cols, chars)
+    for ax, head in zip(axes, labels):
+        for k, text in enumerate(head if size else ()):
+            ax.text(k % cols, k // cols, text, ha="center", va="center", fontsize=size, linespacing=0.95)
+        if not size:
+            ax.set_xlabel(f"{ax.get_xlabel()} (cells too small to label: colour = token)")
+
+
+def _cell_fontsize(ax, rows: int, cols: int, chars: int, lines: int = 2, largest: float = 9.5) -> float:
+    """The font size (points) at which ``lines`` lines of ``chars`` characters fit one cell of ax's
+    rows x cols grid, at most ``largest``; 0.0 when that is below LABEL_FLOOR (then write no label)."""
+    ax.figure.draw_without_rendering()                      # lay the figure out, so ax has its final size
+    box = ax.get_window_extent()
+    points = 72 / ax.figure.dpi
+    width, height = box.width * points / cols, box.height * points / rows
+    size = min(largest, 0.9 * width / (0.62 * max(chars, 1)), 0.85 * height / (1.2 * lines))
+    return float(size) if size >= LABEL_FLOOR else 0.0
 
 
 def _source_grid(a, name: str) -> np.ndarray:
