@@ -160,7 +160,7 @@ def _figures_of_00_to_05():
     yield "stage_flow", plots.stage_flow(t).figure
     for T, d_model, h in [(6, 8, 2), (8, 16, 2), (10, 32, 4), (6, 12, 6), (3, 4, 4)]:
         yield f"split_bug_figure{(T, d_model, h)}", plots.split_bug_figure(T, d_model, h)
-    for d_model, h, T in [(16, 4, 6), (16, 8, 8), (16, 1, 8), (12, 6, 3), (16, 16, 13)]:
+    for d_model, h, T in [(16, 4, 6), (16, 8, 8), (8, 1, 8), (4, 1, 13), (12, 6, 3), (16, 4, 16), (16, 16, 13)]:
         yield f"sentence_heads_figure{(d_model, h, T)}", plots.sentence_heads_figure(d_model, h, T)
     yield "qkv_matrices_figure", plots.qkv_matrices_figure(t)
     yield "qkv_comparison_figure", plots.qkv_comparison_figure(16, 6)
@@ -195,7 +195,27 @@ def test_no_text_of_the_00_05_views_is_small_pale_or_italic_and_cell_labels_fit_
                 for text in (t for t in ax.texts if t.get_text().strip()):
                     extent = text.get_window_extent(renderer)
                     assert extent.width <= box.width / cols and extent.height <= box.height / rows, (name, text.get_text())
+            assert not _crowded_ticks(ax, renderer), (name, ax.get_title())
+        for title in (t for t in fig.texts if t.get_text()):            # the suptitle among them
+            extent = title.get_window_extent(renderer)
+            assert extent.x0 >= 0 and extent.x1 <= fig.bbox.width, (name, title.get_text(), "is cut off")
         plt.close(fig)
+
+
+def _crowded_ticks(ax, renderer) -> list:
+    """Neighbouring tick labels of ax whose boxes overlap along the axis (45-degree key labels left out:
+    their boxes overlap while the letters do not)."""
+    crowded = []
+    for along, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+        shown = [t for t in labels if t.get_visible() and t.get_text()]
+        if along == "x" and any(t.get_rotation() % 90 for t in shown):
+            continue
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        for t, a, b in zip(shown, boxes, boxes[1:]):
+            overlap = min(a.x1, b.x1) - max(a.x0, b.x0) if along == "x" else min(a.y1, b.y1) - max(a.y0, b.y0)
+            if overlap > 0:
+                crowded.append((along, t.get_text()))
+    return crowded
 
 
 def test_the_stage_flows_operation_labels_are_as_large_as_its_boxes():
