@@ -50,12 +50,15 @@ __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "DEFAUL
            # 02_scaled_dot_product and 03_multi_head_split
            "RAW_COLOR", "SCALED_COLOR", "scaling_curves", "weights_bars", "scaling_figure",
            "TOKEN_COLORS", "token_color", "head_split_sources", "split_sources_heatmaps",
-           "split_bug_figure",
+           "split_bug_figure", "LABEL_FLOOR",
            # 00_overview and 01_qkv: views of the course sentence
            "stage_flow", "sentence_tokens", "sentence_heads_figure", "qkv_matrices_figure", "qkv_comparison_figure",
            # 04_concat_output and 05_complexity
            "DELTA_CMAP", "head_change_heatmap", "param_blocks", "flop_curves",
            "score_memory_bars", "timing_loglog", "params_figure", "ledger_figure"]
+
+LABEL_FLOOR = 7.0  # points: the smallest text the views of 00-05 write (tests/views/test_attention.py holds it)
+
 
 def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None,
                       annotate: bool | None = None, colorbar: bool = True):
@@ -63,7 +66,8 @@ def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None
 
     Entries that are exactly 0 in a row that a mask cut (NaN or -inf in ``weights``, or
     a fully-masked row) are drawn grey. ``annotate`` writes the values into the cells
-    (default: when T and S are both <= 8).
+    (default: when T and S are both <= 8) at the largest size that fits a cell, and not at all
+    below LABEL_FLOOR points; the tick labels are sized to the cells too.
     """
     w = _validate.float_array(weights, "weights").astype(float)
     annotate = None if annotate is None else _validate.flag(annotate, "annotate")
@@ -72,20 +76,45 @@ def attention_heatmap(weights, q_tokens=None, k_tokens=None, ax=None, title=None
         raise ValueError(f"attention_heatmap needs weights of shape (T, S), got shape {w.shape}; "
                          "pick one batch element and head, e.g. weights[0, head]")
     T, S = w.shape
-    ax = new_ax(ax)
-    cmap = plt.get_cmap(WEIGHTS_CMAP).with_extremes(bad=MASKED_COLOR)
-    img = ax.imshow(np.ma.masked_invalid(w), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-    label_axes(ax, tokens_for(T, q_tokens), tokens_for(S, k_tokens), "query", "key")
-    if annotate if annotate is not None else max(T, S) <= 8:
-        for (i, j), v in np.ndenumerate(w):
-            if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if v > 0.6 else "black")
+    ax = _weights_image(w, tokens_for(T, q_tokens), tokens_for(S, k_tokens), new_ax(ax))
     if colorbar:
-        ax.figure.colorbar(img, ax=ax, fraction=0.046, pad=0.04, label="weight")
+        ax.figure.colorbar(ax.images[0], ax=ax, fraction=0.046, pad=0.04, label="weight")
     if title:
         ax.set_title(title)
+    _fit_heatmap_text([ax], [w], annotate if annotate is not None else max(T, S) <= 8)
     return ax
+
+
+def _weights_image(w, q_tokens, k_tokens, ax):
+    """w (T, S) -> ax with the weights drawn on the 0..1 scale (NaN grey) and the tokens as ticks."""
+    cmap = plt.get_cmap(WEIGHTS_CMAP).with_extremes(bad=MASKED_COLOR)
+    ax.imshow(np.ma.masked_invalid(w), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
+    label_axes(ax, q_tokens, k_tokens, "query", "key")
+    return ax
+
+
+def _fit_heatmap_text(axes, weights, annotate: bool) -> None:
+    """Lay the figure out once, then size each ax's tick labels to its (T, S) grid of cells and, with
+    ``annotate``, write each finite weight into its cell at the largest size that fits (none below
+    LABEL_FLOOR). Call it after the last panel and colour bar of the figure are added."""
+    axes[0].get_figure(root=True).draw_without_rendering()
+    for ax, w in zip(axes, weights):
+        T, S = np.shape(w)
+        box, points = ax.get_window_extent(), 72 / ax.get_figure(root=True).dpi
+        _fit_ticks(ax.yaxis, 0.72 * box.height * points / T)
+        _fit_ticks(ax.xaxis, (0.72 if S > 8 else 0.5) * box.width * points / S)  # > 8 keys are upright
+        size = _cell_fontsize(ax, T, S, chars=4, lines=1, largest=8.0) if annotate else 0.0
+        for (i, j), v in np.ndenumerate(w if size else np.empty((0, 0))):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=size,
+                        color="white" if v > 0.6 else "black")
+
+
+def _fit_ticks(axis, room: float, largest: float = 10.0) -> None:
+    """Tick labels of axis at min(largest, room) points, never below LABEL_FLOOR: a figure whose cells
+    are smaller than that must be drawn larger (``sentence_heads_figure`` sizes its rows by T)."""
+    for label in axis.get_ticklabels():
+        label.set_fontsize(max(min(largest, room), LABEL_FLOOR))
 
 
 def matrix_heatmap(values, row_labels=None, ax=None, title=None, col_label="feature",
@@ -136,15 +165,16 @@ def head_heatmaps(trace, tokens=None, batch: int = 0, axes=None, context_tokens=
     if len(axes) != h:
         raise ValueError(f"got {len(axes)} axes for h={h} heads; pass one axis per head")
     k_tokens = context_tokens if context_tokens is not None else (tokens if S == T else None)
+    masked = np.where(np.isneginf(trace["scores"][batch]), np.nan, w)      # (h, T, S)
     for i, ax in enumerate(axes):
-        masked = np.where(np.isneginf(trace["scores"][batch, i]), np.nan, w[i])
-        attention_heatmap(masked, tokens, k_tokens, ax=ax, colorbar=False)
+        _weights_image(masked[i], tokens_for(T, tokens), tokens_for(S, k_tokens), ax)
         ax.set_title(f"head {i}", color=head_color(i), fontweight="bold")
         if i:
             ax.set_ylabel("")
     # one colour bar for all heads, so every heatmap keeps the same width
     axes[-1].figure.colorbar(axes[-1].images[0], ax=list(axes), fraction=0.046 / min(h, 4) ** 0.5,
                              pad=0.02, label="weight")
+    _fit_heatmap_text(list(axes), list(masked), max(T, S) <= 8)              # sized to the final layout
     return axes
 
 
@@ -272,15 +302,37 @@ def split_sources_heatmaps(positions, features, tokens=None, axes=None, label=No
     cmap = mcolors.ListedColormap([token_color(t) for t in range(T)])
     for i, ax in enumerate(axes):
         ax.imshow(positions[i], cmap=cmap, vmin=-0.5, vmax=T - 0.5, aspect="auto")
-        for (r, c), p in np.ndenumerate(positions[i]):
-            ax.text(c, r, f"{toks[p]}\nf{features[i, r, c]}", ha="center", va="center",
-                    fontsize=9.5, linespacing=0.95)
         ax.set_xticks(range(d_k))
         ax.set_yticks(range(T), toks if i == 0 else [""] * T)
         ax.set_xlabel("d_k slot")
         ax.set_title(f"head {i}", color=head_color(i), fontweight="bold", fontsize=10)
     axes[0].set_ylabel(label or "row (should be this token)")
+    _label_cells(axes, [[f"{toks[p]}\nf{f}" for p, f in zip(positions[i].ravel(), features[i].ravel())]
+                        for i in range(h)], T, d_k)
     return axes
+
+
+def _label_cells(axes, labels, rows: int, cols: int) -> None:
+    """Write labels[i][k] into cell (k // cols, k % cols) of axes[i], at the largest size that fits the
+    cell (at most 9.5 pt); when even LABEL_FLOOR does not fit, write none and say so under each grid."""
+    chars = max(len(line) for head in labels for text in head for line in text.split("\n"))
+    axes[0].get_figure(root=True).draw_without_rendering()   # lay the figure out: the axes get their sizes
+    size = _cell_fontsize(axes[0], rows, cols, chars)
+    for ax, head in zip(axes, labels):
+        for k, text in enumerate(head if size else ()):
+            ax.text(k % cols, k // cols, text, ha="center", va="center", fontsize=size, linespacing=0.95)
+        if not size:
+            ax.set_xlabel(f"{ax.get_xlabel()} (cells too small to label: colour = token)")
+
+
+def _cell_fontsize(ax, rows: int, cols: int, chars: int, lines: int = 2, largest: float = 9.5) -> float:
+    """The font size (points) at which ``lines`` lines of ``chars`` characters fit one cell of ax's
+    rows x cols grid (as the figure is laid out now), at most ``largest``; 0.0 below LABEL_FLOOR (write none)."""
+    box = ax.get_window_extent()
+    points = 72 / ax.get_figure(root=True).dpi
+    width, height = box.width * points / cols, box.height * points / rows
+    size = min(largest, 0.9 * width / (0.62 * max(chars, 1)), 0.85 * height / (1.2 * lines))
+    return float(size) if size >= LABEL_FLOOR else 0.0
 
 
 def _source_grid(a, name: str) -> np.ndarray:
@@ -352,9 +404,13 @@ def sentence_heads_figure(d_model: int, h: int, seq_len: int, seed: int = 0):
     tokens = sentence_tokens(seq_len, seed)
     t = sentence_trace(tokens, d_model, h, seed)
     fig, axes = head_grid(h)
+    title = fig.suptitle(f"d_model={d_model}, h={h}, d_k={t.d_k}, seq_len={seq_len}: "
+                         f"weights {t.shapes['weights']}")
+    width, height = fig.get_size_inches()
+    rows = -(-h // 4)                                                              # head_grid's rows of 4
+    needed = title.get_window_extent(fig.canvas.get_renderer()).width / fig.dpi + 0.3  # inches: no title cut off
+    fig.set_size_inches(max(width, needed), max(height, rows * (1.6 + seq_len * 10.5 / 72) + 0.4))  # 10.5 pt a row
     head_heatmaps(t, tokens, axes=axes)
-    fig.suptitle(f"d_model={d_model}, h={h}, d_k={t.d_k}, seq_len={seq_len}: "
-                 f"weights {t.shapes['weights']}")
     return fig
 
 

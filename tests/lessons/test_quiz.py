@@ -165,6 +165,16 @@ def test_every_lesson_is_asked_about():
     assert lessons <= {q.notebook for q in QUESTIONS}
 
 
+@pytest.mark.parametrize("stem", ["13_long_context", "14_circuits"])
+def test_the_long_context_and_circuits_lessons_have_three_answers_the_package_recomputes(stem):
+    """Each of 13 and 14 is asked about at least three times, and every answer there is either computed
+    by the package (a number, a shape) or rests on a claim that `verify` recomputes from shipped results."""
+    raw = [q for q in RAW if q["notebook"] == stem]
+    assert len(raw) >= 3, [q["id"] for q in raw]
+    typed = [q["id"] for q in raw if not (isinstance(q["choices"][q["answer"]], dict) or "verify" in q)]
+    assert not typed, f"{stem}: answers neither computed nor verified: {typed}"
+
+
 def test_notebook_11_shows_every_question_of_the_file():
     text = (ROOT / "notebooks" / "11_misconceptions_and_interview.ipynb").read_text(encoding="utf-8")
     missing = [q.id for q in QUESTIONS if json.dumps(q.question, ensure_ascii=False)[1:-1] not in text]

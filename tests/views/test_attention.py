@@ -150,3 +150,87 @@ def test_a_masked_score_is_still_drawn_grey():
     ax = plots.matrix_heatmap(np.array([[-np.inf, 1.0], [0.5, -0.5]]))  # -inf: a masked score, not a fault
     assert np.ma.is_masked(ax.images[0].get_array()[0, 0])
     plt.close("all")
+
+
+# --- every text of the 00-05 views is readable: no tiny, pale or italic label; cell labels fit their cell
+def _figures_of_00_to_05():
+    from mha_course.lessons import qkv
+    from mha_course.views import cost
+    t = qkv.sentence_trace(qkv.SENTENCE, 16, 4)
+    yield "stage_flow", plots.stage_flow(t).figure
+    for T, d_model, h in [(6, 8, 2), (8, 16, 2), (10, 32, 4), (6, 12, 6), (3, 4, 4)]:
+        yield f"split_bug_figure{(T, d_model, h)}", plots.split_bug_figure(T, d_model, h)
+    for d_model, h, T in [(16, 4, 6), (16, 8, 8), (8, 1, 8), (4, 1, 13), (12, 6, 3), (16, 4, 16), (16, 16, 13)]:
+        yield f"sentence_heads_figure{(d_model, h, T)}", plots.sentence_heads_figure(d_model, h, T)
+    yield "qkv_matrices_figure", plots.qkv_matrices_figure(t)
+    yield "qkv_comparison_figure", plots.qkv_comparison_figure(16, 6)
+    yield "params_figure", cost.params_figure(16, 4)
+    yield "ledger_figure", cost.ledger_figure(512, 8, 1024)
+
+
+def _luminance(color) -> float:
+    r, g, b = matplotlib.colors.to_rgb(color)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_no_text_of_the_00_05_views_is_small_pale_or_italic_and_cell_labels_fit_their_cells():
+    """00's stage flow had tiny grey italic operation labels; 03's split figure about 6-pt labels in its cells,
+    which at d_model=32 also ran over their cells."""
+    for name, fig in _figures_of_00_to_05():
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for text in fig.findobj(matplotlib.text.Text):
+            if not (text.get_visible() and text.get_text().strip()):
+                continue
+            assert text.get_fontsize() >= plots.LABEL_FLOOR, (name, text.get_text(), text.get_fontsize())
+            assert text.get_style() == "normal", (name, text.get_text())
+            on_white = not (text.axes and text.axes.images and text in text.axes.texts)
+            head_colour = matplotlib.colors.to_hex(text.get_color()) in {matplotlib.colors.to_hex(c)
+                                                                         for c in plots.HEAD_COLORS}
+            assert not on_white or head_colour or _luminance(text.get_color()) <= 0.6, (name, text.get_text())
+        for ax in fig.axes:
+            if ax.images and ax.texts:
+                rows, cols = ax.images[0].get_array().shape[:2]
+                box = ax.get_window_extent(renderer)
+                for text in (t for t in ax.texts if t.get_text().strip()):
+                    extent = text.get_window_extent(renderer)
+                    assert extent.width <= box.width / cols and extent.height <= box.height / rows, (name, text.get_text())
+            assert not _crowded_ticks(ax, renderer), (name, ax.get_title())
+        for title in (t for t in fig.texts if t.get_text()):            # the suptitle among them
+            extent = title.get_window_extent(renderer)
+            assert extent.x0 >= 0 and extent.x1 <= fig.bbox.width, (name, title.get_text(), "is cut off")
+        plt.close(fig)
+
+
+def _crowded_ticks(ax, renderer) -> list:
+    """Neighbouring tick labels of ax whose boxes overlap along the axis (45-degree key labels left out:
+    their boxes overlap while the letters do not)."""
+    crowded = []
+    for along, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+        shown = [t for t in labels if t.get_visible() and t.get_text()]
+        if along == "x" and any(t.get_rotation() % 90 for t in shown):
+            continue
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        for t, a, b in zip(shown, boxes, boxes[1:]):
+            overlap = min(a.x1, b.x1) - max(a.x0, b.x0) if along == "x" else min(a.y1, b.y1) - max(a.y0, b.y0)
+            if overlap > 0:
+                crowded.append((along, t.get_text()))
+    return crowded
+
+
+def test_the_stage_flows_operation_labels_are_as_large_as_its_boxes():
+    from mha_course.lessons import qkv
+    ax = plots.stage_flow(qkv.sentence_trace(qkv.SENTENCE, 16, 4))
+    boxes = [t for t in ax.texts if t.get_bbox_patch() is not None]
+    ops = [t for t in ax.texts if t.get_bbox_patch() is None and t.get_text()]
+    assert len(ops) >= 6 and min(t.get_fontsize() for t in ops) >= max(t.get_fontsize() for t in boxes)
+    plt.close("all")
+
+
+def test_split_labels_too_small_to_read_are_left_out_and_said():
+    small = plots.split_bug_figure(10, 32, 4)
+    assert not any(ax.texts for ax in small.axes)
+    assert all("too small to label" in ax.get_xlabel() for ax in small.axes)
+    big = plots.split_bug_figure(6, 8, 2)
+    assert all(len(ax.texts) == 6 * 4 and "too small" not in ax.get_xlabel() for ax in big.axes)
+    plt.close("all")
