@@ -330,28 +330,3 @@ def test_pages_in_chromium_offline(site, served):
     assert seen["notebooks/01_qkv.html"]["handles"] >= 3, seen["notebooks/01_qkv.html"]
     assert seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"
 
-
-def test_the_figures_colour_maps_read_in_greyscale_and_without_red_green():
-    """The book's figures come from views/style.py: the sequential maps (attention weights, |change|) get
-    darker monotonically (CIE L*), so greyscale and every colour-vision type read them; the diverging map
-    is light at 0 and equally dark at both ends (magnitude in lightness, sign in blue vs red, which
-    deuteranopes and protanopes tell apart)."""
-    import matplotlib
-    import numpy as np
-
-    from mha_course.views import style
-    from mha_course.views.attention import DELTA_CMAP
-
-    def lightness(name, n=21):
-        rgb = matplotlib.colormaps[name](np.linspace(0, 1, n))[:, :3]
-        lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-        y = lin @ np.array([0.2126, 0.7152, 0.0722])
-        return np.where(y > 0.008856, 116 * np.cbrt(y) - 16, 903.3 * y)
-    for name in (style.WEIGHTS_CMAP, DELTA_CMAP):
-        steps = np.diff(lightness(name))
-        assert (steps < 0).all() and -steps.sum() > 60, f"{name}: lightness must fall steadily ({steps})"
-    values = lightness(style.VALUES_CMAP)
-    assert values.argmax() == len(values) // 2 and np.diff(values[: len(values) // 2 + 1]).min() > 0
-    assert abs(values[0] - values[-1]) < 5 and values.max() - values[0] > 60, values
-    blue, red = (np.array(matplotlib.colormaps[style.VALUES_CMAP](x)[:3]) for x in (0.0, 1.0))
-    assert blue[2] > blue[0] and red[0] > red[2], "the two ends differ along blue-red, not red-green"
