@@ -1,7 +1,7 @@
 """The web book (`make site`): built here with -W, then read as HTML and in headless Chromium.
 
 - every notebooks/NN_*.ipynb is a page (globbed: a new lesson must appear without an edit),
-  and so are the README (the landing page), the glossary and the instructor guide;
+  and so are the landing page for learners (book/index.md), the README, the glossary and the instructor guide;
 - every in-book link resolves to a page, and its #anchor to an id on that page;
 - no page asks for anything outside the book (no http(s) script, stylesheet or image);
 - in Chromium, served on 127.0.0.1, on every page: no uncaught page error and no console error,
@@ -9,16 +9,20 @@
   its title; axe-core finds no serious or critical accessibility violation; every figure has alt
   text from its cell; every page with saved sliders shows slider handles (widgets drawn from their
   saved state, no "Error displaying widget") and one "run this notebook" line per saved widget.
+- that check itself (:class:`PageCheck`) is tried on a small page with each of those faults, and on a
+  clean one: it names every fault of the first and nothing of the second.
 
 The book needs the `site` extra (sphinx, myst-nb, sphinx-book-theme) and the npm packages that
 `make site` installs into build/book-npm/. Without them the tests skip with the reason, unless
 MHA_COURSE_REQUIRE_SITE=1 (CI's site step); without chromium/playwright the browser test skips
 unless MHA_COURSE_REQUIRE_BROWSER=1 or MHA_COURSE_REQUIRE_SITE=1.
 
-    make site && python -m pytest tests/cross/test_site.py -p no:nbval -q
+    make site && python -m pytest tests/cross/test_site.py -p no:xdist -q
 """
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import html.parser
 import http.server
@@ -247,10 +251,10 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def served(site):
-    """The book on 127.0.0.1 (a free port), stopped when the module's tests end."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+@contextlib.contextmanager
+def _serve(folder: Path):
+    """``folder`` on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -261,12 +265,19 @@ def served(site):
         thread.join(5)
 
 
+@pytest.fixture(scope="module")
+def served(site):
+    """The book on 127.0.0.1, stopped when the module's tests end."""
+    with _serve(site) as base:
+        yield base
+
+
 def _every_page(site: Path) -> list:
     return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or p.parent != site]
 
 
-@pytest.mark.browser
-def test_pages_in_chromium_offline(site, served):
+def _browser_tools():
+    """(Axe, sync_playwright), or a skip (a failure when the browser is required) naming what is missing."""
     try:
         from axe_playwright_python.sync_playwright import Axe
         from playwright.sync_api import sync_playwright
@@ -276,57 +287,127 @@ def test_pages_in_chromium_offline(site, served):
     if not Path(CHROMIUM).exists():
         _skip_or_fail(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)", REQUIRE_BROWSER,
                       "MHA_COURSE_REQUIRE_BROWSER")
-    outside, failed, errors = [], [], []
+    return Axe, sync_playwright
+
+
+class PageCheck:
+    """What the book test looks for on every page, collected as a learner's Chromium loads each one.
+
+    ``errors``: uncaught page errors and console errors; ``outside``: requests that leave ``base``;
+    ``failed``: responses >= 400; ``seen[name]``: per page, its slider handles, typeset math, raw TeX in
+    the page and in its title, "Error displaying widget", images without alt text and axe-core's serious
+    or critical violations. :meth:`problems` turns them into the test's failures.
+    """
+
+    def __init__(self, page, axe, base: str, sliders=None, mathjax: bool = True):
+        self.page, self.axe, self.base, self.sliders, self.mathjax = page, axe, base, sliders or {}, mathjax
+        self.outside, self.failed, self.errors, self.seen = [], [], [], {}
+        page.on("request", lambda r: r.url.startswith((base, "data:", "blob:" + base)) or self.outside.append(r.url))
+        page.on("response", lambda r: r.status >= 400 and self.failed.append(f"{r.status} {r.url}"))
+        page.on("pageerror", lambda err: self.errors.append(f"{page.url}: uncaught {err}"))
+        page.on("console", lambda msg: msg.type == "error" and self.errors.append(f"{page.url}: console {msg.text}"))
+
+    def visit(self, name: str) -> dict:
+        page = self.page
+        page.goto(self.base + name, wait_until="load")
+        if self.sliders.get(name):
+            page.locator(".noUi-handle").first.wait_for(timeout=30_000)
+        if self.mathjax:
+            page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                   timeout=30_000)
+            page.evaluate("() => MathJax.startup.promise")
+        page.wait_for_timeout(300)  # the widget labels typeset after the page's math
+        whole = page.locator("body").inner_text()
+        # axe-core re-fetches stylesheets itself (and gets @import paths wrong): no preload
+        violations = self.axe.run(page, options={"resultTypes": ["violations"], "preload": False})
+        self.seen[name] = got = dict(
+            handles=page.locator(".noUi-handle").count(),
+            math=page.locator("mjx-container").count(),
+            raw_math=len(re.findall(r"\\\(|\\\[", whole)),
+            raw_title=len(re.findall(r"\\\(|\\\[|\\[a-z]+\{|\$", page.title())),
+            widget_errors=page.locator("text=Error displaying widget").count(),
+            no_alt=page.locator("img:not([alt]), img[alt='']").count(),
+            serious=[(v["id"], v["impact"], len(v["nodes"])) for v in violations.response["violations"]
+                     if v["impact"] in ("serious", "critical")],
+        )
+        return got
+
+    def problems(self) -> list:
+        """Every failure, one line each: what the book test asserts is empty."""
+        found = list(self.errors[:20])
+        found += [f"request left 127.0.0.1: {url}" for url in self.outside[:10]]
+        found += [f"request failed: {line}" for line in self.failed[:10]]
+        for name, got in self.seen.items():
+            for key in ("widget_errors", "raw_math", "raw_title", "no_alt"):
+                if got[key]:
+                    found.append(f"{name}: {key} = {got[key]}")
+            if got["serious"]:
+                found.append(f"{name}: axe-core, serious or critical: {got['serious']}")
+            if self.sliders.get(name) and not got["handles"]:
+                found.append(f"{name}: saved sliders but no slider handle drawn")
+            if self.mathjax and name.startswith("notebooks/") and not got["math"]:
+                found.append(f"{name}: no typeset math")
+        return found
+
+
+@pytest.mark.browser
+def test_pages_in_chromium_offline(site, served):
+    Axe, sync_playwright = _browser_tools()
     pages = _every_page(site)
     assert {"book/index.html", "README.html", "docs/glossary.html", "search.html"} <= set(pages), pages
     sliders = {f"notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS}
-    seen = {}
-    axe = Axe()
     with sync_playwright() as p:
         chromium = launch_chromium(p)
         try:
-            page = chromium.new_page(viewport={"width": 1280, "height": 800})
-            page.on("request", lambda r: r.url.startswith((served, "data:", "blob:" + served))
-                    or outside.append(r.url))
-            page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
-            page.on("pageerror", lambda err: errors.append(f"{page.url}: uncaught {err}"))
-            page.on("console", lambda msg: msg.type == "error" and errors.append(f"{page.url}: console {msg.text}"))
+            check = PageCheck(chromium.new_page(viewport={"width": 1280, "height": 800}), Axe(), served, sliders)
             for name in pages:
-                page.goto(served + name, wait_until="load")
-                if sliders.get(name):
-                    page.locator(".noUi-handle").first.wait_for(timeout=30_000)
-                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                                       timeout=30_000)
-                page.evaluate("() => MathJax.startup.promise")
-                page.wait_for_timeout(300)  # the widget labels typeset after the page's math
-                whole = page.locator("body").inner_text()
-                # axe-core re-fetches stylesheets itself (and gets @import paths wrong): no preload
-                violations = axe.run(page, options={"resultTypes": ["violations"], "preload": False})
-                seen[name] = dict(
-                    handles=page.locator(".noUi-handle").count(),
-                    math=page.locator("mjx-container").count(),
-                    raw_math=len(re.findall(r"\\\(|\\\[", whole)),
-                    raw_title=len(re.findall(r"\\\(|\\\[|\\[a-z]+\{|\$", page.title())),
-                    widget_errors=page.locator("text=Error displaying widget").count(),
-                    no_alt=page.locator("img:not([alt]), img[alt='']").count(),
-                    serious=[(v["id"], v["impact"], len(v["nodes"])) for v in violations.response["violations"]
-                             if v["impact"] in ("serious", "critical")],
-                )
+                check.visit(name)
         finally:
             chromium.close()
-    print("\n".join(f"{name}: {got}" for name, got in seen.items()))
-    assert not errors, "\n".join(errors[:20])
-    assert not outside, f"requests left 127.0.0.1: {outside[:10]}"
-    assert not failed, f"requests failed: {failed[:10]}"
-    for name, got in seen.items():
-        assert got["widget_errors"] == 0, (name, got)
-        assert got["raw_math"] == 0 and got["raw_title"] == 0, (name, got)
-        assert got["no_alt"] == 0, (name, got)
-        assert got["serious"] == [], (name, got)
-        if sliders.get(name):
-            assert got["handles"] >= 1, (name, got)
-        if name.startswith("notebooks/"):
-            assert got["math"] > 0, (name, got)
-    assert seen["notebooks/01_qkv.html"]["handles"] >= 3, seen["notebooks/01_qkv.html"]
-    assert seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"
+    print("\n".join(f"{name}: {got}" for name, got in check.seen.items()))
+    problems = check.problems()
+    assert not problems, "\n".join(problems)
+    assert check.seen["notebooks/01_qkv.html"]["handles"] >= 3, check.seen["notebooks/01_qkv.html"]
+    assert check.seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"
 
+
+BROKEN_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>Climbing the \\(T^2\\) wall</title></head>
+<body><main><h1>A page with every fault the book test looks for</h1>
+<p>raw TeX: \\(W_O\\)</p>
+<img src="figure.png">
+<button></button>
+<p style="color:#ddd;background:#fff">text a reader cannot read</p>
+<div>Error displaying widget: model not found</div>
+<script>console.error("a console error"); null.Queue;</script>
+</main></body></html>
+"""
+CLEAN_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>A clean page</title></head>
+<body><main><h1>A clean page</h1><p>Nothing wrong here.</p><img src="figure.png" alt="a blue square"></main></body></html>
+"""
+
+
+@pytest.mark.browser
+def test_the_page_check_fails_on_each_fault_and_passes_a_clean_page(tmp_path):
+    """The book test's own check, on two small pages: one with a page error, a console error, raw TeX in the
+    page and its title, a figure without alt text, "Error displaying widget" and axe-core's serious
+    violations (a button without a name, text without contrast); and one with none of them."""
+    Axe, sync_playwright = _browser_tools()
+    (tmp_path / "broken.html").write_text(BROKEN_PAGE, encoding="utf-8")
+    (tmp_path / "clean.html").write_text(CLEAN_PAGE, encoding="utf-8")
+    (tmp_path / "figure.png").write_bytes(base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="))
+    with _serve(tmp_path) as base, sync_playwright() as p:
+        chromium = launch_chromium(p)
+        try:
+            check = PageCheck(chromium.new_page(), Axe(), base, mathjax=False)
+            check.visit("clean.html")
+            assert check.problems() == [], check.problems()
+            check.visit("broken.html")
+        finally:
+            chromium.close()
+    problems = "\n".join(check.problems())
+    assert "uncaught Cannot read properties of null (reading 'Queue')" in problems and "console a console error" in problems, problems
+    for fault in ("raw_math = 1", "raw_title = 1", "no_alt = 1", "widget_errors = 1"):
+        assert f"broken.html: {fault}" in problems, (fault, problems)
+    serious = {rule for rule, _, _ in check.seen["broken.html"]["serious"]}
+    assert {"button-name", "color-contrast"} <= serious, check.seen["broken.html"]
