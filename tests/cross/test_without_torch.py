@@ -6,6 +6,7 @@ PYTHONPATH that refuses to import it, and MHA_COURSE_REQUIRE_TORCH unset), then 
   whole under strict nbval, each of its torch cells printing ``torch_rule.SKIPPED_LINE``;
 - every notebook that imports torch unguarded (12) is skipped, each cell with the reason.
 The notebooks are found by the torch rule itself, so a new notebook joins the right list by its code.
+Without torch installed (the newcomer's run itself) the session's own nbval does this, and the tests skip.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mha_course.tools.torch_rule import REQUIRE_TORCH_VAR, guarded_torch_cells, notebook_needs_torch
+from mha_course.tools.torch_rule import REQUIRE_TORCH_VAR, guarded_torch_cells, notebook_needs_torch, torch_available
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -47,6 +48,8 @@ def _code_cells(nb: Path) -> int:
 @pytest.fixture(scope="module")
 def no_torch_env(tmp_path_factory) -> dict:
     """os.environ with torch hidden (for this process's children and their kernels) and not required."""
+    if not torch_available():
+        pytest.skip("PyTorch is not installed: this session's own nbval runs the notebooks without it")
     folder = tmp_path_factory.mktemp("no-torch")
     (folder / "sitecustomize.py").write_text(HIDE_TORCH, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != REQUIRE_TORCH_VAR}
