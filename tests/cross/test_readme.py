@@ -208,3 +208,22 @@ def test_the_wheel_the_learner_installs_is_the_one_python_m_build_makes():
     for page in ("README.md", "book/index.md"):
         shown = re.findall(r"pip install (\S+\.whl)", (ROOT / page).read_text(encoding="utf-8"))
         assert shown and set(shown) == {wheel}, f"{page} installs {shown}; python -m build makes {wheel}"
+
+
+def test_the_package_layout_names_every_module_and_every_subcommand():
+    """The layout block names every module of the core, lessons/ and widgets/ (a file added later must be placed
+    there), and the `mha-course` subcommands on the tools/ line."""
+    from mha_course.tools.cli import build_parser
+    block = re.search(r"^```\n(mha_course/ .*?)^```", README, flags=re.S | re.M).group(1)
+    lines = {name: next(line for line in block.splitlines() if line.strip().startswith(name))
+             for name in ("lessons/", "widgets/", "tools/")}
+    lessons = block[block.index(lines["lessons/"]):block.index("  views/")]
+    where = {"mha_course": block[:block.index(lines["lessons/"])], "mha_course/lessons": lessons,
+             "mha_course/widgets": lines["widgets/"]}
+    missing = [f"{folder}/{path.name}" for folder, text in where.items() for path in sorted((ROOT / folder).glob("*.py"))
+               if path.stem != "__init__" and not (folder.endswith("lessons") and path.stem.startswith("_"))
+               and not re.search(rf"\b{re.escape(path.stem)}\b", text)]
+    assert not missing, f"the README's package layout does not name {missing}"
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    named = set(re.findall(r"\w+", lines["tools/"].split(":", 1)[1]))
+    assert set(sub.choices) <= named, (sorted(sub.choices), lines["tools/"])
