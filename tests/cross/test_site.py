@@ -1,5 +1,7 @@
 """The web book (`make site`): built here with -W, then read as HTML and in headless Chromium.
 
+- both books of `make site BOOK_LANG=zh_CN` are built (the English one in build/site/, the Chinese one in
+  its zh_CN/), and everything below holds for the pages of both;
 - every notebooks/NN_*.ipynb is a page (globbed: a new lesson must appear without an edit),
   and so are the landing page for learners (book/index.md), the README, the glossary and the instructor guide;
 - every in-book link resolves to a page, and its #anchor to an id on that page;
@@ -67,19 +69,30 @@ def _site_missing() -> str | None:
     return None
 
 
+def _sphinx(source: Path, out: Path, doctrees: Path, **env) -> None:
+    """One Sphinx build of the book with warnings as errors (the command of `make site`)."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-c", str(ROOT / "book"),
+           "-d", str(doctrees), str(source), str(out)]
+    run = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, MHA_COURSE_BOOK_NPM=str(NPM_DIR), **env),
+                         capture_output=True, text=True, timeout=900)
+    warnings = [line for line in run.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert run.returncode == 0 and not warnings, f"the book did not build cleanly:\n{run.stderr[-4000:]}"
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    """The book built from this checkout with warnings as errors; the folder of its HTML."""
+    """Both books as `make site BOOK_LANG=zh_CN` builds them, warnings as errors: the English one (with the
+    language switch) and, in its zh_CN/, the Chinese one from `python -m mha_course.tools.i18n book`.
+    Returns the folder of the HTML; every test below reads the pages of both."""
     reason = _site_missing()
     if reason:
         _skip_or_fail(reason, REQUIRE_SITE, "MHA_COURSE_REQUIRE_SITE")
+    from mha_course.tools.i18n import stage_book
     out = tmp_path_factory.mktemp("site")
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-c", str(ROOT / "book"),
-           "-d", str(out / "doctrees"), str(ROOT), str(out / "html")]
-    env = dict(os.environ, MHA_COURSE_BOOK_NPM=str(NPM_DIR))
-    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    warnings = [line for line in run.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
-    assert run.returncode == 0 and not warnings, f"the book did not build cleanly:\n{run.stderr[-4000:]}"
+    _sphinx(ROOT, out / "html", out / "doctrees", MHA_COURSE_BOOK_BOTH="1")
+    source = stage_book(out / "src-zh_CN", "zh_CN")
+    _sphinx(source, out / "html" / "zh_CN", out / "doctrees-zh_CN", MHA_COURSE_BOOK_BOTH="1",
+            MHA_COURSE_BOOK_LANG="zh_CN")
     return out / "html"
 
 
@@ -128,6 +141,8 @@ def test_every_notebook_is_a_page(site):
         assert page.exists(), f"{nb.name} is not in the book"
         assert f'href="../notebooks/{nb.stem}.html"' in landing, f"{nb.name} is missing from the landing page"
         assert (site / "notebooks" / nb.name).read_bytes() == nb.read_bytes(), f"{nb.name}: no download beside its page"
+        assert (site / "zh_CN" / "notebooks" / (nb.stem + ".html")).exists(), f"{nb.name} is not in the Chinese book"
+        assert (site / "zh_CN" / "notebooks" / nb.name).exists(), f"{nb.name}: no Chinese download beside its page"
     for doc in ("README.html", "docs/glossary.html", "docs/instructor.html", "index.html", "book/index.html"):
         assert (site / doc).exists(), doc
     assert "book/index.html" in (site / "index.html").read_text(encoding="utf-8"), "index.html opens the landing page"
@@ -139,10 +154,11 @@ def _widget_cells(nb_path: Path) -> int:
         "application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in c.get("outputs", [])))
 
 
-def test_every_saved_widget_says_it_moves_in_jupyterlab_with_a_link_to_run_it(site):
+@pytest.mark.parametrize("book", ["", "zh_CN/"])
+def test_every_saved_widget_says_it_moves_in_jupyterlab_with_a_link_to_run_it(site, book):
     found = 0
     for nb in NOTEBOOKS:
-        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+        text = (site / book / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
         lines = re.findall(r'<p class="mha-static-widget">(.*?)</p>', text)
         assert len(lines) == _widget_cells(nb), (nb.name, len(lines), _widget_cells(nb))
         for line in lines:
@@ -176,12 +192,12 @@ def test_a_notebook_that_is_not_json_is_named_in_one_line(tmp_path):
 
 def test_every_figure_gets_alt_text_from_its_cell(site):
     missing = []
-    for nb in NOTEBOOKS:
-        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+    for nb, book in [(nb, book) for nb in NOTEBOOKS for book in ("", "zh_CN/")]:
+        text = (site / book / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
         for tag in re.findall(r"<img [^>]*>", text):
             alt = re.search(r'alt="([^"]*)"', tag)
             if not alt or not alt.group(1).strip() or alt.group(1).endswith((".png", ".svg", ".jpg")):
-                missing.append(f"{nb.name}: {tag[:120]}")
+                missing.append(f"{book}{nb.name}: {tag[:120]}")
     assert not missing, "\n".join(missing[:20])
     text = (site / "notebooks" / "01_qkv.html").read_text(encoding="utf-8")
     assert 'alt="One token, four vectors: &quot;sat&quot; as an embedding and in its three roles' in text
@@ -246,6 +262,27 @@ def test_loose_key_matches_jupyterlab_ids_to_headings():
     assert slug_for("a", slugs) == "a"
 
 
+def test_a_heading_anchor_becomes_an_id_of_its_section_and_leaves_the_title():
+    """`## 标题 <a id="English-id"></a>` (how the Chinese pages keep the English ids): the section gets the id,
+    the title (the page's table of contents) only its text; a title without such an anchor is left alone."""
+    course_book = _course_book()
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    doc = new_document("page", get_default_settings(Parser))
+    kept = nodes.section(ids=["plain"])
+    kept += nodes.title("", "", nodes.Text("Plain "), nodes.literal("", "code"))
+    moved = nodes.section(ids=["zh-slug"])
+    moved += nodes.title("", "", nodes.Text("在这里阅读 "),
+                         nodes.raw("", '<a id="4.-&quot;A-legend&quot;"></a>', format="html"))
+    doc += [kept, moved]
+    course_book.TitleAnchors(doc).apply()
+    assert moved["ids"] == ["zh-slug", '4.-"A-legend"'] and moved[0].astext() == "在这里阅读"
+    assert not list(moved[0].findall(nodes.raw))
+    assert kept["ids"] == ["plain"] and kept[0].astext() == "Plain code"
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -273,7 +310,8 @@ def served(site):
 
 
 def _every_page(site: Path) -> list:
-    return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or p.parent != site]
+    """Every page of both books but their index.html, which only sends a browser on to book/index.html."""
+    return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or not (p.parent / "book").is_dir()]
 
 
 def _browser_tools():
@@ -345,7 +383,7 @@ class PageCheck:
                 found.append(f"{name}: axe-core, serious or critical: {got['serious']}")
             if self.sliders.get(name) and not got["handles"]:
                 found.append(f"{name}: saved sliders but no slider handle drawn")
-            if self.mathjax and name.startswith("notebooks/") and not got["math"]:
+            if self.mathjax and name.removeprefix("zh_CN/").startswith("notebooks/") and not got["math"]:
                 found.append(f"{name}: no typeset math")
         return found
 
@@ -355,7 +393,8 @@ def test_pages_in_chromium_offline(site, served):
     Axe, sync_playwright = _browser_tools()
     pages = _every_page(site)
     assert {"book/index.html", "README.html", "docs/glossary.html", "search.html"} <= set(pages), pages
-    sliders = {f"notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS}
+    assert {"zh_CN/book/index.html", "zh_CN/docs/glossary.html"} <= set(pages), "the Chinese book is checked too"
+    sliders = {f"{book}notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS for book in ("", "zh_CN/")}
     with sync_playwright() as p:
         chromium = launch_chromium(p)
         try:
