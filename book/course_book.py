@@ -95,7 +95,7 @@ class SameDocAnchors(Transform):
                 ref["refuri"] = "#" + slug
 
 
-HEADING_ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+HEADING_ANCHOR = re.compile(r'<a id="([^"]+)">(</a>)?')  # MyST gives `<a id="x">` and `</a>` as two raw nodes
 
 
 class TitleAnchors(Transform):
@@ -111,15 +111,23 @@ class TitleAnchors(Transform):
 
     def apply(self, **kwargs) -> None:
         for title in list(self.document.findall(nodes.title)):
-            for raw in [n for n in title.findall(nodes.raw) if HEADING_ANCHOR.fullmatch(n.astext().strip())]:
-                anchor = html.unescape(HEADING_ANCHOR.fullmatch(raw.astext().strip()).group(1))
-                section = title.parent
+            raws = [n for n in title.findall(nodes.raw) if n.get("format") == "html"]
+            opened = [(n, HEADING_ANCHOR.fullmatch(n.astext().strip())) for n in raws]
+            anchors = [(n, m) for n, m in opened if m]
+            if not anchors:
+                continue
+            section = title.parent
+            for raw, match in anchors:
+                anchor = html.unescape(match.group(1))
                 if isinstance(section, nodes.section) and anchor not in section["ids"]:
                     section["ids"].append(anchor)
                 raw.parent.remove(raw)
-                last = title.children[-1] if title.children else None
-                if isinstance(last, nodes.Text) and last.rstrip() != last:
-                    title.replace(last, nodes.Text(last.rstrip()))
+            closing = [n for n in raws if n.astext().strip() == "</a>"]
+            for raw in closing[:sum(not m.group(2) for _, m in anchors)]:
+                raw.parent.remove(raw)
+            last = title.children[-1] if title.children else None
+            if isinstance(last, nodes.Text) and last.rstrip() != last:
+                title.replace(last, nodes.Text(last.rstrip()))
 
 
 class OtherDocAnchors(SphinxPostTransform):

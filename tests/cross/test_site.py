@@ -276,10 +276,14 @@ def test_a_heading_anchor_becomes_an_id_of_its_section_and_leaves_the_title():
     moved = nodes.section(ids=["zh-slug"])
     moved += nodes.title("", "", nodes.Text("在这里阅读 "),
                          nodes.raw("", '<a id="4.-&quot;A-legend&quot;"></a>', format="html"))
-    doc += [kept, moved]
+    split = nodes.section(ids=["zh-two"])  # what MyST makes of it: the opening and the closing tag apart
+    split += nodes.title("", "", nodes.Text("术语表 "), nodes.raw("", '<a id="The-glossary">', format="html"),
+                         nodes.raw("", "</a>", format="html"))
+    doc += [kept, moved, split]
     course_book.TitleAnchors(doc).apply()
     assert moved["ids"] == ["zh-slug", '4.-"A-legend"'] and moved[0].astext() == "在这里阅读"
-    assert not list(moved[0].findall(nodes.raw))
+    assert split["ids"] == ["zh-two", "The-glossary"] and split[0].astext() == "术语表"
+    assert not list(moved[0].findall(nodes.raw)) and not list(split[0].findall(nodes.raw))
     assert kept["ids"] == ["plain"] and kept[0].astext() == "Plain code"
 
 
