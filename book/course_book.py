@@ -20,6 +20,8 @@
   copied next to its page). MathJax loads on every page (math in the navigation of every page is
   typeset), page titles (the browser's tab) carry plain text (:func:`plain_title`), and
   ``static/course_book.js`` gives the widget renderer the one MathJax 2 call it makes.
+- **Anchors out of titles.** A heading's raw ``<a id="..."></a>`` (the Chinese pages keep their English
+  ids so) becomes an id of its section, not a link without href in the page's contents (:class:`TitleAnchors`).
 - **A broken notebook is one line.** A notebook that is not JSON stops the build before Sphinx
   reads it, naming the file and the fix (:func:`check_notebooks`), not in Sphinx's crash report.
 """
@@ -91,6 +93,41 @@ class SameDocAnchors(Transform):
             slug = slug_for(ref["refuri"][1:], slugs)
             if slug is not None:
                 ref["refuri"] = "#" + slug
+
+
+HEADING_ANCHOR = re.compile(r'<a id="([^"]+)">(</a>)?')  # MyST gives `<a id="x">` and `</a>` as two raw nodes
+
+
+class TitleAnchors(Transform):
+    """``## 标题 <a id="English-heading"></a>`` -> the section also gets that id; its title keeps only its text.
+
+    The Chinese pages keep their English headings' ids this way (``tools.i18n.heading_anchor``), so that
+    links into them land. Left in the title, the anchor lands in the page's table of contents as an ``<a>``
+    without ``href``, and the theme's script that follows the contents while scrolling stops on it (an
+    uncaught TypeError). The section's id does the anchor's job: the theme writes it as an id on the page.
+    """
+
+    default_priority = 700
+
+    def apply(self, **kwargs) -> None:
+        for title in list(self.document.findall(nodes.title)):
+            raws = [n for n in title.findall(nodes.raw) if n.get("format") == "html"]
+            opened = [(n, HEADING_ANCHOR.fullmatch(n.astext().strip())) for n in raws]
+            anchors = [(n, m) for n, m in opened if m]
+            if not anchors:
+                continue
+            section = title.parent
+            for raw, match in anchors:
+                anchor = html.unescape(match.group(1))
+                if isinstance(section, nodes.section) and anchor not in section["ids"]:
+                    section["ids"].append(anchor)
+                raw.parent.remove(raw)
+            closing = [n for n in raws if n.astext().strip() == "</a>"]
+            for raw in closing[:sum(not m.group(2) for _, m in anchors)]:
+                raw.parent.remove(raw)
+            last = title.children[-1] if title.children else None
+            if isinstance(last, nodes.Text) and last.rstrip() != last:
+                title.replace(last, nodes.Text(last.rstrip()))
 
 
 class OtherDocAnchors(SphinxPostTransform):
@@ -277,5 +314,6 @@ def setup(app):
     app.add_css_file("course_book.css")
     app.connect("build-finished", finish_build)
     app.add_transform(SameDocAnchors)
+    app.add_transform(TitleAnchors)
     app.add_post_transform(OtherDocAnchors)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

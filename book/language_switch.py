@@ -33,8 +33,9 @@ def add_switch(app, pagename, templatename, context, doctree) -> None:
     lang = app.config.course_language
     other, label = OTHER[lang]
     note = "本课程也有中文版" if lang == "en" else "This course in English"
-    context["theme_announcement"] = (f'<a href="{switch_href(pagename, lang)}" hreflang="{other}" '
-                                     f'lang="{other}">{label}</a> · {note}')
+    tag = other.replace("_", "-")  # BCP 47 (zh-CN), what a page's lang attribute must hold (axe-core: valid-lang)
+    context["theme_announcement"] = (f'<a href="{switch_href(pagename, lang)}" hreflang="{tag}" '
+                                     f'lang="{tag}">{label}</a> · {note}')
 
 
 def setup(app):

@@ -3,7 +3,7 @@
 - attention weights always use ``WEIGHTS_CMAP`` on a fixed 0..1 scale, so colours mean the same
   thing in every notebook; masked entries are drawn in ``MASKED_COLOR``;
 - other tensors (X, Q, K, V, scores) use the diverging ``VALUES_CMAP`` centred on 0;
-- head i is always drawn in ``head_color(i)``;
+- head i is always drawn in ``head_color(i)``, from a palette that colour-blind readers tell apart;
 - helpers take ``ax=None`` and return what they drew on; no global matplotlib state is touched.
 """
 from __future__ import annotations
@@ -21,14 +21,16 @@ __all__ = ["WEIGHTS_CMAP", "VALUES_CMAP", "MASKED_COLOR", "HEAD_COLORS", "head_c
 WEIGHTS_CMAP = "Blues"
 VALUES_CMAP = "RdBu_r"
 MASKED_COLOR = "#d9d9d9"
-HEAD_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-               "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+# Okabe & Ito's colour-universal-design palette (jfly.uni-koeln.de/color, 2008) without its yellow, which is
+# too light for a line on white, and Paul Tol's wine (personal.sron.nl/~pault) as the eighth: every two of the
+# eight stay apart for protan, deutan and tritan readers too (tests/views/test_style_colour_vision.py).
+HEAD_COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#882255")
 
 
 def head_color(i: int) -> str:
-    """Head index i >= 0 -> its colour, the same in every plot of the course (they repeat after 10 heads).
+    """Head index i >= 0 -> its colour, the same in every plot of the course (they repeat after 8 heads).
 
-    >>> head_color(0) == head_color(10)
+    >>> head_color(0) == head_color(8)
     True
     """
     return HEAD_COLORS[_validate.count(i, "i") % len(HEAD_COLORS)]

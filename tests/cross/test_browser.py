@@ -16,7 +16,7 @@ What a learner does, checked the way a learner would see it:
 Screenshots go to test-artifacts/ (gitignored). The tests skip with the reason when chromium
 or playwright is missing, unless MHA_COURSE_REQUIRE_BROWSER=1 (CI), which makes that a failure.
 
-    python -m pytest tests/cross/test_browser.py -m browser -p no:nbval
+    python -m pytest tests/cross/test_browser.py -p no:xdist -q
 """
 from __future__ import annotations
 

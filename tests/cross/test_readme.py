@@ -55,7 +55,7 @@ COVERED = {
     "jupyter lab --LabApp.default_url=/lab/tree/notebooks/00_overview.ipynb":
         "tests/cross/test_browser.py::test_make_course_opens_the_glossary_link_of_a_notebook",
     "python -m pytest": "ci: newcomer make test",
-    "py -m venv .venv": "needs Windows: tests/cross/test_makefile.py::test_a_python_path_with_a_space_is_quoted",
+    "py -m venv .venv": "needs Windows: ci: newcomer make test",  # make test makes its venv the same way
     '.venv\\Scripts\\python -m pip install -e ".[test]"': "needs Windows: ci: newcomer make test",
     ".venv\\Scripts\\jupyter lab --LabApp.default_url=/lab/tree/notebooks/00_overview.ipynb":
         "needs Windows: tests/cross/test_browser.py::test_make_course_opens_the_glossary_link_of_a_notebook",
@@ -157,10 +157,16 @@ def test_the_package_example_runs_and_prints_what_it_says():
 
 
 def test_mha_course_help_is_plain_text():
+    """`mha-course --help` and every subcommand's --help: no reST markup (``x``, :func:) from the docstrings."""
+    from mha_course.tools.cli import build_parser
     run = subprocess.run([sys.executable, "-m", "mha_course.tools.cli", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 0 and "start" in run.stdout and "student" in run.stdout
-    assert "``" not in run.stdout, run.stdout
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert len(sub.choices) >= 5, sorted(sub.choices)
+    for name, parser in {"mha-course": build_parser(), **sub.choices}.items():
+        text = run.stdout if name == "mha-course" else parser.format_help()
+        assert not re.search(r"``|:(func|class|mod|data|meth):`", text), f"{name} --help:\n{text}"
 
 
 def test_what_the_readme_says_needs_pytorch_is_what_the_torch_rule_skips():
@@ -192,3 +198,32 @@ def test_the_working_table_points_up_to_the_sections_above_it():
     for heading in re.findall(r"^## (\w+)", README[:README.index("## Working on the course")], flags=re.M):
         for row in re.findall(rf"^\|.*\b{heading}\b.*$", table, flags=re.M | re.I):
             assert "below" not in row, f"the {heading} section is above this table: {row}"
+
+
+def test_the_wheel_the_learner_installs_is_the_one_python_m_build_makes():
+    """The README's and the landing page's `pip install mha_course-X-py3-none-any.whl` name this version's wheel."""
+    project = (ROOT / "pyproject.toml").read_text(encoding="utf-8").split("[project]", 1)[1]
+    name, version = (re.search(rf'^{key} = "([^"]+)"', project, flags=re.M).group(1) for key in ("name", "version"))
+    wheel = f"{re.sub(r'[-_.]+', '_', name)}-{version}-py3-none-any.whl"
+    for page in ("README.md", "book/index.md"):
+        shown = re.findall(r"pip install (\S+\.whl)", (ROOT / page).read_text(encoding="utf-8"))
+        assert shown and set(shown) == {wheel}, f"{page} installs {shown}; python -m build makes {wheel}"
+
+
+def test_the_package_layout_names_every_module_and_every_subcommand():
+    """The layout block names every module of the core, lessons/ and widgets/ (a file added later must be placed
+    there), and the `mha-course` subcommands on the tools/ line."""
+    from mha_course.tools.cli import build_parser
+    block = re.search(r"^```\n(mha_course/ .*?)^```", README, flags=re.S | re.M).group(1)
+    lines = {name: next(line for line in block.splitlines() if line.strip().startswith(name))
+             for name in ("lessons/", "widgets/", "tools/")}
+    lessons = block[block.index(lines["lessons/"]):block.index("  views/")]
+    where = {"mha_course": block[:block.index(lines["lessons/"])], "mha_course/lessons": lessons,
+             "mha_course/widgets": lines["widgets/"]}
+    missing = [f"{folder}/{path.name}" for folder, text in where.items() for path in sorted((ROOT / folder).glob("*.py"))
+               if path.stem != "__init__" and not (folder.endswith("lessons") and path.stem.startswith("_"))
+               and not re.search(rf"\b{re.escape(path.stem)}\b", text)]
+    assert not missing, f"the README's package layout does not name {missing}"
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    named = set(re.findall(r"\w+", lines["tools/"].split(":", 1)[1]))
+    assert set(sub.choices) <= named, (sorted(sub.choices), lines["tools/"])

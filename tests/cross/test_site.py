@@ -1,7 +1,9 @@
 """The web book (`make site`): built here with -W, then read as HTML and in headless Chromium.
 
+- both books of `make site BOOK_LANG=zh_CN` are built (the English one in build/site/, the Chinese one in
+  its zh_CN/), and everything below holds for the pages of both;
 - every notebooks/NN_*.ipynb is a page (globbed: a new lesson must appear without an edit),
-  and so are the README (the landing page), the glossary and the instructor guide;
+  and so are the landing page for learners (book/index.md), the README, the glossary and the instructor guide;
 - every in-book link resolves to a page, and its #anchor to an id on that page;
 - no page asks for anything outside the book (no http(s) script, stylesheet or image);
 - in Chromium, served on 127.0.0.1, on every page: no uncaught page error and no console error,
@@ -9,16 +11,20 @@
   its title; axe-core finds no serious or critical accessibility violation; every figure has alt
   text from its cell; every page with saved sliders shows slider handles (widgets drawn from their
   saved state, no "Error displaying widget") and one "run this notebook" line per saved widget.
+- that check itself (:class:`PageCheck`) is tried on a small page with each of those faults, and on a
+  clean one: it names every fault of the first and nothing of the second.
 
 The book needs the `site` extra (sphinx, myst-nb, sphinx-book-theme) and the npm packages that
 `make site` installs into build/book-npm/. Without them the tests skip with the reason, unless
 MHA_COURSE_REQUIRE_SITE=1 (CI's site step); without chromium/playwright the browser test skips
 unless MHA_COURSE_REQUIRE_BROWSER=1 or MHA_COURSE_REQUIRE_SITE=1.
 
-    make site && python -m pytest tests/cross/test_site.py -p no:nbval -q
+    make site && python -m pytest tests/cross/test_site.py -p no:xdist -q
 """
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import html.parser
 import http.server
@@ -63,19 +69,30 @@ def _site_missing() -> str | None:
     return None
 
 
+def _sphinx(source: Path, out: Path, doctrees: Path, **env) -> None:
+    """One Sphinx build of the book with warnings as errors (the command of `make site`)."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-c", str(ROOT / "book"),
+           "-d", str(doctrees), str(source), str(out)]
+    run = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, MHA_COURSE_BOOK_NPM=str(NPM_DIR), **env),
+                         capture_output=True, text=True, timeout=900)
+    warnings = [line for line in run.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert run.returncode == 0 and not warnings, f"the book did not build cleanly:\n{run.stderr[-4000:]}"
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    """The book built from this checkout with warnings as errors; the folder of its HTML."""
+    """Both books as `make site BOOK_LANG=zh_CN` builds them, warnings as errors: the English one (with the
+    language switch) and, in its zh_CN/, the Chinese one from `python -m mha_course.tools.i18n book`.
+    Returns the folder of the HTML; every test below reads the pages of both."""
     reason = _site_missing()
     if reason:
         _skip_or_fail(reason, REQUIRE_SITE, "MHA_COURSE_REQUIRE_SITE")
+    from mha_course.tools.i18n import stage_book
     out = tmp_path_factory.mktemp("site")
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-c", str(ROOT / "book"),
-           "-d", str(out / "doctrees"), str(ROOT), str(out / "html")]
-    env = dict(os.environ, MHA_COURSE_BOOK_NPM=str(NPM_DIR))
-    run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    warnings = [line for line in run.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
-    assert run.returncode == 0 and not warnings, f"the book did not build cleanly:\n{run.stderr[-4000:]}"
+    _sphinx(ROOT, out / "html", out / "doctrees", MHA_COURSE_BOOK_BOTH="1")
+    source = stage_book(out / "src-zh_CN", "zh_CN")
+    _sphinx(source, out / "html" / "zh_CN", out / "doctrees-zh_CN", MHA_COURSE_BOOK_BOTH="1",
+            MHA_COURSE_BOOK_LANG="zh_CN")
     return out / "html"
 
 
@@ -124,6 +141,8 @@ def test_every_notebook_is_a_page(site):
         assert page.exists(), f"{nb.name} is not in the book"
         assert f'href="../notebooks/{nb.stem}.html"' in landing, f"{nb.name} is missing from the landing page"
         assert (site / "notebooks" / nb.name).read_bytes() == nb.read_bytes(), f"{nb.name}: no download beside its page"
+        assert (site / "zh_CN" / "notebooks" / (nb.stem + ".html")).exists(), f"{nb.name} is not in the Chinese book"
+        assert (site / "zh_CN" / "notebooks" / nb.name).exists(), f"{nb.name}: no Chinese download beside its page"
     for doc in ("README.html", "docs/glossary.html", "docs/instructor.html", "index.html", "book/index.html"):
         assert (site / doc).exists(), doc
     assert "book/index.html" in (site / "index.html").read_text(encoding="utf-8"), "index.html opens the landing page"
@@ -135,10 +154,11 @@ def _widget_cells(nb_path: Path) -> int:
         "application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in c.get("outputs", [])))
 
 
-def test_every_saved_widget_says_it_moves_in_jupyterlab_with_a_link_to_run_it(site):
+@pytest.mark.parametrize("book", ["", "zh_CN/"])
+def test_every_saved_widget_says_it_moves_in_jupyterlab_with_a_link_to_run_it(site, book):
     found = 0
     for nb in NOTEBOOKS:
-        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+        text = (site / book / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
         lines = re.findall(r'<p class="mha-static-widget">(.*?)</p>', text)
         assert len(lines) == _widget_cells(nb), (nb.name, len(lines), _widget_cells(nb))
         for line in lines:
@@ -172,12 +192,12 @@ def test_a_notebook_that_is_not_json_is_named_in_one_line(tmp_path):
 
 def test_every_figure_gets_alt_text_from_its_cell(site):
     missing = []
-    for nb in NOTEBOOKS:
-        text = (site / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
+    for nb, book in [(nb, book) for nb in NOTEBOOKS for book in ("", "zh_CN/")]:
+        text = (site / book / "notebooks" / (nb.stem + ".html")).read_text(encoding="utf-8")
         for tag in re.findall(r"<img [^>]*>", text):
             alt = re.search(r'alt="([^"]*)"', tag)
             if not alt or not alt.group(1).strip() or alt.group(1).endswith((".png", ".svg", ".jpg")):
-                missing.append(f"{nb.name}: {tag[:120]}")
+                missing.append(f"{book}{nb.name}: {tag[:120]}")
     assert not missing, "\n".join(missing[:20])
     text = (site / "notebooks" / "01_qkv.html").read_text(encoding="utf-8")
     assert 'alt="One token, four vectors: &quot;sat&quot; as an embedding and in its three roles' in text
@@ -242,15 +262,40 @@ def test_loose_key_matches_jupyterlab_ids_to_headings():
     assert slug_for("a", slugs) == "a"
 
 
+def test_a_heading_anchor_becomes_an_id_of_its_section_and_leaves_the_title():
+    """`## 标题 <a id="English-id"></a>` (how the Chinese pages keep the English ids): the section gets the id,
+    the title (the page's table of contents) only its text; a title without such an anchor is left alone."""
+    course_book = _course_book()
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    doc = new_document("page", get_default_settings(Parser))
+    kept = nodes.section(ids=["plain"])
+    kept += nodes.title("", "", nodes.Text("Plain "), nodes.literal("", "code"))
+    moved = nodes.section(ids=["zh-slug"])
+    moved += nodes.title("", "", nodes.Text("在这里阅读 "),
+                         nodes.raw("", '<a id="4.-&quot;A-legend&quot;"></a>', format="html"))
+    split = nodes.section(ids=["zh-two"])  # what MyST makes of it: the opening and the closing tag apart
+    split += nodes.title("", "", nodes.Text("术语表 "), nodes.raw("", '<a id="The-glossary">', format="html"),
+                         nodes.raw("", "</a>", format="html"))
+    doc += [kept, moved, split]
+    course_book.TitleAnchors(doc).apply()
+    assert moved["ids"] == ["zh-slug", '4.-"A-legend"'] and moved[0].astext() == "在这里阅读"
+    assert split["ids"] == ["zh-two", "The-glossary"] and split[0].astext() == "术语表"
+    assert not list(moved[0].findall(nodes.raw)) and not list(split[0].findall(nodes.raw))
+    assert kept["ids"] == ["plain"] and kept[0].astext() == "Plain code"
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
 
-@pytest.fixture(scope="module")
-def served(site):
-    """The book on 127.0.0.1 (a free port), stopped when the module's tests end."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+@contextlib.contextmanager
+def _serve(folder: Path):
+    """``folder`` on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -261,12 +306,20 @@ def served(site):
         thread.join(5)
 
 
+@pytest.fixture(scope="module")
+def served(site):
+    """The book on 127.0.0.1, stopped when the module's tests end."""
+    with _serve(site) as base:
+        yield base
+
+
 def _every_page(site: Path) -> list:
-    return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or p.parent != site]
+    """Every page of both books but their index.html, which only sends a browser on to book/index.html."""
+    return [str(p.relative_to(site)) for p in _pages(site) if p.name != "index.html" or not (p.parent / "book").is_dir()]
 
 
-@pytest.mark.browser
-def test_pages_in_chromium_offline(site, served):
+def _browser_tools():
+    """(Axe, sync_playwright), or a skip (a failure when the browser is required) naming what is missing."""
     try:
         from axe_playwright_python.sync_playwright import Axe
         from playwright.sync_api import sync_playwright
@@ -276,82 +329,128 @@ def test_pages_in_chromium_offline(site, served):
     if not Path(CHROMIUM).exists():
         _skip_or_fail(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)", REQUIRE_BROWSER,
                       "MHA_COURSE_REQUIRE_BROWSER")
-    outside, failed, errors = [], [], []
+    return Axe, sync_playwright
+
+
+class PageCheck:
+    """What the book test looks for on every page, collected as a learner's Chromium loads each one.
+
+    ``errors``: uncaught page errors and console errors; ``outside``: requests that leave ``base``;
+    ``failed``: responses >= 400; ``seen[name]``: per page, its slider handles, typeset math, raw TeX in
+    the page and in its title, "Error displaying widget", images without alt text and axe-core's serious
+    or critical violations. :meth:`problems` turns them into the test's failures.
+    """
+
+    def __init__(self, page, axe, base: str, sliders=None, mathjax: bool = True):
+        self.page, self.axe, self.base, self.sliders, self.mathjax = page, axe, base, sliders or {}, mathjax
+        self.outside, self.failed, self.errors, self.seen = [], [], [], {}
+        page.on("request", lambda r: r.url.startswith((base, "data:", "blob:" + base)) or self.outside.append(r.url))
+        page.on("response", lambda r: r.status >= 400 and self.failed.append(f"{r.status} {r.url}"))
+        page.on("pageerror", lambda err: self.errors.append(f"{page.url}: uncaught {err}"))
+        page.on("console", lambda msg: msg.type == "error" and self.errors.append(f"{page.url}: console {msg.text}"))
+
+    def visit(self, name: str) -> dict:
+        page = self.page
+        page.goto(self.base + name, wait_until="load")
+        if self.sliders.get(name):
+            page.locator(".noUi-handle").first.wait_for(timeout=30_000)
+        if self.mathjax:
+            page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                   timeout=30_000)
+            page.evaluate("() => MathJax.startup.promise")
+        page.wait_for_timeout(300)  # the widget labels typeset after the page's math
+        whole = page.locator("body").inner_text()
+        # axe-core re-fetches stylesheets itself (and gets @import paths wrong): no preload
+        violations = self.axe.run(page, options={"resultTypes": ["violations"], "preload": False})
+        self.seen[name] = got = dict(
+            handles=page.locator(".noUi-handle").count(),
+            math=page.locator("mjx-container").count(),
+            raw_math=len(re.findall(r"\\\(|\\\[", whole)),
+            raw_title=len(re.findall(r"\\\(|\\\[|\\[a-z]+\{|\$", page.title())),
+            widget_errors=page.locator("text=Error displaying widget").count(),
+            no_alt=page.locator("img:not([alt]), img[alt='']").count(),
+            serious=[(v["id"], v["impact"], len(v["nodes"])) for v in violations.response["violations"]
+                     if v["impact"] in ("serious", "critical")],
+        )
+        return got
+
+    def problems(self) -> list:
+        """Every failure, one line each: what the book test asserts is empty."""
+        found = list(self.errors[:20])
+        found += [f"request left 127.0.0.1: {url}" for url in self.outside[:10]]
+        found += [f"request failed: {line}" for line in self.failed[:10]]
+        for name, got in self.seen.items():
+            for key in ("widget_errors", "raw_math", "raw_title", "no_alt"):
+                if got[key]:
+                    found.append(f"{name}: {key} = {got[key]}")
+            if got["serious"]:
+                found.append(f"{name}: axe-core, serious or critical: {got['serious']}")
+            if self.sliders.get(name) and not got["handles"]:
+                found.append(f"{name}: saved sliders but no slider handle drawn")
+            if self.mathjax and name.removeprefix("zh_CN/").startswith("notebooks/") and not got["math"]:
+                found.append(f"{name}: no typeset math")
+        return found
+
+
+@pytest.mark.browser
+def test_pages_in_chromium_offline(site, served):
+    Axe, sync_playwright = _browser_tools()
     pages = _every_page(site)
     assert {"book/index.html", "README.html", "docs/glossary.html", "search.html"} <= set(pages), pages
-    sliders = {f"notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS}
-    seen = {}
-    axe = Axe()
+    assert {"zh_CN/book/index.html", "zh_CN/docs/glossary.html"} <= set(pages), "the Chinese book is checked too"
+    sliders = {f"{book}notebooks/{nb.stem}.html": _slider_models(nb) for nb in NOTEBOOKS for book in ("", "zh_CN/")}
     with sync_playwright() as p:
         chromium = launch_chromium(p)
         try:
-            page = chromium.new_page(viewport={"width": 1280, "height": 800})
-            page.on("request", lambda r: r.url.startswith((served, "data:", "blob:" + served))
-                    or outside.append(r.url))
-            page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
-            page.on("pageerror", lambda err: errors.append(f"{page.url}: uncaught {err}"))
-            page.on("console", lambda msg: msg.type == "error" and errors.append(f"{page.url}: console {msg.text}"))
+            check = PageCheck(chromium.new_page(viewport={"width": 1280, "height": 800}), Axe(), served, sliders)
             for name in pages:
-                page.goto(served + name, wait_until="load")
-                if sliders.get(name):
-                    page.locator(".noUi-handle").first.wait_for(timeout=30_000)
-                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                                       timeout=30_000)
-                page.evaluate("() => MathJax.startup.promise")
-                page.wait_for_timeout(300)  # the widget labels typeset after the page's math
-                whole = page.locator("body").inner_text()
-                # axe-core re-fetches stylesheets itself (and gets @import paths wrong): no preload
-                violations = axe.run(page, options={"resultTypes": ["violations"], "preload": False})
-                seen[name] = dict(
-                    handles=page.locator(".noUi-handle").count(),
-                    math=page.locator("mjx-container").count(),
-                    raw_math=len(re.findall(r"\\\(|\\\[", whole)),
-                    raw_title=len(re.findall(r"\\\(|\\\[|\\[a-z]+\{|\$", page.title())),
-                    widget_errors=page.locator("text=Error displaying widget").count(),
-                    no_alt=page.locator("img:not([alt]), img[alt='']").count(),
-                    serious=[(v["id"], v["impact"], len(v["nodes"])) for v in violations.response["violations"]
-                             if v["impact"] in ("serious", "critical")],
-                )
+                check.visit(name)
         finally:
             chromium.close()
-    print("\n".join(f"{name}: {got}" for name, got in seen.items()))
-    assert not errors, "\n".join(errors[:20])
-    assert not outside, f"requests left 127.0.0.1: {outside[:10]}"
-    assert not failed, f"requests failed: {failed[:10]}"
-    for name, got in seen.items():
-        assert got["widget_errors"] == 0, (name, got)
-        assert got["raw_math"] == 0 and got["raw_title"] == 0, (name, got)
-        assert got["no_alt"] == 0, (name, got)
-        assert got["serious"] == [], (name, got)
-        if sliders.get(name):
-            assert got["handles"] >= 1, (name, got)
-        if name.startswith("notebooks/"):
-            assert got["math"] > 0, (name, got)
-    assert seen["notebooks/01_qkv.html"]["handles"] >= 3, seen["notebooks/01_qkv.html"]
-    assert seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"
+    print("\n".join(f"{name}: {got}" for name, got in check.seen.items()))
+    problems = check.problems()
+    assert not problems, "\n".join(problems)
+    assert check.seen["notebooks/01_qkv.html"]["handles"] >= 3, check.seen["notebooks/01_qkv.html"]
+    assert check.seen["docs/glossary.html"]["math"] > 0, "the navigation's math is typeset on pages without formulas too"
 
 
-def test_the_figures_colour_maps_read_in_greyscale_and_without_red_green():
-    """The book's figures come from views/style.py: the sequential maps (attention weights, |change|) get
-    darker monotonically (CIE L*), so greyscale and every colour-vision type read them; the diverging map
-    is light at 0 and equally dark at both ends (magnitude in lightness, sign in blue vs red, which
-    deuteranopes and protanopes tell apart)."""
-    import matplotlib
-    import numpy as np
+BROKEN_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>Climbing the \\(T^2\\) wall</title></head>
+<body><main><h1>A page with every fault the book test looks for</h1>
+<p>raw TeX: \\(W_O\\)</p>
+<img src="figure.png">
+<button></button>
+<p style="color:#ddd;background:#fff">text a reader cannot read</p>
+<div>Error displaying widget: model not found</div>
+<script>console.error("a console error"); null.Queue;</script>
+</main></body></html>
+"""
+CLEAN_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>A clean page</title></head>
+<body><main><h1>A clean page</h1><p>Nothing wrong here.</p><img src="figure.png" alt="a blue square"></main></body></html>
+"""
 
-    from mha_course.views import style
-    from mha_course.views.attention import DELTA_CMAP
 
-    def lightness(name, n=21):
-        rgb = matplotlib.colormaps[name](np.linspace(0, 1, n))[:, :3]
-        lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-        y = lin @ np.array([0.2126, 0.7152, 0.0722])
-        return np.where(y > 0.008856, 116 * np.cbrt(y) - 16, 903.3 * y)
-    for name in (style.WEIGHTS_CMAP, DELTA_CMAP):
-        steps = np.diff(lightness(name))
-        assert (steps < 0).all() and -steps.sum() > 60, f"{name}: lightness must fall steadily ({steps})"
-    values = lightness(style.VALUES_CMAP)
-    assert values.argmax() == len(values) // 2 and np.diff(values[: len(values) // 2 + 1]).min() > 0
-    assert abs(values[0] - values[-1]) < 5 and values.max() - values[0] > 60, values
-    blue, red = (np.array(matplotlib.colormaps[style.VALUES_CMAP](x)[:3]) for x in (0.0, 1.0))
-    assert blue[2] > blue[0] and red[0] > red[2], "the two ends differ along blue-red, not red-green"
+@pytest.mark.browser
+def test_the_page_check_fails_on_each_fault_and_passes_a_clean_page(tmp_path):
+    """The book test's own check, on two small pages: one with a page error, a console error, raw TeX in the
+    page and its title, a figure without alt text, "Error displaying widget" and axe-core's serious
+    violations (a button without a name, text without contrast); and one with none of them."""
+    Axe, sync_playwright = _browser_tools()
+    (tmp_path / "broken.html").write_text(BROKEN_PAGE, encoding="utf-8")
+    (tmp_path / "clean.html").write_text(CLEAN_PAGE, encoding="utf-8")
+    (tmp_path / "figure.png").write_bytes(base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="))
+    with _serve(tmp_path) as base, sync_playwright() as p:
+        chromium = launch_chromium(p)
+        try:
+            check = PageCheck(chromium.new_page(), Axe(), base, mathjax=False)
+            check.visit("clean.html")
+            assert check.problems() == [], check.problems()
+            check.visit("broken.html")
+        finally:
+            chromium.close()
+    problems = "\n".join(check.problems())
+    assert "uncaught Cannot read properties of null (reading 'Queue')" in problems and "console a console error" in problems, problems
+    for fault in ("raw_math = 1", "raw_title = 1", "no_alt = 1", "widget_errors = 1"):
+        assert f"broken.html: {fault}" in problems, (fault, problems)
+    serious = {rule for rule, _, _ in check.seen["broken.html"]["serious"]}
+    assert {"button-name", "color-contrast"} <= serious, check.seen["broken.html"]

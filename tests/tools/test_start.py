@@ -1,6 +1,7 @@
 """tools/start.py: `mha-course start DIR` writes the student copies once, then reopens them; JupyterLab's root is DIR.
 
-The fresh-machine route (a wheel in a new venv, JupyterLab in Chromium) is tests/test_learner_route.py.
+The fresh-machine route (a wheel in a new venv, JupyterLab in Chromium) is
+tests/cross/test_browser.py::test_the_wheel_in_a_fresh_venv_runs_01_in_jupyterlab (.ci/run's learner step).
 """
 import subprocess
 
