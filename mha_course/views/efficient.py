@@ -15,11 +15,11 @@ from ..attention import scaled_dot_product_attention
 from ..efficient import naive_attention_bytes, online_softmax_result, tiled_attention_bytes, tiled_attention_steps
 from ..lessons.complexity import format_bytes
 from . import attention as plots
-from .style import finite_vector, log_values
+from .style import finite_vector, head_color, log_values
 
 __all__ = ["tiling_step_figure", "score_tiles", "io_bytes_curves", "measured_curves", "step_bytes"]
 
-NAIVE_COLOR, TILED_COLOR = "tab:red", plots.HEAD_COLORS[0]
+NAIVE_COLOR, TILED_COLOR = head_color(3), plots.HEAD_COLORS[0]
 
 
 def new_ax(ax, figsize):

@@ -18,7 +18,7 @@ from .style import finite_vector, log_values
 
 __all__ = ["grouping_figure", "cache_cost_figure", "decode_times_figure", "VARIANT_COLORS"]
 
-VARIANT_COLORS = {"MHA": "#7f7f7f", "GQA": "#1f77b4", "MQA": "#ff7f0e", "MLA": "#2ca02c"}
+VARIANT_COLORS = {"MHA": "#7f7f7f", "GQA": head_color(0), "MQA": head_color(1), "MLA": head_color(2)}
 
 
 # ----------------------------------------------------------------------------- pure views
@@ -88,8 +88,8 @@ def decode_times_figure(positions, with_cache, without_cache, ax=None, window: i
         log_values(v, name)  # drawn on a log axis: NaN, inf, 0 and negative times refused
     window = _validate.positive_int(window, "window")
     ax = ax or plt.subplots(figsize=(6.4, 3.2))[1]
-    for seconds, color, label in ((series["without_cache"], "#d62728", "without cache"),
-                                  (series["with_cache"], "#1f77b4", "with KV cache")):
+    for seconds, color, label in ((series["without_cache"], head_color(3), "without cache"),
+                                  (series["with_cache"], head_color(0), "with KV cache")):
         ms = seconds * 1e3
         ax.plot(positions, ms, ".", ms=3, color=color, alpha=0.5)
         w = min(window, len(ms))

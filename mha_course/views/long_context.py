@@ -19,14 +19,14 @@ from ..lessons import long_context as lc
 from ..lessons import model as train
 from ..positions import rope_inv_freq
 from .positions import mask_heatmap
-from .style import finite_values
+from .style import finite_values, head_color
 
 __all__ = ["SCHEME_COLORS", "checked_model", "rope_model", "checked_batch", "checked_table", "accuracy_vs_length", "position_loss_curves", "rope_turns_figure",
            "window_mask", "stream_loss_curves", "sink_weight_bars", "paged_memory_bars", "extrapolation_figure",
            "length_view", "scaling_view", "window_view"]
 
-SCHEME_COLORS = {"learned": "#7f7f7f", "sinusoidal": "#9467bd", "rope": "#1f77b4", "alibi": "#2ca02c",
-                 "none": "#ff7f0e"}
+SCHEME_COLORS = {"learned": "#7f7f7f", "sinusoidal": head_color(4), "rope": head_color(0), "alibi": head_color(2),
+                 "none": head_color(1)}
 
 
 def _ax(ax, figsize=(5.6, 3.4)):
@@ -36,7 +36,7 @@ def _ax(ax, figsize=(5.6, 3.4)):
 
 
 def _color(name: str, i: int) -> str:
-    return SCHEME_COLORS.get(str(name).split(" ")[0].split(",")[0], plt.get_cmap("tab10")(i % 10))  # a label: any key
+    return SCHEME_COLORS.get(str(name).split(" ")[0].split(",")[0], head_color(i))  # a label: any key
 
 
 # ----------------------------------------------------------------------------- the arguments, checked once
@@ -206,8 +206,8 @@ def rope_turns_figure(d_k: int, factor: float, train_len: int, base: float = 100
             "beta_fast": beta_fast, "beta_slow": beta_slow}
     variants = {"linear (PI)": {"type": "linear", "factor": factor}, "NTK-aware": {"type": "ntk", "factor": factor},
                 "YaRN (reference ramp)": yarn, "YaRN (paper ramp)": {**yarn, "ramp": "paper"}}
-    styles = {"linear (PI)": ("#d62728", "s--"), "NTK-aware": ("#2ca02c", "^-"),
-              "YaRN (reference ramp)": ("#1f77b4", "D-"), "YaRN (paper ramp)": ("#17becf", "v:")}
+    styles = {"linear (PI)": (head_color(3), "s--"), "NTK-aware": (head_color(2), "^-"),
+              "YaRN (reference ramp)": (head_color(0), "D-"), "YaRN (paper ramp)": (head_color(5), "v:")}
     L, sL = train_len, factor * train_len
     ax.plot(j, L * rope_inv_freq(d_k, base) / (2 * math.pi), "o-", color="k", lw=2.2, ms=6,
             label=f"unscaled, over L = {L:g}")
@@ -261,7 +261,7 @@ def stream_loss_curves(curves: dict, episode_len: int, ax=None, title=None):
     styles = ["-", "--", "-.", ":"]
     n = len(curves)
     for i, (label, losses) in enumerate(curves.items()):  # the first widest: later, thinner lines stay visible on it
-        ax.plot(np.arange(T), losses, styles[i % 4], label=label, color=plt.get_cmap("tab10")(i),
+        ax.plot(np.arange(T), losses, styles[i % 4], label=label, color=head_color(i),
                 lw=1.0 + 1.6 * (n - 1 - i) / max(n - 1, 1), alpha=0.9, zorder=2 + i)
     ax.set_xlabel("position in the stream (grey: a new episode starts)")
     ax.set_ylabel("cross-entropy (nats)")
@@ -314,8 +314,8 @@ def paged_memory_bars(lengths, max_len: int, block_size: int, ax=None):
     paged = -(-lengths // block_size) * block_size  # whole blocks
     x = np.arange(len(lengths))
     ax.bar(x - 0.27, np.full(len(lengths), max_len), 0.26, color="0.75", label=f"contiguous: max_len = {max_len}")
-    ax.bar(x, paged, 0.26, color="#1f77b4", label=f"paged: blocks of {block_size}")
-    ax.bar(x + 0.27, lengths, 0.26, color="#2ca02c", label="tokens held")
+    ax.bar(x, paged, 0.26, color=head_color(0), label=f"paged: blocks of {block_size}")
+    ax.bar(x + 0.27, lengths, 0.26, color=head_color(2), label="tokens held")
     ax.set_xticks(x, [f"request {i}" for i in x])
     ax.set_ylabel("token slots per layer")
     contiguous, used = len(lengths) * max_len, int(paged.sum())
@@ -374,7 +374,7 @@ def scaling_view(config, params, factor: float, n: int = 64):
                 "NTK-aware": {"type": "ntk", "factor": factor}, "YaRN": yarn}
     accs = [lc.evaluate_at(params, config._replace(rope_scaling=sc if factor != 1 else None), T, seed=T, n=n)[0].accuracy
             for sc in variants.values()]
-    axes[1].bar(range(4), accs, color=["k", "#d62728", "#2ca02c", "#1f77b4"])
+    axes[1].bar(range(4), accs, color=["k", head_color(3), head_color(2), head_color(0)])
     axes[1].set_xticks(range(4), list(variants), fontsize=8)
     axes[1].set_ylim(0, 1.05)
     axes[1].set_ylabel("accuracy, no retraining")

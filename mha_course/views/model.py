@@ -120,7 +120,7 @@ def model_heatmaps(weights, tokens, axes=None, title: str = "", copy_start=None,
     return axes
 
 
-COPY_COLOR = "#d62728"  # the line that marks where the second copy starts
+COPY_COLOR = head_color(3)  # the line that marks where the second copy starts
 
 
 def _grid(rows: int, cols: int, width: float, height: float):
@@ -209,7 +209,7 @@ def h_sweep_figure(results: dict, h=None):
     for s in range(final.shape[0]):
         right.plot(hs, final[s], ".", color="#999999")
     if h is not None:
-        right.plot([h], [final.mean(0)[list(hs).index(h)]], "o", color="#d62728", ms=10)
+        right.plot([h], [final.mean(0)[list(hs).index(h)]], "o", color=head_color(3), ms=10)
     right.set(xscale="log", yscale="log", xlabel="h (d_k = 32 / h)", ylabel="held-out loss after the budget",
               title="one budget for every h")
     right.set_xticks(hs, [str(v) for v in hs])
@@ -223,7 +223,7 @@ def ablation_figure(labels, loss_increase, sharpness, ax=None):
     if not isinstance(labels, (list, tuple, np.ndarray)) or len(labels) != loss_increase.size:
         raise ValueError(f"labels must hold one label per head ({loss_increase.size}), got {labels!r:.80}")
     ax = new_ax(ax, (5, 3.4))
-    ax.scatter(sharpness, loss_increase, color="#1f77b4", zorder=3)
+    ax.scatter(sharpness, loss_increase, color=head_color(0), zorder=3)
     for x, y, label in zip(sharpness, loss_increase, labels):
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.set(xlabel="how sharp its weights look (mean of each query's largest weight)",
