@@ -5,7 +5,8 @@ finished", "A closer look:", the summary line) is a fixed phrase: it goes throug
 checks.po translates it. This finds, in every file of mha_course/check, each string or f-string that
 builds such a frame outside ``say``: in a Chinese course it would print English. The ones written
 before this test are listed in NOT_YET_SAID (file, the phrase's start); the list may only shrink: a
-phrase moved into ``say`` must leave it, and a new one must not join it.
+phrase moved into ``say`` must leave it, and a new one must not join it. The last tests run checkers
+in a Chinese course: a shape exercise, the summary line and a closer look speak Chinese throughout.
 """
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import ast
 import re
 from pathlib import Path
 
-from mha_course.check import language
+import numpy as np
+import pytest
+
+from mha_course.check import gqa, language, report, shapes
 from mha_course.tools import i18n
 
 CHECK = Path(language.__file__).resolve().parent
@@ -101,11 +105,6 @@ def test_every_template_said_is_in_the_catalogue_and_translated():
 
 
 # ----------------------------------------------------------------------------- what a learner reads, in Chinese
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mha_course.check import gqa, report, shapes  # noqa: E402
-
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _ENGLISH_FRAME = re.compile(r"Looks like|not finished|Fix:|case \d+ of|A closer look|called |shapes right|stages? wrong"
                             r"|expected|got |unknown convention|The same mistake")
