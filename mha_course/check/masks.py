@@ -27,6 +27,8 @@ from ..masks import leak_probe as _leak_probe
 from ..masks import mask_as as _mask_as
 from . import engine
 from .engine import Case, Exercise, Fresh, Mistake, Part
+from .language import say
+from .report import results
 
 __all__ = ["mask_as", "causal_self_attention", "document_mask", "cross_attention", "natural_types",
            "check_with_closer_look", "call_timed", "MASK_AS", "CAUSAL_SELF_ATTENTION", "DOCUMENT_MASK", "CROSS_ATTENTION",
@@ -71,7 +73,8 @@ def check_with_closer_look(exercise, fn, closer_look=None, always=False) -> bool
 
     The closer look speaks in the exercise's terms (which convention, which pair of features,
     which tokens); it is printed only for a wrong result that is not a known mistake, an error,
-    a time-out or a stub (``always``: also after a catalogued mistake).
+    a time-out or a stub (``always``: also after a catalogued mistake). Wrong is the status the
+    check recorded; a known mistake is the verdict's "Looks like:" in the course's language.
     """
     fn = natural_types(fn)
     text = io.StringIO()
@@ -79,9 +82,10 @@ def check_with_closer_look(exercise, fn, closer_look=None, always=False) -> bool
         ok = exercise.check(fn)
     out = text.getvalue()
     print(out, end="")
-    if ok or closer_look is None or not out.startswith("✘") or ("Looks like:" in out and not always):
+    if ok or closer_look is None or not callable(fn) or results().get(exercise.name) != "wrong":
         return ok
-    if any(s in out for s in ("it raised", "did not finish", "expected a function", "returned None")):
+    if (_looks_like() in out and not always) or any(s in out for s in ("it raised", "did not finish",
+                                                                       "returned None")):
         return ok
     try:
         with np.errstate(all="ignore"):
@@ -89,8 +93,13 @@ def check_with_closer_look(exercise, fn, closer_look=None, always=False) -> bool
     except Exception:  # the learner's function failed on the closer look's input: the check said enough
         return ok
     if lines:
-        print("\n".join(["  A closer look:"] + [f"    {ln}" for ln in lines]))
+        print("\n".join([say("  A closer look:")] + [f"    {ln}" for ln in lines]))
     return ok
+
+
+def _looks_like() -> str:
+    """How a verdict that names a catalogued mistake begins it, in the course's language ("Looks like: ")."""
+    return say("Looks like: {mistake}. Fix: {fix}", mistake="\0", fix="").split("\0")[0]
 
 
 def call_timed(fn, *args):
@@ -209,7 +218,7 @@ def mask_as(fn) -> bool:
         ok = engine.matches(_unknown_outcome(fn), _unknown_outcome(_mask_as), _unknown_cases(), name="mask_as",
                             mistakes=MASK_AS_UNKNOWN, notes=["an unknown convention"] * 4)
     if ok:
-        print(text.getvalue().rstrip("\n") + ", and an unknown convention raises")
+        print(say("{verdict}, and an unknown convention raises", verdict=text.getvalue().rstrip("\n")))
     else:
         print(second.getvalue(), end="")
     return ok

@@ -11,7 +11,10 @@ from ..mha import MHAParams
 from .language import say
 from .sandbox import arg_names, np, protect, safe_repr
 
-SYMBOLS = {"done": "✔", "unfinished": "⋯ not finished", "wrong": "✘"}
+# each status and how the summary line shows an exercise in it (a fixed phrase, so through say())
+SYMBOLS = {"done": lambda name: say("{name} ✔", name=name),
+           "unfinished": lambda name: say("{name} ⋯ not finished", name=name),
+           "wrong": lambda name: say("{name} ✘", name=name)}
 
 
 def _results_store():
@@ -112,7 +115,7 @@ def summary() -> None:
         print(say("no exercise checked yet in this kernel"))
         return
     done = sum(s == "done" for s in kept.values())
-    states = ", ".join(f"{n} {SYMBOLS[s]}" for n, s in kept.items())
+    states = say(", ").join(SYMBOLS[s](n) for n, s in kept.items())
     print(say("{done} of {total} exercises done: {states}", done=done, total=len(kept), states=states) if len(kept) > 1
           else say("{done} of 1 exercise done: {states}", done=done, states=states))
 

@@ -11,6 +11,7 @@ from typing import Callable, NamedTuple
 
 from . import sandbox
 from .engine import Case, Run, learner_outcome, register
+from .language import say
 from .report import finish, fn_name, is_unfinished, report_value, unfinished_value, verdict
 from .sandbox import CappedText, np, quiet_numpy, restore, safe_repr
 
@@ -95,12 +96,13 @@ def _shape_verdict(spec, fn, cases, call):
             return (status, lines), printed
         lines = list(got.lines) or _shape_problems(spec, got.value, sizes)
         if lines:
-            head = f"✘ {spec.name}" + (f": case {i + 1} of {len(cases)} failed" if len(cases) > 1 else "")
-            where = call or f"called {fn_name(fn)}({_sizes_text(sizes)})"
-            return ("wrong", [head, f"  {where}"] + ["  " + ln for ln in lines]), printed
+            head = (say("✘ {name}: case {i} of {n} failed", name=spec.name, i=i + 1, n=len(cases)) if len(cases) > 1
+                    else say("✘ {name}", name=spec.name))
+            where = f"  {call}" if call else say("  called {call}", call=f"{fn_name(fn)}({_sizes_text(sizes)})")
+            return ("wrong", [head, where] + ["  " + ln for ln in lines]), printed
     n = len(spec.reference(cases[0]))
-    return ("done", [f"✔ {spec.name}: all {n} shapes right" + (f" in all {len(cases)} cases" if len(cases) > 1
-                                                               else "")]), printed
+    return ("done", [say("✔ {name}: all {n} shapes right in all {cases} cases", name=spec.name, n=n, cases=len(cases))
+                     if len(cases) > 1 else say("✔ {name}: all {n} shapes right", name=spec.name, n=n)]), printed
 
 
 def _sizes_text(sizes) -> str:
@@ -111,14 +113,15 @@ def _shape_problems(spec, mine, sizes) -> list:
     """Feedback lines for a predicted dict ([] when every stage is right)."""
     want = spec.reference(sizes)
     if not isinstance(mine, dict):
-        return [f"expected a dict {{stage name: shape}}, got a {type(mine).__name__}"]
+        return [say("expected a dict {{stage name: shape}}, got a {kind}", kind=type(mine).__name__)]
     missing, extra = [n for n in want if n not in mine], [n for n in mine if n not in want]
     if missing or extra:
-        return ["give one shape for each stage"] + [f"  {k}: {', '.join(map(str, v))}" for k, v in
-                                                    (("missing", missing), ("unknown", extra)) if v]
+        return [say("give one shape for each stage")] + \
+            ([say("  missing: {stages}", stages=", ".join(map(str, missing)))] if missing else []) + \
+            ([say("  unknown: {stages}", stages=", ".join(map(str, extra)))] if extra else [])
     named = set()  # a mistake is explained at its first stage, then only referred to
     problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named) for n in want) if p]
-    return [f"{len(problems)} of {len(want)} stages wrong"] + problems if problems else []
+    return [say("{wrong} of {n} stages wrong", wrong=len(problems), n=len(want))] + problems if problems else []
 
 
 def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
@@ -126,20 +129,27 @@ def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
     try:
         given = tuple(mine)
     except Exception:
-        return f"  {stage}: expected a tuple of ints such as {want}, got {safe_repr(mine)}"
+        return say("  {stage}: expected a tuple of ints such as {want}, got {got}", stage=stage, want=want,
+                   got=safe_repr(mine))
     floats = [n for n in given if isinstance(n, (float, np.floating))]
     if floats:
-        return (f"  {stage}: expected {want}, got {safe_repr(given)}: {floats[0]!r} is a float, and a shape "
-                "holds whole numbers. Looks like: d_model / h (true division). Fix: d_k = d_model // h")
+        return say("  {stage}: expected {want}, got {got}: {value} is a float, and a shape holds whole numbers. "
+                   "Looks like: d_model / h (true division). Fix: d_k = d_model // h",
+                   stage=stage, want=want, got=safe_repr(given), value=repr(floats[0]))
     if any(isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) for n in given):
-        return f"  {stage}: expected a tuple of ints such as {want}, got {safe_repr(given)}"
+        return say("  {stage}: expected a tuple of ints such as {want}, got {got}", stage=stage, want=want,
+                   got=safe_repr(given))
     mine = tuple(int(n) for n in given)
     if mine == want:
         return ""
     found = _stage_matches(spec, stage, mine, want, sizes)[:1]
-    said = [" The same mistake." if m.name in named else f" Looks like: {m.name}. Fix: {m.fix}" for m in found]
-    named.update(m.name for m in found)
-    return f"  {stage}: expected {want}, got {mine}." + "".join(said)
+    if not found:
+        return say("  {stage}: expected {want}, got {got}.", stage=stage, want=want, got=mine)
+    if found[0].name in named:
+        return say("  {stage}: expected {want}, got {got}. The same mistake.", stage=stage, want=want, got=mine)
+    named.add(found[0].name)
+    return say("  {stage}: expected {want}, got {got}. Looks like: {mistake}. Fix: {fix}", stage=stage, want=want,
+               got=mine, mistake=found[0].name, fix=found[0].fix)
 
 
 

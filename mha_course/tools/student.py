@@ -32,6 +32,8 @@ from .student_plan import (
     StudentInputError,
     error_line,
     existing_kind,
+    linked_file,
+    mark_language,
     outdir_path,
     plan_copies,
     read_manifest,
@@ -53,9 +55,6 @@ from .student_update import UPDATED, update_student_copies
 __all__ = ["BEGIN", "END", "SUMMARY_CELL", "StudentCopyError", "StudentInputError", "exercise_label",
            "stub_solutions", "soften_check", "student_notebook", "write_student_copies", "update_student_copies",
            "read_manifest", "course_notebooks", "MANIFEST", "UPDATED", "add_student_command"]
-
-
-LANGUAGE = "lang"             # in OUTDIR/.mha-course/: the course folder's language, e.g. zh_CN (absent: English)
 
 
 def _fresh_backup_dir(outdir: Path) -> Path:
@@ -91,7 +90,7 @@ def _writes(notebooks, outdir: Path, overwrite: bool, lang=None):
     clash = [t for t, _, kind in writes if kind == "learner"]
     if clash and not overwrite:
         raise _clash_error(clash)
-    writes += [(t, s.read_bytes(), "asset") for t, s in sorted(assets.items())
+    writes += [(t, linked_file(s, lang), "asset") for t, s in sorted(assets.items())
                if not t.exists() and not t.is_symlink()]
     return [t for t, _ in plan] + sorted(assets), writes, {t: sha256(text.encode("utf-8")) for t, text in plan}
 
@@ -181,22 +180,11 @@ def write_student_copies(notebooks, outdir, overwrite: bool = False, log=print, 
             tmp.unlink(missing_ok=True)
     try:
         record_copies(outdir, hashes)
-        _mark_language(outdir, lang)
+        mark_language(outdir, lang)
     except OSError as err:  # the copies are whole; only the course folder's records are missing
         raise StudentInputError(error_line(err, outdir / MARKER, "The copies are written; run again "
                                                "to record them")) from None
     return paths
-
-
-
-def _mark_language(outdir: Path, lang) -> None:
-    """Record the course folder's language for its checkers (nothing for English)."""
-    from . import i18n
-
-    if lang is None:
-        return
-    i18n.check_lang(lang)
-    files.atomic_write(outdir / MARKER / LANGUAGE, f"{lang}\n".encode())
 
 
 

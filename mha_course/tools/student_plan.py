@@ -17,13 +17,14 @@ import os
 import re
 from pathlib import Path
 
+from ..check.language import LANGUAGE_FILE
 from ..check.progress import MARKER
 from . import files
 from .execute import NotebookRunError, read_notebook
 from .student_stubs import StudentCopyError, student_notebook
 
-__all__ = ["StudentInputError", "MANIFEST", "outdir_path", "plan_copies", "existing_kind", "error_line", "sha256",
-           "read_manifest", "record_copies"]
+__all__ = ["StudentInputError", "MANIFEST", "outdir_path", "plan_copies", "linked_file", "existing_kind", "error_line",
+           "sha256", "read_manifest", "record_copies", "folder_language", "mark_language"]
 
 MANIFEST = "copies.json"      # in OUTDIR/.mha-course/: {relative path: sha256 of the copy as written}
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)|src=[\"']([^\"']+)[\"']")
@@ -100,6 +101,18 @@ def plan_copies(notebooks, outdir: Path, lang=None):
                 assets[asset] = (path.parent / rel).resolve()
     _refuse_sources_as_targets(plan, notebooks)
     return plan, assets
+
+
+def linked_file(source: Path, lang=None) -> bytes:
+    """The bytes a copy gets for the linked file ``source``: with ``lang``, a file that has its own
+    catalogue (the glossary) translated from it as the notebooks are (``i18n.translate_markdown``)."""
+    from . import i18n
+
+    data = source.read_bytes()
+    if lang is None or source.name != "glossary.md":  # the one linked file with a catalogue of its own
+        return data
+    table = i18n.translations(i18n.read_catalogue(i18n.catalogue_path(i18n.DOMAIN_GLOSSARY, lang), missing_ok=True))
+    return i18n.translate_markdown(data.decode("utf-8"), table).encode("utf-8")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -182,3 +195,24 @@ def record_copies(outdir: Path, hashes: dict) -> None:
     known = read_manifest(outdir)
     known.update({str(Path(t).relative_to(outdir)): h for t, h in hashes.items()})
     files.atomic_write(folder / MANIFEST, json.dumps({"files": dict(sorted(known.items()))}, indent=1).encode())
+
+
+def folder_language(outdir) -> str | None:
+    """The language a course folder was copied in (OUTDIR/.mha-course/lang, e.g. "zh_CN"); None: English."""
+    from . import i18n
+
+    try:
+        lang = (Path(outdir) / MARKER / LANGUAGE_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return lang if lang in i18n.LANGS else None
+
+
+def mark_language(outdir: Path, lang) -> None:
+    """Record the course folder's language for its checkers and a later ``--update`` (nothing for English)."""
+    from . import i18n
+
+    if lang is None:
+        return
+    i18n.check_lang(lang)
+    files.atomic_write(Path(outdir) / MARKER / LANGUAGE_FILE, f"{lang}\n".encode())

@@ -93,11 +93,14 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
     linked files that are missing are added. Kinds: "new", "updated", "beside", "same".
     Every file is staged next to its target and linked in only where nothing is, so nothing a
     learner wrote is overwritten or half-written. OUTDIR without a copy: StudentInputError.
+    Without ``lang`` the copies keep the folder's language (OUTDIR/.mha-course/lang); with it,
+    that becomes the folder's language.
     """
     outdir = student_plan.outdir_path(outdir, "~/mha-course")
     if not (outdir / "notebooks").is_dir():
         raise StudentInputError(f"{outdir} holds no student copy (no {outdir / 'notebooks'}); make one first: "
                                 f"mha-course student {outdir}")
+    lang = student_plan.folder_language(outdir) if lang is None else lang
     plan, assets = student_plan.plan_copies(notebooks, outdir, lang)
     manifest, hashes = student_plan.read_manifest(outdir), {}
     done = {"new": [], "updated": [], "beside": [], "same": []}
@@ -105,7 +108,8 @@ def update_student_copies(notebooks, outdir, log=print, lang=None) -> dict:
     try:
         for target, text in plan:
             _update_one(target, text, manifest, outdir, done, hashes, log)
-        _add_missing_assets(assets, done)
+        _add_missing_assets(assets, done, lang)
+        student_plan.mark_language(outdir, lang)
     except OSError as err:
         whole = "Each file is whole: the old version or the new"
         raise StudentInputError(student_plan.error_line(err, outdir, whole)) from None
@@ -167,12 +171,12 @@ def _write_beside(target, text, manifest, outdir, done, hashes, log) -> None:
 
 
 
-def _add_missing_assets(assets, done) -> None:
-    """Linked files a copy lacks are added; one that is there (the learner's or ours) is left alone."""
+def _add_missing_assets(assets, done, lang) -> None:
+    """Linked files a copy lacks are added (in ``lang``); one that is there (the learner's or ours) is left alone."""
     for target, source in sorted(assets.items()):
         if not os.path.lexists(target):
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = files.stage(target, source.read_bytes(), files.new_file_mode())
+            tmp = files.stage(target, student_plan.linked_file(source, lang), files.new_file_mode())
             try:
                 if _put_new(tmp, target):
                     done["new"].append(target)

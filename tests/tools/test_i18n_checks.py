@@ -5,7 +5,8 @@ finished", "A closer look:", the summary line) is a fixed phrase: it goes throug
 checks.po translates it. This finds, in every file of mha_course/check, each string or f-string that
 builds such a frame outside ``say``: in a Chinese course it would print English. The ones written
 before this test are listed in NOT_YET_SAID (file, the phrase's start); the list may only shrink: a
-phrase moved into ``say`` must leave it, and a new one must not join it.
+phrase moved into ``say`` must leave it, and a new one must not join it. The last tests run checkers
+in a Chinese course: a shape exercise, the summary line and a closer look speak Chinese throughout.
 """
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import ast
 import re
 from pathlib import Path
 
-from mha_course.check import language
+import numpy as np
+import pytest
+
+from mha_course.check import gqa, language, report, shapes
 from mha_course.tools import i18n
 
 CHECK = Path(language.__file__).resolve().parent
@@ -37,18 +41,6 @@ NOT_YET_SAID = {
     ("heads.py", "✘ head_queries: your function multiplies X b"),
     ("heads.py", "✘ head_queries: the values are right, but yo"),
     ("heads.py", "  Fix: {} (d_model x d_k numbers per head, n"),
-    ("masks.py", "✘"),
-    ("masks.py", "Looks like:"),            # masks.checked reads the English verdict back: in Chinese it never matches
-    ("masks.py", "  A closer look:"),
-    ("report.py", "✔"),
-    ("report.py", "⋯ not finished"),        # the summary line's states: "softmax ⋯ not finished" in Chinese too
-    ("report.py", "✘"),
-    ("shape_exercise.py", "  {}: expected {}, got {}: {} is a float, an"),
-    ("shape_exercise.py", " Looks like: {}. Fix: {}"),
-    ("shape_exercise.py", "✘ {}"),
-    ("shape_exercise.py", "called {}({})"),
-    ("shape_exercise.py", ": case {} of {} failed"),
-    ("shape_exercise.py", "✔ {}: all {} shapes right"),
 }
 
 
@@ -110,3 +102,63 @@ def test_every_template_said_is_in_the_catalogue_and_translated():
     table = i18n.translations(i18n.read_catalogue(i18n.catalogue_path(i18n.DOMAIN_CHECKS)))
     said = [t for t, _ in i18n.checker_phrases(CHECK)]
     assert said and not [t for t in said if t not in table]
+
+
+# ----------------------------------------------------------------------------- what a learner reads, in Chinese
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_ENGLISH_FRAME = re.compile(r"Looks like|not finished|Fix:|case \d+ of|A closer look|called |shapes right|stages? wrong"
+                            r"|expected|got |unknown convention|The same mistake")
+
+
+@pytest.fixture
+def chinese(monkeypatch):
+    monkeypatch.setenv(language.ENV, "zh_CN")
+    report.forget_results()
+    yield
+    report.forget_results()
+
+
+def _wrong_shapes(mistake):
+    ex = shapes.STAGE_SHAPES
+    return lambda *sizes: ex.predicted(mistake, shapes.Sizes(*sizes))
+
+
+def test_a_shape_exercise_and_the_summary_line_speak_chinese(chinese, capsys):
+    ex = shapes.STAGE_SHAPES
+    assert ex.check(lambda *sizes: ex.reference(shapes.Sizes(*sizes)))
+    assert not ex.check(_wrong_shapes(ex.mistakes[0]))
+    assert not ex.check(lambda *sizes: {k: tuple(float(n) for n in v) for k, v in ex.reference(shapes.Sizes(*sizes)).items()})
+    assert not ex.check(lambda *sizes: {"X": (1,)})
+    assert not report.report_value("softmax", ...)
+    report.summary()
+    lines = capsys.readouterr().out.splitlines()
+    assert "✘ stage_shapes" in lines and len(lines) > 10  # one case: its head is the symbol and the name alone
+    assert not [ln for ln in lines if _ENGLISH_FRAME.search(ln) or (ln != "✘ stage_shapes" and not _CJK.search(ln))]
+    assert lines[-1] == "2 道练习中已完成 0 道：stage_shapes ✘，softmax ⋯ 未完成"
+
+
+def test_a_stage_line_in_chinese_keeps_the_mistake_and_numbers(chinese, capsys):
+    ex = shapes.STAGE_SHAPES
+    mistake = ex.mistakes[0]
+    ex.check(_wrong_shapes(mistake))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("    ")]
+    assert mistake.name in lines[0] and mistake.fix in lines[0] and "看起来是" in lines[0]
+    assert all(_CJK.search(ln) and "The same mistake" not in ln for ln in lines)
+
+
+@pytest.mark.parametrize("lang", [None, "zh_CN"])
+def test_a_catalogued_mistake_gets_no_closer_look_in_either_language(lang, monkeypatch, capsys):
+    """masks.check_with_closer_look: a named mistake is enough, whatever language the verdict is in."""
+    if lang:
+        monkeypatch.setenv(language.ENV, lang)
+    else:
+        monkeypatch.delenv(language.ENV, raising=False)
+        monkeypatch.setattr(language, "course_language", lambda cwd=None: None)
+    no_offset = lambda T, offset: np.tril(np.ones((T, offset + T), dtype=bool))  # noqa: E731
+    assert not gqa.offset_causal_mask(no_offset)
+    out = capsys.readouterr().out
+    named, closer = {None: ("Looks like: ", "A closer look:"), "zh_CN": ("看起来是：", "仔细看一看：")}[lang]
+    assert named in out and closer not in out and "A closer look" not in out
+    assert not gqa.offset_causal_mask(lambda T, offset: np.eye(T, offset + T, dtype=bool))   # no known mistake
+    out = capsys.readouterr().out
+    assert named not in out and f"\n  {closer}\n" in out

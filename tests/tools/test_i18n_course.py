@@ -103,18 +103,36 @@ def test_start_with_lang_writes_chinese_copies_with_the_english_code(monkeypatch
     assert (tmp_path / "c" / ".mha-course" / "lang").read_text().strip() == "zh_CN"
 
 
-@pytest.mark.xfail(strict=True, reason="tools/student_update.py: --update without --lang uses English, not the "
-                                       "folder's .mha-course/lang (fix there, then drop this mark)")
+def _prose(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+
+
 def test_an_update_without_lang_keeps_a_chinese_folder_chinese(tmp_path):
     src = ROOT / "notebooks" / "01_qkv.ipynb"
     student.write_student_copies([src], tmp_path / "c", log=lambda line: None, lang="zh_CN")
+    copy = tmp_path / "c" / "notebooks" / src.name
+    glossary = tmp_path / "c" / "docs" / "glossary.md"
+    chinese_glossary = glossary.read_bytes()
+    glossary.unlink()  # a linked file the copy lacks: --update adds it
     assert cli.main(["student", str(tmp_path / "c"), "--update", "--notebooks", str(src)]) == 0
-    copy = nbformat.read(tmp_path / "c" / "notebooks" / src.name, as_version=4)
-    assert all(_CJK.search(c.source) for c in copy.cells if c.cell_type == "markdown")
+    assert all(_CJK.search(text) for text in _prose(copy))
+    assert glossary.read_bytes() == chinese_glossary != (ROOT / "docs" / "glossary.md").read_bytes()
+    assert (tmp_path / "c" / ".mha-course" / "lang").read_text().strip() == "zh_CN"
 
 
-@pytest.mark.xfail(strict=True, reason="tools/student_plan.py copies docs/glossary.md as it is; a Chinese copy "
-                                       "should get it translated from glossary.po (fix there, then drop this mark)")
+def test_an_update_keeps_an_english_folder_english_and_with_lang_makes_it_chinese(tmp_path):
+    src = ROOT / "notebooks" / "01_qkv.ipynb"
+    student.write_student_copies([src], tmp_path / "c", log=lambda line: None)
+    copy = tmp_path / "c" / "notebooks" / src.name
+    english = _prose(copy)
+    student.update_student_copies([src], tmp_path / "c", log=lambda line: None)
+    assert _prose(copy) == english and not (tmp_path / "c" / ".mha-course" / "lang").exists()
+    assert (tmp_path / "c" / "docs" / "glossary.md").read_bytes() == (ROOT / "docs" / "glossary.md").read_bytes()
+    done = student.update_student_copies([src], tmp_path / "c", log=lambda line: None, lang="zh_CN")
+    assert done["updated"] == [copy] and all(_CJK.search(text) for text in _prose(copy))
+    assert (tmp_path / "c" / ".mha-course" / "lang").read_text().strip() == "zh_CN"
+
+
 def test_a_chinese_copy_links_the_chinese_glossary(tmp_path):
     src = ROOT / "notebooks" / "01_qkv.ipynb"
     student.write_student_copies([src], tmp_path / "c", log=lambda line: None, lang="zh_CN")
