@@ -36,7 +36,7 @@ COVERED = {
         "tests/tools/test_start.py::test_start_runs_jupyterlab_in_dir_with_the_arguments_after_the_dashes",
     # Start: the Chinese edition (中文)
     "mha-course start ~/mha-course --lang zh_CN":
-        "tests/tools/test_i18n.py::test_student_copies_in_chinese_have_english_code_and_mark_the_language",
+        "tests/tools/test_i18n_course.py::test_start_with_lang_writes_chinese_copies_with_the_english_code",
     "make site BOOK_LANG=zh_CN": "ci: the web book in Chromium",
     "make i18n": "tests/tools/test_i18n.py::test_every_catalogue_is_in_step_with_the_english",
     # the workshop (engineer hub's rows)
