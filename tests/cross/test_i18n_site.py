@@ -213,7 +213,7 @@ def test_the_switch_of_every_english_page_leads_to_its_chinese_page_and_back(mon
         context = {}
         monkeypatch.setenv("MHA_COURSE_BOOK_BOTH", "1")
         switch.add_switch(App, page, "page.html", context, None)
-        assert f'href="{switch.switch_href(page, "en")}" hreflang="zh_CN"' in context["theme_announcement"]
+        assert f'href="{switch.switch_href(page, "en")}" hreflang="zh-CN"' in context["theme_announcement"]
         monkeypatch.delenv("MHA_COURSE_BOOK_BOTH")
         context = {}
         switch.add_switch(App, page, "page.html", context, None)  # the English book alone: no switch to nowhere
