@@ -75,7 +75,7 @@ def part_mistakes(spec) -> tuple:
 
 def part_fitting(spec, runs) -> list:
     """The mistakes of a step that is another exercise (:func:`part_mistakes`) that give the learner's
-    outcome on every case: one vocabulary, so a slip in MHA's attention reads as it does in 2.2."""
+    outcome on every case: one vocabulary, so a slip in MHA's attention reads as it does in 2.4."""
     if not spec.parts or not any(r.problem for r in runs) or any(r.got.lines and r.got.error is None for r in runs):
         return []
     return [m for m in part_mistakes(spec) if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]

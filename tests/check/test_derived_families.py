@@ -1,0 +1,68 @@
+"""The families of derived diagnoses added for mistakes nobody catalogued: a flag read the other way round or
+ignored, a factor with a 2 in it, a factor that is 1 on some case, the mistakes of a step that is another
+exercise (Part), and the square root said with the changed code. Each is tried on a real checker or a toy."""
+import math
+
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course import check
+from mha_course.check.engine import Case, Exercise
+
+
+def _said(capsys, checker, fn):
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def _count(d_model, bias=False):
+    """A toy count: d_model ** 2 weights, and d_model biases when bias."""
+    return d_model * d_model + (d_model if bias else 0)
+
+
+TOY = Exercise("toy_count", _count, lambda: [Case((n, b)) for n in (3, 5, 8) for b in (False, True)],
+               register=False)
+
+
+def test_a_flag_read_the_other_way_round_is_named(capsys):
+    ok, out = _said(capsys, TOY.check, lambda d_model, bias=False: _count(d_model, not bias))
+    assert not ok and "the flag bias read the other way round" in out, out
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_flag_ignored_is_named_with_the_value_it_is_stuck_at(capsys, value):
+    ok, out = _said(capsys, TOY.check, lambda d_model, bias=False: _count(d_model, value))
+    assert not ok and f"the flag bias ignored: the numbers of bias={value}" in out, out
+
+
+def test_a_factor_with_a_2_in_it_is_named_by_the_sizes(capsys):
+    ok, out = _said(capsys, check.scale_backward, lambda g, d_k: -0.5 * d_k ** -1.5 * g)
+    assert not ok and "-1/(2·d_k)" in out, out
+
+
+def test_a_factor_that_is_1_where_two_sizes_are_equal_is_named(capsys):
+    def per_group(layers, h, h_kv, d_k, bytes_per_number):  # divided by the group size h / h_kv
+        return 2 * layers * h_kv * d_k * bytes_per_number * h_kv // h
+    ok, out = _said(capsys, check.kv_bytes_per_token, per_group)
+    assert not ok and "h_kv/h" in out, out
+
+
+def test_a_mistake_of_the_attention_step_is_named_inside_mha_in_2_4s_words(capsys):
+    def multiplied(x, params, h):  # the causal mask multiplied into the scores, not -inf
+        def attend(Q, K, V, mask):
+            s = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1]) * mask
+            w = mc.softmax(s)
+            return w @ V, w
+        t = mc.trace(x, params, h)
+        o, w = attend(t["Q_heads"], t["K_heads"], t["V_heads"], mc.causal_mask(x.shape[1]))
+        out = mc.combine_heads(o) @ params.W_o
+        return (out if params.b_o is None else out + params.b_o), w
+    ok, out = _said(capsys, check.causal_multi_head_attention, multiplied)
+    assert not ok and "in each head's attention (exercise 2.4's step): multiplying the scores by the mask" in out, out
+
+
+def test_the_square_root_is_said_with_the_changed_code(capsys):
+    ok, out = _said(capsys, check.interpolated_inv_freq,
+                    lambda d_k, base, factor: base ** (-np.arange(0, d_k, 2) / d_k) / np.sqrt(factor))
+    assert not ok and "a square root too many" in out and "sqrt(d_k)" not in out, out
