@@ -27,7 +27,7 @@ from typing import NamedTuple, Optional
 import threadpoolctl
 
 __all__ = ["THREAD_VARS", "THREADS_VAR", "thread_count", "thread_env", "pin_threads", "cpu_count",
-           "blas_on_one_thread", "run_jobs", "pool_state", "PoolState", "MEMORY_VAR", "keep_freed_memory"]
+           "blas_on_one_thread", "run_jobs", "serial_jobs", "pool_state", "PoolState", "MEMORY_VAR", "keep_freed_memory"]
 
 # ---- Thread variables: named once, here. ----
 
@@ -152,6 +152,21 @@ def _flag(value, name: str) -> None:
     if not (isinstance(value, bool) or (getattr(value, "dtype", None) is not None and value.dtype.kind == "b"
                                         and getattr(value, "ndim", 1) == 0)):
         raise ValueError(f"{name}={value!r} must be True or False (got {type(value).__name__})")
+
+
+def serial_jobs(on: bool) -> bool:
+    """Make run_jobs in this thread run every job serially, where it is (``on=True``), or as before;
+    -> the previous setting, to restore. For code that may be stopped at any line (a learner's
+    function under the checkers' time limit): stopped inside the pool's submit, it would leave the
+    pool's locks held, and the next run_jobs, or the process's exit, would wait for ever.
+
+    >>> before = serial_jobs(True); serial_jobs(before)
+    True
+    """
+    _flag(on, "on")
+    before = bool(getattr(_WORKER, "inside", False))
+    _WORKER.inside = on
+    return before
 
 
 def run_jobs(run, jobs: list, parallel: bool = True) -> None:

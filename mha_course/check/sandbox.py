@@ -32,6 +32,8 @@ from typing import NamedTuple
 
 import numpy
 
+from ..runtime import serial_jobs
+
 PRINT_LINES, PRINT_CHARS = 8, 800  # the most of a learner's printing shown in the feedback
 _SPILL_BYTES = 4 * PRINT_CHARS  # bytes written to fd 1 and 2 that are kept (the rest only counted)
 
@@ -279,6 +281,7 @@ def guarded(call, limit, printed, reference=None) -> Guarded:
     guard, capture = _Guard(limit, sys._getframe()), _Capture(printed)
     value = error = None
     described = []
+    serial = serial_jobs(True)  # never the package's pool under the limit: a stop inside it leaves its locks held
     capture.start()
     try:
         try:
@@ -301,6 +304,7 @@ def guarded(call, limit, printed, reference=None) -> Guarded:
                     break
                 except BaseException:  # noqa: B036
                     guard.expired = True
+            serial_jobs(serial)
     finally:
         capture.stop()
     if guard.expired:

@@ -150,3 +150,29 @@ def test_a_bare_except_loop_ends_at_the_limit_even_beside_a_stale_guard(capsys, 
     assert not rescued.is_set(), "the loop ran until the test's rescue: no limit held"
     assert "it did not finish within 0.3 s" in out, out
     assert threading.get_ident() not in sandbox._GUARDS
+
+
+def test_a_learners_function_under_the_limit_never_runs_on_the_packages_pool():
+    """Stopped inside the pool's submit, a call would leave the pool's locks held, and the next
+    run_jobs (or the process's exit) would wait for ever: under the limit, run_jobs runs serially."""
+    import concurrent.futures.thread as cft
+
+    from mha_course import runtime
+    threads = set()
+
+    def jobs():
+        runtime.run_jobs(lambda job: threads.add(threading.current_thread().name), list(range(8)))
+        return 1
+    assert sandbox.guarded(jobs, 5.0, sandbox.CappedText()).value == 1
+    assert threads == {threading.current_thread().name}, threads
+
+    def spinning():  # stopped by the limit somewhere inside run_jobs, many times over
+        while True:
+            runtime.run_jobs(lambda job: None, list(range(8)))
+    for _ in range(10):
+        assert sandbox.guarded(spinning, 0.05, sandbox.CappedText()).timed_out
+        assert cft._global_shutdown_lock.acquire(blocking=False), "a stop left concurrent.futures' lock held"
+        cft._global_shutdown_lock.release()
+    seen = []
+    runtime.run_jobs(seen.append, list(range(8)))  # and the pool still works outside the limit
+    assert sorted(seen) == list(range(8))
