@@ -371,9 +371,10 @@ def _document_cases():
     return cases
 
 
-def _segments_of(ids):
-    """(T,) -> (T,) run numbers 0, 0, 1, 1, 2 ...: a new document wherever the id changes."""
-    return np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])
+def _same_run(ids):
+    """(T,) -> (T, T): True where two tokens lie in one run of equal ids (a new document wherever the id changes)."""
+    runs = np.concatenate([[0], np.cumsum(ids[1:] != ids[:-1])])  # (T,): 0, 0, 1, 1, 2 ...
+    return runs[:, None] == runs[None, :]
 
 
 _FIX_DOC = "allow query t and key s only when doc_ids[t] == doc_ids[s]"
@@ -403,8 +404,7 @@ _DOCUMENT_MISTAKES = (
             "every document", "both must hold: same & causal", _document_with(combine=np.logical_or)),
     Mistake("documents found where the id changes (runs of equal ids): a document whose id comes back later "
             "is split in two, but the mask must follow the ids", _FIX_DOC + ": ids[:, None] == ids[None, :], "
-            "wherever the two tokens are", _document_with(same_of=lambda ids: (lambda r: r[:, None] == r[None, :])(
-                _segments_of(np.asarray(ids))))),
+            "wherever the two tokens are", _document_with(same_of=_same_run)),
     Mistake("the polarity is flipped (True = blocked, as nn.MultiheadAttention wants it)",
             "the course's masks say True = may attend; convert with mask_as(mask, 'block') at the PyTorch call",
             lambda doc_ids, causal=False: ~_document_mask(doc_ids, causal)),
@@ -524,7 +524,9 @@ _CROSS_MISTAKES = (
             "return weights of shape (B, T, S)", _cross_with(transpose_weights=True)),
     Mistake("the outputs in the wrong order (weights, out)", "return out, weights", _cross_with(swap_outputs=True)),
 )
-def _cross_with(attend):
+
+
+def _cross_attending(attend):
     """Cross-attention whose attention step is ``attend(Q, K, V, mask)`` (a mistake of exercise 2.4)."""
     return lambda x, context, W_q, W_k, W_v, keep: attend(x @ W_q, context @ W_k, context @ W_v,
                                                           np.asarray(keep, bool)[:, None, :])
@@ -532,7 +534,7 @@ def _cross_with(attend):
 
 CROSS_ATTENTION = Exercise("cross_attention", _cross_reference, _cross_cases, _CROSS_MISTAKES,
                            outputs=("out", "weights"), axes={"weights": ("query", "source key")},
-                           parts=(Part("scaled_dot_product_attention", _cross_with,
+                           parts=(Part("scaled_dot_product_attention", _cross_attending,
                                        "in the attention step (exercise 2.4's)"),))
 
 

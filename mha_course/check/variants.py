@@ -175,7 +175,6 @@ def _ints(reference, args, names) -> list:
     return out[:28]
 
 
-
 def _flags(reference, args, names) -> list:
     """A bool argument negated, or replaced by True or by False in every case (when the cases vary it)."""
     out = []
