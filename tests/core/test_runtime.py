@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 from mha_course import runtime
@@ -132,3 +133,23 @@ def test_run_jobs_and_keep_freed_memory_refuse_a_flag_that_is_not_a_bool():
         with pytest.raises(ValueError, match="must be True or False"):
             call()
     assert done == []
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None, np.array([True, False])])
+def test_serial_jobs_takes_only_true_or_false(bad):
+    with pytest.raises(ValueError, match="must be True or False"):
+        runtime.serial_jobs(bad)
+
+
+def test_serial_jobs_runs_every_job_in_the_calling_thread_until_restored():
+    where = []
+    before = runtime.serial_jobs(True)
+    try:
+        runtime.run_jobs(lambda job: where.append(threading.current_thread().name), list(range(6)))
+    finally:
+        assert runtime.serial_jobs(before) is True
+    assert set(where) == {threading.current_thread().name}
+    if runtime.cpu_count() > 1:  # restored: the pool again, as before
+        where.clear()
+        runtime.run_jobs(lambda job: where.append(threading.current_thread().name), list(range(6)))
+        assert threading.current_thread().name not in where
