@@ -236,6 +236,7 @@ def matmul_backward(fn) -> bool:
 # ---------------------------------------------------------------------------------------
 
 def _shared_reference(c, W_k, W_v, grad_K, grad_V):
+    """c (B, S, D), W_k (D, d_k), W_v (D, d_k), grad_K (B, S, d_k), grad_V (B, S, d_k) -> grad_c (B, S, D)."""
     return grad_K @ W_k.T + grad_V @ W_v.T  # (B, S, D): both paths add up
 
 

@@ -13,6 +13,7 @@ from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_o
 from .derive import also_fitting, candidates, case_sizes, derive
 from .language import say
 from .sandbox import np, protect, quiet_numpy
+from .symbols import spell_shape
 
 
 def fitting(spec, runs) -> list:
@@ -134,10 +135,29 @@ def localise(spec, runs, run) -> list:
         shape_wrong |= g.shape != w.shape
         labels = axis_labels(np.ndim(w), axes.get(name, ()))
         lines += [f"- {name}: {s}" for s in where_and_how(g, w, labels, Factor(spec, runs, name))]
+        if g.shape != w.shape and g.ndim:
+            lines.append(f"- {name}: " + spelled_shapes(spec, runs, run, name, g.shape, w.shape))
     advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
               else "Every shape is right: compare each step's values with the formula in the notebook.")
     return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
 
+
+
+def spelled_shapes(spec, runs, run, output, got, want) -> str:
+    """"your shape (4, 3) = (d_k, d_c); expected (3, 4) = (T, d_c)": both read in the case's symbols,
+    each length's reading chosen to hold on the other cases too."""
+    mine, theirs = [], []
+    for r in runs:
+        if r is run or not r.problem or r.got.lines or r.got.error is not None:
+            continue
+        sizes = case_sizes(spec, r.case.args)
+        for name, g, w in differences(r.got.value, r.want, spec.outputs):
+            if name == output:
+                mine.append((g.shape, sizes))
+                theirs.append((w.shape, sizes))
+    sizes = case_sizes(spec, run.case.args)
+    return say("your shape {got} = {spelled}; expected {want} = {spelled_want}", got=tuple(got),
+               spelled=spell_shape(got, sizes, mine), want=tuple(want), spelled_want=spell_shape(want, sizes, theirs))
 
 
 class Factor:

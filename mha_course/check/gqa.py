@@ -21,6 +21,7 @@ __all__ = ["kv_append", "offset_causal_mask", "kv_bytes_per_token", "kv_head_ind
 # ---------------------------------------------------------------------------------------
 
 def _append_ref(K_cache, V_cache, K_new, V_new):
+    """K_cache (B, h_kv, S, d_k), K_new (B, h_kv, T, d_k) -> K_all (B, h_kv, S + T, d_k), V_all (B, h_kv, S + T, d_k)."""
     return np.concatenate([K_cache, K_new], axis=2), np.concatenate([V_cache, V_new], axis=2)
 
 

@@ -208,6 +208,7 @@ def multi_head_attention(fn) -> bool:
 
 
 def _causal_ref(x, params, h):
+    """x (B, T, d_model) -> out (B, T, d_model), weights (B, h, T, T)."""
     return _mha(x, params, h, _causal_mask(x.shape[1]))
 
 

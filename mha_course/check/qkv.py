@@ -21,6 +21,7 @@ __all__ = ["project_qkv", "qkv_param_count", "no_projection_weights", "PROJECT_Q
 
 
 def _qkv_of(x, params):
+    """x (B, T, d_model) -> Q (B, T, d_model), K (B, T, d_model), V (B, T, d_model)."""
     t = _trace(x, params, 1)
     return tuple(np.array(t[n]) for n in "QKV")  # each (B, T, d_model)
 

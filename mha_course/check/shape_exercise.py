@@ -14,6 +14,7 @@ from .engine import Case, Run, learner_outcome, register
 from .language import say
 from .report import finish, fn_name, is_unfinished, report_value, unfinished_value, verdict
 from .sandbox import CappedText, np, quiet_numpy, restore, safe_repr
+from .symbols import spell_shape
 
 __all__ = ["Sizes", "ShapeMistake", "ShapeExercise"]
 
@@ -94,7 +95,7 @@ def _shape_verdict(spec, fn, cases, call):
         if is_unfinished(got):
             status, lines = verdict(spec.name, fn, fn, [Run(Case(tuple(sizes)), None, got, ["stub"])], list)
             return (status, lines), printed
-        lines = list(got.lines) or _shape_problems(spec, got.value, sizes)
+        lines = list(got.lines) or _shape_problems(spec, got.value, sizes, _other_cases(fn, cases, i, printed))
         if lines:
             head = (say("✘ {name}: case {i} of {n} failed", name=spec.name, i=i + 1, n=len(cases)) if len(cases) > 1
                     else say("✘ {name}", name=spec.name))
@@ -105,11 +106,37 @@ def _shape_verdict(spec, fn, cases, call):
                      if len(cases) > 1 else say("✔ {name}: all {n} shapes right", name=spec.name, n=n)]), printed
 
 
+def _other_cases(fn, cases, i, printed) -> list:
+    """[(the learner's dict, sizes)] on the cases after case ``i`` (run under the same limit), which
+    choose between readings of a length: 3 is T or h on one case, only h on the next."""
+    out = []
+    for sizes in cases[i + 1:]:
+        got = learner_outcome(fn, sizes, printed)
+        if not got.lines and isinstance(got.value, dict):
+            out.append((got.value, sizes))
+    return out
+
+
+def symbols_of(sizes) -> dict:
+    """{symbol: size} of a case, d_k included; S is left out when it equals T (self-attention)."""
+    out = dict(sizes._asdict(), d_k=sizes.d_k)
+    if out["S"] == out["T"]:
+        del out["S"]
+    return out
+
+
+def _spelled(shape, sizes, stage, others) -> str:
+    """``shape`` in the case's symbols, read consistently with the same stage on the other cases."""
+    same = [(g[stage], symbols_of(z)) for g, z in others
+            if isinstance(g.get(stage), tuple) and all(isinstance(n, (int, np.integer)) for n in g[stage])]
+    return spell_shape(shape, symbols_of(sizes), same)
+
+
 def _sizes_text(sizes) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes._asdict().items())
 
 
-def _shape_problems(spec, mine, sizes) -> list:
+def _shape_problems(spec, mine, sizes, others=()) -> list:
     """Feedback lines for a predicted dict ([] when every stage is right)."""
     want = spec.reference(sizes)
     if not isinstance(mine, dict):
@@ -120,11 +147,11 @@ def _shape_problems(spec, mine, sizes) -> list:
             ([say("  missing: {stages}", stages=", ".join(map(str, missing)))] if missing else []) + \
             ([say("  unknown: {stages}", stages=", ".join(map(str, extra)))] if extra else [])
     named = set()  # a mistake is explained at its first stage, then only referred to
-    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named) for n in want) if p]
+    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named, others) for n in want) if p]
     return [say("{wrong} of {n} stages wrong", wrong=len(problems), n=len(want))] + problems if problems else []
 
 
-def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
+def _stage_problem(spec, stage, mine, want, sizes, named, others=()) -> str:
     """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
     try:
         given = tuple(mine)
@@ -144,7 +171,8 @@ def _stage_problem(spec, stage, mine, want, sizes, named) -> str:
         return ""
     found = _stage_matches(spec, stage, mine, want, sizes)[:1]
     if not found:
-        return say("  {stage}: expected {want}, got {got}.", stage=stage, want=want, got=mine)
+        return say("  {stage}: expected {want} = {spelled_want}, got {got} = {spelled}.", stage=stage, want=want,
+                   got=mine, spelled_want=_spelled(want, sizes, stage, [(spec.reference(z), z) for _, z in others]), spelled=_spelled(mine, sizes, stage, others))
     if found[0].name in named:
         return say("  {stage}: expected {want}, got {got}. The same mistake.", stage=stage, want=want, got=mine)
     named.add(found[0].name)

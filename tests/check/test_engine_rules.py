@@ -186,7 +186,7 @@ def test_an_unknown_wrong_stage_is_named_with_both_shapes(capsys, name):
     assert exercise.check(learner) is False
     out = capsys.readouterr().out
     assert "1 of 11 stages wrong" in out or "1 of 12 stages wrong" in out, out
-    assert "scores: expected (" in out and "got (1, 2, 3)." in out, out
+    assert "scores: expected (" in out and "got (1, 2, 3)" in out, out
 
 
 # ---------------------------------------------------------------- exceptions, stubs and the summary
