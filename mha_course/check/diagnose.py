@@ -12,7 +12,7 @@ from typing import NamedTuple
 from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, states_int, where_and_how
 from .derive import also_fitting, candidates, case_sizes, derive
 from .language import say
-from .sandbox import np, protect, quiet_numpy
+from .sandbox import arg_names, np, protect, quiet_numpy
 from .symbols import spell_shape
 
 
@@ -137,10 +137,46 @@ def localise(spec, runs, run) -> list:
         lines += [f"- {name}: {s}" for s in where_and_how(g, w, labels, Factor(spec, runs, name))]
         if g.shape != w.shape and g.ndim:
             lines.append(f"- {name}: " + spelled_shapes(spec, runs, run, name, g.shape, w.shape))
+    lines += only_where(spec, runs)
     advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
               else "Every shape is right: compare each step's values with the formula in the notebook.")
     return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
 
+
+
+def case_features(spec, args) -> list:
+    """What a case is, in the exercise's words: each flag's value ("causal=True"), each optional
+    argument given or not ("mask given"), each size of 1 ("h_kv = 1"), each two sizes that are equal
+    ("T = S"), each size below another ("d < T")."""
+    out = []
+    for name, v in zip(arg_names(spec.reference, args), args):
+        if isinstance(v, (bool, np.bool_)):
+            out.append(f"{name}={bool(v)}")
+        elif v is None:
+            out.append(say("{name} not given", name=name))
+        else:
+            out.append(say("{name} given", name=name))
+    sizes = [(k, v) for k, v in case_sizes(spec, args).items() if "." not in k]
+    out += [f"{k} = 1" for k, v in sizes if v == 1]
+    out += [f"{a} = {b}" for i, (a, u) in enumerate(sizes) for b, v in sizes[i + 1:] if u == v]
+    return out + [f"{a} < {b}" for a, u in sizes for b, v in sizes if u < v]
+
+
+def only_where(spec, runs) -> list:
+    """"- right on every case but those where T = S (1 of 6 cases)": the feature of a case that
+    separates the failing cases from the passing ones, when one does ([] otherwise)."""
+    failing = [bool(r.problem) for r in runs]
+    if all(failing) or not any(failing):
+        return []
+    features = [case_features(spec, r.case.args) for r in runs]
+    for f in dict.fromkeys(f for fs in features for f in fs):  # flags, then arguments given, then sizes
+        has = [f in fs for fs in features]
+        if has == failing or (" = " in f and [not x for x in has] == failing):
+            condition = f if has == failing else f.replace(" = 1", " > 1").replace(" = ", " ≠ ")
+            return ["- " + say("wrong on every case where {condition} and right on the others "
+                               "({n} of {m} cases): the mistake shows only there",
+                               condition=condition, n=sum(failing), m=len(runs))]
+    return []
 
 
 def spelled_shapes(spec, runs, run, output, got, want) -> str:

@@ -274,8 +274,12 @@ def head_queries(fn) -> bool:
 
 
 def _bug_position_ref(i, t, T, h) -> int:
-    codes = np.arange(T * h * 2).reshape(1, T, h * 2)  # entry (t, f) holds t * d_model + f, d_k = 2
-    return int(split_no_transpose(codes, h)[0, i, t, 0] // (h * 2))  # (1, h, T, d_k), buggy
+    """i, t, T, h -> the position whose features fill row t of head i after the buggy reshape.
+
+    Written as the formula a learner writes, so that its mutants are a learner's slips: row t of head
+    i is flat row i·T + t of the (T·h, d_k) memory, and one position holds h such rows. That this is
+    what ``split_no_transpose`` does is a test's (tests/check/test_heads.py)."""
+    return (i * T + t) // h
 
 
 def _bug_cases():

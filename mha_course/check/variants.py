@@ -46,7 +46,8 @@ def variants(reference, args, names, dims_of) -> list:
     ``names``: the argument names; ``dims_of``: {argument: its docstring dims} ("T", "d_k", ...).
     """
     out = (_flips(reference, args, names, dims_of) + _pairs(reference, args, names)
-           + _transposed(reference, args, names) + _fields(reference, args, names) + _ints(reference, args, names)
+           + _transposed(reference, args, names) + _fields(reference, args, names) + _swapped_ints(reference, args, names)
+           + _ints(reference, args, names)
            + _flags(reference, args, names))
     return out[:MOST]
 
@@ -142,6 +143,19 @@ def _fields(reference, args, names) -> list:
 
 def _whole(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _swapped_ints(reference, args, names) -> list:
+    """Two whole-number arguments swapped (i and t, T and h), where some case tells them apart."""
+    n = min(len(a) for a in args)
+    ints = [j for j in range(n) if all(_whole(a[j]) for a in args)]
+    out = []
+    for j, k in combinations(ints, 2):
+        if any(a[j] != a[k] for a in args):
+            def fn(*a, _j=j, _k=k):
+                return reference(*_at(_at(a, _j, a[_k]), _k, a[_j]))
+            out.append(Variant(fn, "swapped-inputs", {"a": names[j], "b": names[k]}))
+    return out[:6]
 
 
 def _ints(reference, args, names) -> list:

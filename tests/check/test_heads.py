@@ -121,3 +121,15 @@ def test_the_token_axis_split_is_named(capsys):
 def test_bug_position_slips_are_named(capsys, fn, said):
     assert check.bug_source_position(fn) is False
     assert f"Looks like: {said}" in capsys.readouterr().out
+
+
+def test_the_bug_position_formula_is_what_the_buggy_reshape_does():
+    """The checker's reference is the learner's formula (i·T + t) // h; here it is held to the buggy
+    ``reshape(B, h, T, d_k)`` itself, on every head and row of several sizes."""
+    from mha_course.check.heads import BUG_SOURCE_POSITION, split_no_transpose
+    for T, h, d_k in ((6, 4, 2), (5, 3, 3), (4, 6, 1), (9, 5, 2)):
+        codes = np.arange(T * h * d_k).reshape(1, T, h * d_k) // (h * d_k)  # entry (t, f) holds its position t
+        heads = split_no_transpose(codes, h)  # (1, h, T, d_k), buggy
+        for i in range(h):
+            for t in range(T):
+                assert BUG_SOURCE_POSITION.reference(i, t, T, h) == heads[0, i, t, 0]
