@@ -81,7 +81,7 @@ EQUIVALENT = {
         **_lines("<lambda>>_document_mask", (22,), ALLOC),
         **_lines("<lambda>>_document_mask", (0,), ORDER + " (the size check and the comparison)"),
     },
-    "cross_attention": {"_cross_reference+1 dropped-call: np.asarray(keep, bool) -> keep":
+    "cross_attention": {"_cross_reference+2 dropped-call: np.asarray(keep, bool) -> keep":
                         "keep is a boolean array in every case (the exercise passes a bool mask)"},
     "matmul_backward": {
         **_lines("<lambda>>_matmul_backward", (13, 14, 21, 22), TWO_D + " (the batch shapes are empty)"),
@@ -177,14 +177,12 @@ EQUIVALENT = {
         **_lines("_tiled_ref>_tiled_attention", (0,), ORDER + " (argument checks, shapes and buffers prepared "
                                                       "before they are used)"),
     },
-    "kv_append": {**_lines("_append_ref", (1,), "the caches are (B, h_kv, S, d_k), 4-d: axis 2 is axis -2")},
+    "kv_append": {**_lines("_append_ref", (2,), "the caches are (B, h_kv, S, d_k), 4-d: axis 2 is axis -2")},
     "kv_bytes_per_token": {**_lines("_bytes_ref", (1,), "the four sizes multiply: their order does not matter")},
     "split_heads": {**_lines("split_heads", (0,), ORDER + " (both are argument checks)")},
     "combine_heads": {**_lines("combine_heads", (0,), ORDER + " (both are argument checks)")},
     "head_queries": {"_head_queries_ref+1 constant: W_q.shape[1] -> W_q.shape[0]":
                      "W_q is (d_model, d_model), square, in this exercise"},
-    "bug_source_position": {**_lines("_bug_position_ref", (2,), "the codes are non-negative: int(a / b) and a // b "
-                                                                 "are the same whole number")},
     "alibi_slopes": {
         **_lines("alibi_slopes", (14,), ALLOC),
         **_lines("alibi_slopes", (0,), ORDER + " (argument checks)"),
@@ -245,9 +243,9 @@ EQUIVALENT = {
         **_lines("scores>_apply_rope", (0,), ORDER + " (argument checks and the dtype noted first)"),
     },
     "project_qkv": {
-        "_qkv_of+1 constant: _trace(x, params, 1) -> _trace(x, params, 2)":
+        "_qkv_of+2 constant: _trace(x, params, 1) -> _trace(x, params, 2)":
             "Q, K and V before the split do not depend on h (the cases' d_model is even)",
-        "_qkv_of+2 dropped-call: np.array(t[n]) -> t[n]": "a read-only copy for a copy: the same values",
+        "_qkv_of+3 dropped-call: np.array(t[n]) -> t[n]": "a read-only copy for a copy: the same values",
         **_lines("_qkv_of>_trace", (0, 12, 14, 15, 17), ORDER.split(" (")[0] + "; or rope and bias arguments that "
                                                         "are None here (" + ROPE_OFF + ")"),
         **_lines("_qkv_of>_trace", (20, 21, 22, 23, 24), "how the trace stores its stages (read-only copies, their "
