@@ -46,7 +46,8 @@ def variants(reference, args, names, dims_of) -> list:
     ``names``: the argument names; ``dims_of``: {argument: its docstring dims} ("T", "d_k", ...).
     """
     out = (_flips(reference, args, names, dims_of) + _pairs(reference, args, names)
-           + _transposed(reference, args, names) + _fields(reference, args, names) + _swapped_ints(reference, args, names)
+           + _transposed(reference, args, names) + _fields(reference, args, names) + _negated(reference, args, names)
+           + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
            + _flags(reference, args, names))
     return out[:MOST]
@@ -143,6 +144,31 @@ def _fields(reference, args, names) -> list:
 
 def _whole(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _negated(reference, args, names) -> list:
+    """A float array argument, or a parameters field (a bias b_q), with its sign flipped: the result
+    of subtracting a term that is added (x @ W_q - b_q), or of a minus sign on an input."""
+    out = []
+    for j, name in enumerate(names):
+        if all(j < len(a) and isinstance(a[j], np.ndarray) and a[j].dtype.kind == "f" for a in args):
+            def fn(*a, _j=j):
+                return reference(*_at(a, _j, -a[_j]))
+            out.append(Variant(fn, "negated-input", {"arg": name}))
+        elif all(j < len(a) and hasattr(a[j], "_replace") for a in args):
+            fields = list(dict.fromkeys(f for a in args for f in _array_fields(a[j])))
+            biases = [f for f in fields if all(getattr(a[j], f, None) is None or np.ndim(getattr(a[j], f)) == 1
+                                               for a in args)]
+            groups = [[f] for f in fields] + ([biases] if len(biases) > 1 else [])
+            for group in groups:
+                def fn(*a, _j=j, _g=tuple(group)):
+                    p = a[_j]
+                    return reference(*_at(a, _j, p._replace(**{f: -getattr(p, f) for f in _g
+                                                               if getattr(p, f, None) is not None})))
+                said = (f"{name}.{group[0]}" if len(group) == 1
+                        else f"the biases of {name} ({', '.join(group)})")
+                out.append(Variant(fn, "negated-input", {"arg": said}))
+    return out[:12]
 
 
 def _swapped_ints(reference, args, names) -> list:

@@ -68,6 +68,8 @@ SENTENCES = {
                           "compute each of {b} with its own weights and its own formula"),
     "replaced-input": ("{used} used where {arg} belongs (these are the expected numbers for {arg} = {used})",
                        "check which input each step reads: {arg} where the formula has {arg}"),
+    "negated-input": ("the sign of {arg} flipped: these are the expected numbers for its negative (subtracted "
+                      "where it is added, or a minus sign too many)", "check the sign of {arg} in the formula"),
     "transposed-input": ("{arg} used transposed (its rows read as its columns)",
                          "use {arg} as it is: x @ W reads W's columns, W.T its rows"),
     "flag-inverted": ("the flag {arg} read the other way round (the numbers of {arg}={other})",
@@ -186,5 +188,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
-                             "replaced-input", "transposed-input", "argument-changed",
+                             "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "flag-inverted", "flag-ignored"})

@@ -66,3 +66,40 @@ def test_the_square_root_is_said_with_the_changed_code(capsys):
     ok, out = _said(capsys, check.interpolated_inv_freq,
                     lambda d_k, base, factor: base ** (-np.arange(0, d_k, 2) / d_k) / np.sqrt(factor))
     assert not ok and "a square root too many" in out and "sqrt(d_k)" not in out, out
+
+
+def test_a_term_subtracted_where_it_is_added_is_named_by_the_input_whose_sign_flipped(capsys):
+    """x @ W - b for x @ W + b: every bias of the parameters enters with the wrong sign."""
+    from mha_course.check import qkv
+
+    def minus_biases(x, params):
+        out = []
+        for W, b in ((params.W_q, params.b_q), (params.W_k, params.b_k), (params.W_v, params.b_v)):
+            out.append(x @ W - (b if b is not None else 0.0))
+        return tuple(out)
+    assert qkv.PROJECT_QKV.check(minus_biases) is False
+    out = capsys.readouterr().out
+    assert "the sign of the biases of params (b_q, b_k, b_v" in out, out
+
+
+def test_two_whole_numbers_swapped_and_a_product_for_a_quotient_are_named(capsys):
+    assert check.bug_source_position(lambda i, t, T, h: (t * T + i) // h) is False
+    assert "i and t swapped" in capsys.readouterr().out
+    assert check.bug_source_position(lambda i, t, T, h: (i * T + t) * h) is False
+    assert "* where // belongs" in capsys.readouterr().out
+
+
+def test_a_mistake_that_shows_only_on_some_cases_says_which(capsys):
+    from mha_course.check import attention
+
+    def transposed_when_square(Q, K, V, mask=None):  # K @ Qᵀ whenever T == S
+        s = (K @ np.swapaxes(Q, -1, -2) if Q.shape[-2] == K.shape[-2] else Q @ np.swapaxes(K, -1, -2))
+        s = s / np.sqrt(Q.shape[-1])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        w = w / w.sum(-1, keepdims=True)
+        return w @ V, w
+    assert attention.SDPA.check(transposed_when_square) is False
+    out = capsys.readouterr().out
+    assert "wrong on every case where T = S and right on the others" in out, out
