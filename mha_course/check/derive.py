@@ -323,6 +323,7 @@ def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
     factor = _factor(spec, runs, pairs)
     if factor:
         out.append(("scale", {"factor": factor[0], "size": factor[1]}))
+    out += _normaliser_forms(pairs, labels)
     for a, b in combinations(range(-k, 0), 2):
         if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
                 lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
@@ -335,6 +336,45 @@ def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
         elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
             out.append(("shifted", {"axis": labels[ax]}))
     return out
+
+
+def _normalised_axis(w):
+    """The axis along which ``w`` is a distribution (non-negative, each line summing to 1, or 0 for a
+    line that sees nothing), counted from the end; None if none is."""
+    if w.dtype.kind != "f" or w.ndim == 0 or not np.all(np.isfinite(w)) or np.any(w < 0):
+        return None
+    for ax in range(-1, -w.ndim - 1, -1):
+        sums = w.sum(axis=ax)
+        if np.all(np.isclose(sums, 1.0) | np.isclose(sums, 0.0)) and np.any(np.isclose(sums, 1.0)):
+            return ax
+    return None
+
+
+def _normaliser_forms(pairs, labels) -> list:
+    """Distributions right up to a factor per line (normalised, the learner's lines are the expected
+    ones): the exponentials are right and the normaliser is not. Divided by the line's maximum (or
+    not at all: exp(x - max) has maximum 1) is said as such."""
+    axes = [_normalised_axis(w) for _, w in pairs]
+    if not pairs or None in axes or all(close(g, w) for g, w in pairs):
+        return []
+    by_max = True
+    for (g, w), ax in zip(pairs, axes):
+        seen = np.broadcast_to(w.sum(axis=ax, keepdims=True) > 0, w.shape)  # a line that sees nothing is left out
+        if g.dtype.kind != "f" or not np.all(np.isfinite(g[seen])) or np.any(g[seen] < 0):
+            return []
+        g = np.where(seen, g, 0.0)
+        total = g.sum(axis=ax, keepdims=True)
+        if not close(np.divide(g, total, out=np.zeros_like(g), where=total > 0), w):
+            return []
+        top = w.max(axis=ax, keepdims=True)
+        by_max = by_max and close(g, np.divide(w, top, out=np.zeros_like(w), where=top > 0))
+    ratios = np.concatenate([(g.sum(axis=ax) / np.where(w.sum(axis=ax) > 0, w.sum(axis=ax), np.nan)).ravel()
+                             for (g, w), ax in zip(pairs, axes)])
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size and np.allclose(ratios, ratios[0]):
+        return []  # one factor for every line: a scale (1.5 times), said by the factor's own form
+    label = labels.get(axes[0], "last axis") if len(set(axes)) == 1 else "normalised axis"
+    return [("max-normaliser" if by_max else "wrong-normaliser", {"axis": label})]
 
 
 def _shape_forms(pairs, k, labels, all_close) -> list:

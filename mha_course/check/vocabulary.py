@@ -68,6 +68,12 @@ SENTENCES = {
                           "compute each of {b} with its own weights and its own formula"),
     "replaced-input": ("{used} used where {arg} belongs (these are the expected numbers for {arg} = {used})",
                        "check which input each step reads: {arg} where the formula has {arg}"),
+    "max-normaliser": ("{output}: each line over the {axis} is divided by its largest value instead of its sum (or "
+                       "not divided at all: exp(x - max) already has largest value 1): it does not sum to 1",
+                       "divide the exponentials by their sum over the {axis}: e / e.sum(axis, keepdims=True)"),
+    "wrong-normaliser": ("{output}: each line over the {axis} is right up to a factor of its own: the exponentials "
+                         "are right, but they are divided by something other than their sum, so a line does not sum to 1",
+                         "divide the exponentials by their sum over the {axis}: e / e.sum(axis, keepdims=True)"),
     "negated-input": ("the sign of {arg} flipped: these are the expected numbers for its negative (subtracted "
                       "where it is added, or a minus sign too many)", "check the sign of {arg} in the formula"),
     "transposed-input": ("{arg} used transposed (its rows read as its columns)",
@@ -189,4 +195,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
+                             "max-normaliser", "wrong-normaliser",
                              "flag-inverted", "flag-ignored"})

@@ -99,3 +99,19 @@ def test_a_mistake_that_shows_only_on_some_cases_says_which(capsys):
     assert attention.SDPA.check(transposed_when_square) is False
     out = capsys.readouterr().out
     assert "wrong on every case where T = S and right on the others" in out, out
+
+
+def test_a_distribution_right_up_to_a_factor_per_line_names_the_normaliser(capsys):
+    """exp(x - max) divided by its max (so not at all): each line is right once normalised."""
+    def by_max(x, axis=-1):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / np.max(e, axis=axis, keepdims=True)
+    assert check.softmax(by_max) is False
+    assert "divided by its largest value instead of its sum" in capsys.readouterr().out
+
+    def plus_one(x, axis=-1):  # e / (1 + sum e): a factor of its own on each line
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / (1.0 + e.sum(axis=axis, keepdims=True))
+    assert check.softmax(plus_one) is False
+    out = capsys.readouterr().out
+    assert "right up to a factor of its own" in out, out
