@@ -389,7 +389,8 @@ class Sites:
 
     def extended_call(self, node, slot, name, first):
         """The diagnosis' slips in a call: another rounding of a whole-number result (round or
-        ceil for isqrt or int, the float itself), a triangle's diagonal moved by one."""
+        ceil for isqrt or int, the float itself), a square root rounded down (int(np.sqrt(d_k))), a
+        triangle's diagonal moved by one."""
         if name in ("isqrt", "int") and len(node.args) == 1 and not node.keywords:
             real = ast.BinOp(first, ast.Pow(), ast.Constant(0.5)) if name == "isqrt" else first
             for other, func in (("round", ast.Name(id="round", ctx=ast.Load())),
@@ -397,6 +398,9 @@ class Sites:
                 self.add("rounding", slot, ast.Call(func=func, args=[real], keywords=[]),
                          (("from", name), ("to", other)))
             self.add("rounding", slot, real, (("dropped", name),))
+        if name == "sqrt" and first is not None:  # int(np.sqrt(d_k)): a root rounded down to a whole number
+            self.add("rounding", slot, ast.Call(func=ast.Name(id="int", ctx=ast.Load()), args=[node], keywords=[]),
+                     (("from", "the square root"), ("to", "the square root rounded down (int(np.sqrt(...)))")))
         if name in ("arange", "range") and len(node.args) in (1, 2) and not node.keywords:  # 0..n-1 for 1..n
             for d, op in ((1, ast.Add), (-1, ast.Sub)):
                 shifted = copy.copy(node)

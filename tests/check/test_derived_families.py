@@ -115,3 +115,8 @@ def test_a_distribution_right_up_to_a_factor_per_line_names_the_normaliser(capsy
     assert check.softmax(plus_one) is False
     out = capsys.readouterr().out
     assert "right up to a factor of its own" in out, out
+
+
+def test_a_square_root_rounded_down_is_named(capsys):
+    assert check.scale_backward(lambda g, d_k: g / int(np.sqrt(d_k))) is False
+    assert "the square root rounded down" in capsys.readouterr().out
