@@ -323,7 +323,7 @@ def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
     factor = _factor(spec, runs, pairs)
     if factor:
         out.append(("scale", {"factor": factor[0], "size": factor[1]}))
-    out += _normaliser_forms(pairs, labels)
+    out += _normaliser_forms(pairs, labels) or _restricted_forms(pairs)
     for a, b in combinations(range(-k, 0), 2):
         if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
                 lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
@@ -375,6 +375,33 @@ def _normaliser_forms(pairs, labels) -> list:
         return []  # one factor for every line: a scale (1.5 times), said by the factor's own form
     label = labels.get(axes[0], "last axis") if len(set(axes)) == 1 else "normalised axis"
     return [("max-normaliser" if by_max else "wrong-normaliser", {"axis": label})]
+
+
+_RESTRICTIONS = (  # (what the learner's mask took away, which keys each query keeps)
+    ("the keys after each query (a causal mask)", lambda T, S: np.tri(T, S, S - T, dtype=bool)),
+    ("the keys before each query (a causal mask the wrong way round, np.triu)",
+     lambda T, S: ~np.tri(T, S, S - T - 1, dtype=bool)),
+    ("each query's own key (the diagonal)", lambda T, S: ~np.eye(T, S, S - T, dtype=bool)),
+    ("each query's own key and the keys after it (a causal mask with k=-1)", lambda T, S: np.tri(T, S, S - T - 1, dtype=bool)),
+)
+
+
+def _restricted_forms(pairs) -> list:
+    """Attention weights that are the expected ones restricted to fewer keys and renormalised: a
+    mask the exercise does not have, or one stricter than its own (each query's own key masked too)."""
+    if not pairs or any(_normalised_axis(w) != -1 or w.ndim < 2 or g.shape != w.shape for g, w in pairs):
+        return []
+    for said, keep in _RESTRICTIONS:
+        fits, changed = True, False
+        for g, w in pairs:
+            kept = np.where(keep(*w.shape[-2:]), w, 0.0)
+            total = kept.sum(-1, keepdims=True)
+            want = np.divide(kept, total, out=np.zeros_like(kept), where=total > 0)
+            fits = fits and close(g, want)
+            changed = changed or not close(want, w)
+        if fits and changed:
+            return [("restricted-keys", {"which": said})]
+    return []
 
 
 def _shape_forms(pairs, k, labels, all_close) -> list:

@@ -74,6 +74,9 @@ SENTENCES = {
     "wrong-normaliser": ("{output}: each line over the {axis} is right up to a factor of its own: the exponentials "
                          "are right, but they are divided by something other than their sum, so a line does not sum to 1",
                          "divide the exponentials by their sum over the {axis}: e / e.sum(axis, keepdims=True)"),
+    "restricted-keys": ("{output}: a mask the exercise does not have takes away {which}: your weights are the expected "
+                        "ones over the keys that are left, renormalised",
+                        "let each query attend every key the exercise allows, and no fewer"),
     "negated-input": ("the sign of {arg} flipped: these are the expected numbers for its negative (subtracted "
                       "where it is added, or a minus sign too many)", "check the sign of {arg} in the formula"),
     "transposed-input": ("{arg} used transposed (its rows read as its columns)",
@@ -195,5 +198,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
-                             "max-normaliser", "wrong-normaliser",
+                             "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored"})

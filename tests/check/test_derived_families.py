@@ -120,3 +120,18 @@ def test_a_distribution_right_up_to_a_factor_per_line_names_the_normaliser(capsy
 def test_a_square_root_rounded_down_is_named(capsys):
     assert check.scale_backward(lambda g, d_k: g / int(np.sqrt(d_k))) is False
     assert "the square root rounded down" in capsys.readouterr().out
+
+
+def test_weights_over_fewer_keys_renormalised_name_the_extra_mask(capsys):
+    """A causal mask where the exercise has none; each query's own key masked too."""
+    def causal(x):
+        T = x.shape[-2]
+        return mc.scaled_dot_product_attention(x, x, x, np.tril(np.ones((T, T), bool)))[1]
+    assert check.no_projection_weights(causal) is False
+    assert "takes away the keys after each query (a causal mask)" in capsys.readouterr().out
+
+    def not_itself(x):
+        T = x.shape[-2]
+        return mc.scaled_dot_product_attention(x, x, x, ~np.eye(T, dtype=bool))[1]
+    assert check.no_projection_weights(not_itself) is False
+    assert "takes away each query's own key (the diagonal)" in capsys.readouterr().out

@@ -12,7 +12,7 @@ def test_each_class_reads_without_raw_slots_when_nothing_is_filled(key):
                                                           "swapped-inputs", "dropped-call", "flipped-mask",
                                                           "repeated", "non-finite", "off-by-one", "float-result",
                                                           "swapped-outputs", "output-for-output", "replaced-input",
-                                                          "transposed-input", "negated-input", "argument-changed", "absolute", "squared", "max-normaliser", "wrong-normaliser",
+                                                          "transposed-input", "negated-input", "argument-changed", "absolute", "squared", "max-normaliser", "wrong-normaliser", "restricted-keys",
                                                           "square-root", "exponential", "logarithm", "input-returned")
     assert vocabulary.fix(key)
 
