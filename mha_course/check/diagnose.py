@@ -146,8 +146,8 @@ def localise(spec, runs, run) -> list:
 
 def case_features(spec, args) -> list:
     """What a case is, in the exercise's words: each flag's value ("causal=True"), each optional
-    argument given or not ("mask given"), each size of 1 ("h_kv = 1"), each two sizes that are equal
-    ("T = S"), each size below another ("d < T")."""
+    argument given or not ("mask given"), each size of 1 ("h_kv = 1"), and for two sizes of one kind
+    (two lengths, two widths) which is the larger or that they are equal ("T = S", "S < T")."""
     out = []
     for name, v in zip(arg_names(spec.reference, args), args):
         if isinstance(v, (bool, np.bool_)):
@@ -158,8 +158,19 @@ def case_features(spec, args) -> list:
             out.append(say("{name} given", name=name))
     sizes = [(k, v) for k, v in case_sizes(spec, args).items() if "." not in k]
     out += [f"{k} = 1" for k, v in sizes if v == 1]
-    out += [f"{a} = {b}" for i, (a, u) in enumerate(sizes) for b, v in sizes[i + 1:] if u == v]
-    return out + [f"{a} < {b}" for a, u in sizes for b, v in sizes if u < v]
+    kin = [(a, u, b, v) for i, (a, u) in enumerate(sizes) for b, v in sizes[i + 1:] if _kind(a) and _kind(a) == _kind(b)]
+    out += [f"{a} = {b}" for a, u, b, v in kin if u == v]  # two sizes of one kind: T = S, h_kv = h
+    return out + [f"{a} < {b}" if u < v else f"{b} < {a}" for a, u, b, v in kin if u != v]
+
+
+_KINDS = {"length": {"T", "S", "offset", "window", "L", "n"}, "width": {"d", "d_k", "d_v", "d_model", "D", "d_c"},
+          "heads": {"h", "h_kv", "g"}}
+
+
+def _kind(symbol) -> str:
+    """Which kind of size a symbol is (a length, a width, a number of heads): sizes of two kinds being
+    equal on a case is a coincidence of the case, not a feature of it."""
+    return next((k for k, names in _KINDS.items() if symbol in names), "")
 
 
 def only_where(spec, runs) -> list:
