@@ -206,12 +206,17 @@ def _ints(reference, args, names) -> list:
                         return reference(*_at(a, _j, type(a[_j])((a[_j] + _d) % a[_k])))
                     out.append(Variant(fn, "argument-changed",
                                        {"arg": names[j], "change": f"{change} (modulo {names[k]})"}))
-    for j in range(n):  # a positive real argument (a base, a factor) doubled or halved
+    for j in range(n):  # a positive real argument (a base, a factor) doubled or halved; a base read as e or 10
         if all(isinstance(a[j], (float, np.floating)) and a[j] > 0 for a in args):
             for change, f in (("* 2", lambda v: 2 * v), ("/ 2", lambda v: v / 2)):
                 def fn(*a, _j=j, _f=f):
                     return reference(*_at(a, _j, type(a[_j])(_f(a[_j]))))
                 out.append(Variant(fn, "argument-changed", {"arg": names[j], "change": change}))
+            for used, value in (("e (np.exp or np.log)", np.e), ("10 (np.log10)", 10.0)):
+                if all(a[j] != value for a in args):
+                    def fn(*a, _j=j, _v=value):
+                        return reference(*_at(a, _j, type(a[_j])(_v)))
+                    out.append(Variant(fn, "replaced-input", {"arg": names[j], "used": used}))
     return out[:28]
 
 

@@ -135,3 +135,8 @@ def test_weights_over_fewer_keys_renormalised_name_the_extra_mask(capsys):
         return mc.scaled_dot_product_attention(x, x, x, ~np.eye(T, dtype=bool))[1]
     assert check.no_projection_weights(not_itself) is False
     assert "takes away each query's own key (the diagonal)" in capsys.readouterr().out
+
+
+def test_a_base_read_as_e_is_named(capsys):
+    assert check.interpolated_inv_freq(lambda d_k, base, factor: np.exp(-np.arange(0, d_k, 2) / d_k) / factor) is False
+    assert "e (np.exp or np.log) used where base belongs" in capsys.readouterr().out
