@@ -388,9 +388,8 @@ class Sites:
                     self.add("reduction", (node, "func", None), new_func, (("from", base), ("to", other)))
 
     def extended_call(self, node, slot, name, first):
-        """The diagnosis' slips in a call: another rounding of a whole-number result (round or
-        ceil for isqrt or int, the float itself), a square root rounded down (int(np.sqrt(d_k))), a
-        triangle's diagonal moved by one."""
+        """The diagnosis' slips in a call: another rounding of a whole-number result (round or ceil for
+        isqrt or int, the float itself, a root rounded down), a triangle's diagonal moved by one."""
         if name in ("isqrt", "int") and len(node.args) == 1 and not node.keywords:
             real = ast.BinOp(first, ast.Pow(), ast.Constant(0.5)) if name == "isqrt" else first
             for other, func in (("round", ast.Name(id="round", ctx=ast.Load())),
