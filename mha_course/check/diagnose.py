@@ -158,7 +158,8 @@ def case_features(spec, args) -> list:
             out.append(say("{name} given", name=name))
     sizes = [(k, v) for k, v in case_sizes(spec, args).items() if "." not in k]
     out += [f"{k} = 1" for k, v in sizes if v == 1]
-    kin = [(a, u, b, v) for i, (a, u) in enumerate(sizes) for b, v in sizes[i + 1:] if _kind(a) and _kind(a) == _kind(b)]
+    kin = [(a, u, b, v) for i, (a, u) in enumerate(sizes) for b, v in sizes[i + 1:]
+           if _kind(a) and _kind(a) == _kind(b)]
     out += [f"{a} = {b}" for a, u, b, v in kin if u == v]  # two sizes of one kind: T = S, h_kv = h
     return out + [f"{a} < {b}" if u < v else f"{b} < {a}" for a, u, b, v in kin if u != v]
 

@@ -60,7 +60,8 @@ _RESTRICTIONS = (  # (what the learner's mask took away, which keys each query k
     ("the keys before each query (a causal mask the wrong way round, np.triu)",
      lambda T, S: ~np.tri(T, S, S - T - 1, dtype=bool)),
     ("each query's own key (the diagonal)", lambda T, S: ~np.eye(T, S, S - T, dtype=bool)),
-    ("each query's own key and the keys after it (a causal mask with k=-1)", lambda T, S: np.tri(T, S, S - T - 1, dtype=bool)),
+    ("each query's own key and the keys after it (a causal mask with k=-1)",
+     lambda T, S: np.tri(T, S, S - T - 1, dtype=bool)),
 )
 
 

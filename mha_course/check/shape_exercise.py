@@ -171,8 +171,10 @@ def _stage_problem(spec, stage, mine, want, sizes, named, others=()) -> str:
         return ""
     found = _stage_matches(spec, stage, mine, want, sizes)[:1]
     if not found:
+        expected_others = [(spec.reference(z), z) for _, z in others]  # the true shapes choose their readings too
         return say("  {stage}: expected {want} = {spelled_want}, got {got} = {spelled}.", stage=stage, want=want,
-                   got=mine, spelled_want=_spelled(want, sizes, stage, [(spec.reference(z), z) for _, z in others]), spelled=_spelled(mine, sizes, stage, others))
+                   got=mine, spelled_want=_spelled(want, sizes, stage, expected_others),
+                   spelled=_spelled(mine, sizes, stage, others))
     if found[0].name in named:
         return say("  {stage}: expected {want}, got {got}. The same mistake.", stage=stage, want=want, got=mine)
     named.add(found[0].name)

@@ -14,7 +14,8 @@ from itertools import permutations
 from .sandbox import protect
 
 __all__ = ["readings", "spell_length", "spell_shape", "LENGTHS"]
-LENGTHS = frozenset({"T", "S", "offset", "window"})  # lengths of sequences: only these add up (a cache, then new tokens)
+# lengths of sequences: only these add up (a cache, then new tokens)
+LENGTHS = frozenset({"T", "S", "offset", "window"})
 
 
 def _symbols(sizes) -> list:

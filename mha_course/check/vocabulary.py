@@ -72,7 +72,8 @@ SENTENCES = {
                        "not divided at all: exp(x - max) already has largest value 1): it does not sum to 1",
                        "divide the exponentials by their sum over the {axis}: e / e.sum(axis, keepdims=True)"),
     "wrong-normaliser": ("{output}: each line over the {axis} is right up to a factor of its own: the exponentials "
-                         "are right, but they are divided by something other than their sum, so a line does not sum to 1",
+                         "are right, but they are divided by something other than their sum, so a line does not "
+                         "sum to 1",
                          "divide the exponentials by their sum over the {axis}: e / e.sum(axis, keepdims=True)"),
     "restricted-keys": ("{output}: a mask the exercise does not have takes away {which}: your weights are the expected "
                         "ones over the keys that are left, renormalised",

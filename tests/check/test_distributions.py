@@ -40,5 +40,6 @@ def test_fewer_keys_renormalised_name_the_mask_that_took_them(seed, T):
     w = _weights(np.random.default_rng(seed), (2, T, T))
     causal = np.where(np.tril(np.ones((T, T), bool)), w, 0.0)
     causal /= causal.sum(-1, keepdims=True)
-    assert restricted_forms([(causal, w)]) == [("restricted-keys", {"which": "the keys after each query (a causal mask)"})]
+    which = "the keys after each query (a causal mask)"
+    assert restricted_forms([(causal, w)]) == [("restricted-keys", {"which": which})]
     assert restricted_forms([(w, w)]) == []  # nothing taken away
