@@ -512,7 +512,7 @@ def _size(value) -> int:
 
 
 def _short(text, n=60) -> str:
-    text = " ".join(str(text).split())
+    text = re.sub(r"\b_validate\.\w+\((\w+)(?:, [^()]*)?\)", r"\1", " ".join(str(text).split()))  # d_k, not its check
     return text if len(text) <= n else ""
 
 

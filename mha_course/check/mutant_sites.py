@@ -110,8 +110,7 @@ class Sites:
     def walk(self):
         body = self.root.body
         if isinstance(body, list):
-            start = 1 if body and _is_docstring(body[0]) else 0
-            self.statements(self.root, "body", start)
+            self.statements(self.root, "body", 1 if body and _is_docstring(body[0]) else 0)
         else:
             self.expression(self.root, "body", None)
         return self.sites
@@ -299,6 +298,8 @@ class Sites:
     def on_Attribute(self, node, slot):
         if node.attr in ("T", "mT") and isinstance(node.ctx, ast.Load):
             self.add("transpose", slot, node.value)
+        elif node.attr == "inf" and self.extended:  # -1e9 for -np.inf: a row that may see nothing averages instead
+            self.add("finite-infinity", slot, ast.Constant(1e9), (("from", "inf"), ("to", "1e9")))
 
     def on_Subscript(self, node, slot):
         pieces = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -388,8 +389,8 @@ class Sites:
                     self.add("reduction", (node, "func", None), new_func, (("from", base), ("to", other)))
 
     def extended_call(self, node, slot, name, first):
-        """The diagnosis' slips in a call: another rounding of a whole-number result (round or ceil for
-        isqrt or int, the float itself, a root rounded down), a triangle's diagonal moved by one."""
+        """The diagnosis' slips in a call: another rounding of a whole number (round or ceil for isqrt or int, the float
+        itself, a root rounded down), a triangle's diagonal moved by one, a finite mask added where -inf is put."""
         if name in ("isqrt", "int") and len(node.args) == 1 and not node.keywords:
             real = ast.BinOp(first, ast.Pow(), ast.Constant(0.5)) if name == "isqrt" else first
             for other, func in (("round", ast.Name(id="round", ctx=ast.Load())),
@@ -408,9 +409,10 @@ class Sites:
                 self.add("index", slot, shifted, (("by", d), ("range", True)))
         if name in ("tril", "triu") and len(node.args) == 1 and not node.keywords:
             for k in (1, -1):
-                new = copy.copy(node)
-                new.keywords = [ast.keyword(arg="k", value=_const(k))]
-                self.add("constant", slot, new, (("from", 0), ("to", k)))
+                self.add("constant", slot, ast.Call(node.func, node.args, [ast.keyword("k", _const(k))]), (("from", 0), ("to", k)))
+        if name == "where" and len(node.args) == 3 and "inf" in code_text(node.args[2]):  # scores + (-1e9 where masked)
+            self.add("finite-infinity", slot, ast.BinOp(node.args[1], ast.Sub(), _np_call("where", node.args[0],
+                     ast.Constant(0.0), ast.Constant(1e9))), (("from", "inf"), ("to", "an added -1e9")))
 
     def package_function(self, name) -> bool:
         """``name`` is a plain function of the package (a step such as elu_feature_map), not an argument check."""
@@ -548,10 +550,7 @@ def _get(slot):
 
 def _put(slot, new):
     parent, field, index = slot
-    if index is None:
-        setattr(parent, field, new)
-    else:
-        getattr(parent, field)[index] = new
+    setattr(parent, field, new) if index is None else getattr(parent, field).__setitem__(index, new)
 
 
 _LEAVES = (ast.Constant, ast.Name, ast.operator, ast.cmpop, ast.expr_context)

@@ -71,8 +71,9 @@ CATEGORIES = {
     "last-occurrence": "only the last of the positions found",
     "subscript": "(diagnosis only) x[:, i] read as x[i] or x[0, i] in a statement",
     "replaced-name": "(diagnosis only) one argument read where another belongs",
+    "finite-infinity": "(diagnosis only) a large finite number (1e9) where np.inf belongs",
 }
-DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name"})  # made only with ``extended=True``
+DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

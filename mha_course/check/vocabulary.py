@@ -130,6 +130,9 @@ SENTENCES = {
                   "index the axis the formula names: x[:, i] takes item i of axis 1 for every item of axis 0"),
     "replaced-name": ("{after} where {before} belongs ({to} read in place of {from})",
                       "check which input each step reads: {from} here"),
+    "finite-infinity": ("a large finite number where -inf belongs (a -1e9 or -1e4 mask): a row whose every entry "
+                        "is masked gets weights that sum to 1 instead of zeros",
+                        "mask with -np.inf, and give a row with no allowed entry zero weights"),
     "first-occurrence": ("only the first occurrence counted, not every one", "count every occurrence"),
     "last-occurrence": ("only the last occurrence counted, not every one", "count every occurrence"),
 }
