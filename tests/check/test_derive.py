@@ -1,5 +1,7 @@
 """Mistakes derived from the exercise (check/derive.py): each family named only when it gives the
 learner's numbers on every case, in the exercise's symbols; several are named together."""
+import contextlib
+import io
 import math
 
 import numpy as np
@@ -277,3 +279,34 @@ FEATURED = engine.Exercise("featured", _featured, lambda: [engine.Case((np.linsp
 def test_a_package_step_left_out_is_named_by_its_function(capsys):
     ok, out = verdict(capsys, lambda x, y: x @ y, FEATURED)
     assert ok is False and "the elu_feature_map left out" in out, out
+
+
+def test_a_finite_mask_where_minus_inf_belongs_is_named_in_both_forms():
+    """An additive -1e9 mask, and np.where(mask, s, -1e9): a query that may attend no key is not given zeros."""
+    from mha_course import check as _check
+
+    def weights_of(s):
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def additive(Q, K, V, mask=None):
+        s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+        s = s if mask is None else s + np.where(mask, 0.0, -1e9)
+        w = weights_of(s)
+        return w @ V, w
+
+    def filled(Q, K, V, mask=None):
+        s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+        s = s if mask is None else np.where(mask, s, -1e9)
+        w = weights_of(s)
+        return w @ V, w
+    for fn in (additive, filled):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert not _check.scaled_dot_product_attention(fn)
+        said = buf.getvalue()  # the additive form by the derived class; the filled one by 2.4's own catalogue
+        assert "not one of the mistakes" not in said and "1e9" in said and "-inf" in said, said
+
+
+def test_mutant_text_shows_the_argument_not_its_check():
+    assert derive._short("g / math.sqrt(_validate.positive_int(d_k, 'd_k'))") == "g / math.sqrt(d_k)"
