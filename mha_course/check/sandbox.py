@@ -233,7 +233,9 @@ class _Guard:
     def line(self, frame, event, arg):
         if self.done:
             return None
-        if _ASYNC is not None and not _importing(frame):
+        # never at an 'exception' event: the frame is still inside the try body that raised, so what
+        # we raise there is caught as well, and it switches tracing off (see the tests)
+        if event != "exception" and _ASYNC is not None and not _importing(frame):
             _ASYNC[0](self.tid)
         return self.line
 

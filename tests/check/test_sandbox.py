@@ -152,6 +152,36 @@ def test_a_bare_except_loop_ends_at_the_limit_even_beside_a_stale_guard(capsys, 
     assert threading.get_ident() not in sandbox._GUARDS
 
 
+@pytest.mark.parametrize("handled", [ValueError, sandbox._TimeUp], ids=["ValueError", "an old time-out"])
+def test_a_check_called_inside_an_except_block_still_ends_a_bare_except_loop(capsys, monkeypatch, handled):
+    """A learner who calls a check inside ``except ...:`` (or a run left handling an old time-out):
+    while an exception is being handled, a new one is made where it is raised, so tracing was
+    turned on and then off again by the exception it raised at an 'exception' event, caught inside
+    the try body. The rescue timer only turns a hang into a failure; it measures no duration."""
+    monkeypatch.setattr(engine, "TIME_LIMIT", 0.3)
+    rescued = threading.Event()
+    rescue = threading.Timer(120, rescued.set)
+    rescue.start()
+
+    def bare_except_loop(x, axis=-1):
+        while not rescued.is_set():
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 -- the attack
+                pass
+        return mc.softmax(x, axis)
+    try:
+        try:
+            raise handled()
+        except BaseException:  # noqa: B036 -- the learner's except block
+            verdict = check.softmax(bare_except_loop)
+    finally:
+        rescue.cancel()
+    out = capsys.readouterr().out
+    assert not rescued.is_set(), "the loop ran until the test's rescue: no limit held"
+    assert verdict is False and "it did not finish within 0.3 s" in out, out
+
+
 def test_a_learners_function_under_the_limit_never_runs_on_the_packages_pool():
     """Stopped inside the pool's submit, a call would leave the pool's locks held, and the next
     run_jobs (or the process's exit) would wait for ever: under the limit, run_jobs runs serially."""
