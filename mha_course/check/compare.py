@@ -12,7 +12,8 @@ from __future__ import annotations
 from itertools import combinations, permutations
 from typing import NamedTuple
 
-from .sandbox import Opaque, np, protect, safe_repr
+from .language import say
+from .sandbox import FromTorch, Opaque, np, protect, safe_repr
 
 RTOL, ATOL = 1e-5, 1e-6
 NOT_DIAGNOSED = "\x00"  # prefix of a problem whose message says it all (no localisation)
@@ -49,21 +50,21 @@ def same_outcome(a: Outcome, b: Outcome) -> bool:
 # comparing results
 # ---------------------------------------------------------------------------------------
 
-def compare(got, want, outputs, strict=False) -> list:
-    """Feedback lines on how ``got`` differs from ``want`` ([] if it matches)."""
+def compare(got, want, outputs, strict=False, containers=True) -> list:
+    """Feedback lines on how ``got`` differs from ``want`` ([] if it matches); ``containers``: right
+    values in another container than the reference's (a list, a torch tensor) are refused too."""
     if isinstance(want, dict):
         return _compare_dict(got, want)
     if isinstance(want, tuple):
         names = outputs or [f"output {i}" for i in range(len(want))]
-        natural = isinstance(got, list) and not strict  # a list for a tuple: the same outputs
-        if not (isinstance(got, tuple) or natural) or len(got) != len(want):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
             return [NOT_DIAGNOSED + _wrong_return(got, names)]
         for nm, g, w in zip(names, got, want):
-            problem = _compare_array(g, w, nm, strict)
+            problem = _compare_array(g, w, nm, strict, containers)
             if problem:
                 return problem
-        return []
-    return _compare_array(got, want, "result", strict)
+        return [NOT_DIAGNOSED + _wrong_return(got, names)] if isinstance(got, list) and containers else []
+    return _compare_array(got, want, "result", strict, containers)
 
 
 def _compare_dict(got, want) -> list:
@@ -87,7 +88,7 @@ def _wrong_return(got, names) -> str:
         f" {fix} (a tuple)" if isinstance(got, list) else "")
 
 
-def _compare_array(got, want, nm, strict=False) -> list:
+def _compare_array(got, want, nm, strict=False, containers=True) -> list:
     """Shape, value and kind (bool, int) comparison of one output, as feedback lines."""
     if got is None:
         return [f"{NOT_DIAGNOSED}{nm}: it returned None: is a `return` missing?"]
@@ -116,7 +117,31 @@ def _compare_array(got, want, nm, strict=False) -> list:
         return [f"{nm}: expected shape {w.shape}, got {g.shape}"]
     if not close(g, w):
         return _show_difference(g, w, nm)
-    return _kind_problem(g, w, nm, strict)
+    whole = isinstance(want, (int, np.integer)) and not isinstance(want, (bool, np.bool_))
+    return _kind_problem(g, w, nm, strict or whole) or (_container_problem(got, want, nm) if containers else [])
+
+
+def _container_problem(got, want, nm) -> list:
+    """Right values in another container than the one the exercise states (the reference's): a torch
+    tensor or a list for a numpy array, a list for a tuple, a 0-d array for a number."""
+    if callable(getattr(want, "detach", None)):  # the exercise asks for a torch tensor
+        return []
+    if isinstance(got, FromTorch):
+        said = say("{name}: the values are right but it is a torch tensor where a numpy array is expected. "
+                   "Fix: convert it with .detach().numpy()", name=nm)
+    elif isinstance(want, np.ndarray) and isinstance(got, (list, tuple)):
+        said = say("{name}: the values are right but it is a {kind} where a numpy array of shape {shape} is "
+                   "expected. Fix: return np.array(...) of it", name=nm, kind=type(got).__name__, shape=want.shape)
+    elif isinstance(want, tuple) and isinstance(got, list):
+        said = say("{name}: the values are right but it is a list where a tuple is expected. "
+                   "Fix: return tuple(...) of it", name=nm)
+    elif isinstance(want, (float, int, np.number)) and isinstance(got, np.ndarray):
+        said = say("{name}: the value is right but it is a numpy array of shape {shape} where a number ({kind}) "
+                   "is expected. Fix: return {kind}(...) of it", name=nm, shape=got.shape,
+                   kind="float" if isinstance(want, (float, np.floating)) else "int")
+    else:
+        return []
+    return [NOT_DIAGNOSED + said]
 
 
 def _unstacked(got, w, nm) -> list:
@@ -156,7 +181,7 @@ def _kind_problem(g, w, nm, strict=False) -> list:
     if w.ndim >= 1 and w.dtype.kind in "iu" and g.dtype.kind not in "iu":
         return [f"{NOT_DIAGNOSED}{nm}: the values are right but the dtype is {g.dtype}; indices are whole "
                 "numbers (int). Fix: use // (floor division), or add .astype(int)"]
-    if strict and w.dtype.kind == "f" and g.dtype.kind == "f" and g.dtype.itemsize < w.dtype.itemsize:
+    if w.dtype.kind == "f" and g.dtype.kind == "f" and g.dtype.itemsize < w.dtype.itemsize:
         return [f"{NOT_DIAGNOSED}{nm}: the values are right to {g.dtype}'s precision, but the dtype is {g.dtype} where "
                 f"the inputs are {w.dtype} (a .float() or a float32 tensor on the way). Fix: keep the inputs' dtype"]
     whole = g.dtype.kind in "iu" or (g.dtype.kind == "f" and bool(np.all(g == w)))
@@ -219,8 +244,9 @@ def same(a, b) -> bool:
     """Like close, element by element for tuples and lists of outputs, and of the same kind."""
     if isinstance(b, dict):
         return isinstance(a, dict) and set(a) == set(b) and all(same(a[k], b[k]) for k in b)
-    if isinstance(b, tuple):
-        return isinstance(a, (tuple, list)) and len(a) == len(b) and all(map(same, a, b))
+    if isinstance(b, tuple) or (isinstance(a, tuple) and isinstance(b, list)):  # a list for a tuple: its own message
+        return isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b) and all(
+            map(same, a, b))
     if isinstance(a, (tuple, Opaque)) or isinstance(a, float) != isinstance(b, float):
         return False
     if _list_of_arrays(a) != _list_of_arrays(b):

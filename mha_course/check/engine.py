@@ -53,9 +53,11 @@ Notes for checker authors:
 - ``outputs=("out", "weights")`` names the outputs of a reference returning a tuple (the learner
   must return a tuple too).
 - A reference may return a dict of arrays (compared key by key, each key named as an output).
-- A reference returning an int needs an int when its signature says ``-> int`` (or ``strict_types``;
-  else ``2.0`` for 2 is right), int indices need an int array, a boolean array needs a boolean one;
-  a complex, an object array or an unstacked list of arrays is named as such.
+- The learner returns what the reference returns: an int for an int (``2.0`` for 2 is named), a
+  numpy array for an array (a list or a torch tensor is named), a tuple for a tuple, a number for a
+  number (not a 0-d array), int indices for int ones, a boolean array for a boolean one, float64 for
+  float64; a complex, an object array or an unstacked list of arrays is named as such. A ``Returns``
+  rule states the type instead.
 - The reference has the learner's signature and is itself a right answer: the rules tests pass it
   (and variants of it) to the checker as a learner would.
 - An Exercise computes its cases, the reference's values and each mistake's outcomes once and keeps
@@ -310,7 +312,8 @@ def _run_all(spec, fn):
         got = _call_learner(fn, spec.reference, case.args, printed, spec)
         restore()  # what the learner's call replaced in the checker is put back before comparing
         problem = list(got.lines) if got.lines or got.error else compare(
-            got.value, want, spec.outputs, spec.strict_types or states_int(spec.reference))
+            got.value, want, spec.outputs, spec.strict_types or states_int(spec.reference),
+            containers=not any(isinstance(r, Returns) for r in getattr(spec, "rules", ()) or ()))
         runs.append(Run(case, want, got, problem))
         if is_unfinished(got) or (got.lines and got.error is None) or isinstance(got.error, KeyboardInterrupt):
             break

@@ -69,14 +69,13 @@ def natural_types(fn: Callable) -> Callable:
 
 
 def check_with_closer_look(exercise, fn, closer_look=None, always=False) -> bool:
-    """exercise.check(fn) (in natural types); when no catalogued mistake fits, closer_look(fn) -> lines.
+    """exercise.check(fn); when no catalogued mistake fits, closer_look(fn) -> lines.
 
     The closer look speaks in the exercise's terms (which convention, which pair of features,
     which tokens); it is printed only for a wrong result that is not a known mistake, an error,
     a time-out or a stub (``always``: also after a catalogued mistake). Wrong is the status the
     check recorded; a known mistake is the verdict's "Looks like:" in the course's language.
     """
-    fn = natural_types(fn)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         ok = exercise.check(fn)

@@ -463,6 +463,11 @@ def _fileno(stream):
 # what the learner returned
 # ---------------------------------------------------------------------------------------
 
+class FromTorch(numpy.ndarray):
+    """A torch tensor the learner returned, as a numpy array: it compares as its values do, and the
+    comparison names the tensor where the exercise asks for a numpy array."""
+
+
 class Opaque:
     """A returned value the checker does not look into (its type's name is all that is kept)."""
 
@@ -477,7 +482,8 @@ def settle(value, depth=0):
     """What the learner returned, as plain Python and numpy values (its __array__, __float__ or
     __len__ run here, inside the time limit); anything else becomes an :class:`Opaque`.
 
-    An object-dtype array stays one (the comparison names it); a list of arrays stays a list.
+    An object-dtype array stays one (the comparison names it); a list of arrays stays a list; a
+    torch tensor becomes a :class:`FromTorch` array.
     """
     kind = type(value)
     if value is None or value is Ellipsis or value is NotImplemented or kind in (bool, int, float, complex, str):
@@ -498,7 +504,7 @@ def settle(value, depth=0):
     name = kind.__name__ if isinstance(getattr(kind, "__name__", None), str) else "object"
     try:
         if callable(getattr(value, "detach", None)) and callable(getattr(value, "numpy", None)):
-            arr = np.array(value.detach().cpu().numpy())  # a torch tensor
+            arr = np.array(value.detach().cpu().numpy()).view(FromTorch)  # a torch tensor
         else:
             arr = np.array(value)
     except Exception:

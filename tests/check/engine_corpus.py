@@ -79,7 +79,7 @@ def _cross(x, context, W_q, W_k, W_v, keep, after=False, from_x=False):
 CORPUS = [
     # ---- 02 softmax and attention
     ("softmax", _loop_softmax, RIGHT),
-    ("softmax", lambda x, axis=-1: list(mc.softmax(x, axis)), RIGHT),
+    ("softmax", lambda x, axis=-1: list(mc.softmax(x, axis)), ("list", "numpy array")),
     ("softmax", lambda x, axis=-1: mc.softmax(x, axis)[..., ::-1], ("reverse",)),
     ("softmax", lambda x, axis=-1: mc.softmax(x, axis) + 0j, ("complex",)),
     ("softmax", lambda x, axis=-1: -mc.softmax(x, axis), ("opposite sign", "minus")),
@@ -97,7 +97,7 @@ CORPUS = [
     ("scaled_dot_product_attention", lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask, scale=lambda Q, K: 1.0),
      ("no scaling", "sqrt(d_k)", "√d_k")),
     ("causal_mask", lambda T: np.arange(T)[:, None] >= np.arange(T)[None, :], RIGHT),
-    ("causal_mask", lambda T: [[s <= t for s in range(T)] for t in range(T)], RIGHT),
+    ("causal_mask", lambda T: [[s <= t for s in range(T)] for t in range(T)], ("list", "numpy array")),
     ("causal_mask", lambda T: np.arange(T)[:, None] > np.arange(T)[None, :], ("diagonal", "off by one", "shifted")),
     ("causal_mask", lambda T: np.tril(np.ones((T, T))), ("dtype", "bool")),
     ("padding_mask", lambda lengths, S: (np.arange(S) < np.asarray(lengths)[:, None])[:, None, None, :], RIGHT),
@@ -158,7 +158,7 @@ CORPUS = [
         x.var(-1, keepdims=True) + eps) * (1 if gamma is None else gamma) + (0 if beta is None else beta), RIGHT),
     # ---- 09 caches
     ("kv_head_index", lambda h, h_kv: np.arange(h) // (h // h_kv), RIGHT),
-    ("kv_head_index", lambda h, h_kv: [i // (h // h_kv) for i in range(h)], RIGHT),
+    ("kv_head_index", lambda h, h_kv: [i // (h // h_kv) for i in range(h)], ("list", "numpy array")),
     ("kv_head_index", lambda h, h_kv: np.floor(np.arange(h) / (h // h_kv)), ("int",)),
     ("kv_head_index", lambda h, h_kv: (np.arange(h) // (h // h_kv))[::-1], ("reverse",)),
     ("offset_causal_mask", lambda T, offset: np.arange(offset + T)[None, :] <= (offset + np.arange(T))[:, None],
@@ -171,7 +171,7 @@ CORPUS = [
     ("sliding_window_mask", lambda T, window: ((lambda d: (d >= 0) & (d < window))(
         np.arange(T)[:, None] - np.arange(T)[None, :])).astype(object), ("object",)),
     ("kv_append", lambda K_cache, V_cache, K_new, V_new: [np.concatenate([K_cache, K_new], axis=-2),
-                                                          np.concatenate([V_cache, V_new], axis=-2)], RIGHT),
+                                                          np.concatenate([V_cache, V_new], axis=-2)], ("list", "tuple")),
     ("kv_append", lambda K_cache, V_cache, K_new, V_new: (np.concatenate([K_cache, K_new], axis=-2)[..., ::-1, :],
                                                           np.concatenate([V_cache, V_new], axis=-2)[..., ::-1, :]),
      ("reverse",)),
@@ -181,12 +181,12 @@ CORPUS = [
      ("reverse",)),
     ("qkv_param_count", lambda d_model, h, bias=False: 3 * d_model * d_model + (3 * d_model if bias else 0), RIGHT),
     ("qkv_param_count", lambda d_model, h, bias=False: 3.0 * d_model * d_model + (3 * d_model if bias else 0),
-     RIGHT),
+     ("whole number", "int")),
     ("score_std", lambda d_k: (float(np.sqrt(d_k)), 1.0), RIGHT),
     ("score_std", lambda d_k: (float(np.sqrt(d_k)), 1.0 / np.sqrt(d_k)), ("1/sqrt(d_k)",)),
     ("head_params", lambda d_model, h: (4 * d_model * (d_model // h), 4 * d_model * d_model), RIGHT),
     ("document_mask", lambda doc_ids, causal=False: [[a == b and (not causal or j <= i) for j, b in enumerate(doc_ids)]
-                                                     for i, a in enumerate(doc_ids)], RIGHT),
+                                                     for i, a in enumerate(doc_ids)], ("list", "numpy array")),
     ("no_projection_weights", lambda x: mc.softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])), RIGHT),
     ("no_projection_weights", lambda x: np.swapaxes(mc.softmax(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1])),
                                                     -1, -2), ("swapped", "transpose")),

@@ -139,7 +139,7 @@ def test_split_backward_unknown_mistakes_name_the_head(capsys, fn, says):
 
 
 # ---------------------------------------------------------------- 8.4 matmul backward
-@pytest.mark.parametrize("fn", [lambda a, b, g: [g @ b.T, a.T @ g],                       # a list: right too
+@pytest.mark.parametrize("fn", [lambda a, b, g: (g @ b.T, a.T @ g),
                                 lambda a, b, g: (np.einsum("nm,km->nk", g, b), np.einsum("nk,nm->km", a, g)),
                                 lambda a, b, g: (np.dot(g, b.T), np.dot(a.T, g)),
                                 lambda a, b, g: ((b @ g.T).T, (g.T @ a).T), mc.backward.matmul_backward])
@@ -209,11 +209,11 @@ def adam_folded(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     return p - lr_t * m2 / (np.sqrt(v2) + eps * math.sqrt(1 - b2 ** t)), m2, v2
 
 
-def adam_list(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+def adam_as_updates(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     new_m = m + (1 - b1) * (g - m)                       # the same running mean, written as an update
     new_v = v + (1 - b2) * (np.square(g) - v)
     step = (new_m / (1 - b1 ** t)) / (np.sqrt(new_v / (1 - b2 ** t)) + eps)
-    return [p - lr * step, new_m, new_v]                 # a list: right too
+    return p - lr * step, new_m, new_v
 
 
 def adam_inplace_copies(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
@@ -226,7 +226,7 @@ def adam_inplace_copies(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     return p, m, v
 
 
-@pytest.mark.parametrize("fn", [adam_plain, adam_folded, adam_list, adam_inplace_copies])
+@pytest.mark.parametrize("fn", [adam_plain, adam_folded, adam_as_updates, adam_inplace_copies])
 def test_adam_accepts_right_answers(capsys, fn):
     ok, out = run(capsys, cb.adam_step, fn)
     assert ok, out
@@ -311,3 +311,11 @@ def test_shared_input_backward_times_c_is_named(capsys):
     _says(capsys, _check.shared_input_backward,
           lambda c, W_k, W_v, gK, gV: (np.einsum("bsd,ed->bse", gK, W_k) + np.einsum("bsd,ed->bse", gV, W_v)) * c,
           "multiplied by c as well")
+
+
+def test_adam_returning_a_list_is_named_a_list(capsys):
+    def adam_in_a_list(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+        return list(adam_as_updates(p, g, m, v, t, lr, b1, b2, eps))
+    assert _check.adam_step(adam_in_a_list) is False
+    out = capsys.readouterr().out
+    assert "it returned a list of 3 values, expected a tuple (p, m, v). Fix: return p, m, v" in out, out

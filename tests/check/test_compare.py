@@ -1,5 +1,6 @@
 """The comparison (check/compare.py): results as a learner returns them are named by their type."""
 import numpy as np
+import pytest
 
 import mha_course as mc
 from mha_course import check
@@ -18,9 +19,16 @@ def test_an_unstacked_list_of_heads_is_named_with_its_fix(capsys):
     assert ok is False and "Fix: np.stack(parts, axis=1)" in out, out
 
 
-def test_a_list_that_stacks_to_the_right_array_is_right(capsys):
-    assert check.softmax(lambda x, axis=-1: list(mc.softmax(x, axis))) is True
-    capsys.readouterr()
+def test_a_list_of_the_right_rows_is_named_a_list(capsys):
+    ok, out = said(capsys, check.softmax, lambda x, axis=-1: list(mc.softmax(x, axis)))
+    assert ok is False and "the values are right but it is a list where a numpy array" in out, out
+
+
+def test_a_torch_tensor_for_a_numpy_array_is_named(capsys):
+    torch = pytest.importorskip("torch")
+    ok, out = said(capsys, check.softmax, lambda x, axis=-1: torch.from_numpy(mc.softmax(x, axis)))
+    assert ok is False and "it is a torch tensor where a numpy array is expected" in out, out
+    assert ".detach().numpy()" in out, out
 
 
 def test_a_complex_result_is_named_as_complex(capsys):

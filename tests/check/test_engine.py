@@ -371,13 +371,27 @@ def test_no_runtime_warning_from_nan_results_reaches_the_learner(capsys):
 # natural types
 # ---------------------------------------------------------------------------------------
 
-def test_natural_types_are_right(capsys):
+def test_the_type_the_reference_returns_is_enforced(capsys):
     pair = engine.Exercise("pair", lambda a: (a, 2 * a), lambda: [engine.Case((np.ones(3),))], outputs=("a", "b"), register=False)
-    assert pair.check(lambda a: [a, 2 * a]) is True
+    assert pair.check(lambda a: (a, 2 * a)) is True
+    assert pair.check(lambda a: [a, 2 * a]) is False
+    assert "it returned a list of 2 values, expected a tuple (a, b). Fix: return a, b" in capsys.readouterr().out
+    assert pair.check(lambda a: (list(a), 2 * a)) is False
+    assert "a: the values are right but it is a list where a numpy array of shape (3,)" in capsys.readouterr().out
     count = engine.Exercise("count", lambda n: n // 2, lambda: [engine.Case((8,)), engine.Case((5,))], register=False)
-    assert count.check(lambda n: float(n // 2)) is True
     assert count.check(lambda n: np.int64(n // 2)) is True
+    assert count.check(lambda n: float(n // 2)) is False
+    assert "expected a whole number (int)" in capsys.readouterr().out
+    assert count.check(lambda n: np.array(n // 2)) is False
+    assert "numpy array of shape () where a number (int) is expected" in capsys.readouterr().out
     assert count.check(lambda n: n / 2) is False
+    ratio = engine.Exercise("ratio", lambda n: n / 2, lambda: [engine.Case((8,))], register=False)
+    assert ratio.check(lambda n: np.float64(n / 2)) is True and ratio.check(lambda n: n // 2) is True
+    assert ratio.check(lambda n: np.array(n / 2)) is False
+    assert "where a number (float) is expected. Fix: return float(...)" in capsys.readouterr().out
+    single = engine.Exercise("single", lambda a: a * 2, lambda: [engine.Case((np.ones(3),))], register=False)
+    assert single.check(lambda a: (a * 2).astype(np.float32)) is False
+    assert "the dtype is float32" in capsys.readouterr().out
     strict = engine.Exercise("strict", lambda n: n // 2, lambda: [engine.Case((8,))], strict_types=True, register=False)
     assert strict.check(lambda n: float(n // 2)) is False
     assert "expected a whole number (int)" in capsys.readouterr().out

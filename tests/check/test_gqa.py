@@ -21,7 +21,7 @@ def test_every_catalogued_mistake_is_named_as_itself(capsys, checker, exercise, 
 
 # ---------------------------------------------------------------- 9.1 the cache append
 @pytest.mark.parametrize("fn", [
-    lambda Kc, Vc, K, V: [np.concatenate([Kc, K], axis=2), np.concatenate([Vc, V], axis=2)],   # a list
+    lambda Kc, Vc, K, V: (np.concatenate([Kc, K], axis=2), np.concatenate([Vc, V], axis=2)),
     lambda Kc, Vc, K, V: (np.concatenate((Kc, K), axis=-2), np.concatenate((Vc, V), axis=-2)),
     lambda Kc, Vc, K, V: tuple(np.append(c, n, axis=2) for c, n in ((Kc, K), (Vc, V))),
     lambda Kc, Vc, K, V: (np.hstack([Kc.swapaxes(1, 2), K.swapaxes(1, 2)]).swapaxes(1, 2),
@@ -86,7 +86,6 @@ def test_offset_mask_unknown_mistakes_get_a_closer_look(capsys, fn, says):
 # ---------------------------------------------------------------- 9.3 bytes per token
 @pytest.mark.parametrize("fn", [
     lambda layers, h, h_kv, d_k, b: 2 * layers * h_kv * d_k * b,
-    lambda layers, h, h_kv, d_k, b: 2.0 * layers * h_kv * d_k * b,                  # 4.0 for 4: right
     lambda layers, h, h_kv, d_k, b: np.prod([2, layers, h_kv, d_k, b]),             # a numpy integer
     lambda layers, h, h_kv, d_k, b: layers * (h_kv * d_k * b + h_kv * d_k * b),
     lambda layers, h, h_kv, d_k, b: mc.kv_cache_bytes_per_token(layers, h_kv, d_k, b),
@@ -117,7 +116,6 @@ def test_kv_bytes_unknown_mistakes_get_a_closer_look(capsys, fn, says):
 # ---------------------------------------------------------------- 9.4 which key/value head
 @pytest.mark.parametrize("fn", [
     lambda h, h_kv: np.repeat(np.arange(h_kv), h // h_kv),
-    lambda h, h_kv: [i // (h // h_kv) for i in range(h)],                        # a list of ints: right
     lambda h, h_kv: np.arange(h) * h_kv // h,
     lambda h, h_kv: np.floor(np.arange(h) / (h / h_kv)).astype(int),
 ])
@@ -217,3 +215,19 @@ def test_the_cache_columns_blocked_is_named(capsys):
 ])
 def test_repeat_by_h_kv_is_named(capsys, fn, said):
     _says(capsys, _check.kv_head_index, fn, said)
+
+
+@pytest.mark.parametrize("fn, says", [
+    (lambda Kc, Vc, K, V: [np.concatenate([Kc, K], axis=2), np.concatenate([Vc, V], axis=2)],
+     "it returned a list of 2 values, expected a tuple (K_all, V_all)"),
+    (lambda Kc, Vc, K, V: (np.concatenate([Kc, K], axis=2), np.concatenate([Vc, V], axis=2).tolist()),
+     "V_all: the values are right but it is a list where a numpy array"),
+])
+def test_kv_append_in_another_container_is_named(capsys, fn, says):
+    ok, out = run(capsys, cg.kv_append, fn)
+    assert not ok and says in out, out
+
+
+def test_kv_bytes_as_a_float_is_named(capsys):
+    ok, out = run(capsys, cg.kv_bytes_per_token, lambda layers, h, h_kv, d_k, b: 2.0 * layers * h_kv * d_k * b)
+    assert not ok and "expected a whole number (int)" in out, out

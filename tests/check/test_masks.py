@@ -321,7 +321,7 @@ def cross_package(x, context, W_q, W_k, W_v, keep):
 def cross_additive(x, context, W_q, W_k, W_v, keep):
     scores = (x @ W_q) @ (context @ W_k).transpose(0, 2, 1) / W_q.shape[1] ** 0.5
     weights = mc.softmax(scores + mc.mask_as(keep[:, None, :], "additive"))
-    return [weights @ (context @ W_v), weights]           # a list: right too
+    return weights @ (context @ W_v), weights
 
 
 def cross_loop(x, context, W_q, W_k, W_v, keep):
