@@ -149,6 +149,12 @@ def _unstacked(got, w, nm) -> list:
     if not isinstance(got, (list, tuple)) or not got or w.ndim == 0 or not all(
             isinstance(p, np.ndarray) and p.ndim >= 1 for p in got):
         return []
+    right = [i for i, p in enumerate(got) if close(p, w)]
+    if right and len(got) > 1:
+        return [NOT_DIAGNOSED + say("{name}: it returned a {kind} of {n} values where one array of shape {shape} is "
+                                    "expected; value {i} of the {n} is the right one. Fix: return only that one "
+                                    "(not the other values with it)", name=nm, kind=type(got).__name__, n=len(got),
+                                    shape=w.shape, i=right[0] + 1)]
     shapes = {p.shape for p in got}
     said = (f"{NOT_DIAGNOSED}{nm}: a {type(got).__name__} of {len(got)} arrays"
             + (f" of shape {next(iter(shapes))}" if len(shapes) == 1 else "") + f" where one array of shape "

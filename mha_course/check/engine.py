@@ -90,6 +90,7 @@ from typing import Callable, NamedTuple
 from . import sandbox
 from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical, states_int
 from .diagnose import explain
+from .language import say
 from .report import (
                      finish,
                      fn_name,
@@ -356,7 +357,28 @@ def _call_learner(fn, reference, args, printed, spec=None) -> Outcome:
     value, broken = result.value
     if broken:
         return Outcome(value, lines=(NOT_DIAGNOSED + broken[0],))
-    return Outcome(value, lines=tuple(_changed_argument(fn, reference, args, mine)))
+    return Outcome(value, lines=tuple(_changed_argument(fn, reference, args, mine) or _other_default(fn, reference)))
+
+
+def _other_default(fn, reference) -> list:
+    """The learner's signature gives a parameter another default than the exercise's (``bias=True``
+    where it says ``bias=False``): a call that leaves it out would run the wrong case."""
+    import inspect
+    try:
+        ref = inspect.signature(reference).parameters
+        own = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return []
+    for name, p in ref.items():
+        mine = own.get(name)
+        if p.default is inspect.Parameter.empty or mine is None or mine.default is inspect.Parameter.empty:
+            continue
+        if not identical(mine.default, p.default):
+            return [NOT_DIAGNOSED + say("your {fn} has {name}={mine} as its default, the exercise's signature has "
+                                        "{name}={theirs}: a call without {name} would run another case. Fix: "
+                                        "def {fn}(..., {name}={theirs})", fn=fn_name(fn), name=name,
+                                        mine=safe_repr(mine.default), theirs=safe_repr(p.default))]
+    return []
 
 
 def _changed_argument(fn, reference, before, after) -> list:

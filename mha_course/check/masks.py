@@ -8,7 +8,9 @@ convention that is wrong for ``mask_as``, the pairs of tokens wrongly allowed or
 ``document_mask``, which output and which keys for ``cross_attention``.
 
 Two helpers are shared by the checkers of notebooks 06-09: :func:`natural_types` (a list for a
-tuple, ``4.0`` for ``4``: right answers) and :func:`check_with_closer_look`.
+tuple, ``4.0`` for ``4``, for a catalogued mistake written in those types) and
+:func:`check_with_closer_look`. A learner's result is not converted: the comparison names a list
+for a tuple and a float for an int.
 """
 from __future__ import annotations
 

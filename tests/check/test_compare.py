@@ -70,3 +70,9 @@ def test_states_int_reads_the_annotation_or_the_docstring_line():
         return n
     assert compare.states_int(annotated) and compare.states_int(documented)
     assert not compare.states_int(lambda n: n) and not compare.states_int(len)
+
+
+def test_the_right_array_returned_with_others_is_named(capsys):
+    ok, out = said(capsys, check.softmax, lambda x, axis=-1: (mc.softmax(x, axis), x))
+    assert ok is False and "it returned a tuple of 2 values where one array of shape" in out, out
+    assert "value 1 of the 2 is the right one. Fix: return only that one" in out, out

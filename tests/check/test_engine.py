@@ -481,3 +481,14 @@ def test_an_authors_exercise_cannot_take_the_name_of_a_course_checker():
         eng.Exercise("softmax", lambda x: x, lambda: [eng.Case((1.0,))])
     assert eng.catalogue()["softmax"].name == "softmax" and eng.catalogue()["softmax"].reference is not None
     eng.Exercise("softmax", lambda x: x, lambda: [eng.Case((1.0,))], register=False)  # a toy: fine
+
+
+def test_a_default_other_than_the_exercises_is_named(capsys):
+    spec = engine.Exercise("flagged", lambda n, double=False: 2 * n if double else n,
+                           lambda: [engine.Case((3, False)), engine.Case((3, True))], register=False)
+    assert spec.check(lambda n, double=False: 2 * n if double else n) is True
+    assert spec.check(lambda n, double: 2 * n if double else n) is True  # no default: every call passes it
+    capsys.readouterr()
+    assert spec.check(lambda n, double=True: 2 * n if double else n) is False
+    out = capsys.readouterr().out
+    assert "has double=True as its default, the exercise's signature has double=False" in out, out
