@@ -33,11 +33,15 @@ class Sizes(NamedTuple):
 
 
 class ShapeMistake(NamedTuple):
-    """A wrong shape prediction: on each stage of ``stages``, ``wrong(stage, true shape, sizes)`` is predicted."""
+    """A wrong shape prediction: on each stage of ``stages``, ``wrong(stage, true shape, sizes)`` is predicted.
+
+    ``together``: the stages follow from one cause (K and V of length T make the scores (T, T) too), so
+    a prediction right on most of them is not this mistake; otherwise each stage is a slip of its own."""
     name: str
     fix: str
     stages: tuple
     wrong: Callable
+    together: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,8 +87,29 @@ class ShapeExercise:
         return []
 
 
-def _stage_matches(spec, stage, mine, want, sizes) -> list:
-    return [m for m in spec.mistakes if mine != want and stage in m.stages and m.wrong(stage, want, sizes) == mine]
+def _stage_matches(spec, stage, mine, want, sizes, ruled_out=frozenset()) -> list:
+    return [m for m in spec.mistakes if mine != want and stage in m.stages and m.wrong(stage, want, sizes) == mine
+            and m.name not in ruled_out]
+
+
+def _ruled_out(spec, mine, want, sizes) -> set:
+    """The mistakes of one cause (``together``) the prediction does not bear out: right on more than half
+    of the stages they change (weights (B, h, T, T) alone is not "K and V of length T" when K, V and the
+    scores are right)."""
+    out = set()
+    for m in (m for m in spec.mistakes if m.together):
+        changed = [k for k in m.stages if k in want and m.wrong(k, want[k], sizes) != want[k]]
+        right = [k for k in changed if _as_shape(mine.get(k)) == want[k]]
+        if changed and 2 * len(right) > len(changed):
+            out.add(m.name)
+    return out
+
+
+def _as_shape(value):
+    try:
+        return tuple(int(n) for n in value)
+    except Exception:
+        return None
 
 
 def _shape_verdict(spec, fn, cases, call):
@@ -147,11 +172,20 @@ def _shape_problems(spec, mine, sizes, others=()) -> list:
             ([say("  missing: {stages}", stages=", ".join(map(str, missing)))] if missing else []) + \
             ([say("  unknown: {stages}", stages=", ".join(map(str, extra)))] if extra else [])
     named = set()  # a mistake is explained at its first stage, then only referred to
-    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named, others) for n in want) if p]
-    return [say("{wrong} of {n} stages wrong", wrong=len(problems), n=len(want))] + problems if problems else []
+    ruled_out = _ruled_out(spec, mine, want, sizes)
+    problems = [p for p in (_stage_problem(spec, n, mine[n], want[n], sizes, named, others, ruled_out)
+                            for n in want) if p]
+    listed = [n for n in want if not isinstance(mine[n], tuple) and _as_shape(mine[n]) == want[n]]
+    if listed:  # the right numbers in a list (or an array): one line for all of them
+        kind = type(mine[listed[0]]).__name__
+        problems.append(say("  {stages}: the numbers are right but written as a {kind}; a shape is a tuple such as "
+                            "{want}. Fix: round brackets, {want}", stages=", ".join(map(str, listed)), kind=kind,
+                            want=want[listed[0]]))
+    wrong = len(problems) - 1 + len(listed) if listed else len(problems)
+    return [say("{wrong} of {n} stages wrong", wrong=wrong, n=len(want))] + problems if problems else []
 
 
-def _stage_problem(spec, stage, mine, want, sizes, named, others=()) -> str:
+def _stage_problem(spec, stage, mine, want, sizes, named, others=(), ruled_out=frozenset()) -> str:
     """One feedback line for a stage whose predicted shape is wrong ('' if it is right)."""
     try:
         given = tuple(mine)
@@ -169,7 +203,7 @@ def _stage_problem(spec, stage, mine, want, sizes, named, others=()) -> str:
     mine = tuple(int(n) for n in given)
     if mine == want:
         return ""
-    found = _stage_matches(spec, stage, mine, want, sizes)[:1]
+    found = _stage_matches(spec, stage, mine, want, sizes, ruled_out)[:1]
     if not found:
         expected_others = [(spec.reference(z), z) for _, z in others]  # the true shapes choose their readings too
         return say("  {stage}: expected {want} = {spelled_want}, got {got} = {spelled}.", stage=stage, want=want,

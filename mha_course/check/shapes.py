@@ -102,10 +102,10 @@ CROSS_ATTENTION_SHAPES = ShapeExercise(
                      ("head_outputs", "concat", "output"), lambda stage, s, z: (*s[:-2], z.S, s[-1])),
         ShapeMistake("the queries given length S: they come from x, of length T",
                      "Q (B, T, d_model), Q_heads (B, h, T, d_k), scores (B, h, T, S)", ("Q", "Q_heads"),
-                     lambda stage, s, z: (*s[:-2], z.S, s[-1])),
+                     lambda stage, s, z: (*s[:-2], z.S, s[-1]), together=True),
         ShapeMistake("the keys and values given length T: they come from the context, of length S",
                      "K, V (B, S, d_model), K_heads, V_heads (B, h, S, d_k), scores (B, h, T, S)",
-                     ("K", "V", "K_heads", "V_heads", *_SCORES), _keys_of_length_T)))
+                     ("K", "V", "K_heads", "V_heads", *_SCORES), _keys_of_length_T, together=True)))
 
 
 def cross_attention_shapes(fn) -> bool:

@@ -34,3 +34,30 @@ def test_a_wrong_stage_is_named_with_its_mistake_and_a_float_size_as_true_divisi
 def test_a_result_that_is_no_dict_of_every_stage_says_so(bad, said, capsys):
     assert _toy().check(lambda *sizes: bad) is False
     assert said in capsys.readouterr().out
+
+
+def test_the_right_numbers_in_lists_are_one_line_for_every_stage(capsys):
+    toy = _toy()
+    assert toy.check(lambda B, T, S, d_model, h: {"x": [B, T, d_model], "heads": [B, h, T, d_model // h]}) is False
+    out = capsys.readouterr().out
+    assert "2 of 2 stages wrong" in out and "x, heads: the numbers are right but written as a list" in out, out
+    assert len(out.strip().splitlines()) <= 4, out
+
+
+def test_a_mistake_is_not_named_where_most_of_its_stages_are_right(capsys):
+    from mha_course import check
+    def reference(B, T, S, d_model, h):
+        return engine.catalogue()["cross_attention_shapes"].reference(Sizes(B, T, S, d_model, h))
+
+    def weights_t_by_t(B, T, S, d_model, h):  # only the weights as in self-attention: not "K and V of length T"
+        return {**reference(B, T, S, d_model, h), "weights": (B, h, T, T)}
+    assert check.cross_attention_shapes(weights_t_by_t) is False
+    out = capsys.readouterr().out
+    assert "weights: expected" in out and "= (B, h, T, S)" in out and "keys and values given length T" not in out, out
+
+    def kv_of_length_t(B, T, S, d_model, h):  # the whole mistake: still named
+        d_k = d_model // h
+        return {**reference(B, T, S, d_model, h), "K": (B, T, d_model), "V": (B, T, d_model),
+                "K_heads": (B, h, T, d_k), "V_heads": (B, h, T, d_k), "scores": (B, h, T, T), "weights": (B, h, T, T)}
+    assert check.cross_attention_shapes(kv_of_length_t) is False
+    assert "keys and values given length T" in capsys.readouterr().out

@@ -10,9 +10,10 @@ def cross(B, T, S, d_model, h):
             "concat": (B, T, d_model), "output": (B, T, d_model)}
 
 
-def test_cross_attention_shapes_accepts_lists_for_tuples(capsys):
+def test_cross_attention_shapes_names_lists_for_tuples(capsys):
     assert check.cross_attention_shapes(cross) is True
-    assert check.cross_attention_shapes(lambda *a: {k: list(v) for k, v in cross(*a).items()}) is True
+    assert check.cross_attention_shapes(lambda *a: {k: list(v) for k, v in cross(*a).items()}) is False
+    assert "the numbers are right but written as a list; a shape is a tuple" in capsys.readouterr().out
 
 
 def test_keys_of_length_t_are_named(capsys):
