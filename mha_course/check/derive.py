@@ -127,7 +127,8 @@ def case_sizes(spec, args) -> dict:
 def candidates(sizes) -> dict:
     """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
     out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125,
-           "10 (a zero too many?)": 10.0, "1/10 (a zero too few?)": 0.1}
+           "10 (a zero too many?)": 10.0, "1/10 (a zero too few?)": 0.1, "sqrt(2)": 2 ** 0.5, "1/sqrt(2)": 2 ** -0.5,
+           "1024 (KiB where bytes are asked?)": 1024.0, "1/1024 (KiB where bytes are asked?)": 1 / 1024}
     for k, v in sizes.items():
         if v > 0:
             for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),

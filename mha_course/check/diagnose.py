@@ -234,7 +234,7 @@ class Factor:
         varying = [k for k in symbols if len({round(cands[k], 9) for _, cands in ratios}) > 1]
         best = min(varying or symbols, key=lambda k: (k not in varying, len(k)))
         here = ratios[0][0]
-        return f"{best} ({here:.4g} in this case)" if best not in ("2", "1/2", "-2", "-1/2") else best
+        return best if best in candidates({}) else f"{best} ({here:.4g} in this case)"  # a constant: no value
 
 
 protect(globals())
