@@ -105,6 +105,13 @@ def _ruled_out(spec, mine, want, sizes) -> set:
     return out
 
 
+def _one_symbol_apart(spelled, spelled_want):
+    """("T", "S") when two spelled shapes, "(B, h, T, T)" and "(B, h, T, S)", differ in one symbol only."""
+    mine, want = (x.strip("()").split(", ") for x in (spelled, spelled_want))
+    apart = [(a, b) for a, b in zip(mine, want) if a != b]
+    return apart[0] if len(mine) == len(want) and len(apart) == 1 and not apart[0][0].isdigit() else None
+
+
 def _as_shape(value):
     try:
         return tuple(int(n) for n in value)
@@ -206,9 +213,11 @@ def _stage_problem(spec, stage, mine, want, sizes, named, others=(), ruled_out=f
     found = _stage_matches(spec, stage, mine, want, sizes, ruled_out)[:1]
     if not found:
         expected_others = [(spec.reference(z), z) for _, z in others]  # the true shapes choose their readings too
-        return say("  {stage}: expected {want} = {spelled_want}, got {got} = {spelled}.", stage=stage, want=want,
-                   got=mine, spelled_want=_spelled(want, sizes, stage, expected_others),
-                   spelled=_spelled(mine, sizes, stage, others))
+        spelled_want, spelled = _spelled(want, sizes, stage, expected_others), _spelled(mine, sizes, stage, others)
+        line = say("  {stage}: expected {want} = {spelled_want}, got {got} = {spelled}.", stage=stage, want=want,
+                   got=mine, spelled_want=spelled_want, spelled=spelled)
+        one = _one_symbol_apart(spelled, spelled_want)
+        return line + (" " + say("{got} where {want} belongs.", got=one[0], want=one[1]) if one else "")
     if found[0].name in named:
         return say("  {stage}: expected {want}, got {got}. The same mistake.", stage=stage, want=want, got=mine)
     named.add(found[0].name)

@@ -61,3 +61,14 @@ def test_a_mistake_is_not_named_where_most_of_its_stages_are_right(capsys):
                 "K_heads": (B, h, T, d_k), "V_heads": (B, h, T, d_k), "scores": (B, h, T, T), "weights": (B, h, T, T)}
     assert check.cross_attention_shapes(kv_of_length_t) is False
     assert "keys and values given length T" in capsys.readouterr().out
+
+
+def test_a_stage_one_symbol_off_says_which_symbol_where(capsys):
+    from mha_course import check
+
+    def values_of_length_t(B, T, S, d_model, h):
+        d = engine.catalogue()["cross_attention_shapes"].reference(Sizes(B, T, S, d_model, h))
+        return {**d, "V": (B, T, d_model), "V_heads": (B, h, T, d_model // h)}
+    assert check.cross_attention_shapes(values_of_length_t) is False
+    out = capsys.readouterr().out
+    assert "got (2, 3, 12) = (B, T, d_model). T where S belongs." in out, out
