@@ -427,8 +427,18 @@ def _unnormalised(g, w, labels) -> str:
 def _how_shapes_differ(g, w, labels) -> list:
     """Axis by axis, how a result of another shape relates to the expected shape."""
     if g.size == w.size and close(g.reshape(w.shape), w):
+        merged = [a for a in range(w.ndim - 1) if g.shape == w.shape[:a] + (w.shape[a] * w.shape[a + 1],) + w.shape[a + 2:]]
+        if merged:
+            a = merged[0]
+            return [say("the right values with axes {a} and {b} merged into one axis of length {n}: keep them as "
+                        "two axes, {want}", a=labels[a], b=labels[a + 1], n=g.shape[a], want=w.shape)]
         return [f"the right values in the wrong shape: expected {w.shape}, got {g.shape}; reshape "
                 f"(e.g. with .reshape or [:, None] axes)"]
+    reduced = _reduced_over(g, w) if g.ndim == w.ndim - 1 else None
+    if reduced:
+        label = labels[reduced[1]]
+        return [say("your result is the expected one {how} over {axis}: that axis should stay, not be reduced",
+                    how=say(reduced[0]), axis=label if label.startswith("axis") else say("the {name} axis", name=label))]
     if g.ndim == w.ndim and sorted(g.shape) == sorted(w.shape):
         for perm in _axis_orders(w.shape, g.shape):
             if close(np.transpose(w, perm), g):
@@ -437,6 +447,18 @@ def _how_shapes_differ(g, w, labels) -> list:
         return [f"{g.ndim} axes where {w.ndim} were expected ({g.shape} instead of {w.shape})"]
     return [f"axis {a} ({labels[a]}) has length {n}, expected {m}" + (f" ({n / m:.3g} times)" if m else "")
             for a, (n, m) in enumerate(zip(g.shape, w.shape)) if n != m]
+
+
+def _reduced_over(g, w):
+    """(how, axis) when g is w summed, averaged, maxed or taken at its first or last entry over one axis."""
+    hows = (("summed", np.sum), ("averaged", np.mean), ("maxed", np.max), ("at its first entry", lambda x, axis:
+            np.take(x, 0, axis)), ("at its last entry", lambda x, axis: np.take(x, -1, axis)))
+    for axis in range(w.ndim):
+        if w.shape[axis] > 1 and w.shape[:axis] + w.shape[axis + 1:] == g.shape:
+            for how, fn in hows:
+                if close(fn(w, axis=axis), g):
+                    return how, axis
+    return None
 
 
 def _axis_orders(want_shape, got_shape):

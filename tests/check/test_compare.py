@@ -76,3 +76,10 @@ def test_the_right_array_returned_with_others_is_named(capsys):
     ok, out = said(capsys, check.softmax, lambda x, axis=-1: (mc.softmax(x, axis), x))
     assert ok is False and "it returned a tuple of 2 values where one array of shape" in out, out
     assert "value 1 of the 2 is the right one. Fix: return only that one" in out, out
+
+
+def test_two_axes_merged_and_an_axis_reduced_are_named(capsys):
+    ok, out = said(capsys, check.split_heads, lambda x, h: mc.split_heads(x, h).reshape(-1, x.shape[-2], x.shape[-1] // h))
+    assert ok is False and "merged into one axis of length" in out and "keep them as two axes" in out, out
+    ok, out = said(capsys, check.softmax, lambda x, axis=-1: mc.softmax(x, axis).sum(axis=0))
+    assert ok is False and "the expected one summed over" in out and "should stay, not be reduced" in out, out

@@ -167,7 +167,7 @@ def test_how_the_weights_differ_is_named(capsys, change, how):
 
 
 @pytest.mark.parametrize("change, how", [
-    (lambda w: w.reshape(w.shape[0], w.shape[1], -1), "the right values in the wrong shape"),
+    (lambda w: w.reshape(w.shape[0], w.shape[1], -1), "the right values with axes query and key merged into one axis of length 25"),
     (lambda w: w.transpose(0, 2, 1, 3), "Found: weights has its query and head axes swapped"),
     (lambda w: w[:, :-1], "axis 1 (head) has length 2, expected 3"),
 ])
