@@ -341,6 +341,9 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
     scaled (by a named size when one fits), shifted, transposed, permuted, reduced, unnormalised."""
     if g.dtype.kind not in "biuf" or w.dtype.kind not in "biuf":
         return []
+    flipped = _two_values_swapped(g, w)
+    if flipped:
+        return [flipped]
     g, w = num(g), num(w)
     bad = ~np.isfinite(g) & np.isfinite(w)
     if bad.any():
@@ -360,6 +363,20 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
         if found:
             return [found]
     return []
+
+
+def _two_values_swapped(g, w) -> str:
+    """A result of two values (a mask: True/False, 1/0, 0/-inf) with each one where the other belongs."""
+    kinds = np.unique(w)
+    if w.size < 2 or len(kinds) != 2:
+        return ""
+    a, b = kinds
+    if not bool(np.all(np.where(w == a, g == b, g == a))):
+        return ""
+    def text(v):
+        return str(bool(v)) if w.dtype == np.bool_ else str(int(v)) if float(v).is_integer() else str(float(v))
+    return say("every {a} is {b} and every {b} is {a}: the two values swapped everywhere (a mask's polarity "
+               "reversed: which value means may attend?)", a=text(a), b=text(b))
 
 
 def ratio(g, w) -> float:

@@ -83,3 +83,10 @@ def test_two_axes_merged_and_an_axis_reduced_are_named(capsys):
     assert ok is False and "merged into one axis of length" in out and "keep them as two axes" in out, out
     ok, out = said(capsys, check.softmax, lambda x, axis=-1: mc.softmax(x, axis).sum(axis=0))
     assert ok is False and "the expected one summed over" in out and "should stay, not be reduced" in out, out
+
+
+def test_the_two_values_of_a_mask_swapped_everywhere_are_named(capsys):
+    ok, out = said(capsys, check.sliding_window_mask, lambda T, window: ~mc.sliding_window_mask(T, window))
+    assert ok is False and ("every False is True and every True is False" in out or "polarity" in out), out
+    said_ = " ".join(compare.where_and_how(np.array([1, 0, 0, 1]), np.array([0, 1, 1, 0]), ["entry"]))
+    assert "every 0 is 1 and every 1 is 0: the two values swapped everywhere" in said_, said_
