@@ -121,6 +121,18 @@ def test_pristine_numpy_puts_a_learners_patch_back_afterwards(monkeypatch):
     assert np.exp is mine
 
 
+def _bare_except_loop(rescued):
+    """A learner's softmax that retries for ever, catching everything (``except: pass``), until ``rescued``."""
+    def bare_except_loop(x, axis=-1):
+        while not rescued.is_set():
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 -- the attack
+                pass
+        return mc.softmax(x, axis)
+    return bare_except_loop
+
+
 def test_a_bare_except_loop_ends_at_the_limit_even_beside_a_stale_guard(capsys, monkeypatch):
     """A guard that ended without leaving the table of running guards must not stand in for the
     limit (the call would run with none: a check once ran past its limit for ever in a full run).
@@ -135,13 +147,7 @@ def test_a_bare_except_loop_ends_at_the_limit_even_beside_a_stale_guard(capsys, 
     rescue = threading.Timer(120, rescued.set)
     rescue.start()
 
-    def bare_except_loop(x, axis=-1):
-        while not rescued.is_set():
-            try:
-                time.sleep(0.01)
-            except:  # noqa: E722 -- the attack
-                pass
-        return mc.softmax(x, axis)
+    bare_except_loop = _bare_except_loop(rescued)
     try:
         assert check.softmax(bare_except_loop) is False
     finally:
@@ -163,13 +169,7 @@ def test_a_check_called_inside_an_except_block_still_ends_a_bare_except_loop(cap
     rescue = threading.Timer(120, rescued.set)
     rescue.start()
 
-    def bare_except_loop(x, axis=-1):
-        while not rescued.is_set():
-            try:
-                time.sleep(0.01)
-            except:  # noqa: E722 -- the attack
-                pass
-        return mc.softmax(x, axis)
+    bare_except_loop = _bare_except_loop(rescued)
     try:
         try:
             raise handled()
