@@ -228,6 +228,9 @@ class Sites:
             for new in _EXTENDED_OPERATORS.get(op, []):
                 self.add("operator", slot, ast.BinOp(node.left, new(), node.right),
                          (("from", _OPS_TEXT[op]), ("to", _OPS_TEXT[new])))
+            if op is ast.FloorDiv and isinstance(node.left, ast.BinOp) and type(node.left.op) in (ast.Add, ast.Sub):
+                a, b = (ast.BinOp(t, ast.FloorDiv(), node.right) for t in (node.left.left, node.left.right))
+                self.add("floored-terms", slot, ast.BinOp(a, node.left.op, b))  # (i*T + t) // h as i*T // h + t // h
 
     def on_Compare(self, node, slot):
         for k, op in enumerate(node.ops):

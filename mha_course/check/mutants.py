@@ -72,8 +72,9 @@ CATEGORIES = {
     "subscript": "(diagnosis only) x[:, i] read as x[i] or x[0, i] in a statement",
     "replaced-name": "(diagnosis only) one argument read where another belongs",
     "finite-infinity": "(diagnosis only) a large finite number (1e9) where np.inf belongs",
+    "floored-terms": "(diagnosis only) (a + b) // c as a // c + b // c: each term rounded down on its own",
 }
-DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity"})  # made only with ``extended=True``
+DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

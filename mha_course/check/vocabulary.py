@@ -133,6 +133,8 @@ SENTENCES = {
     "finite-infinity": ("a large finite number where -inf belongs (a -1e9 or -1e4 mask): a row whose every entry "
                         "is masked gets weights that sum to 1 instead of zeros",
                         "mask with -np.inf, and give a row with no allowed entry zero weights"),
+    "floored-terms": ("{after} where {before} belongs: each term rounded down on its own, not the sum",
+                      "round down once, after adding: {before}"),
     "first-occurrence": ("only the first occurrence counted, not every one", "count every occurrence"),
     "last-occurrence": ("only the last occurrence counted, not every one", "count every occurrence"),
 }
@@ -158,6 +160,7 @@ _PLAIN = {
     "range-shifted": "a range shifted by one",
     "parts-order": "the parts joined in another order",
     "sqrt": "a square root left out, or one too many",
+    "floored-terms": "each term rounded down on its own, not the sum",
     "flag-inverted": "a flag (a True/False argument) read the other way round",
     "flag-ignored": "a flag (a True/False argument) ignored",
 }

@@ -140,3 +140,8 @@ def test_weights_over_fewer_keys_renormalised_name_the_extra_mask(capsys):
 def test_a_base_read_as_e_is_named(capsys):
     assert check.interpolated_inv_freq(lambda d_k, base, factor: np.exp(-np.arange(0, d_k, 2) / d_k) / factor) is False
     assert "e (np.exp or np.log) used where base belongs" in capsys.readouterr().out
+
+
+def test_a_sum_whose_terms_are_each_rounded_down_is_named_with_the_code(capsys):
+    ok, out = _said(capsys, check.bug_source_position, lambda i, t, T, h: i * T // h + t // h)
+    assert not ok and "each term rounded down on its own" in out and "(i * T + t) // h" in out, out

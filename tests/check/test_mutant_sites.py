@@ -10,6 +10,7 @@ def ref(x, mask, k):
     w = np.exp(s - s.max(axis=-1, keepdims=True)).T
     i = np.flatnonzero(mask)[0]
     w = w[1:] + x[:, k]
+    k = (k + i) // 2
     return np.floor(w.sum(axis=-1)[::-1][i + 1] * 2) if k < 3 else abs(w)
 '''
 
