@@ -138,7 +138,12 @@ def _describe_value(v) -> str:
         biases = "no biases" if not present else "with biases" if len(present) == 4 else "with " + ", ".join(present)
         return f"(d_model={v.d_model}, {biases})"
     if isinstance(v, np.ndarray):
-        return str(v.shape) if v.ndim > 1 or v.size > 8 else repr(v.tolist())
+        if v.ndim > 1 or v.size > 8:
+            return str(v.shape)
+        return "[" + ", ".join(f"{x:.4g}" for x in v.tolist()) + "]" if v.dtype.kind == "f" else repr(v.tolist())
+    if isinstance(v, (list, tuple)) and v and all(isinstance(a, np.ndarray) and (a.ndim > 1 or a.size > 8) for a in v):
+        shapes = list(dict.fromkeys(a.shape for a in v))  # a list of arrays: how many, and their shapes
+        return f"[{len(v)} arrays {shapes[0]}]" if len(shapes) == 1 else "[" + ", ".join(str(a.shape) for a in v) + "]"
     return safe_repr(v)
 
 

@@ -42,3 +42,9 @@ def test_a_stub_is_not_recorded_as_tried(tmp_path, monkeypatch, capsys):
     assert progress.read_progress(tmp_path) == []
     report.report("softmax", "wrong", ["✘ softmax: case 1 of 3 failed"])
     assert [e["exercise"] for e in progress.read_progress(tmp_path)] == ["softmax"]
+
+
+def test_a_list_of_arrays_in_a_call_is_said_by_count_and_shape():
+    said = report.describe_call(lambda outs, lses: None, mc.efficient.merge_attention_partials,
+                                ([np.zeros((3, 2))] * 2, [np.zeros((3, 1)), np.zeros((4, 1))]))
+    assert said.endswith("(outs=[2 arrays (3, 2)], lses=[(3, 1), (4, 1)])"), said
