@@ -49,7 +49,8 @@ def derive(spec, runs, budget=None) -> list:
     raised = any(r.got.error is not None for r in runs)  # then only a variant raising the same may fit
     found = ([] if raised else _output_level(spec, runs)) or _input_level(spec, runs)
     if found and all(d.key == "scale" for d in found):  # a factor of sizes, and an argument read for another: both
-        found += [d for d in _input_level(spec, runs) if d.text not in {f.text for f in found}]
+        found += [d for d in _input_level(spec, runs)  # (a size ignored, stuck at 1, is the factor said already)
+                  if d.text not in {f.text for f in found} and d.key != "argument-ignored"]
     if found and all(d.key in _VALUE_FUNCTIONS for d in found):  # what the value became, and the code's change
         return found + [d for d in _mutant_level(spec, runs, CALLS if budget is None else budget)
                         if d.text not in {f.text for f in found}]
@@ -63,7 +64,8 @@ _VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarith
 
 _STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs",
                          "flipped-mask", "repeated", "swapped-outputs", "output-for-output", "replaced-input",
-                         "transposed-input", "negated-input", "argument-changed", "flag-inverted", "flag-ignored"})
+                         "transposed-input", "negated-input", "argument-changed", "flag-inverted", "flag-ignored",
+                         "argument-ignored"})
 
 
 def also_fitting(spec, runs) -> list:

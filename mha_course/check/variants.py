@@ -11,7 +11,9 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
 - a whole-number argument one more, one less (also modulo another whole-number argument: head
   i + 1 of h), twice or half ("argument-changed");
 - a flag (a bool argument) read the other way round, or ignored: always True or always False
-  ("flag-inverted", "flag-ignored").
+  ("flag-inverted", "flag-ignored");
+- a number argument ignored: one value (its default, one the cases use, 1 or 2 for a whole number)
+  on every case, as when an example's value is written into the code ("argument-ignored").
 
 >>> import numpy as np
 >>> ref = lambda x, i: x[i]
@@ -21,6 +23,7 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
 """
 from __future__ import annotations
 
+import inspect
 from itertools import combinations, permutations
 from typing import NamedTuple
 
@@ -28,7 +31,7 @@ from .sandbox import np, protect
 
 __all__ = ["Variant", "variants", "MOST"]
 
-MOST = 64  # the most variants of one exercise (each costs one run of the reference per case)
+MOST = 80  # the most variants of one exercise (each costs one run of the reference per case)
 WORDS = {"T": "query", "S": "key", "B": "batch", "h": "head", "d_k": "feature", "d_v": "feature",
          "d_model": "feature", "D": "feature", "n": "row", "m": "column"}
 
@@ -49,7 +52,7 @@ def variants(reference, args, names, dims_of) -> list:
            + _transposed(reference, args, names) + _fields(reference, args, names) + _negated(reference, args, names)
            + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
-           + _flags(reference, args, names))
+           + _flags(reference, args, names) + _ignored(reference, args, names))
     return out[:MOST]
 
 
@@ -236,6 +239,31 @@ def _flags(reference, args, names) -> list:
                     return reference(*_at(a, _j, _v))
                 out.append(Variant(fixed, "flag-ignored", {"arg": names[j], "value": value}))
     return out
+
+
+
+def _ignored(reference, args, names) -> list:
+    """A number argument (not a flag) replaced by one value on every case, where the cases vary it: its
+    default in the reference's signature, a value the cases give it, or 1 or 2 for a whole number."""
+    try:
+        defaults = {k: p.default for k, p in inspect.signature(reference).parameters.items()}
+    except (TypeError, ValueError):
+        defaults = {}
+    out = []
+    n = min(len(a) for a in args)
+    for j in range(n):
+        seen = [a[j] for a in args]
+        whole = all(_whole(v) for v in seen)
+        if not (whole or all(isinstance(v, (float, np.floating)) for v in seen)) or len(set(seen)) < 2:
+            continue
+        default = defaults.get(names[j], inspect.Parameter.empty)
+        values = ([default] if isinstance(default, (int, float)) and not isinstance(default, bool) else [])
+        values += list(dict.fromkeys(seen))[:4] + ([1, 2] if whole else [])
+        for value in dict.fromkeys(values):
+            def fixed(*a, _j=j, _v=value):
+                return reference(*_at(a, _j, type(a[_j])(_v)))
+            out.append(Variant(fixed, "argument-ignored", {"arg": names[j], "value": value}))
+    return out[:16]
 
 
 protect(globals())

@@ -86,6 +86,8 @@ SENTENCES = {
                       "use {arg} as given: the part it switches on belongs only where {arg} is True"),
     "flag-ignored": ("the flag {arg} ignored: the numbers of {arg}={value} every time",
                      "use {arg}: the result must change with it"),
+    "argument-ignored": ("{arg} ignored: these are the expected numbers for {arg} = {value} on every case (a value "
+                         "written into the code?)", "use the argument {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
                          "check each use of {arg} (an index counts from 0; a size is not its half or its double)"),
     "unstacked": ("a list of {n} arrays where one array is expected", "stack them into one array: np.stack(parts, "
@@ -163,6 +165,7 @@ _PLAIN = {
     "floored-terms": "each term rounded down on its own, not the sum",
     "flag-inverted": "a flag (a True/False argument) read the other way round",
     "flag-ignored": "a flag (a True/False argument) ignored",
+    "argument-ignored": "a number argument ignored (one value used on every case)",
 }
 
 
@@ -206,4 +209,4 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
-                             "flag-inverted", "flag-ignored"})
+                             "flag-inverted", "flag-ignored", "argument-ignored"})

@@ -145,3 +145,16 @@ def test_a_base_read_as_e_is_named(capsys):
 def test_a_sum_whose_terms_are_each_rounded_down_is_named_with_the_code(capsys):
     ok, out = _said(capsys, check.bug_source_position, lambda i, t, T, h: i * T // h + t // h)
     assert not ok and "each term rounded down on its own" in out and "(i * T + t) // h" in out, out
+
+
+def test_a_number_argument_written_into_the_code_is_named_with_its_value(capsys):
+    def window_of_two(T, window):
+        t, s = np.arange(T)[:, None], np.arange(T)[None, :]
+        return (s <= t) & (t - s < 2)
+    ok, out = _said(capsys, check.sliding_window_mask, window_of_two)
+    assert not ok and "window ignored: these are the expected numbers for window = 2" in out, out
+
+
+def test_a_size_ignored_is_not_said_twice_beside_its_factor(capsys):
+    ok, out = _said(capsys, check.scale_backward, lambda g, d_k: g)
+    assert not ok and "d_k ignored" not in out, out
