@@ -66,6 +66,8 @@ _SOFTMAX_MISTAKES = (
             lambda p, g: p * (g - (p * g).sum(-2, keepdims=True)) if np.ndim(p) > 1 else p * (g - (p * g).sum())),
     Mistake("the weighted sum taken over every axis at once ((p * g).sum() without an axis)",
             "(p * g).sum(axis=-1, keepdims=True): one sum per row", lambda p, g: p * (g - (p * g).sum())),
+    Mistake("the plain mean of g subtracted (g - g.mean(...)), not its p-weighted sum",
+            "weight by p: p * (g - (p * g).sum(-1, keepdims=True))", lambda p, g: p * (g - g.mean(-1, keepdims=True))),
     Mistake("the weighted mean instead of the weighted sum", "(p * g).sum(axis=-1, keepdims=True), not .mean",
             lambda p, g: p * (g - (p * g).mean(-1, keepdims=True))),
     Mistake("the leading p is missing: g - (p * g).sum(...), the Jacobian's p_i factor dropped",

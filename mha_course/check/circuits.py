@@ -178,6 +178,12 @@ COMPOSITION_SCORE = Exercise("composition_score", _composition, _composition_cas
     Mistake("spectral norms (the largest singular value) instead of Frobenius norms",
             "np.linalg.norm(M) of a matrix is the Frobenius norm; do not pass ord=2",
             lambda a, b: float(np.linalg.norm(a @ b, 2) / (np.linalg.norm(a, 2) * np.linalg.norm(b, 2)))),
+    Mistake("spectral norms (ord=2) in the denominator and the Frobenius norm above: one kind of norm throughout",
+            "np.linalg.norm(M) of a matrix is the Frobenius norm; do not pass ord=2",
+            lambda a, b: float(np.linalg.norm(a @ b) / (np.linalg.norm(a, 2) * np.linalg.norm(b, 2)))),
+    Mistake("the sum of the entries' sizes (np.abs(M).sum(), an entrywise L1 norm) instead of the Frobenius norm",
+            "the Frobenius norm: np.linalg.norm(M) = np.sqrt((M ** 2).sum())",
+            lambda a, b: float(np.abs(a @ b).sum() / (np.abs(a).sum() * np.abs(b).sum()))),
     Mistake("divided by one norm only (||W_A||_F)", _NORMS_FIX,
             lambda a, b: float(np.linalg.norm(a @ b) / np.linalg.norm(a))),
     Mistake("the sum of the norms in the denominator (||W_A|| + ||W_B||) instead of their product", _NORMS_FIX,
@@ -276,6 +282,8 @@ COPYING_SCORE = Exercise("copying_score", _copying, _copying_cases, (
             lambda W: float(np.linalg.eigvalsh(W).sum() / np.abs(np.linalg.eigvalsh(W)).sum())),
     Mistake("the trace over the Frobenius norm", "sum(λ) / sum(|λ|) over the eigenvalues λ",
             lambda W: float(np.trace(W) / np.linalg.norm(W))),
+    Mistake("the diagonal entries used as the eigenvalues: trace(W) / sum(|W_ii|)", "the eigenvalues of a "
+            "matrix are not its diagonal: lam = np.linalg.eigvals(W)", lambda W: float(np.trace(W) / np.abs(np.diag(W)).sum())),
 ))
 
 

@@ -388,7 +388,7 @@ def ratio(g, w) -> float:
 
 def _scaled(g, w, labels, factor=None) -> str:
     c = ratio(num(g), num(w))
-    if not c:
+    if not c or f"{c:.4g}" == "1":  # "1 times the expected one" says nothing: the shift or the count says more
         return ""
     named = factor.name(c) if factor is not None else ""
     if named:

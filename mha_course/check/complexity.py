@@ -126,6 +126,8 @@ SCORE_BYTES = Exercise("score_bytes", _score_bytes_ref,
     Mistake("numbers counted, not bytes", "multiply by bytes_per_number", lambda B, h, T, b=4: B * h * T * T),
     Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "multiply by bytes_per_number, not by 4",
             lambda B, h, T, b=4: B * h * T * T * 4),
+    Mistake("the weights counted too: the scores and the softmax weights are two (B, h, T, T) arrays, and the "
+            "exercise asks for the scores", _FIX_BYTES, lambda B, h, T, b=4: 2 * B * h * T * T * b),
     Mistake("only the causal lower triangle counted, T·(T+1)/2 scores: the (B, h, T, T) array is stored whole, "
             "masked or not", _FIX_BYTES, lambda B, h, T, b=4: B * h * T * (T + 1) // 2 * b)) + unit_mistakes(
     _score_bytes_ref))
@@ -176,6 +178,9 @@ MAX_SEQ_LEN = Exercise("max_seq_len", _max_seq_len_ref, lambda: [Case(c) for c i
     Mistake("the square root taken before dividing: isqrt(budget) // (B·h·bytes_per_number); B·h·bytes is not "
             "squared, only T is", "math.isqrt(budget // (B * h * bytes_per_number))",
             lambda n, B, h, b=4: math.isqrt(n) // (B * h * b)),
+    Mistake("the square root taken before dividing: isqrt(budget) // (B·h·bytes_per_number); B·h·bytes is not "
+            "squared, only T is", "math.isqrt(budget // (B * h * bytes_per_number))",
+            lambda n, B, h, b=4: int(math.sqrt(n) // (B * h * b))),  # the same, with a float root
     Mistake("B is forgotten: every sequence has its own scores", "budget // (B * h * bytes_per_number)",
             lambda n, B, h, b=4: math.isqrt(n // (h * b))),
     Mistake("the bytes hard-coded to 4: bytes_per_number is ignored", "divide by bytes_per_number, not by 4",

@@ -189,6 +189,13 @@ def _merge_over_queries(outs, lses):
     return (w / w.sum(axis=1, keepdims=True) * np.stack(outs)).sum(axis=0)
 
 
+def _merge_best_chunk(outs, lses):
+    """Each row's output from its chunk of largest lse alone (zeros where every chunk is -inf)."""
+    L, O = np.stack(lses), np.stack(outs)  # (n, T, 1), (n, T, d_v)
+    best = np.take_along_axis(O, np.argmax(L, axis=0)[None], axis=0)[0]
+    return np.where(np.isfinite(L.max(axis=0)), best, 0.0)
+
+
 _MERGE_MISTAKES = (
     Mistake("the partial outputs are averaged: a chunk with one weak key counts as much as one with the best",
             "weigh chunk c by its share of the softmax's denominator, exp(lse_c - lse) with lse = logsumexp(lse_c)",
@@ -204,6 +211,9 @@ _MERGE_MISTAKES = (
             _merge_with(linear=True)),
     Mistake("the lse values are used as weights directly instead of exp(lse) (an lse of -inf taken as 0)",
             "lse is a log: the weight of chunk c is exp(lse_c - m), normalised", _merge_with(linear=True, zeroed=True)),
+    Mistake("only the chunk with the largest lse kept (a hard max): every chunk counts, weighted by its share "
+            "exp(lse_c - lse)", "w = exp(L - L.max(0)); out = (w * O).sum(0) / w.sum(0), with L = np.stack(lses)",
+            _merge_best_chunk),
     Mistake("only the first two chunks merged: every chunk of the list counts", "loop over (or stack) all the "
             "chunks: np.stack(lses) is (n_chunks, T, 1)", _merge_with(chunks=2)),
     Mistake("the chunk weights normalised over the queries (axis 1) instead of over the chunks (axis 0)",

@@ -467,6 +467,13 @@ def _cross(x, context, W_q, W_k, W_v, keep, *, kv_from=None, q_from=None, mask_o
     return (weights, out) if swap_outputs else (out, weights)
 
 
+def _cross_values_zeroed(x, context, W_q, W_k, W_v, keep):
+    """The padded source tokens' values zeroed (V * keep) and the scores left unmasked."""
+    Q, K, V = x @ W_q, context @ W_k, (context @ W_v) * np.asarray(keep, bool)[:, :, None]
+    weights = _softmax(Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]), axis=-1)
+    return weights @ V, weights
+
+
 def _cross_reference(x, context, W_q, W_k, W_v, keep):
     """x (B, T, d_model), context (B, S, d_model), W_q (d_model, d_k), W_v (d_model, d_v) -> out (B, T, d_v), weights (B, T, S)."""
     out, weights = _sdpa(x @ W_q, context @ W_k, context @ W_v, np.asarray(keep, bool)[:, None, :])
@@ -498,6 +505,8 @@ _CROSS_MISTAKES = (
     Mistake("the queries come from the context and the keys from x (the roles of x and context swapped, V from "
             "the context)", _FIX_ROLES, _cross_with(q_from=lambda x, c: c, kv_from=lambda x, c: (x, c),
                                                     mask_of=lambda keep, shape: np.ones(shape, bool))),
+    Mistake("the padding zeroed in V (V * keep) instead of masked in the scores: the padded tokens still take "
+            "their share of the softmax, so the real ones get too little weight", _FIX_PAD, _cross_values_zeroed),
     Mistake("the queries come from the context (Q = context @ W_q): queries come from x, the tokens being updated",
             _FIX_ROLES, _cross_with(q_from=lambda x, c: c)),
     Mistake("the keys come from x (the target) instead of the context", _FIX_ROLES,

@@ -345,16 +345,22 @@ def count_mistakes(n, other):
     return tuple(out)
 
 
-def check_count(name, fields, other):
+def check_count(name, fields, other, extra=()):
     """An Exercise for a parameter count ``fn(d_model, h, bias=False)`` over the given MHAParams
-    fields; ``other`` = (name, fix, number of matrices) of the wrong-matrix-count mistake."""
+    fields; ``other`` = (name, fix, number of matrices) of the wrong-matrix-count mistake; ``extra``:
+    (name, fix, scalars added as a function of d_model) of a count that takes in another layer's."""
     n = sum(f.startswith("W") for f in fields)
-    return Exercise(name, lambda d_model, h, bias=False: _block_params(d_model, bias, fields),
-                    lambda: [Case(c) for c in _COUNT_CASES], count_mistakes(n, other))
+    def reference(d_model, h, bias=False):
+        return _block_params(d_model, bias, fields)
+    more = tuple(Mistake(m, fix, lambda d_model, h, bias=False, _add=add: reference(d_model, h, bias) + _add(d_model))
+                 for m, fix, add in extra)
+    return Exercise(name, reference, lambda: [Case(c) for c in _COUNT_CASES], count_mistakes(n, other) + more)
 
 
 PARAM_COUNT = check_count("param_count", ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o"),
-                          ("W_o is not counted (3·d_model²)", "count W_o too: 4 matrices", 3))
+                          ("W_o is not counted (3·d_model²)", "count W_o too: 4 matrices", 3), extra=(
+    ("a LayerNorm's gain and bias (2·d_model) counted too: they belong to the block around the attention, not to it",
+     "count only W_q, W_k, W_v, W_o and their biases", lambda d: 2 * d),))
 
 
 def param_count(fn) -> bool:

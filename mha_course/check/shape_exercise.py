@@ -112,6 +112,18 @@ def _one_symbol_apart(spelled, spelled_want):
     return apart[0] if len(mine) == len(want) and len(apart) == 1 and not apart[0][0].isdigit() else None
 
 
+def _reordered(spelled, spelled_want) -> str:
+    """" The right axes in another order: S and d_k swapped." when a shape holds the expected symbols in
+    another order ('' otherwise)."""
+    mine, want = (x.strip("()").split(", ") for x in (spelled, spelled_want))
+    if len(mine) != len(want) or sorted(mine) != sorted(want) or mine == want:
+        return ""
+    apart = [(a, b) for a, b in zip(mine, want) if a != b]
+    if len(apart) == 2:
+        return " " + say("The right axes in another order: {a} and {b} swapped.", a=apart[1][0], b=apart[0][0])
+    return " " + say("The right axes in another order.")
+
+
 def _as_shape(value):
     try:
         return tuple(int(n) for n in value)
@@ -217,7 +229,8 @@ def _stage_problem(spec, stage, mine, want, sizes, named, others=(), ruled_out=f
         line = say("  {stage}: expected {want} = {spelled_want}, got {got} = {spelled}.", stage=stage, want=want,
                    got=mine, spelled_want=spelled_want, spelled=spelled)
         one = _one_symbol_apart(spelled, spelled_want)
-        return line + (" " + say("{got} where {want} belongs.", got=one[0], want=one[1]) if one else "")
+        return line + (" " + say("{got} where {want} belongs.", got=one[0], want=one[1]) if one else
+                       _reordered(spelled, spelled_want))
     if found[0].name in named:
         return say("  {stage}: expected {want}, got {got}. The same mistake.", stage=stage, want=want, got=mine)
     named.add(found[0].name)

@@ -130,6 +130,7 @@ def _fields(reference, args, names) -> list:
             continue
         first = args[0][j]
         fields = _array_fields(first)
+        out += _biases_dropped(reference, args, j, name)
         for f in fields:
             if _square(getattr(first, f)):
                 def fn(*a, _j=j, _f=f):
@@ -143,6 +144,19 @@ def _fields(reference, args, names) -> list:
                     return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g)})))
                 out.append(Variant(fn, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"}))
     return out[:24]
+
+
+def _biases_dropped(reference, args, j, name) -> list:
+    """The biases of a parameters argument never added: all of them, or each one (b_q), where a case has them."""
+    biases = list(dict.fromkeys(f for a in args for f in _array_fields(a[j]) if f.startswith("b_")
+                                and np.ndim(getattr(a[j], f)) == 1))
+    out = []
+    for group in ([biases] if len(biases) > 1 else []) + [[b] for b in biases]:
+        def fn(*a, _j=j, _g=tuple(group)):
+            return reference(*_at(a, _j, a[_j]._replace(**{f: None for f in _g})))
+        said = f"{name}.{group[0]}" if len(group) == 1 else f"the biases of {name} ({', '.join(group)})"
+        out.append(Variant(fn, "bias-dropped", {"which": said}))
+    return out
 
 
 def _whole(v) -> bool:
@@ -244,25 +258,29 @@ def _flags(reference, args, names) -> list:
 
 def _ignored(reference, args, names) -> list:
     """A number argument (not a flag) replaced by one value on every case, where the cases vary it: its
-    default in the reference's signature, a value the cases give it, or 1 or 2 for a whole number."""
+    default in the reference's signature (or, for a whole number, twice or half of it), a value the cases
+    give it, or 1 or 2 for a whole number."""
     try:
         defaults = {k: p.default for k, p in inspect.signature(reference).parameters.items()}
     except (TypeError, ValueError):
         defaults = {}
     out = []
-    n = min(len(a) for a in args)
-    for j in range(n):
-        seen = [a[j] for a in args]
+    for j, name in enumerate(names):  # an argument a case leaves out has its default there
+        default = defaults.get(name, inspect.Parameter.empty)
+        seen = [a[j] if j < len(a) else default for a in args]
         whole = all(_whole(v) for v in seen)
         if not (whole or all(isinstance(v, (float, np.floating)) for v in seen)) or len(set(seen)) < 2:
             continue
-        default = defaults.get(names[j], inspect.Parameter.empty)
-        values = ([default] if isinstance(default, (int, float)) and not isinstance(default, bool) else [])
-        values += list(dict.fromkeys(seen))[:4] + ([1, 2] if whole else [])
-        for value in dict.fromkeys(values):
-            def fixed(*a, _j=j, _v=value):
+        values = [default] if default in seen else []
+        values += [v for d in values if whole and d > 1 for v in (2 * d, d // 2)]  # 8 bytes for the default 4
+        values = [(0, v) for v in values] + [(1, v) for v in ([1, 2] if whole else [])] + [
+            (2, v) for v in list(dict.fromkeys(seen))[:4]]
+        for rank, value in dict.fromkeys(values):
+            def fixed(*a, _j=j, _v=value, _d=default):
+                a = (*a, *[_d] * (_j + 1 - len(a)))  # (only a trailing argument with a default can be missing)
                 return reference(*_at(a, _j, type(a[_j])(_v)))
-            out.append(Variant(fixed, "argument-ignored", {"arg": names[j], "value": value}))
+            out.append((rank, Variant(fixed, "argument-ignored", {"arg": name, "value": value})))
+    out = [v for _, v in sorted(out, key=lambda rv: rv[0])]  # a default, its double or half, 1 or 2 first
     return out[:16]
 
 

@@ -86,6 +86,8 @@ SENTENCES = {
                       "use {arg} as given: the part it switches on belongs only where {arg} is True"),
     "flag-ignored": ("the flag {arg} ignored: the numbers of {arg}={value} every time",
                      "use {arg}: the result must change with it"),
+    "bias-dropped": ("{which} never added (the expected numbers with no such bias)",
+                     "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
     "argument-ignored": ("{arg} ignored: these are the expected numbers for {arg} = {value} on every case (a value "
                          "written into the code?)", "use the argument {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
@@ -166,6 +168,7 @@ _PLAIN = {
     "flag-inverted": "a flag (a True/False argument) read the other way round",
     "flag-ignored": "a flag (a True/False argument) ignored",
     "argument-ignored": "a number argument ignored (one value used on every case)",
+    "bias-dropped": "a bias never added",
 }
 
 
@@ -209,4 +212,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
-                             "flag-inverted", "flag-ignored", "argument-ignored"})
+                             "flag-inverted", "flag-ignored", "argument-ignored",
+                             "bias-dropped"})

@@ -158,3 +158,15 @@ def test_a_number_argument_written_into_the_code_is_named_with_its_value(capsys)
 def test_a_size_ignored_is_not_said_twice_beside_its_factor(capsys):
     ok, out = _said(capsys, check.scale_backward, lambda g, d_k: g)
     assert not ok and "d_k ignored" not in out, out
+
+
+def test_an_argument_a_case_leaves_to_its_default_is_named_when_written_into_the_code(capsys):
+    ok, out = _said(capsys, check.max_seq_len, lambda budget, B, h, bytes_per_number=4: math.isqrt(budget // (B * h * 8)))
+    assert not ok and "bytes_per_number ignored: these are the expected numbers for bytes_per_number = 8" in out, out
+
+
+def test_the_biases_never_added_are_named(capsys):
+    def no_biases(x, params, h, mask=None, context=None):
+        return mc.multi_head_attention(x, params._replace(b_q=None, b_k=None, b_v=None, b_o=None), h, mask, context)
+    ok, out = _said(capsys, check.multi_head_attention, no_biases)
+    assert not ok and "the biases of params (b_q, b_k, b_v, b_o) never added" in out, out

@@ -72,3 +72,12 @@ def test_a_stage_one_symbol_off_says_which_symbol_where(capsys):
     assert check.cross_attention_shapes(values_of_length_t) is False
     out = capsys.readouterr().out
     assert "got (2, 3, 12) = (B, T, d_model). T where S belongs." in out, out
+
+
+
+def test_a_stage_with_the_right_axes_in_another_order_says_which_two_are_swapped():
+    from mha_course.check import shape_exercise
+    said = shape_exercise._reordered("(B, h, d_k, S)", "(B, h, S, d_k)")
+    assert said == " The right axes in another order: S and d_k swapped.", said
+    assert shape_exercise._reordered("(B, h, S, d_k)", "(B, h, S, d_k)") == ""
+    assert shape_exercise._reordered("(h, S, B, d_k)", "(B, h, S, d_k)") == " The right axes in another order."
