@@ -48,3 +48,15 @@ def test_a_list_of_arrays_in_a_call_is_said_by_count_and_shape():
     said = report.describe_call(lambda outs, lses: None, mc.efficient.merge_attention_partials,
                                 ([np.zeros((3, 2))] * 2, [np.zeros((3, 1)), np.zeros((4, 1))]))
     assert said.endswith("(outs=[2 arrays (3, 2)], lses=[(3, 1), (4, 1)])"), said
+
+
+def test_a_count_that_runs_out_of_memory_only_on_huge_sizes_is_right_with_a_note(capsys):
+    def counted_with_arrays(d_model, h):  # right, but it allocates d_model x d_model bytes
+        W = np.empty((d_model, d_model), dtype=np.int8)
+        per_head = 3 * W[:, :d_model // h].size + W[:d_model // h].size
+        return per_head, h * per_head
+    assert check.head_params(counted_with_arrays) is True
+    assert "needs more memory than there is" in capsys.readouterr().out
+    def wrong_total(d_model, h):
+        return counted_with_arrays(d_model, h)[0], counted_with_arrays(d_model, h)[0]
+    assert check.head_params(wrong_total) is False
