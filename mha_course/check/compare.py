@@ -449,6 +449,11 @@ def _how_shapes_differ(g, w, labels) -> list:
             a = merged[0]
             return [say("the right values with axes {a} and {b} merged into one axis of length {n}: keep them as "
                         "two axes, {want}", a=labels[a], b=labels[a + 1], n=g.shape[a], want=w.shape)]
+        split = [a for a in range(g.ndim - 1) if w.shape == g.shape[:a] + (g.shape[a] * g.shape[a + 1],) + g.shape[a + 2:]]
+        if split:
+            return [say("the right values with the {axis} axis split in two, {got}: parts stacked on a new axis "
+                        "(np.stack) where they belong joined along that axis (np.concatenate), {want}",
+                        axis=labels[split[0]], got=g.shape, want=w.shape)]
         return [f"the right values in the wrong shape: expected {w.shape}, got {g.shape}; reshape "
                 f"(e.g. with .reshape or [:, None] axes)"]
     reduced = _reduced_over(g, w) if g.ndim == w.ndim - 1 else None

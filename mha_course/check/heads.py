@@ -120,6 +120,12 @@ _COMBINE_MISTAKES = (
             lambda x: np.tile(x[:, 0], (1, 1, x.shape[1]))),
     Mistake("the heads concatenated over the batch axis (axis 0) instead of the features",
             "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE, partial(_concat_heads, 0)),
+    Mistake("np.concatenate(x, axis=-1) joins the items of x's first axis, the batch, not the heads: it gives "
+            "(h, T, B·d_k)", "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE,
+            lambda x: np.concatenate(list(x), axis=-1)),
+    Mistake("np.concatenate(x, axis=...) joins the items of x's first axis, the batch, not the heads",
+            "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE,
+            lambda x: np.concatenate(list(x), axis=1)),
     Mistake("the heads concatenated over the positions (axis 1) instead of the features",
             "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE, partial(_concat_heads, 1)),
     *(Mistake(f"a wrong transpose order {p} before the reshape", FIX_COMBINE, partial(_combine_perm, p))

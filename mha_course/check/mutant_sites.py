@@ -228,6 +228,12 @@ class Sites:
             for new in _EXTENDED_OPERATORS.get(op, []):
                 self.add("operator", slot, ast.BinOp(node.left, new(), node.right),
                          (("from", _OPS_TEXT[op]), ("to", _OPS_TEXT[new])))
+            if op is ast.FloorDiv:  # i // g rounded to the nearest, or up: np.rint(i / g), -(-i // g)
+                near = ast.Call(ast.Attribute(_np_call("rint", ast.BinOp(node.left, ast.Div(), node.right)), "astype",
+                                              ast.Load()), [ast.Name("int", ast.Load())], [])
+                up = ast.UnaryOp(ast.USub(), ast.BinOp(ast.UnaryOp(ast.USub(), node.left), ast.FloorDiv(), node.right))
+                for new, to in ((near, "rounding to the nearest"), (up, "rounding up")):
+                    self.add("rounding", slot, new, (("from", "rounding down (//)"), ("to", to)))
             if op is ast.FloorDiv and isinstance(node.left, ast.BinOp) and type(node.left.op) in (ast.Add, ast.Sub):
                 a, b = (ast.BinOp(t, ast.FloorDiv(), node.right) for t in (node.left.left, node.left.right))
                 self.add("floored-terms", slot, ast.BinOp(a, node.left.op, b))  # (i*T + t) // h as i*T // h + t // h

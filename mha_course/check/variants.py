@@ -130,7 +130,7 @@ def _fields(reference, args, names) -> list:
             continue
         first = args[0][j]
         fields = _array_fields(first)
-        out += _biases_dropped(reference, args, j, name)
+        out += _biases_dropped(reference, args, j, name) + _projection_dropped(reference, args, j, name)
         for f in fields:
             if _square(getattr(first, f)):
                 def fn(*a, _j=j, _f=f):
@@ -156,6 +156,21 @@ def _biases_dropped(reference, args, j, name) -> list:
             return reference(*_at(a, _j, a[_j]._replace(**{f: None for f in _g})))
         said = f"{name}.{group[0]}" if len(group) == 1 else f"the biases of {name} ({', '.join(group)})"
         out.append(Variant(fn, "bias-dropped", {"which": said}))
+    return out
+
+
+def _projection_dropped(reference, args, j, name) -> list:
+    """A square matrix of a parameters argument (W_o) never applied: the identity in its place, and its bias
+    (b_o) left out with it."""
+    first, out = args[0][j], []
+    for f in _array_fields(first):
+        if f.startswith("W") and _square(getattr(first, f)):
+            bias = "b" + f[1:]
+            def fn(*a, _j=j, _f=f, _b=bias):
+                p = a[_j]
+                change = {_f: np.eye(getattr(p, _f).shape[-1])} | ({_b: None} if _b in p._fields else {})
+                return reference(*_at(a, _j, p._replace(**change)))
+            out.append(Variant(fn, "projection-dropped", {"which": f"{name}.{f}", "bias": f"{name}.{bias}"}))
     return out
 
 

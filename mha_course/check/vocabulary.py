@@ -88,6 +88,8 @@ SENTENCES = {
                      "use {arg}: the result must change with it"),
     "bias-dropped": ("{which} never added (the expected numbers with no such bias)",
                      "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
+    "projection-dropped": ("the projection by {which} left out (with its bias {bias}): these are the expected numbers "
+                           "with {which} the identity", "apply it: ... @ {which} (+ {bias} when given)"),
     "argument-ignored": ("{arg} ignored: these are the expected numbers for {arg} = {value} on every case (a value "
                          "written into the code?)", "use the argument {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
@@ -169,6 +171,7 @@ _PLAIN = {
     "flag-ignored": "a flag (a True/False argument) ignored",
     "argument-ignored": "a number argument ignored (one value used on every case)",
     "bias-dropped": "a bias never added",
+    "projection-dropped": "a projection (a weight matrix) left out",
 }
 
 
@@ -213,4 +216,4 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored",
-                             "bias-dropped"})
+                             "bias-dropped", "projection-dropped"})

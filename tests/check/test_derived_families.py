@@ -166,7 +166,24 @@ def test_an_argument_a_case_leaves_to_its_default_is_named_when_written_into_the
 
 
 def test_the_biases_never_added_are_named(capsys):
-    def no_biases(x, params, h, mask=None, context=None):
-        return mc.multi_head_attention(x, params._replace(b_q=None, b_k=None, b_v=None, b_o=None), h, mask, context)
-    ok, out = _said(capsys, check.multi_head_attention, no_biases)
+    def no_biases(x, params, h):
+        unbiased = params._replace(b_q=None, b_k=None, b_v=None, b_o=None)
+        return mc.multi_head_attention(x, unbiased, h, mc.causal_mask(x.shape[1]))
+    ok, out = _said(capsys, check.causal_multi_head_attention, no_biases)
     assert not ok and "the biases of params (b_q, b_k, b_v, b_o) never added" in out, out
+
+
+@pytest.mark.parametrize("rounded, said", [(lambda a: np.rint(a).astype(int), "rounding to the nearest"),
+                                           (lambda a: np.ceil(a).astype(int), "rounding up")])
+def test_a_group_index_rounded_another_way_is_named(capsys, rounded, said):
+    ok, out = _said(capsys, check.kv_head_index, lambda h, h_kv: rounded(np.arange(h) / (h // h_kv)))
+    assert not ok and f"{said} where rounding down (//) belongs" in out, out
+
+
+def test_parts_stacked_where_they_belong_joined_are_named(capsys):
+    def stacked(params):
+        return {"in_proj_weight": np.stack([params.W_q.T, params.W_k.T, params.W_v.T]),
+                "in_proj_bias": np.concatenate([params.b_q, params.b_k, params.b_v]),
+                "out_proj.weight": params.W_o.T, "out_proj.bias": params.b_o}
+    ok, out = _said(capsys, check.torch_state_dict, stacked)
+    assert not ok and "parts stacked on a new axis (np.stack)" in out, out
