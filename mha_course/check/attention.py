@@ -16,6 +16,7 @@ from ..attention import padding_mask as _padding_mask
 from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
 from .engine import Case, Exercise, Mistake
+from .vocabulary import TWICE_D_K
 
 __all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
            "SOFTMAX", "SDPA", "CAUSAL_MASK", "PADDING_MASK", "sdpa_scaled", "sdpa_inverted",
@@ -218,7 +219,8 @@ def _sdpa_cases():
 _FIX_SCALE = "divide the scores by np.sqrt(d_k), where d_k = Q.shape[-1]"
 _SDPA_MISTAKES = (
     Mistake("no scaling of the scores", _FIX_SCALE, partial(sdpa_scaled, lambda Q, K: 1.0)),
-    Mistake("scaling by d_k instead of √d_k", _FIX_SCALE, partial(sdpa_scaled, lambda Q, K: 1 / Q.shape[-1])),
+    Mistake("scaling by d_k instead of √d_k", _FIX_SCALE, partial(sdpa_scaled, lambda Q, K: 1 / Q.shape[-1]),
+            also=TWICE_D_K),
     Mistake("multiplying by √d_k instead of dividing", _FIX_SCALE,
             partial(sdpa_scaled, lambda Q, K: math.sqrt(Q.shape[-1]))),
     Mistake("scaling by √S (the number of keys) instead of √d_k", _FIX_SCALE,

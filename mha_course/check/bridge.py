@@ -26,6 +26,7 @@ from ..attention import softmax as _softmax
 from ..lessons.bridge import torch_state_dict as _state_dict
 from ..mha import init_params
 from .engine import Case, Exercise, Mistake, report
+from .vocabulary import TWICE_D_K
 
 __all__ = ["torch_state_dict", "torch_attn_mask", "torch_attention",
            "TORCH_STATE_DICT", "TORCH_ATTN_MASK", "TORCH_ATTENTION",
@@ -326,7 +327,8 @@ TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q
     Mistake("no 1/√d_k scaling", "divide the scores by q.shape[-1] ** 0.5",
             _attention_with(lambda Q, K, V: 1.0)),
     Mistake("scaled by d_k instead of √d_k", "divide by q.shape[-1] ** 0.5",
-            _attention_with(lambda Q, K, V: Q.shape[-1])),
+            _attention_with(lambda Q, K, V: Q.shape[-1]),
+            also=TWICE_D_K),
     Mistake("scaled by √d_v (v.shape[-1]) instead of √d_k", "the scores are q·k: divide by q.shape[-1] ** 0.5",
             _attention_with(lambda Q, K, V: np.sqrt(V.shape[-1]))),
     Mistake("scaled by √S (k.shape[-2], the number of keys) instead of √d_k",

@@ -29,6 +29,7 @@ from ..efficient import sliding_window_mask as _sliding_window_mask
 from ..efficient import tiled_attention as _tiled_attention
 from . import engine
 from .engine import Case, Exercise, Mistake
+from .vocabulary import TWICE_D_K
 
 __all__ = ["online_softmax_update", "tiled_attention", "sliding_window_mask", "linear_attention",
            "ONLINE_SOFTMAX_UPDATE", "TILED_ATTENTION", "SLIDING_WINDOW_MASK", "LINEAR_ATTENTION", "QuadraticMemory"]
@@ -203,7 +204,8 @@ _TILED_MISTAKES = (
     Mistake("the tile of scores is not scaled by 1/sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
             _tiled_with(scale=lambda d: 1.0)),
     Mistake("the tile of scores is divided by d_k instead of sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
-            _tiled_with(scale=lambda d: d)),
+            _tiled_with(scale=lambda d: d),
+            also=TWICE_D_K),
     Mistake("the state is started again for every block: only the last block's keys count",
             "start the state once, before the loop (mc.online_softmax_start(T, d_v)), and carry it",
             _tiled_with(restart=True)),

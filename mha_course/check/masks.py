@@ -31,6 +31,7 @@ from . import engine
 from .engine import Case, Exercise, Fresh, Mistake, Part
 from .language import say
 from .report import results
+from .vocabulary import TWICE_D
 
 __all__ = ["mask_as", "causal_self_attention", "document_mask", "cross_attention", "natural_types",
            "check_with_closer_look", "call_timed", "MASK_AS", "CAUSAL_SELF_ATTENTION", "DOCUMENT_MASK", "CROSS_ATTENTION",
@@ -301,7 +302,8 @@ _SELF_ATTENTION_MISTAKES = (
             _self_attention(fill=lambda s, keep: s + (1.0 - keep) * -np.inf)),
     Mistake("the scores are not divided by sqrt(d): the softmax is too sharp", _FIX_SCALE,
             _self_attention(scale=lambda d: 1.0)),
-    Mistake("the scores are divided by d instead of sqrt(d)", _FIX_SCALE, _self_attention(scale=lambda d: d)),
+    Mistake("the scores are divided by d instead of sqrt(d)", _FIX_SCALE, _self_attention(scale=lambda d: d),
+            also=TWICE_D),
     Mistake("the scores are multiplied by sqrt(d) instead of divided", _FIX_SCALE,
             _self_attention(scale=lambda d: 1 / np.sqrt(d))),
     Mistake("the softmax runs over the queries (axis=-2), not over the keys: columns sum to 1, rows do not",
@@ -523,7 +525,8 @@ _CROSS_MISTAKES = (
     Mistake("the scores are not divided by sqrt(d)", "divide Q Kᵀ by np.sqrt(d), d = W_q.shape[1]",
             _cross_with(scale=lambda d: 1.0)),
     Mistake("the scores are divided by d instead of sqrt(d)", "divide Q Kᵀ by np.sqrt(d)",
-            _cross_with(scale=lambda d: d)),
+            _cross_with(scale=lambda d: d),
+            also=TWICE_D),
     Mistake("the scores divided by sqrt(D), the width of the inputs, instead of sqrt(d), the width of Q and K",
             "scale by the size the dot product runs over: np.sqrt(W_q.shape[1])", _cross_with(scale=None, d_model=True)),
     Mistake("the padding mask put along the queries (keep[:, :, None]) instead of along the source keys",

@@ -20,6 +20,7 @@ from ..mha import trace as _trace
 from .attention import sdpa_inverted, sdpa_mask_after, sdpa_mask_ignored, sdpa_scaled
 from .engine import Case, Exercise, Mistake, Part
 from .heads import FIX_COMBINE, FIX_SPLIT, combine_no_transpose, split_no_transpose
+from .vocabulary import TWICE_D_K
 
 __all__ = ["multi_head_attention", "causal_multi_head_attention", "param_count", "MULTI_HEAD_ATTENTION",
            "CAUSAL_MULTI_HEAD_ATTENTION", "PARAM_COUNT", "check_count", "count_mistakes", "no_bias"]
@@ -124,7 +125,8 @@ _MHA_MISTAKES = (
     Mistake("no scaling of the scores", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1.0)),
     Mistake("scaling by √h (the number of heads) instead of √d_k", _FIX_MHA_SCALE,
             partial(_mha_scaled, lambda d_k, D: 1 / math.sqrt(D // d_k))),
-    Mistake("scaling by d_k instead of √d_k", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1 / d_k)),
+    Mistake("scaling by d_k instead of √d_k", _FIX_MHA_SCALE, partial(_mha_scaled, lambda d_k, D: 1 / d_k),
+            also=TWICE_D_K),
     Mistake("split_heads as a reshape without the transpose", FIX_SPLIT,
             partial(_mha_attend, _sdpa, split=split_no_transpose)),
     Mistake("combine_heads without the transpose back", FIX_COMBINE,

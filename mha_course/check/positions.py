@@ -16,6 +16,7 @@ from ..positions import apply_rope as _apply_rope
 from ..positions import sinusoidal_positions as _sinusoidal_positions
 from .engine import Case, Exercise, Mistake
 from .masks import call_timed, check_with_closer_look
+from .vocabulary import TWICE_D_K
 
 __all__ = ["sinusoidal_positions", "apply_rope", "rope_scores", "SINUSOIDAL_POSITIONS", "APPLY_ROPE",
            "ROPE_SCORES"]
@@ -299,7 +300,8 @@ _ROPE_SCORES_MISTAKES = (
     Mistake("the scores are not divided by sqrt(d_k)", "divide Q Kᵀ by np.sqrt(d_k) as always",
             _rope_scores_with(scale="none")),
     Mistake("the scores are divided by d_k instead of sqrt(d_k)", "divide by np.sqrt(d_k)",
-            _rope_scores_with(scale="d")),
+            _rope_scores_with(scale="d"),
+            also=TWICE_D_K),
     Mistake("the halves layout instead of interleaved", "use layout='interleaved' (the default)",
             _rope_scores_with(layout="halves")),
     Mistake("the queries are off by one position (rotated at 1..T while the keys start at 0)",

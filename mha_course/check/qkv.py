@@ -15,6 +15,7 @@ from ..mha import trace as _trace
 from .attention import scores, sdpa_scaled
 from .engine import Case, Exercise, Mistake
 from .mha import check_count
+from .vocabulary import TWICE_D
 
 __all__ = ["project_qkv", "qkv_param_count", "no_projection_weights", "PROJECT_QKV", "QKV_PARAM_COUNT",
            "NO_PROJECTION_WEIGHTS"]
@@ -130,7 +131,8 @@ _FIX_SQRT = "divide x @ xᵀ by np.sqrt(d_model)"
 NO_PROJECTION_WEIGHTS = Exercise("no_projection_weights", lambda x: _sdpa(x, x, x)[1], _no_projection_cases, (
     Mistake("the scores are not divided by √d", _FIX_SQRT, lambda x: sdpa_scaled(lambda Q, K: 1.0, x, x, x)[1]),
     Mistake("the scores are divided by d instead of √d", _FIX_SQRT,
-            lambda x: sdpa_scaled(lambda Q, K: 1 / Q.shape[-1], x, x, x)[1]),
+            lambda x: sdpa_scaled(lambda Q, K: 1 / Q.shape[-1], x, x, x)[1],
+            also=TWICE_D),
     Mistake("the scores are divided by √T (the number of positions, x.shape[-2]) instead of √d", _FIX_SQRT,
             lambda x: sdpa_scaled(lambda Q, K: 1 / math.sqrt(Q.shape[-2]), x, x, x)[1]),
     Mistake("the scores are returned, not the weights (no softmax)", "apply mc.softmax over the last axis",

@@ -15,9 +15,14 @@ reference has, what the learner's numbers need).
 """
 from __future__ import annotations
 
-__all__ = ["SENTENCES", "sentence", "fix"]
+__all__ = ["SENTENCES", "TWICE_D", "TWICE_D_K", "sentence", "fix"]
 
 # class -> (sentence, fix); the classes of mutants.CATEGORIES and the output-level transformations
+# a second sentence for a scale of 1/d where 1/sqrt(d) belongs: the same numbers come from scaling twice
+TWICE_D_K = ("the scale 1/√d_k applied twice (once by you, once inside a function that already scales, such as "
+             "mc.scaled_dot_product_attention): 1/d_k in all")
+TWICE_D = TWICE_D_K.replace("d_k", "d")
+
 SENTENCES = {
     # what the output shows (a transformation of the expected output)
     "scale": ("every value of {output} is {factor} times the expected one",

@@ -187,3 +187,10 @@ def test_parts_stacked_where_they_belong_joined_are_named(capsys):
                 "out_proj.weight": params.W_o.T, "out_proj.bias": params.b_o}
     ok, out = _said(capsys, check.torch_state_dict, stacked)
     assert not ok and "parts stacked on a new axis (np.stack)" in out, out
+
+
+def test_a_scale_of_1_over_d_also_names_the_scale_applied_twice(capsys):
+    def prescaled(x):  # x / sqrt(d) handed to a function that divides by sqrt(d) again
+        return mc.scaled_dot_product_attention(x / np.sqrt(x.shape[-1]), x, x, mc.causal_mask(x.shape[-2]))[0]
+    ok, out = _said(capsys, check.causal_self_attention, prescaled)
+    assert not ok and "divided by d instead of sqrt(d)" in out and "applied twice" in out, out
