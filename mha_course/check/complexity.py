@@ -100,7 +100,13 @@ CROSSOVER_SEQ_LEN = Exercise("crossover_seq_len", _crossover,
             "start at T = 1: the first T >= 1 where 4·T²·d_model >= 8·T·d_model²", lambda d_model: 0),
     Mistake("the projections' T forgotten (8·d_model²): 4·T²·d_model >= 8·d_model² gives ceil(sqrt(2·d_model))",
             "the projections cost 8·T·d_model²: 4·T²·d_model >= 8·T·d_model² gives T = 2·d_model",
-            lambda d_model: math.ceil(math.sqrt(2 * d_model)))))
+            lambda d_model: math.ceil(math.sqrt(2 * d_model))),
+    Mistake("a search that doubles T (1, 2, 4, 8, ...): it returns the first power of two past the crossover, not "
+            "the crossover", "step T by 1 (or solve the inequality: T = 2·d_model)",
+            lambda d_model: 1 << max(0, (2 * d_model - 1).bit_length())),
+    Mistake("attention and projections swapped in the inequality (8·T²·d_model >= 4·T·d_model²): the crossover "
+            "comes out 4 times too early", "attention 4·T²·d_model >= projections 8·T·d_model²",
+            lambda d_model: -(-d_model // 2))))
 
 
 def crossover_seq_len(fn) -> bool:

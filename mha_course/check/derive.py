@@ -307,6 +307,11 @@ def _number_forms(pairs, raws, all_close) -> list:
             if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
                 out.append(("float-result", {"how": how}))
                 break
+    if all(w.dtype.kind == "f" for _, w in raws) and not all(np.array_equal(w, np.round(w)) for _, w in raws):
+        for how, f in (("int() or //", np.trunc), ("np.floor", np.floor), ("round()", np.round), ("math.ceil", np.ceil)):
+            if all(np.array_equal(np.asarray(g, float), f(w)) for g, w in raws):  # a fraction the exercise keeps, lost
+                out.append(("truncated", {"how": how}))
+                break
     return out
 
 

@@ -136,6 +136,12 @@ _PI_MISTAKES = (
     Mistake("the base divided by the factor ((base / s)^(-2j/d_k)) instead of the frequencies",
             "keep the base; divide each frequency by s: base ** (-2j / d_k) / s",
             lambda d_k, base, factor: _freqs(d_k, base / factor)),
+    Mistake("the base multiplied by the factor ((base · s)^(-2j/d_k)) instead of the frequencies divided by it",
+            "keep the base; divide each frequency by s: base ** (-2j / d_k) / s",
+            lambda d_k, base, factor: _freqs(d_k, base * factor)),
+    Mistake("the exponent over d_k - 2 (NTK's d_k / (d_k - 2) from memory): base^(-2j/(d_k-2))",
+            "the exponent is -2j / d_k: inv_freq = base ** (-2 * j / d_k) / s",
+            lambda d_k, base, factor: base ** (-2.0 * np.arange(d_k // 2) / (d_k - 2)) / factor),
 )
 
 

@@ -76,6 +76,11 @@ def _bias_in_matrix(x, p):
     return tuple(x @ (W if b is None else W + b) for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
 
 
+def _bias_before_product(x, p):
+    """(x + b) @ W: the bias added to the input before the product (it then passes through W)."""
+    return tuple((x if b is None else x + b) @ W for W, b in ((p.W_q, p.b_q), (p.W_k, p.b_k), (p.W_v, p.b_v)))
+
+
 def _bias_tested_as_bool(x, p):
     """``x @ W + b if b else x @ W``: fine without biases, a ValueError for a bias array."""
     if p.b_q is not None and np.size(p.b_q) > 1:
@@ -89,6 +94,8 @@ PROJECT_QKV = Exercise("project_qkv", _qkv_of, _project_cases, _project_mistakes
     Mistake("each bias added to its weight matrix before the product: x @ (W + b) instead of x @ W + b",
             "project first, then add the bias: x @ W_q + b_q (the bias is added once per token, not to every row "
             "of W)", _bias_in_matrix),
+    Mistake("each bias added to x before the product: (x + b) @ W instead of x @ W + b (the bias then passes "
+            "through W)", "project first, then add the bias: x @ W_q + b_q", _bias_before_product),
     Mistake("the bias tested with `if b:`: an array's truth value is ambiguous (ValueError)",
             "test for a missing bias with `b is not None`: x @ W + b if b is not None else x @ W",
             _bias_tested_as_bool)),

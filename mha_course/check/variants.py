@@ -204,11 +204,13 @@ def _negated(reference, args, names) -> list:
 
 
 def _swapped_ints(reference, args, names) -> list:
-    """Two whole-number arguments swapped (i and t, T and h), where some case tells them apart."""
+    """Two whole-number arguments swapped (i and t, T and h), or two real ones (b1 and b2, lr and eps),
+    where some case tells them apart."""
     n = min(len(a) for a in args)
     ints = [j for j in range(n) if all(_whole(a[j]) for a in args)]
+    reals = [j for j in range(n) if all(isinstance(a[j], (float, np.floating)) for a in args)]
     out = []
-    for j, k in combinations(ints, 2):
+    for j, k in list(combinations(ints, 2)) + list(combinations(reals, 2)):
         if any(a[j] != a[k] for a in args):
             def fn(*a, _j=j, _k=k):
                 return reference(*_at(_at(a, _j, a[_k]), _k, a[_j]))

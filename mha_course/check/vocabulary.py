@@ -66,6 +66,8 @@ SENTENCES = {
                                "return the boolean mask, True where the expected mask is True"),
     "off-by-one": ("{output} is {delta} than expected on every case (an off-by-one)",
                    "look for a + 1 or - 1 too many, or < where <= belongs"),
+    "truncated": ("{output} is the expected value made a whole number ({how}): the fraction is lost",
+                  "keep the real number: no int(), //, round() or ceil on the way"),
     "float-result": ("{output} is a float where a whole number (int) is expected", "{how}, and return an int"),
     "swapped-outputs": ("{a} and {b} swapped (each returned in the other's place)",
                         "return {a} first, then {b}, as the exercise states"),
@@ -176,6 +178,7 @@ _PLAIN = {
     "flag-ignored": "a flag (a True/False argument) ignored",
     "argument-ignored": "a number argument ignored (one value used on every case)",
     "bias-dropped": "a bias never added",
+    "truncated": "a real number made a whole number",
     "projection-dropped": "a projection (a weight matrix) left out",
 }
 
@@ -217,7 +220,7 @@ def mutant_class(category: str) -> str:
 _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
-                             "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "swapped-outputs", "output-for-output",
+                             "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored",

@@ -194,3 +194,8 @@ def test_a_scale_of_1_over_d_also_names_the_scale_applied_twice(capsys):
         return mc.scaled_dot_product_attention(x / np.sqrt(x.shape[-1]), x, x, mc.causal_mask(x.shape[-2]))[0]
     ok, out = _said(capsys, check.causal_self_attention, prescaled)
     assert not ok and "divided by d instead of sqrt(d)" in out and "applied twice" in out, out
+
+
+def test_a_real_answer_made_a_whole_number_is_named(capsys):
+    ok, out = _said(capsys, check.score_std, lambda d_k: (float(int(math.sqrt(d_k))), 1.0))
+    assert not ok and "unscaled is the expected value made a whole number" in out, out
