@@ -64,8 +64,7 @@ _VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarith
 
 _STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs",
                          "flipped-mask", "repeated", "swapped-outputs", "output-for-output", "replaced-input",
-                         "transposed-input", "negated-input", "argument-changed", "flag-inverted", "flag-ignored",
-                         "argument-ignored"})
+                         "transposed-input", "negated-input", "argument-changed", "flag-inverted", "flag-ignored"})
 
 
 def also_fitting(spec, runs) -> list:

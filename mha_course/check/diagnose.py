@@ -137,11 +137,30 @@ def localise(spec, runs, run) -> list:
         lines += [f"- {name}: {s}" for s in where_and_how(g, w, labels, Factor(spec, runs, name))]
         if g.shape != w.shape and g.ndim:
             lines.append(f"- {name}: " + spelled_shapes(spec, runs, run, name, g.shape, w.shape))
-    lines += only_where(spec, runs)
+    lines += only_where(spec, runs) + _near_miss(differences(run.got.value, run.want, spec.outputs))
     advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
               else "Every shape is right: compare each step's values with the formula in the notebook.")
     return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
 
+
+
+def _near_miss(differing) -> list:
+    """"- within 0.7% of the expected values but not equal: ...": every differing output a number close (under
+    10%) to the expected one, as a sampled estimate or an approximation is ([] otherwise)."""
+    worst = 0.0
+    for _, g, w in differing:
+        try:
+            g, w = np.asarray(g, float), np.asarray(w, float)
+            scale = float(np.max(np.abs(w))) if w.ndim == 0 and g.shape == w.shape else 0.0  # numbers only
+        except (TypeError, ValueError):
+            return []
+        if not scale or not np.all(np.isfinite(g)):
+            return []
+        worst = max(worst, float(np.max(np.abs(g - w))) / scale)
+    if not differing or not 0 < worst < 0.1:
+        return []
+    return ["- " + say("within {pct} of the expected values but not equal: an estimate (random sampling) or an "
+                       "approximation, where the exact value is asked?", pct=f"{100 * worst:.2g}%")]
 
 
 def case_features(spec, args) -> list:

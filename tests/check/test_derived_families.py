@@ -199,3 +199,13 @@ def test_a_scale_of_1_over_d_also_names_the_scale_applied_twice(capsys):
 def test_a_real_answer_made_a_whole_number_is_named(capsys):
     ok, out = _said(capsys, check.score_std, lambda d_k: (float(int(math.sqrt(d_k))), 1.0))
     assert not ok and "unscaled is the expected value made a whole number" in out, out
+
+
+def test_an_estimate_by_sampling_is_said_to_be_close_but_not_exact(capsys):
+    def sampled(d_k):
+        rng = np.random.default_rng(0)
+        q, k = rng.normal(size=(400, d_k)), rng.normal(size=(400, d_k))
+        dots = (q * k).sum(-1)
+        return float(dots.std()), float((dots / np.sqrt(d_k)).std())
+    ok, out = _said(capsys, check.score_std, sampled)
+    assert not ok and "an estimate (random sampling) or an approximation" in out, out
