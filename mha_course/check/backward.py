@@ -207,6 +207,8 @@ _MATMUL_MISTAKES = (
             lambda a, b, g: (g @ b.T, a @ g)),
     Mistake("a missing transpose in grad_a (grad_out @ b instead of grad_out @ b.T)", _FIX_MATMUL,
             lambda a, b, g: (g @ b, a.T @ g)),
+    Mistake("both transposes missing (grad_out @ b and a @ grad_out): the shapes only fit when the matrices are "
+            "square", _FIX_MATMUL, lambda a, b, g: (g @ b, a @ g)),
     Mistake("the factors in the wrong order: grad_b = grad_out.T @ a, which is grad_b transposed",
             _FIX_MATMUL, lambda a, b, g: (g @ b.T, g.T @ a)),
     Mistake("the two gradients returned in the wrong order (grad_b, grad_a)", "return grad_a, grad_b",
@@ -253,6 +255,9 @@ def _shared_cases():
 
 _FIX_SHARED = "K = c W_k and V = c W_v both read c, so grad_c = grad_K @ W_k.T + grad_V @ W_v.T"
 _SHARED_MISTAKES = (
+    Mistake("the gradients and the weights each added first, (grad_K + grad_V) @ (W_k + W_v).T: that adds the cross "
+            "terms grad_K @ W_v.T and grad_V @ W_k.T, which no path has", _FIX_SHARED,
+            lambda c, W_k, W_v, gK, gV: (gK + gV) @ (W_k + W_v).T),
     Mistake("only the K path: the gradients of the shared K and V are not summed", _FIX_SHARED,
             lambda c, W_k, W_v, gK, gV: gK @ W_k.T),
     Mistake("only the V path: the gradients of the shared K and V are not summed", _FIX_SHARED,
@@ -312,17 +317,19 @@ def _adam_cases():
 def _adam_variant(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8, *, correct_m=True, correct_v=True, sgd=False,
                   no_sqrt=False, betas_swapped=False, t_shift=0, eps_inside=False, abs_v=False,
                   m_weights_swapped=False, v_weights_swapped=False, ascend=False, return_hats=False, no_eps=False,
-                  defaults=False):
+                  defaults=False, stale_moments=False):
     """One Adam step with the chosen slips (see the catalogue); the defaults are the right step."""
     b1, b2, eps = (0.9, 0.999, 1e-8) if defaults else (b1, b2, eps)
     b1, b2 = (b2, b1) if betas_swapped else (b1, b2)
     eps = 0.0 if no_eps else eps
+    old_m, old_v = m, v
     m = (1 - b1) * m + b1 * g if m_weights_swapped else b1 * m + (1 - b1) * g
     g2 = np.abs(g) if abs_v else g * g
     v = (1 - b2) * v + b2 * g2 if v_weights_swapped else b2 * v + (1 - b2) * g2
     tc = t + t_shift
-    m_hat = m / (1 - b1 ** tc) if correct_m else m
-    v_hat = v / (1 - b2 ** tc) if correct_v else v
+    m_used, v_used = (old_m, old_v) if stale_moments else (m, v)  # the step taken before m and v are updated
+    m_hat = m_used / (1 - b1 ** tc) if correct_m else m_used
+    v_hat = v_used / (1 - b2 ** tc) if correct_v else v_used
     denom = np.sqrt(v_hat + eps) if eps_inside else (v_hat if no_sqrt else np.sqrt(v_hat)) + eps
     step = g if sgd else m_hat / denom
     new_p = p + lr * step if ascend else p - lr * step
@@ -365,6 +372,9 @@ _ADAM_MISTAKES = (
                   "v = b2 * v + (1 - b2) * g ** 2: b2 = 0.999 keeps the old mean", v_weights_swapped=True),
     _adam_mistake("the arguments b1, b2 and eps ignored: 0.9, 0.999 and 1e-8 written in", "use the arguments "
                   "b1, b2, eps (their defaults are 0.9, 0.999, 1e-8; a caller may pass others)", defaults=True),
+    _adam_mistake("the step taken with the old m and v, before this step's gradient updates them (at step 1, m = v "
+                  "= 0, so p does not move)", "update m and v with g first, then bias-correct them and step",
+                  stale_moments=True),
     _adam_mistake("the step goes uphill: p + lr * ... instead of p - lr * ...", "subtract the step: p - lr * ...",
                   ascend=True),
     _adam_mistake("the bias-corrected m_hat and v_hat returned as the new state: the next step would correct "
