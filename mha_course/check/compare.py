@@ -355,7 +355,7 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
     if w.size and bool(np.any(np.abs(w) > ATOL)) and close(g, -w):
         return ["the sign is flipped: every value is minus the expected one (a subtraction the wrong way "
                 "round?)"]
-    found = _scaled(g, w, labels, factor)
+    found = rounded_form(g, w) or _scaled(g, w, labels, factor)
     if found:
         return [found]
     for test in (_shifted, _swapped, _permuted, _reduced, _unnormalised):
@@ -384,6 +384,19 @@ def ratio(g, w) -> float:
     ww = float(np.vdot(w, w)) if w.size else 0.0
     c = float(np.vdot(g, w)) / ww if ww else 0.0
     return c if c and np.isfinite(c) and not np.isclose(c, 1) and close(g, c * w) else 0.0
+
+
+def rounded_form(g, w) -> str:
+    """The expected real values made whole numbers (rounded down, to the nearest or up): '' otherwise."""
+    g, w = np.asarray(g), np.asarray(w)
+    if not w.size or w.dtype.kind not in "iuf" or g.shape != w.shape or np.array_equal(w, np.round(w)):
+        return ""
+    for how, f in ((lambda: say("rounded down (int(), // or math.isqrt)"), np.floor),
+                   (lambda: say("rounded to the nearest (round())"), np.round),
+                   (lambda: say("rounded up (math.ceil)"), np.ceil)):
+        if np.array_equal(g, f(w)):
+            return say("every value is the expected one {how}: the fraction is lost", how=how())
+    return ""
 
 
 def _scaled(g, w, labels, factor=None) -> str:

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .compare import NOT_DIAGNOSED, axis_labels, differences, num, ratio, same_outcome, states_int, where_and_how
+from .compare import (
+    NOT_DIAGNOSED,
+    axis_labels,
+    differences,
+    num,
+    ratio,
+    rounded_form,
+    same_outcome,
+    states_int,
+    where_and_how,
+)
 from .derive import also_fitting, candidates, case_sizes, derive
 from .language import say
 from .sandbox import arg_names, np, protect, quiet_numpy
@@ -157,7 +167,7 @@ def _near_miss(differing) -> list:
         if not scale or not np.all(np.isfinite(g)):
             return []
         worst = max(worst, float(np.max(np.abs(g - w))) / scale)
-    if not differing or not 0 < worst < 0.1:
+    if not differing or not 0 < worst < 0.1 or any(rounded_form(g, w) for _, g, w in differing):
         return []
     return ["- " + say("within {pct} of the expected values but not equal: an estimate (random sampling) or an "
                        "approximation, where the exact value is asked?", pct=f"{100 * worst:.2g}%")]

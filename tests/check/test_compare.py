@@ -90,3 +90,10 @@ def test_the_two_values_of_a_mask_swapped_everywhere_are_named(capsys):
     assert ok is False and ("every False is True and every True is False" in out or "polarity" in out), out
     said_ = " ".join(compare.where_and_how(np.array([1, 0, 0, 1]), np.array([0, 1, 1, 0]), ["entry"]))
     assert "every 0 is 1 and every 1 is 0: the two values swapped everywhere" in said_, said_
+
+
+def test_real_values_made_whole_numbers_are_said_with_the_rounding():
+    w = np.array([1.5, 2.7, 3.2])
+    assert "rounded down" in compare.rounded_form(np.floor(w), w)
+    assert "rounded up" in compare.rounded_form(np.ceil(w), w)
+    assert compare.rounded_form(w, w) == "" and compare.rounded_form(np.floor(w), np.floor(w)) == ""
