@@ -13,7 +13,9 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
 - a flag (a bool argument) read the other way round, or ignored: always True or always False
   ("flag-inverted", "flag-ignored");
 - a number argument ignored: one value (its default, one the cases use, 1 or 2 for a whole number)
-  on every case, as when an example's value is written into the code ("argument-ignored").
+  on every case, as when an example's value is written into the code ("argument-ignored");
+- a float array argument, or two of one width together (Q and K), scaled before use by 1/sqrt(d),
+  sqrt(d), 1/d or d of their last axis, or by 2 or 1/2 ("scaled-input").
 
 >>> import numpy as np
 >>> ref = lambda x, i: x[i]
@@ -52,7 +54,7 @@ def variants(reference, args, names, dims_of) -> list:
            + _transposed(reference, args, names) + _fields(reference, args, names) + _negated(reference, args, names)
            + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
-           + _flags(reference, args, names) + _ignored(reference, args, names))
+           + _flags(reference, args, names) + _ignored(reference, args, names) + _scaled_inputs(reference, args, names, dims_of))
     return out[:MOST]
 
 
@@ -299,6 +301,33 @@ def _ignored(reference, args, names) -> list:
             out.append((rank, Variant(fixed, "argument-ignored", {"arg": name, "value": value})))
     out = [v for _, v in sorted(out, key=lambda rv: rv[0])]  # a default, its double or half, 1 or 2 first
     return out[:16]
+
+
+
+_INPUT_FACTORS = (("1/√{n}", lambda n: n ** -0.5), ("√{n}", lambda n: n ** 0.5), ("1/{n}", lambda n: 1.0 / n),
+                  ("{n}", lambda n: float(n)), ("2", lambda n: 2.0), ("1/2", lambda n: 0.5))
+
+
+def _scaled_inputs(reference, args, names, dims_of=None) -> list:
+    """Float array arguments multiplied by a factor before use: one of them, or every one of a width (Q and K
+    of width d_k), by 1/sqrt(d), sqrt(d), 1/d, d (d its last axis) or 2 or 1/2."""
+    n = min(len(a) for a in args)
+    floats = [j for j in range(n) if all(isinstance(a[j], np.ndarray) and a[j].dtype.kind == "f" and a[j].ndim
+                                         for a in args)]
+    groups = sorted({tuple(k for k in floats if all(a[k].shape[-1] == a[j].shape[-1] for a in args))
+                     for j in floats if len(floats) > 1} - {(j,) for j in floats}) + [(j,) for j in floats]
+    out = []
+    for group in groups:
+        dims = [d for d in (dims_of or {}).get(names[group[0]], []) if d != "..."]
+        width = dims[-1] if dims else f"{names[group[0]]}.shape[-1]"  # d_k, from the docstring's shape line
+        for said, f in _INPUT_FACTORS:
+            def fn(*a, _g=group, _f=f):
+                for k in _g:
+                    a = _at(a, k, a[k] * _f(a[k].shape[-1]))
+                return reference(*a)
+            out.append(Variant(fn, "scaled-input", {"args": " and ".join(names[k] for k in group),
+                                                    "factor": said.format(n=width)}))
+    return out[:24]
 
 
 protect(globals())

@@ -97,6 +97,8 @@ SENTENCES = {
                      "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
     "projection-dropped": ("the projection by {which} left out (with its bias {bias}): these are the expected numbers "
                            "with {which} the identity", "apply it: ... @ {which} (+ {bias} when given)"),
+    "scaled-input": ("{args} multiplied by {factor} before use: these are the expected numbers for {args} × {factor}",
+                     "use {args} as given: the formula scales where it says, once"),
     "argument-ignored": ("{arg} ignored: these are the expected numbers for {arg} = {value} on every case (a value "
                          "written into the code?)", "use the argument {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
@@ -179,6 +181,7 @@ _PLAIN = {
     "argument-ignored": "a number argument ignored (one value used on every case)",
     "bias-dropped": "a bias never added",
     "truncated": "a real number made a whole number",
+    "scaled-input": "an input scaled before use",
     "projection-dropped": "a projection (a weight matrix) left out",
 }
 
@@ -224,4 +227,4 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored",
-                             "bias-dropped", "projection-dropped"})
+                             "bias-dropped", "projection-dropped", "scaled-input"})

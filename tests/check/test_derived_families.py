@@ -209,3 +209,12 @@ def test_an_estimate_by_sampling_is_said_to_be_close_but_not_exact(capsys):
         return float(dots.std()), float((dots / np.sqrt(d_k)).std())
     ok, out = _said(capsys, check.score_std, sampled)
     assert not ok and "an estimate (random sampling) or an approximation" in out, out
+
+
+def test_inputs_scaled_before_use_are_named_with_the_exercises_size(capsys):
+    def prescaled(Q, K, V):
+        d = Q.shape[-1]
+        q, k = mc.elu_feature_map(Q / np.sqrt(d)), mc.elu_feature_map(K / np.sqrt(d))
+        return (q @ (np.swapaxes(k, -1, -2) @ V)) / (q @ k.sum(-2)[..., None])
+    ok, out = _said(capsys, check.linear_attention, prescaled)
+    assert not ok and "Q and K multiplied by 1/√d_k before use" in out, out
