@@ -27,7 +27,7 @@ def _var(z, axis=-1, ddof=0):
 def _layer_norm_cases():
     rng = np.random.default_rng(20240507)
     return [Case((rng.normal(3.0, 5.0, size=(2, 4, 8)),), "mean 3, std 5"),
-            Case((np.array([[1.0, 2.0, 3.0, 10.0]]),), "one outlier"),
+            Case((np.array([[1.0, 2.0, 3.0, 10.0]]) + 1e8,), "one outlier, every entry + 1e8: E[x²] - E[x]² cancels"),
             Case((rng.normal(size=(3, 6)) * 1e-3,), "rows of variance ~1e-6: eps matters"),
             Case((np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]),), "a constant row"),
             Case((rng.normal(-1.0, 2.0, size=(5, 10)), 1e-2), "eps = 0.01")]
@@ -51,6 +51,11 @@ LAYER_NORM = Exercise("layer_norm", _layer_norm, _layer_norm_cases, (
     Mistake("the mean is not subtracted: x / np.sqrt(var + eps) (the variance right, the row not centred)",
             "subtract the row's mean first: (x - mean) / np.sqrt(var + eps)",
             lambda x, eps=1e-5: x / np.sqrt(x.var(axis=-1, keepdims=True) + eps)),
+    Mistake("the one-pass variance E[x²] - E[x]²: where a row's mean is large next to its spread, the two terms "
+            "cancel and the variance loses its digits (or goes negative)", "the two-pass variance: "
+            "((x - mean) ** 2).mean(axis=-1, keepdims=True), or x.var(axis=-1, keepdims=True)",
+            lambda x, eps=1e-5: (x - x.mean(-1, keepdims=True)) / np.sqrt(
+                (x * x).mean(-1, keepdims=True) - x.mean(-1, keepdims=True) ** 2 + eps)),
     Mistake("RMSNorm instead of layer norm: x / np.sqrt(mean(x²) + eps), with no centring",
             "layer norm subtracts the mean and divides by the standard deviation: (x - mean) / np.sqrt(var + eps)",
             lambda x, eps=1e-5: x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)),
