@@ -535,11 +535,14 @@ def _mutant_words(mutation) -> Derived:
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
+    if key in ("negation", "constant", "index") and all(".shape[" in str(t) for t in (mutation.before, mutation.after)):
+        key = "shape-axis"  # Q.shape[1] where Q.shape[-1] belongs: a size read from another axis, not a sign
+        params = {}
     op = params.get("dropped") or (re.findall(r"(\w+)\s*\(", str(mutation.before)) or [""])[-1] or "step"
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
-    slots = {"op": op, "before": before, "after": after}
-    if key in ("replaced-name", "subscript", "range-shifted", "parts-order"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+    slots = {**{k: str(v) for k, v in params.items()}, "op": op, "before": before, "after": after}
+    if key in ("replaced-name", "subscript", "range-shifted", "parts-order", "regrouped", "shape-axis"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"

@@ -162,14 +162,15 @@ def _tiled_ref(Q, K, V, block_size):
 
 
 def _tiled_with(scale=lambda d: np.sqrt(d), divide=True, stop=lambda S, b: S, extra=0, restart=False,
-                average_blocks=False, first_only=False, scale_by_S=False):
+                average_blocks=False, first_only=False, scale_by_S=False, root_of=None):
     """The tiled loop written the way a learner might (the defaults are the right one)."""
     def tiled(Q, K, V, block_size):
         T, S = Q.shape[0], K.shape[0]
         state, outs = _start(T, V.shape[-1]), []
         for c in range(0, min(stop(S, block_size), block_size) if first_only else stop(S, block_size), block_size):
             k, v = K[c:c + block_size + extra], V[c:c + block_size + extra]
-            s = Q @ k.T / (np.sqrt(S) if scale_by_S else scale(Q.shape[-1]))  # (T, c) one tile of scores
+            d = root_of(Q, K, V) if root_of else S if scale_by_S else None  # a size other than d_k under the root
+            s = Q @ k.T / (np.sqrt(d) if d else scale(Q.shape[-1]))  # (T, c) one tile of scores
             if average_blocks:
                 outs.append(_softmax(s) @ v)
                 continue
@@ -178,6 +179,15 @@ def _tiled_with(scale=lambda d: np.sqrt(d), divide=True, stop=lambda S, b: S, ex
             return np.mean(outs, axis=0)
         return _result(state) if divide else state.acc
     return tiled
+
+
+def _tiled_blocks_scaled(Q, K, V, block_size):
+    """The tiled loop with each tile divided by sqrt(its number of keys)."""
+    state = _start(Q.shape[0], V.shape[-1])
+    for c in range(0, K.shape[0], block_size):
+        k, v = K[c:c + block_size], V[c:c + block_size]
+        state = _update(state, Q @ k.T / np.sqrt(k.shape[0]), v)
+    return _result(state)
 
 
 def _tiled_cases():
@@ -201,6 +211,12 @@ _TILED_MISTAKES = (
             _tiled_with(stop=lambda S, b: max(S - b, 1))),
     Mistake("the tile of scores divided by √S (K.shape[0], the number of keys) instead of √d_k",
             "s = Q @ K_block.T / np.sqrt(d_k), d_k = Q.shape[-1]", _tiled_with(scale_by_S=True)),
+    Mistake("the tile of scores divided by √T (Q.shape[0], the number of queries) instead of √d_k",
+            "s = Q @ K_block.T / np.sqrt(d_k), d_k = Q.shape[-1]", _tiled_with(root_of=lambda Q, K, V: Q.shape[0])),
+    Mistake("the tile of scores divided by √d_v (V.shape[-1], the width of V) instead of √d_k (the width of Q and K)",
+            "s = Q @ K_block.T / np.sqrt(d_k), d_k = Q.shape[-1]", _tiled_with(root_of=lambda Q, K, V: V.shape[-1])),
+    Mistake("the tile of scores divided by √block_size (the keys of one block) instead of √d_k",
+            "s = Q @ K_block.T / np.sqrt(d_k), d_k = Q.shape[-1]", _tiled_blocks_scaled),
     Mistake("the tile of scores is not scaled by 1/sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",
             _tiled_with(scale=lambda d: 1.0)),
     Mistake("the tile of scores is divided by d_k instead of sqrt(d_k)", "s = Q @ K_block.T / np.sqrt(d_k)",

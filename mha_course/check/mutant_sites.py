@@ -16,6 +16,8 @@ import ast
 import copy
 import types
 
+from .slips import numbers_swapped, other_function, regrouped
+
 __all__ = ["Sites", "apply_change", "parents_of", "code_text", "locate"]
 
 
@@ -147,6 +149,8 @@ class Sites:
             self.add("negation", (s, "value", None), ast.UnaryOp(op=ast.USub(), operand=s.value))
         if self.extended and isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
             self.leading_axis(s, parent, field, i)
+            for new, params in numbers_swapped(s.value) if isinstance(s.value, ast.expr) else ():
+                self.add("numbers-swapped", (s, "value", None), new, params)
         for name, value in ast.iter_fields(s):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 self.statements(s, name)
@@ -223,6 +227,8 @@ class Sites:
         elif op in (ast.Sub, ast.MatMult, ast.Pow, ast.Mod, ast.FloorDiv):
             self.add("swapped-arguments", slot, ast.BinOp(node.right, node.op, node.left))
         if self.extended:
+            for new, params in regrouped(node):  # a * b + c read as a * (b + c)
+                self.add("regrouped", slot, new, params)
             if op in (ast.Div, ast.FloorDiv):  # i // (h // h_kv) written i // h_kv
                 self.add("dropped-term", slot, node.right, (("kept", "right"),))
             for new in _EXTENDED_OPERATORS.get(op, []):
@@ -376,6 +382,8 @@ class Sites:
         if name in ("flatnonzero", "argwhere"):
             self.occurrences(node, slot)
         if self.extended:
+            for new, params in other_function(node):  # np.maximum for np.logaddexp
+                self.add("other-function", slot, new, params)
             self.extended_call(node, slot, name, first)
             self.default_axis(node, name, is_method)
             self.element_order(node)

@@ -73,8 +73,13 @@ CATEGORIES = {
     "replaced-name": "(diagnosis only) one argument read where another belongs",
     "finite-infinity": "(diagnosis only) a large finite number (1e9) where np.inf belongs",
     "floored-terms": "(diagnosis only) (a + b) // c as a // c + b // c: each term rounded down on its own",
+    "other-function": "(diagnosis only) another numpy function for one (np.maximum for np.logaddexp, np.stack for "
+                      "np.concatenate): .slips.OTHER_FUNCTIONS",
+    "regrouped": "(diagnosis only) the brackets of two operations moved (a * b + c as a * (b + c))",
+    "numbers-swapped": "(diagnosis only) two numbers of one expression in each other's place",
 }
-DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms"})  # made only with ``extended=True``
+DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms", "other-function",
+                            "regrouped", "numbers-swapped"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

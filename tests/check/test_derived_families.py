@@ -186,7 +186,11 @@ def test_parts_stacked_where_they_belong_joined_are_named(capsys):
                 "in_proj_bias": np.concatenate([params.b_q, params.b_k, params.b_v]),
                 "out_proj.weight": params.W_o.T, "out_proj.bias": params.b_o}
     ok, out = _said(capsys, check.torch_state_dict, stacked)
-    assert not ok and "parts stacked on a new axis (np.stack)" in out, out
+    assert not ok and "np.stack where np.concatenate belongs" in out, out
+    from mha_course.check.compare import where_and_how
+    w = np.arange(18.0).reshape(6, 3)
+    said = where_and_how(w.reshape(2, 3, 3), w, ["row", "column"])
+    assert "the row axis split in two, (2, 3, 3): parts stacked on a new axis (np.stack)" in said[0], said
 
 
 def test_a_scale_of_1_over_d_also_names_the_scale_applied_twice(capsys):

@@ -1,0 +1,87 @@
+"""Slips of a learner's code that only the diagnosis tries (:class:`.mutant_sites.Sites` with ``extended=True``).
+
+Each function takes a node of the reference's syntax tree and gives the changed nodes, with the words of
+the change; none of them is part of the mutation tests (the exercises' cases need not be proven against
+them), they only name what a learner's result is:
+
+- :func:`other_function`: another numpy function for one (``np.maximum`` for ``np.logaddexp``, ``np.stack``
+  for ``np.concatenate``, ``np.tile`` for ``np.repeat``, ``np.log2`` for ``np.log``, ``np.triu`` for ``np.tril``);
+- :func:`regrouped`: the brackets of two operations moved (``a * b + c`` read as ``a * (b + c)``);
+- :func:`numbers_swapped`: two numbers of one expression in each other's place (the exponents of two terms).
+
+>>> import ast
+>>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
+['a * (b + c)']
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+__all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped"]
+
+# a numpy function and those a learner writes in its place
+OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
+                   "concatenate": ("stack",), "stack": ("concatenate",), "vstack": ("hstack",), "hstack": ("vstack",),
+                   "repeat": ("tile",), "tile": ("repeat",), "log": ("log2", "log10"), "exp": ("exp2",),
+                   "log2": ("log",), "exp2": ("exp",), "tril": ("triu",), "triu": ("tril",),
+                   "argmax": ("argmin",), "argmin": ("argmax",), "cumsum": ("cumprod",), "matmul": ("multiply",),
+                   "floor": ("trunc",), "sqrt": ("square",), "outer": ("multiply",)}
+
+# how tightly an operator binds (Python's order): a regrouping only crosses two different levels
+_LEVEL = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.Div: 2, ast.FloorDiv: 2, ast.Mod: 2, ast.MatMult: 2, ast.Pow: 3}
+
+
+def other_function(call: ast.Call) -> list:
+    """[(new call, (("from", name), ("to", other)))] for a call of a function of :data:`OTHER_FUNCTIONS`."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    out = []
+    for other in OTHER_FUNCTIONS.get(name, ()):
+        new = copy.copy(call)
+        new.func = copy.copy(func)
+        if isinstance(func, ast.Attribute):
+            new.func.attr = other
+        else:
+            new.func.id = other
+        out.append((new, (("from", name), ("to", other))))
+    return out
+
+
+def regrouped(node: ast.BinOp) -> list:
+    """[(new node, ())]: ``a op1 b op2 c`` with the brackets on the other pair, where the two operators bind
+    differently (``a * b + c`` as ``a * (b + c)``, ``a + b * c`` as ``(a + b) * c``, ``a / b ** c`` ...)."""
+    out = []
+    left, right = node.left, node.right
+    if isinstance(left, ast.BinOp) and _levels_differ(left.op, node.op):  # (a op1 b) op2 c -> a op1 (b op2 c)
+        out.append((ast.BinOp(left.left, left.op, ast.BinOp(left.right, node.op, right)), ()))
+    if isinstance(right, ast.BinOp) and _levels_differ(right.op, node.op):  # a op1 (b op2 c) -> (a op1 b) op2 c
+        out.append((ast.BinOp(ast.BinOp(left, node.op, right.left), right.op, right.right), ()))
+    return out
+
+
+def _levels_differ(a, b) -> bool:
+    la, lb = _LEVEL.get(type(a)), _LEVEL.get(type(b))
+    return la is not None and lb is not None and la != lb
+
+
+def numbers_swapped(expr: ast.expr) -> list:
+    """[(new expression, (("a", x), ("b", y)))]: two different numbers of ``expr`` (not inside a subscript) in
+    each other's place, for every pair (at most 6)."""
+    spots = [n for n in _numbers(expr)]
+    out = []
+    for i, a in enumerate(spots):
+        for b in spots[i + 1:]:
+            if a.value != b.value and len(out) < 6:
+                new = copy.deepcopy(expr)
+                mine = _numbers(new)
+                mine[spots.index(a)].value, mine[spots.index(b)].value = b.value, a.value
+                out.append((new, (("a", a.value), ("b", b.value))))
+    return out
+
+
+def _numbers(expr) -> list:
+    """The int and float constants of ``expr`` in walk order, leaving out subscripts' (an axis, an index)."""
+    inside = {id(n) for s in ast.walk(expr) if isinstance(s, ast.Subscript) for n in ast.walk(s.slice)}
+    return [n for n in ast.walk(expr) if isinstance(n, ast.Constant) and type(n.value) in (int, float)
+            and id(n) not in inside]

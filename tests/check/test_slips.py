@@ -1,0 +1,50 @@
+"""The diagnosis-only slips: another numpy function, brackets moved, two numbers swapped; each named by a checker."""
+import ast
+
+import numpy as np
+
+from mha_course import check
+from mha_course.check import slips
+from mha_course.check.engine import Case, Exercise
+
+
+def _texts(changes):
+    return [ast.unparse(node) for node, _ in changes]
+
+
+def test_another_numpy_function_is_offered_for_each_listed_one():
+    call = ast.parse("np.logaddexp(a, b)", mode="eval").body
+    assert _texts(slips.other_function(call)) == ["np.maximum(a, b)", "np.add(a, b)"]
+    assert slips.other_function(ast.parse("np.zeros(3)", mode="eval").body) == []
+
+
+def test_brackets_move_only_across_operators_that_bind_differently():
+    assert _texts(slips.regrouped(ast.parse("a * b + c", mode="eval").body)) == ["a * (b + c)"]
+    assert _texts(slips.regrouped(ast.parse("a + b * c", mode="eval").body)) == ["(a + b) * c"]
+    assert slips.regrouped(ast.parse("a + b - c", mode="eval").body) == []
+
+
+def test_two_numbers_swap_but_not_an_index():
+    changes = slips.numbers_swapped(ast.parse("2 * x[0] ** 3", mode="eval").body)
+    assert _texts(changes) == ["3 * x[0] ** 2"] and dict(changes[0][1]) == {"a": 2, "b": 3}
+
+
+def test_the_brackets_of_a_learners_formula_are_named(capsys):
+    assert check.bug_source_position(lambda i, t, T, h: i * (T + t) // h) is False
+    out = capsys.readouterr().out
+    assert "i * (T + t) where i * T + t belongs (the brackets in another place" in out, out
+
+
+def _log_add(a, b):
+    """a, b (n,) -> log(e^a + e^b) (n,)."""
+    return np.logaddexp(a, b)
+
+
+TOY = Exercise("toy_log_add", _log_add, lambda: [Case((np.linspace(-1, 2, 4) * k, np.full(4, 0.3) * k)) for k in (1.0, 2.5, -1.5)],
+               register=False)
+
+
+def test_a_max_where_the_log_add_belongs_is_named(capsys):
+    assert TOY.check(lambda a, b: np.maximum(a, b)) is False
+    out = capsys.readouterr().out
+    assert "np.maximum where np.logaddexp belongs" in out, out
