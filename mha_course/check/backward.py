@@ -68,6 +68,10 @@ _SOFTMAX_MISTAKES = (
             "(p * g).sum(axis=-1, keepdims=True): one sum per row", lambda p, g: p * (g - (p * g).sum())),
     Mistake("the plain mean of g subtracted (g - g.mean(...)), not its p-weighted sum",
             "weight by p: p * (g - (p * g).sum(-1, keepdims=True))", lambda p, g: p * (g - g.mean(-1, keepdims=True))),
+    Mistake("the softmax applied to p again: p is already the weights (the softmax's output), not scores",
+            "use p as given: p * (g - (p * g).sum(-1, keepdims=True))",
+            lambda p, g: (lambda q: q * (g - (q * g).sum(-1, keepdims=True)))(
+                np.exp(p - p.max(-1, keepdims=True)) / np.exp(p - p.max(-1, keepdims=True)).sum(-1, keepdims=True))),
     Mistake("the weighted mean instead of the weighted sum", "(p * g).sum(axis=-1, keepdims=True), not .mean",
             lambda p, g: p * (g - (p * g).mean(-1, keepdims=True))),
     Mistake("the leading p is missing: g - (p * g).sum(...), the Jacobian's p_i factor dropped",
@@ -109,6 +113,9 @@ _SCALE_MISTAKES = (
     Mistake("multiplied by sqrt(d_k) instead of divided", "the forward divides by sqrt(d_k), so the "
             "backward does too: grad_scaled / np.sqrt(d_k)", lambda g, d_k: g * math.sqrt(d_k)),
     Mistake("divided by d_k instead of sqrt(d_k)", "grad_scaled / np.sqrt(d_k)", lambda g, d_k: g / d_k),
+    Mistake("the derivative taken with respect to d_k (d/dd_k of d_k^(-1/2) = -½·d_k^(-3/2)), not with respect to the "
+            "raw scores", "d(raw / sqrt(d_k)) / d(raw) = 1 / sqrt(d_k): grad_raw = grad_scores / np.sqrt(d_k)",
+            lambda g, d_k: g * (-0.5 * d_k ** -1.5)),
     Mistake("the gradient passed through unscaled", "a constant factor in the forward pass is the same "
             "factor in the backward pass: grad_scaled / np.sqrt(d_k)", lambda g, d_k: g + 0.0),
     Mistake("d_k ** -1/2 is (d_k ** -1) / 2 = 1 / (2 d_k): the power binds before the division",

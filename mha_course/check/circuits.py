@@ -282,6 +282,9 @@ COPYING_SCORE = Exercise("copying_score", _copying, _copying_cases, (
             lambda W: float(np.linalg.eigvalsh(W).sum() / np.abs(np.linalg.eigvalsh(W)).sum())),
     Mistake("the trace over the Frobenius norm", "sum(λ) / sum(|λ|) over the eigenvalues λ",
             lambda W: float(np.trace(W) / np.linalg.norm(W))),
+    Mistake("the Euclidean length of the eigenvalues, sqrt(sum |λ|²), in the denominator instead of the sum of "
+            "their sizes sum(|λ|)", "divide by np.abs(lam).sum()",
+            lambda W: float(np.linalg.eigvals(W).sum().real / np.sqrt((np.abs(np.linalg.eigvals(W)) ** 2).sum()))),
     Mistake("the diagonal entries used as the eigenvalues: trace(W) / sum(|W_ii|)", "the eigenvalues of a "
             "matrix are not its diagonal: lam = np.linalg.eigvals(W)", lambda W: float(np.trace(W) / np.abs(np.diag(W)).sum())),
 ))

@@ -542,7 +542,8 @@ def _mutant_words(mutation) -> Derived:
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))
     slots = {**{k: str(v) for k, v in params.items()}, "op": op, "before": before, "after": after}
-    if key in ("replaced-name", "subscript", "range-shifted", "parts-order", "regrouped", "shape-axis"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+    if key in ("replaced-name", "subscript", "range-shifted", "parts-order", "regrouped", "shape-axis", "doubled-term",
+               "open-slice"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"

@@ -51,6 +51,12 @@ KV_APPEND = Exercise("kv_append", _append_ref, _append_cases, (
             lambda Kc, Vc, K, V: (np.concatenate([Kc, K], 0), np.concatenate([Vc, V], 0))),
     Mistake("the old cache returned: the new tokens are never added", "return the cached tokens followed by "
             "the new ones: np.concatenate([K_cache, K_new], axis=2)", lambda Kc, Vc, K, V: (Kc, Vc)),
+    Mistake("the oldest tokens dropped to keep the cache's length (a rolling buffer): the cache grows to S + T",
+            "keep every cached token: np.concatenate([K_cache, K_new], axis=2)",
+            lambda Kc, Vc, K, V: tuple(a[:, :, -max(c.shape[2], 1):] if c.shape[2] else a for a, c in
+                                       zip(_append_ref(Kc, Vc, K, V), (Kc, Vc)))),
+    Mistake("only the newest token kept: a decode step may bring several new tokens, and every one is appended",
+            _FIX_AXIS, lambda Kc, Vc, K, V: (np.concatenate([Kc, K[:, :, -1:]], 2), np.concatenate([Vc, V[:, :, -1:]], 2))),
     Mistake("np.append without an axis: it flattens everything into one long vector", _FIX_AXIS,
             lambda Kc, Vc, K, V: (np.append(Kc, K), np.append(Vc, V)))),
     outputs=("K_all", "V_all"), axes={"K_all": ("token", "feature"), "V_all": ("token", "feature")})

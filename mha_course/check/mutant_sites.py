@@ -16,7 +16,7 @@ import ast
 import copy
 import types
 
-from .slips import numbers_swapped, other_function, regrouped
+from .slips import numbers_swapped, open_slices, other_function, regrouped
 
 __all__ = ["Sites", "apply_change", "parents_of", "code_text", "locate"]
 
@@ -326,6 +326,9 @@ class Sites:
             elif not isinstance(piece, ast.Constant) and _int_of(piece) is None:
                 for d, op in ((1, ast.Add), (-1, ast.Sub)):
                     self.add("index", (owner, field, index), ast.BinOp(piece, op(), ast.Constant(1)), (("by", d),))
+        if self.extended and isinstance(node.ctx, ast.Load):
+            for new, params in open_slices(node):  # x[:, head:] for x[:, head]
+                self.add("open-slice", slot, new, params)
         if self.extended and owner is not node and isinstance(node.ctx, ast.Load):
             for k in range(len(pieces) - 1):  # keep[:, None, :] written keep[:, :, None]: a new axis elsewhere
                 a, b = pieces[k], pieces[k + 1]

@@ -77,9 +77,10 @@ CATEGORIES = {
                       "np.concatenate): .slips.OTHER_FUNCTIONS",
     "regrouped": "(diagnosis only) the brackets of two operations moved (a * b + c as a * (b + c))",
     "numbers-swapped": "(diagnosis only) two numbers of one expression in each other's place",
+    "open-slice": "(diagnosis only) an open slice where one index belongs (x[i:] for x[i])",
 }
 DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms", "other-function",
-                            "regrouped", "numbers-swapped"})  # made only with ``extended=True``
+                            "regrouped", "numbers-swapped", "open-slice"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

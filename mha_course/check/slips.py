@@ -7,7 +7,8 @@ them), they only name what a learner's result is:
 - :func:`other_function`: another numpy function for one (``np.maximum`` for ``np.logaddexp``, ``np.stack``
   for ``np.concatenate``, ``np.tile`` for ``np.repeat``, ``np.log2`` for ``np.log``, ``np.triu`` for ``np.tril``);
 - :func:`regrouped`: the brackets of two operations moved (``a * b + c`` read as ``a * (b + c)``);
-- :func:`numbers_swapped`: two numbers of one expression in each other's place (the exponents of two terms).
+- :func:`numbers_swapped`: two numbers of one expression in each other's place (the exponents of two terms);
+- :func:`open_slices`: an open slice where one index belongs (``x[:, head:]`` for ``x[:, head]``).
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -18,7 +19,7 @@ from __future__ import annotations
 import ast
 import copy
 
-__all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped"]
+__all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -85,3 +86,20 @@ def _numbers(expr) -> list:
     inside = {id(n) for s in ast.walk(expr) if isinstance(s, ast.Subscript) for n in ast.walk(s.slice)}
     return [n for n in ast.walk(expr) if isinstance(n, ast.Constant) and type(n.value) in (int, float)
             and id(n) not in inside]
+
+
+def open_slices(node: ast.Subscript) -> list:
+    """[(new subscript, ())]: each index of ``node`` that is a name or an expression (not a number, not a slice)
+    made the open slice from it (``x[i:]``), as a learner who writes a slice where one index belongs."""
+    pieces = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    out = []
+    for k, piece in enumerate(pieces):
+        if isinstance(piece, (ast.Name, ast.BinOp)):
+            new = copy.deepcopy(node)
+            opened = ast.Slice(lower=copy.deepcopy(piece), upper=None, step=None)
+            if isinstance(new.slice, ast.Tuple):
+                new.slice.elts[k] = opened
+            else:
+                new.slice = opened
+            out.append((new, ()))
+    return out

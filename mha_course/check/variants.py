@@ -15,7 +15,8 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
 - a number argument ignored: one value (its default, one the cases use, 1 or 2 for a whole number)
   on every case, as when an example's value is written into the code ("argument-ignored");
 - a float array argument, or two of one width together (Q and K), scaled before use by 1/sqrt(d),
-  sqrt(d), 1/d or d of their last axis, or by 2 or 1/2 ("scaled-input").
+  sqrt(d), 1/d or d of their last axis, or by 2 or 1/2 ("scaled-input");
+- a float array argument added to the result, as a residual connection would ("input-added").
 
 >>> import numpy as np
 >>> ref = lambda x, i: x[i]
@@ -54,7 +55,8 @@ def variants(reference, args, names, dims_of) -> list:
            + _transposed(reference, args, names) + _fields(reference, args, names) + _negated(reference, args, names)
            + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
-           + _flags(reference, args, names) + _ignored(reference, args, names) + _scaled_inputs(reference, args, names, dims_of))
+           + _flags(reference, args, names) + _ignored(reference, args, names) + _scaled_inputs(reference, args, names, dims_of)
+           + _residual(reference, args, names))
     return out[:MOST]
 
 
@@ -328,6 +330,22 @@ def _scaled_inputs(reference, args, names, dims_of=None) -> list:
             out.append(Variant(fn, "scaled-input", {"args": " and ".join(names[k] for k in group),
                                                     "factor": said.format(n=width)}))
     return out[:24]
+
+
+
+def _residual(reference, args, names) -> list:
+    """The result plus a float array argument of the same shape (x + f(x): a residual the exercise lacks)."""
+    n = min(len(a) for a in args)
+    out = []
+    for j in range(n):
+        if all(isinstance(a[j], np.ndarray) and a[j].dtype.kind == "f" for a in args):
+            def fn(*a, _j=j):
+                y = reference(*a)
+                if not isinstance(y, np.ndarray) or y.shape != a[_j].shape:
+                    raise ValueError("not the shape of the result")
+                return y + a[_j]
+            out.append(Variant(fn, "input-added", {"arg": names[j]}))
+    return out[:4]
 
 
 protect(globals())

@@ -97,6 +97,9 @@ SENTENCES = {
                      "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
     "projection-dropped": ("the projection by {which} left out (with its bias {bias}): these are the expected numbers "
                            "with {which} the identity", "apply it: ... @ {which} (+ {bias} when given)"),
+    "input-added": ("{arg} added to the result: these are the expected numbers plus {arg} (a residual connection "
+                    "the exercise does not have)", "return the formula's result alone; a residual x + ... belongs to "
+                    "the block around it"),
     "scaled-input": ("{args} multiplied by {factor} before use: these are the expected numbers for {args} × {factor}",
                      "use {args} as given: the formula scales where it says, once"),
     "argument-ignored": ("{arg} ignored: these are the expected numbers for {arg} = {value} on every case (a value "
@@ -124,7 +127,7 @@ SENTENCES = {
                       "check where the range starts and stops: np.arange(1, n + 1) is 1..n, np.arange(n) is 0..n-1"),
     "dropped-term": ("a term left out: {after} where {before} belongs", "compare each step with the formula in the "
                      "notebook"),
-    "doubled-term": ("a term counted twice", "count each term once"),
+    "doubled-term": ("{after} where {before} belongs (a term counted twice)", "count each term once: {before}"),
     "swapped-arguments": ("{after} where {before} belongs (two arguments swapped)", "use {before}"),
     "reduction": ("{after} where {before} belongs", "use {before}, as in the formula"),
     "reciprocal": ("a division the wrong way round (b / a for a / b)", "divide as the formula does"),
@@ -153,6 +156,7 @@ SENTENCES = {
     "other-function": ("np.{after} where np.{before} belongs", "use np.{before}, as in the formula"),
     "regrouped": ("{after} where {before} belongs (the brackets in another place: operator precedence)",
                   "bracket as the formula does: {before}"),
+    "open-slice": ("{after} where {before} belongs (a slice where one index belongs)", "take the one index: {before}"),
     "numbers-swapped": ("the numbers {a} and {b} in each other's place", "put each number where the formula has it"),
     "floored-terms": ("{after} where {before} belongs: each term rounded down on its own, not the sum",
                       "round down once, after adding: {before}"),
@@ -174,6 +178,7 @@ _PLAIN = {
     "dropped-call": "a step of the formula left out",
     "keepdims": "keepdims switched in a reduction",
     "dropped-term": "a term or a step left out",
+    "doubled-term": "a term counted twice",
     "comparison-negated": "the opposite test (== for !=, or the reverse)",
     "comparison-boundary": "a comparison's boundary moved by one",
     "replaced-name": "one argument read where another belongs",
@@ -186,12 +191,14 @@ _PLAIN = {
     "shape-axis": "a size read from another axis",
     "regrouped": "the brackets of two operations in another place",
     "numbers-swapped": "two numbers in each other's place",
+    "open-slice": "a slice where one index belongs",
     "flag-inverted": "a flag (a True/False argument) read the other way round",
     "flag-ignored": "a flag (a True/False argument) ignored",
     "argument-ignored": "a number argument ignored (one value used on every case)",
     "bias-dropped": "a bias never added",
     "truncated": "a real number made a whole number",
     "scaled-input": "an input scaled before use",
+    "input-added": "an input added to the result",
     "projection-dropped": "a projection (a weight matrix) left out",
 }
 
@@ -237,4 +244,5 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored",
-                             "bias-dropped", "projection-dropped", "scaled-input"})
+                             "bias-dropped", "projection-dropped", "scaled-input",
+                             "input-added"})

@@ -37,8 +37,8 @@ def test_a_flag_ignored_is_named_with_the_value_it_is_stuck_at(capsys, value):
 
 
 def test_a_factor_with_a_2_in_it_is_named_by_the_sizes(capsys):
-    ok, out = _said(capsys, check.scale_backward, lambda g, d_k: -0.5 * d_k ** -1.5 * g)
-    assert not ok and "-1/(2·d_k)" in out, out
+    ok, out = _said(capsys, check.scale_backward, lambda g, d_k: 0.5 * d_k ** -1.5 * g)
+    assert not ok and "1/(2·d_k)" in out, out
 
 
 def test_a_factor_that_is_1_where_two_sizes_are_equal_is_named(capsys):

@@ -48,3 +48,13 @@ def test_a_max_where_the_log_add_belongs_is_named(capsys):
     assert TOY.check(lambda a, b: np.maximum(a, b)) is False
     out = capsys.readouterr().out
     assert "np.maximum where np.logaddexp belongs" in out, out
+
+
+def test_an_index_becomes_an_open_slice_but_a_number_does_not():
+    assert _texts(slips.open_slices(ast.parse("x[:, head]", mode="eval").body)) == ["x[:, head:]"]
+    assert slips.open_slices(ast.parse("x[:, 0]", mode="eval").body) == []
+
+
+def test_the_result_plus_an_input_is_named_as_a_residual(capsys):
+    assert check.shared_input_backward(lambda c, W_k, W_v, gK, gV: gK @ W_k.T + gV @ W_v.T + c) is False
+    assert "c added to the result" in capsys.readouterr().out
