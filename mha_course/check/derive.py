@@ -535,6 +535,8 @@ def _mutant_words(mutation) -> Derived:
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
+    if key == "axis" and "swapped" in params:  # a permutation's neighbours swapped: said with the code
+        key, params = "axes-reordered", {}
     if key in ("negation", "constant", "index") and all(".shape[" in str(t) for t in (mutation.before, mutation.after)):
         key = "shape-axis"  # Q.shape[1] where Q.shape[-1] belongs: a size read from another axis, not a sign
         params = {}
@@ -543,7 +545,7 @@ def _mutant_words(mutation) -> Derived:
     after = params.get("to", _short(mutation.after))
     slots = {**{k: str(v) for k, v in params.items()}, "op": op, "before": before, "after": after}
     if key in ("replaced-name", "subscript", "range-shifted", "parts-order", "regrouped", "shape-axis", "doubled-term",
-               "open-slice"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+               "open-slice", "axes-reordered"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"

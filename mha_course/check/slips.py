@@ -81,9 +81,16 @@ def numbers_swapped(expr: ast.expr) -> list:
     return out
 
 
+_AXES_CALLS = frozenset({"transpose", "swapaxes", "moveaxis", "reshape", "permute", "expand_dims", "squeeze"})
+
+
 def _numbers(expr) -> list:
-    """The int and float constants of ``expr`` in walk order, leaving out subscripts' (an axis, an index)."""
+    """The int and float constants of ``expr`` in walk order, leaving out subscripts' (an index) and the axes of a
+    call (transpose(0, 2, 1, 3), axis=-1): their order is an axis family's to name."""
     inside = {id(n) for s in ast.walk(expr) if isinstance(s, ast.Subscript) for n in ast.walk(s.slice)}
+    inside |= {id(n) for c in ast.walk(expr) if isinstance(c, ast.Call) for a in
+               (c.args if getattr(c.func, "attr", getattr(c.func, "id", "")) in _AXES_CALLS else []) +
+               [k.value for k in c.keywords if k.arg in ("axis", "axes", "dim")] for n in ast.walk(a)}
     return [n for n in ast.walk(expr) if isinstance(n, ast.Constant) and type(n.value) in (int, float)
             and id(n) not in inside]
 

@@ -151,6 +151,8 @@ SENTENCES = {
     "finite-infinity": ("a large finite number where -inf belongs (a -1e9 or -1e4 mask): a row whose every entry "
                         "is masked gets weights that sum to 1 instead of zeros",
                         "mask with -np.inf, and give a row with no allowed entry zero weights"),
+    "axes-reordered": ("{after} where {before} belongs (two axes in each other's place)",
+                       "order the axes as the formula does: {before}"),
     "shape-axis": ("{after} where {before} belongs (a size read from another axis)",
                    "read each size from its own axis: {before}"),
     "other-function": ("np.{after} where np.{before} belongs", "use np.{before}, as in the formula"),
@@ -189,6 +191,7 @@ _PLAIN = {
     "floored-terms": "each term rounded down on its own, not the sum",
     "other-function": "another numpy function for one",
     "shape-axis": "a size read from another axis",
+    "axes-reordered": "two axes in each other's place",
     "regrouped": "the brackets of two operations in another place",
     "numbers-swapped": "two numbers in each other's place",
     "open-slice": "a slice where one index belongs",

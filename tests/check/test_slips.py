@@ -58,3 +58,9 @@ def test_an_index_becomes_an_open_slice_but_a_number_does_not():
 def test_the_result_plus_an_input_is_named_as_a_residual(capsys):
     assert check.shared_input_backward(lambda c, W_k, W_v, gK, gV: gK @ W_k.T + gV @ W_v.T + c) is False
     assert "c added to the result" in capsys.readouterr().out
+
+
+def test_the_axes_of_a_transpose_are_not_numbers_to_swap():
+    assert slips.numbers_swapped(ast.parse("x.transpose(0, 2, 1, 3) * 2", mode="eval").body) == []
+    assert _texts(slips.numbers_swapped(ast.parse("x.sum(axis=-1) * 2 + 3", mode="eval").body)) == [
+        "x.sum(axis=-1) * 3 + 2"]
