@@ -156,7 +156,17 @@ def localise(spec, runs, run) -> list:
 
 def _near_miss(differing) -> list:
     """"- within 0.7% of the expected values but not equal: ...": every differing output a number close (under
-    10%) to the expected one, as a sampled estimate or an approximation is ([] otherwise)."""
+    10%) to the expected one, as a sampled estimate or an approximation is; for whole numbers, one more or one
+    less than expected ([] otherwise)."""
+    whole = [(g, w) for _, g, w in differing if np.ndim(w) == 0 and np.ndim(g) == 0 and float(w).is_integer()
+             and np.isfinite(float(g)) and float(g).is_integer()]
+    if whole and len(whole) == len(differing):  # counts: off by a whole number, not an estimate
+        steps = {int(float(g) - float(w)) for g, w in whole}
+        if steps == {1}:
+            return ["- " + say("one more than expected: an off-by-one at a boundary or at the end of a loop?")]
+        if steps == {-1}:
+            return ["- " + say("one less than expected: an off-by-one at a boundary or at the start of a loop?")]
+        return []
     worst = 0.0
     for _, g, w in differing:
         try:

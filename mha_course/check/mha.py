@@ -330,6 +330,8 @@ def count_mistakes(n, other):
          None, lambda d, h: h * d),
         ("one bias of h numbers per matrix (one per head), not d_model", "a bias has d_model numbers: one per "
          "output column of its matrix", None, lambda d, h: h),
+        ("each bias counted as one number, not d_model", "a bias has d_model numbers: one per output column of its "
+         "matrix", None, lambda d, h: 1),
         (f"one bias vector forgotten ({n - 1}·d_model, not {n}·d_model)", f"each of the {n} matrices has its own "
          "bias of d_model numbers", n - 1, lambda d, h: d),
         ("the bias flag ignored: the biases counted when bias=False too", "add the biases only when bias is True: "

@@ -222,3 +222,11 @@ def test_inputs_scaled_before_use_are_named_with_the_exercises_size(capsys):
         return (q @ (np.swapaxes(k, -1, -2) @ V)) / (q @ k.sum(-2)[..., None])
     ok, out = _said(capsys, check.linear_attention, prescaled)
     assert not ok and "Q and K multiplied by 1/√d_k before use" in out, out
+
+
+def test_a_count_one_too_many_on_some_cases_is_called_an_off_by_one_not_an_estimate(capsys):
+    def sometimes_one_more(budget, B, h, bytes_per_number=4):
+        T = math.isqrt(budget // (B * h * bytes_per_number))
+        return T + 1 if B > 1 else T
+    ok, out = _said(capsys, check.max_seq_len, sometimes_one_more)
+    assert not ok and "one more than expected: an off-by-one" in out and "estimate" not in out, out
