@@ -16,7 +16,8 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
   on every case, as when an example's value is written into the code ("argument-ignored");
 - a float array argument, or two of one width together (Q and K), scaled before use by 1/sqrt(d),
   sqrt(d), 1/d or d of their last axis, or by 2 or 1/2 ("scaled-input");
-- a float array argument added to the result, as a residual connection would ("input-added").
+- a float array argument added to the result, as a residual connection would ("input-added");
+- the first item of an argument's batch axis used for every item (keep[0] for the whole batch: "first-item").
 
 >>> import numpy as np
 >>> ref = lambda x, i: x[i]
@@ -56,7 +57,7 @@ def variants(reference, args, names, dims_of) -> list:
            + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
            + _flags(reference, args, names) + _ignored(reference, args, names) + _scaled_inputs(reference, args, names, dims_of)
-           + _residual(reference, args, names))
+           + _residual(reference, args, names) + _first_item(reference, args, names, dims_of))
     return out[:MOST]
 
 
@@ -345,6 +346,23 @@ def _residual(reference, args, names) -> list:
                     raise ValueError("not the shape of the result")
                 return y + a[_j]
             out.append(Variant(fn, "input-added", {"arg": names[j]}))
+    return out[:4]
+
+
+
+def _first_item(reference, args, names, dims_of=None) -> list:
+    """An array argument whose first axis is the batch (B in its docstring shape, or the first of two or more
+    axes of a mask or token array) with its first item in every place of that axis."""
+    n = min(len(a) for a in args)
+    out = []
+    for j in range(n):
+        dims = [d for d in (dims_of or {}).get(names[j], []) if d != "..."]
+        if not all(isinstance(a[j], np.ndarray) and a[j].ndim >= 2 for a in args) or (dims and dims[0] != "B") \
+                or not any(a[j].shape[0] > 1 for a in args):
+            continue
+        def fn(*a, _j=j):
+            return reference(*_at(a, _j, np.broadcast_to(a[_j][:1], a[_j].shape).copy()))
+        out.append(Variant(fn, "first-item", {"arg": names[j]}))
     return out[:4]
 
 

@@ -97,6 +97,9 @@ SENTENCES = {
                      "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
     "projection-dropped": ("the projection by {which} left out (with its bias {bias}): these are the expected numbers "
                            "with {which} the identity", "apply it: ... @ {which} (+ {bias} when given)"),
+    "first-item": ("{arg}[0] used for every item of the batch: these are the expected numbers when every item "
+                   "has the first one's {arg}", "use each item's own row: {arg}[b] for item b (index the batch axis "
+                   "with the item, or keep the axis and broadcast)"),
     "input-added": ("{arg} added to the result: these are the expected numbers plus {arg} (a residual connection "
                     "the exercise does not have)", "return the formula's result alone; a residual x + ... belongs to "
                     "the block around it"),
@@ -202,6 +205,7 @@ _PLAIN = {
     "truncated": "a real number made a whole number",
     "scaled-input": "an input scaled before use",
     "input-added": "an input added to the result",
+    "first-item": "the first item's input used for the whole batch",
     "projection-dropped": "a projection (a weight matrix) left out",
 }
 
@@ -248,4 +252,4 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored",
                              "bias-dropped", "projection-dropped", "scaled-input",
-                             "input-added"})
+                             "input-added", "first-item"})

@@ -230,3 +230,11 @@ def test_a_count_one_too_many_on_some_cases_is_called_an_off_by_one_not_an_estim
         return T + 1 if B > 1 else T
     ok, out = _said(capsys, check.max_seq_len, sometimes_one_more)
     assert not ok and "one more than expected: an off-by-one" in out and "estimate" not in out, out
+
+
+def test_the_first_items_mask_used_for_the_whole_batch_is_named(capsys):
+    def first_mask(x, context, W_q, W_k, W_v, keep):
+        keep = np.broadcast_to(keep[:1], keep.shape)
+        return mc.scaled_dot_product_attention(x @ W_q, context @ W_k, context @ W_v, keep[:, None, :])
+    ok, out = _said(capsys, check.cross_attention, first_mask)
+    assert not ok and "keep[0] used for every item of the batch" in out, out
