@@ -214,6 +214,9 @@ _MATMUL_MISTAKES = (
             lambda a, b, g: (g @ b.T, a @ g)),
     Mistake("a missing transpose in grad_a (grad_out @ b instead of grad_out @ b.T)", _FIX_MATMUL,
             lambda a, b, g: (g @ b, a.T @ g)),
+    Mistake("grad_b as the outer product of sums, np.outer(a.sum(0), grad_out.sum(0)): the sum of the per-row "
+            "outer products is a.T @ grad_out, and a product of sums adds the cross terms", _FIX_MATMUL,
+            lambda a, b, g: (g @ b.T, np.outer(a.sum(0), g.sum(0)))),
     Mistake("both transposes missing (grad_out @ b and a @ grad_out): the shapes only fit when the matrices are "
             "square", _FIX_MATMUL, lambda a, b, g: (g @ b, a @ g)),
     Mistake("the factors in the wrong order: grad_b = grad_out.T @ a, which is grad_b transposed",
