@@ -223,7 +223,7 @@ def test_linear_variants_pass(capsys, fn):
 @pytest.mark.parametrize("fn, index", [
     (lambda Q, K, V: (np.maximum(Q, 0) @ (np.maximum(K, 0).swapaxes(-1, -2) @ V))
      / (np.maximum(Q, 0) @ np.maximum(K, 0).sum(-2)[..., None]), 3),
-    (lambda Q, K, V: (phi(Q) @ (phi(K).swapaxes(-1, -2) @ phi(V))) / (phi(Q) @ phi(K).sum(-2)[..., None]), 6),
+    (lambda Q, K, V: (phi(Q) @ (phi(K).swapaxes(-1, -2) @ phi(V))) / (phi(Q) @ phi(K).sum(-2)[..., None]), 7),
 ])
 def test_linear_learner_mistakes_are_named(capsys, fn, index):
     ok, out = run(capsys, "linear_attention", fn)
