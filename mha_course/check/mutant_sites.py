@@ -16,7 +16,7 @@ import ast
 import copy
 import types
 
-from .slips import numbers_swapped, open_slices, other_function, regrouped
+from .slips import floor_division_slips, numbers_swapped, open_slices, other_function, regrouped
 
 __all__ = ["Sites", "apply_change", "parents_of", "code_text", "locate"]
 
@@ -234,15 +234,8 @@ class Sites:
             for new in _EXTENDED_OPERATORS.get(op, []):
                 self.add("operator", slot, ast.BinOp(node.left, new(), node.right),
                          (("from", _OPS_TEXT[op]), ("to", _OPS_TEXT[new])))
-            if op is ast.FloorDiv:  # i // g rounded to the nearest, or up: np.rint(i / g), -(-i // g)
-                near = ast.Call(ast.Attribute(_np_call("rint", ast.BinOp(node.left, ast.Div(), node.right)), "astype",
-                                              ast.Load()), [ast.Name("int", ast.Load())], [])
-                up = ast.UnaryOp(ast.USub(), ast.BinOp(ast.UnaryOp(ast.USub(), node.left), ast.FloorDiv(), node.right))
-                for new, to in ((near, "rounding to the nearest"), (up, "rounding up")):
-                    self.add("rounding", slot, new, (("from", "rounding down (//)"), ("to", to)))
-            if op is ast.FloorDiv and isinstance(node.left, ast.BinOp) and type(node.left.op) in (ast.Add, ast.Sub):
-                a, b = (ast.BinOp(t, ast.FloorDiv(), node.right) for t in (node.left.left, node.left.right))
-                self.add("floored-terms", slot, ast.BinOp(a, node.left.op, b))  # (i*T + t) // h as i*T // h + t // h
+            for category, new, params in floor_division_slips(node):  # i // g rounded otherwise, or per term
+                self.add(category, slot, new, params)
 
     def on_Compare(self, node, slot):
         for k, op in enumerate(node.ops):

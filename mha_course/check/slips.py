@@ -8,7 +8,8 @@ them), they only name what a learner's result is:
   for ``np.concatenate``, ``np.tile`` for ``np.repeat``, ``np.log2`` for ``np.log``, ``np.triu`` for ``np.tril``);
 - :func:`regrouped`: the brackets of two operations moved (``a * b + c`` read as ``a * (b + c)``);
 - :func:`numbers_swapped`: two numbers of one expression in each other's place (the exponents of two terms);
-- :func:`open_slices`: an open slice where one index belongs (``x[:, head:]`` for ``x[:, head]``).
+- :func:`open_slices`: an open slice where one index belongs (``x[:, head:]`` for ``x[:, head]``);
+- :func:`floor_division_slips`: ``i // g`` rounded to the nearest or up, and ``(a + b) // c`` as ``a // c + b // c``.
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -19,7 +20,8 @@ from __future__ import annotations
 import ast
 import copy
 
-__all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices"]
+__all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices",
+           "floor_division_slips"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -109,4 +111,22 @@ def open_slices(node: ast.Subscript) -> list:
             else:
                 new.slice = opened
             out.append((new, ()))
+    return out
+
+
+def floor_division_slips(node: ast.BinOp) -> list:
+    """[(category, new node, params)] for ``a // b``: rounded to the nearest (np.rint(a / b).astype(int)) or up
+    (-(-a // b)) instead of down; and for ``(x + y) // b``, each term rounded down on its own."""
+    if not isinstance(node.op, ast.FloorDiv):
+        return []
+    numpy = ast.parse("__import__('numpy')", mode="eval").body  # written np. in the message
+    rint = ast.Call(ast.Attribute(numpy, "rint", ast.Load()), [ast.BinOp(node.left, ast.Div(), node.right)], [])
+    near = ast.Call(ast.Attribute(rint, "astype", ast.Load()), [ast.Name("int", ast.Load())], [])
+    up = ast.UnaryOp(ast.USub(), ast.BinOp(ast.UnaryOp(ast.USub(), node.left), ast.FloorDiv(), node.right))
+    out = [("rounding", new, (("from", "rounding down (//)"), ("to", to)))
+           for new, to in ((near, "rounding to the nearest"), (up, "rounding up"))]
+    left = node.left
+    if isinstance(left, ast.BinOp) and isinstance(left.op, (ast.Add, ast.Sub)):
+        a, b = (ast.BinOp(t, ast.FloorDiv(), node.right) for t in (left.left, left.right))
+        out.append(("floored-terms", ast.BinOp(a, left.op, b), ()))
     return out

@@ -64,3 +64,10 @@ def test_the_axes_of_a_transpose_are_not_numbers_to_swap():
     assert slips.numbers_swapped(ast.parse("x.transpose(0, 2, 1, 3) * 2", mode="eval").body) == []
     assert _texts(slips.numbers_swapped(ast.parse("x.sum(axis=-1) * 2 + 3", mode="eval").body)) == [
         "x.sum(axis=-1) * 3 + 2"]
+
+
+def test_a_floor_division_is_offered_rounded_otherwise_and_per_term():
+    changes = slips.floor_division_slips(ast.parse("(i * T + t) // h", mode="eval").body)
+    assert [c for c, _, _ in changes] == ["rounding", "rounding", "floored-terms"]
+    assert ast.unparse(changes[-1][1]) == "i * T // h + t // h"
+    assert slips.floor_division_slips(ast.parse("a / b", mode="eval").body) == []
