@@ -203,7 +203,7 @@ def split_heads_backward(fn) -> bool:
 
 def _matmul_cases():
     rng = np.random.default_rng(20240804)
-    sizes = ((3, 4, 5), (3, 3, 5), (4, 2, 2), (2, 6, 3), (5, 3, 5), (4, 4, 4))  # (N, K, M): K == N, K == M, N == M
+    sizes = ((3, 4, 5), (3, 3, 5), (4, 2, 2), (1, 6, 1), (5, 3, 5), (4, 4, 4))  # (N, K, M): K == N, K == M, N == M, N = M = 1
     return [Case((rng.normal(size=(n, k)), rng.normal(size=(k, m)), rng.normal(size=(n, m))),
                  f"a ({n}, {k}) @ b ({k}, {m})") for n, k, m in sizes]
 
@@ -257,7 +257,7 @@ def _shared_reference(c, W_k, W_v, grad_K, grad_V):
 def _shared_cases():
     rng = np.random.default_rng(20240805)
     out = []
-    for B, S, D, d in ((2, 3, 4, 4), (1, 5, 6, 6), (3, 2, 8, 8), (2, 4, 2, 2), (2, 3, 6, 4)):
+    for B, S, D, d in ((2, 3, 4, 4), (1, 5, 6, 6), (3, 2, 8, 8), (2, 1, 2, 2), (2, 3, 6, 4)):  # S = 1 too
         out.append(Case((rng.normal(size=(B, S, D)), rng.normal(size=(D, d)), rng.normal(size=(D, d)),
                          rng.normal(size=(B, S, d)), rng.normal(size=(B, S, d))), f"B={B}, S={S}, D={D}, d_k={d}"))
     return out

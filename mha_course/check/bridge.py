@@ -202,8 +202,11 @@ class _spying:
 def _mask_cases():
     rng = np.random.default_rng(20241213)
     causal = [np.tril(np.ones((n, n), dtype=bool)) for n in (3, 6)]
+    blocked_row = rng.random((5, 5)) < 0.6
+    blocked_row[2] = False  # query 2 may attend nothing: its row of the result is all True (blocked), as it is
     return [Case((m,), "a causal mask") for m in causal] + [
-        Case((rng.random(s) < 0.6,), f"a random {s} mask") for s in ((4, 7), (2, 5), (5, 5))]
+        Case((rng.random(s) < 0.6,), f"a random {s} mask") for s in ((4, 7), (2, 5))] + [
+        Case((blocked_row,), "a random (5, 5) mask, row 2 fully blocked")]
 
 
 def _raises(exc_type, message):

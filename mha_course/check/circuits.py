@@ -14,7 +14,7 @@ from ..lessons.circuits import composition_score as _composition
 from ..lessons.circuits import copying_score as _copying
 from ..lessons.circuits import duplicate_token_score as _duplicate
 from ..lessons.circuits import prefix_matching_score as _prefix
-from .engine import Case, Exercise, Mistake
+from .engine import Case, Exercise, Fresh, Mistake
 
 __all__ = ["prefix_matching_score", "composition_score", "patched_heads", "copying_score",
            "PREFIX_MATCHING_SCORE", "COMPOSITION_SCORE", "PATCHED_HEADS", "COPYING_SCORE"]
@@ -164,7 +164,7 @@ def _low_rank(rng, D, r):
 def _composition_cases():
     rng = np.random.default_rng(2021)
     return [Case((_low_rank(rng, D, r), _low_rank(rng, D, r) * s), f"D={D}, rank {r}")
-            for D, r, s in ((8, 4, 1.0), (12, 3, 5.0), (6, 6, 0.1), (16, 8, 2.0))]
+            for D, r, s in ((8, 4, 1.0), (12, 3, 5.0), (6, 6, 1e-9), (16, 8, 2.0))]  # 1e-9: tiny maps still compose
 
 
 _NORMS_FIX = "divide by both sizes: np.linalg.norm(W_A @ W_B) / (np.linalg.norm(W_A) * np.linalg.norm(W_B))"
@@ -217,7 +217,7 @@ def _patched_ref(corrupt, clean, head):
 def _patch_cases():
     rng = np.random.default_rng(2022)
     return [Case((rng.normal(size=(B, h, T, D)), rng.normal(size=(B, h, T, D)), head), f"B={B}, h={h}, head {head}")
-            for B, h, T, D, head in ((2, 2, 3, 4, 1), (1, 4, 5, 3, 2), (3, 3, 4, 2, 0), (2, 4, 6, 5, 3))]
+            for B, h, T, D, head in ((2, 2, 3, 4, 1), (1, 4, 5, 3, 2), (3, 1, 4, 2, 0), (2, 4, 6, 5, 3))]  # h = 1 too
 
 
 def _wrong_axis(corrupt, clean, head):
@@ -240,7 +240,9 @@ PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
             "that one taken from the clean run", _PATCH_FIX, lambda corrupt, clean, head: np.array(clean)[:, head]),
     Mistake("head + 1 patched (the heads counted from 1): heads are numbered 0 .. h-1", _PATCH_FIX,
             lambda corrupt, clean, head: _patched_ref(corrupt, clean, (head + 1) % np.shape(corrupt)[1])),
-), axes={"result": ("position", "feature")})
+), axes={"result": ("position", "feature")}, rules=(
+    Fresh("return a new array (corrupt.copy() with the head replaced), never clean or corrupt itself: with h = 1 the "
+          "values equal clean's, but a caller who changes the result would change clean"),))
 
 
 def patched_heads(fn) -> bool:

@@ -190,6 +190,11 @@ def _kind_problem(g, w, nm, strict=False) -> list:
     if w.dtype.kind == "f" and g.dtype.kind == "f" and g.dtype.itemsize < w.dtype.itemsize:
         return [f"{NOT_DIAGNOSED}{nm}: the values are right to {g.dtype}'s precision, but the dtype is {g.dtype} where "
                 f"the inputs are {w.dtype} (a .float() or a float32 tensor on the way). Fix: keep the inputs' dtype"]
+    if w.ndim >= 1 and w.dtype == np.float32 and g.dtype == np.float64:
+        return [NOT_DIAGNOSED + say("{name}: the values are right but the dtype is float64 where the inputs are "
+                                    "float32: a float64 array on the way doubles the memory (np.zeros without "
+                                    "dtype=, np.array(..., dtype=float)). Fix: keep the inputs' dtype "
+                                    "(dtype=x.dtype, or np.concatenate of the inputs themselves)", name=nm)]
     whole = g.dtype.kind in "iu" or (g.dtype.kind == "f" and bool(np.all(g == w)))
     if w.ndim == 0 and w.dtype.kind in "iu" and (g.dtype.kind not in "iu" if strict else not whole):
         return [f"{NOT_DIAGNOSED}{nm}: the value is right but it is a {type(g.item()).__name__} "

@@ -28,9 +28,10 @@ def _append_ref(K_cache, V_cache, K_new, V_new):
 def _append_cases():
     rng = np.random.default_rng(20240909)
     sizes = ((1, 2, 0, 5, 4), (2, 1, 3, 1, 2), (3, 4, 6, 2, 8), (1, 8, 1, 1, 3), (2, 2, 5, 3, 6), (3, 2, 4, 4, 5))
-    return [Case(tuple(rng.normal(size=(B, h_kv, n, d_k)) for n in (S, S, T, T)),
-                 f"batch {B}, h_kv {h_kv}, {S} cached + {T} new tokens, d_k {d_k}")
-            for B, h_kv, S, T, d_k in sizes]
+    return [Case(tuple(rng.normal(size=(B, h_kv, n, d_k)).astype(np.float32 if i == 4 else np.float64)
+                       for n in (S, S, T, T)),
+                 f"batch {B}, h_kv {h_kv}, {S} cached + {T} new tokens, d_k {d_k}" + (", float32" if i == 4 else ""))
+            for i, (B, h_kv, S, T, d_k) in enumerate(sizes)]  # case 5 is float32: a cache keeps its dtype
 
 
 _FIX_AXIS = "np.concatenate([K_cache, K_new], axis=2): tokens are axis 2 of (B, h_kv, S, d_k)"
