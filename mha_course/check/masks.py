@@ -486,7 +486,7 @@ def _cross_cases():
     rng = np.random.default_rng(20240610)
     cases = []
     for B, T, S, D, d, d_v, lengths in ((1, 3, 6, 8, 4, 5, [4]), (2, 4, 4, 6, 3, 3, [2, 4]),
-                                        (3, 2, 5, 4, 6, 2, [5, 1, 3]), (2, 5, 3, 3, 2, 4, [3, 2])):
+                                        (3, 2, 5, 4, 6, 2, [5, 0, 3]), (2, 5, 3, 3, 2, 4, [3, 2])):  # 0: all padding
         keep = np.arange(S)[None, :] < np.array(lengths)[:, None]  # (B, S): True = a real source token
         cases.append(Case((rng.normal(size=(B, T, D)), rng.normal(size=(B, S, D)), rng.normal(size=(D, d)),
                            rng.normal(size=(D, d)), rng.normal(size=(D, d_v)), keep),

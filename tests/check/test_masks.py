@@ -309,8 +309,9 @@ def cross_einsum(x, context, W_q, W_k, W_v, keep):
     Q, K, V = x @ W_q, context @ W_k, context @ W_v
     s = np.einsum("btd,bsd->bts", Q, K) / np.sqrt(Q.shape[-1])
     s = np.where(keep[:, None, :], s, -np.inf)
-    w = np.exp(s - s.max(-1, keepdims=True))
-    w = w / w.sum(-1, keepdims=True)
+    m = s.max(-1, keepdims=True)
+    w = np.exp(s - np.where(np.isfinite(m), m, 0.0))  # a sequence of padding only: every score -inf, weights 0
+    w = w / np.where(w.sum(-1, keepdims=True) > 0, w.sum(-1, keepdims=True), 1.0)
     return w @ V, w
 
 
@@ -328,6 +329,10 @@ def cross_loop(x, context, W_q, W_k, W_v, keep):
     outs, ws = [], []
     for b in range(x.shape[0]):
         K, V = context[b][keep[b]] @ W_k, context[b][keep[b]] @ W_v    # only the real source tokens
+        if not keep[b].any():  # padding only: nothing to attend, zero weights and a zero output
+            outs.append(np.zeros((x.shape[1], W_v.shape[1])))
+            ws.append(np.zeros((x.shape[1], context.shape[1])))
+            continue
         w_real = mc.softmax((x[b] @ W_q) @ K.T / np.sqrt(W_k.shape[1]))
         w = np.zeros((x.shape[1], context.shape[1]))
         w[:, keep[b]] = w_real
