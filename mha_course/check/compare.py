@@ -80,7 +80,7 @@ def _compare_dict(got, want) -> list:
 def _wrong_return(got, names) -> str:
     expected, fix = f"a tuple ({', '.join(names)})", f"Fix: return {', '.join(names)}"
     if got is None:
-        return f"it returned None, expected {expected}: is a `return` missing?"
+        return f"it returned None, expected {expected}: is a `return` missing, or does a loop end without reaching it?"
     if isinstance(got, np.ndarray):
         return f"it returned one array of shape {got.shape}, expected {expected}. {fix}"
     size = f" of {len(got)} values" if isinstance(got, (tuple, list)) else ""
@@ -91,7 +91,8 @@ def _wrong_return(got, names) -> str:
 def _compare_array(got, want, nm, strict=False, containers=True) -> list:
     """Shape, value and kind (bool, int) comparison of one output, as feedback lines."""
     if got is None:
-        return [f"{NOT_DIAGNOSED}{nm}: it returned None: is a `return` missing?"]
+        return [f"{NOT_DIAGNOSED}{nm}: it returned None: is a `return` missing, or does a loop end without reaching "
+                "it (check the loop's range: range(a, b) stops at b - 1)?"]
     if isinstance(got, Opaque):
         if got.name.startswith("numpy array of dtype object"):
             kind = np.asarray(want).dtype

@@ -306,6 +306,12 @@ def _number_forms(pairs, raws, all_close) -> list:
             if all(np.all(np.isfinite(g)) and np.array_equal(f(g), w) for g, w in pairs):
                 out.append(("float-result", {"how": how}))
                 break
+    for bits in (32, 16):  # a count that wrapped round a fixed-width integer (np.int32 and its kin)
+        if all(w.dtype.kind in "iu" for _, w in raws) and any(np.any(np.abs(w) >= 2 ** (bits - 1)) for _, w in raws) \
+                and all(np.array_equal(np.asarray(g, np.int64), (w.astype(np.int64) + 2 ** (bits - 1)) % 2 ** bits
+                                       - 2 ** (bits - 1)) for g, w in raws if g.dtype.kind in "iuf"):
+            out.append(("overflow", {"bits": str(bits)}))
+            break
     if all(w.dtype.kind == "f" for _, w in raws) and not all(np.array_equal(w, np.round(w)) for _, w in raws):
         for how, f in (("int() or //", np.trunc), ("np.floor", np.floor), ("round()", np.round), ("math.ceil", np.ceil)):
             if all(np.array_equal(np.asarray(g, float), f(w)) for g, w in raws):  # a fraction the exercise keeps, lost

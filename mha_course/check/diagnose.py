@@ -147,7 +147,8 @@ def localise(spec, runs, run) -> list:
         lines += [f"- {name}: {s}" for s in where_and_how(g, w, labels, Factor(spec, runs, name))]
         if g.shape != w.shape and g.ndim:
             lines.append(f"- {name}: " + spelled_shapes(spec, runs, run, name, g.shape, w.shape))
-    lines += only_where(spec, runs) + _near_miss(differences(run.got.value, run.want, spec.outputs))
+    lines += only_where(spec, runs) + _near_miss([d for r in runs if r.problem and r.got.error is None and not
+                                                  r.got.lines for d in differences(r.got.value, r.want, spec.outputs)])
     advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
               else "Every shape is right: compare each step's values with the formula in the notebook.")
     return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
@@ -155,9 +156,9 @@ def localise(spec, runs, run) -> list:
 
 
 def _near_miss(differing) -> list:
-    """"- within 0.7% of the expected values but not equal: ...": every differing output a number close (under
-    10%) to the expected one, as a sampled estimate or an approximation is; for whole numbers, one more or one
-    less than expected ([] otherwise)."""
+    """"- within 0.7% of the expected values but not equal: ...": every differing output of every failing case a
+    number close (under 10%) to the expected one, as a sampled estimate or an approximation is; for whole numbers,
+    one more (or one less) than expected on every failing case ([] otherwise)."""
     whole = [(g, w) for _, g, w in differing if np.ndim(w) == 0 and np.ndim(g) == 0 and float(w).is_integer()
              and np.isfinite(float(g)) and float(g).is_integer()]
     if whole and len(whole) == len(differing):  # counts: off by a whole number, not an estimate

@@ -568,7 +568,10 @@ def _error_hint(exc, reference) -> str:
     if "could not be broadcast" in text:
         return ("Hint: print the shapes of both operands; a reduction such as x.max(axis=...) "
                 "may need keepdims=True.")
-    if ("matmul" in text and "mismatch" in text) or "axes don't match" in text:
+    if "axes don't match" in text:
+        return ("Hint: numpy's x.transpose(...) takes every axis in its new order (x.transpose(0, 2, 1, 3)); "
+                "PyTorch's x.transpose(a, b) swaps two of them, which numpy writes np.swapaxes(x, a, b).")
+    if "matmul" in text and "mismatch" in text:
         return ("Hint: print the shapes of both operands of @; on a batched array K.T reverses "
                 "every axis: use np.swapaxes(K, -1, -2) to transpose the last two.")
     return ""

@@ -17,7 +17,8 @@ Each :class:`Variant` is the exercise's reference called on transformed argument
 - a float array argument, or two of one width together (Q and K), scaled before use by 1/sqrt(d),
   sqrt(d), 1/d or d of their last axis, or by 2 or 1/2 ("scaled-input");
 - a float array argument added to the result, as a residual connection would ("input-added");
-- the first item of an argument's batch axis used for every item (keep[0] for the whole batch: "first-item").
+- the first item of an argument's batch axis used for every item (keep[0] for the whole batch: "first-item");
+- a float array argument ignored, as if it were all ones (the incoming gradient dropped: "input-ones").
 
 >>> import numpy as np
 >>> ref = lambda x, i: x[i]
@@ -35,7 +36,7 @@ from .sandbox import np, protect
 
 __all__ = ["Variant", "variants", "MOST"]
 
-MOST = 80  # the most variants of one exercise (each costs one run of the reference per case)
+MOST = 160  # the most variants of one exercise (each costs one run of the reference per case)
 WORDS = {"T": "query", "S": "key", "B": "batch", "h": "head", "d_k": "feature", "d_v": "feature",
          "d_model": "feature", "D": "feature", "n": "row", "m": "column"}
 
@@ -57,7 +58,8 @@ def variants(reference, args, names, dims_of) -> list:
            + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
            + _flags(reference, args, names) + _ignored(reference, args, names) + _scaled_inputs(reference, args, names, dims_of)
-           + _residual(reference, args, names) + _first_item(reference, args, names, dims_of))
+           + _residual(reference, args, names) + _first_item(reference, args, names, dims_of)
+           + _ones(reference, args, names))
     return out[:MOST]
 
 
@@ -278,10 +280,15 @@ def _flags(reference, args, names) -> list:
 
 
 
+# values a learner writes in from an example or another library's defaults (RoPE's base, Adam's betas and eps, ...)
+_COMMON_REAL = (10000.0, 500000.0, 1e-5, 1e-6, 1e-8, 1e-12, 0.9, 0.99, 0.999, 0.1, 0.01, 1.0, 2.0, 4.0, 8.0)
+_COMMON_WHOLE = (4, 8, 16, 32, 64, 128, 512, 1024)
+
+
 def _ignored(reference, args, names) -> list:
     """A number argument (not a flag) replaced by one value on every case, where the cases vary it: its
     default in the reference's signature (or, for a whole number, twice or half of it), a value the cases
-    give it, or 1 or 2 for a whole number."""
+    give it, 1 or 2 for a whole number, or a value often written in (_COMMON_REAL, _COMMON_WHOLE)."""
     try:
         defaults = {k: p.default for k, p in inspect.signature(reference).parameters.items()}
     except (TypeError, ValueError):
@@ -296,14 +303,17 @@ def _ignored(reference, args, names) -> list:
         values = [default] if default in seen else []
         values += [v for d in values if whole and d > 1 for v in (2 * d, d // 2)]  # 8 bytes for the default 4
         values = [(0, v) for v in values] + [(1, v) for v in ([1, 2] if whole else [])] + [
-            (2, v) for v in list(dict.fromkeys(seen))[:4]]
-        for rank, value in dict.fromkeys(values):
-            def fixed(*a, _j=j, _v=value, _d=default):
-                a = (*a, *[_d] * (_j + 1 - len(a)))  # (only a trailing argument with a default can be missing)
+            (2, v) for v in list(dict.fromkeys(seen))[:4]] + [(3, v) for v in (_COMMON_WHOLE if whole else _COMMON_REAL)]
+        firsts = {}
+        for rank, value in values:
+            firsts.setdefault(value, rank)  # each value once, at its first (highest) rank
+        for k, (value, rank) in enumerate(firsts.items()):
+            def fixed(*a, _j=j, _v=value, _pad=tuple(defaults.get(m) for m in names)):
+                a = (*a, *_pad[len(a):_j + 1])  # the arguments a case leaves out, each at its own default
                 return reference(*_at(a, _j, type(a[_j])(_v)))
-            out.append((rank, Variant(fixed, "argument-ignored", {"arg": name, "value": value})))
-    out = [v for _, v in sorted(out, key=lambda rv: rv[0])]  # a default, its double or half, 1 or 2 first
-    return out[:16]
+            out.append(((rank, k), Variant(fixed, "argument-ignored", {"arg": name, "value": value})))
+    # a default, its double or half, 1 or 2 first; then each argument's values in turn
+    return [v for _, v in sorted(out, key=lambda rv: rv[0])][:64]
 
 
 
@@ -363,6 +373,20 @@ def _first_item(reference, args, names, dims_of=None) -> list:
         def fn(*a, _j=j):
             return reference(*_at(a, _j, np.broadcast_to(a[_j][:1], a[_j].shape).copy()))
         out.append(Variant(fn, "first-item", {"arg": names[j]}))
+    return out[:4]
+
+
+
+def _ones(reference, args, names) -> list:
+    """A float array argument replaced by ones of its shape: it is ignored (a backward that drops the incoming
+    gradient computes the numbers of a gradient of ones)."""
+    n = min(len(a) for a in args)
+    out = []
+    for j in range(n):
+        if all(isinstance(a[j], np.ndarray) and a[j].dtype.kind == "f" for a in args):
+            def fn(*a, _j=j):
+                return reference(*_at(a, _j, np.ones_like(a[_j])))
+            out.append(Variant(fn, "input-ones", {"arg": names[j]}))
     return out[:4]
 
 

@@ -66,6 +66,8 @@ SENTENCES = {
                                "return the boolean mask, True where the expected mask is True"),
     "off-by-one": ("{output} is {delta} than expected on every case (an off-by-one)",
                    "look for a + 1 or - 1 too many, or < where <= belongs"),
+    "overflow": ("{output} wrapped round a {bits}-bit integer: these are the expected numbers modulo 2^{bits} (an "
+                 "np.int{bits} on the way overflows)", "count with Python ints (or np.int64): no dtype=np.int{bits}"),
     "truncated": ("{output} is the expected value made a whole number ({how}): the fraction is lost",
                   "keep the real number: no int(), //, round() or ceil on the way"),
     "float-result": ("{output} is a float where a whole number (int) is expected", "{how}, and return an int"),
@@ -97,6 +99,8 @@ SENTENCES = {
                      "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
     "projection-dropped": ("the projection by {which} left out (with its bias {bias}): these are the expected numbers "
                            "with {which} the identity", "apply it: ... @ {which} (+ {bias} when given)"),
+    "input-ones": ("{arg} ignored: these are the expected numbers for {arg} of all ones (is {arg} multiplied in?)",
+                   "use {arg}: every entry of the result depends on it"),
     "first-item": ("{arg}[0] used for every item of the batch: these are the expected numbers when every item "
                    "has the first one's {arg}", "use each item's own row: {arg}[b] for item b (index the batch axis "
                    "with the item, or keep the axis and broadcast)"),
@@ -203,9 +207,11 @@ _PLAIN = {
     "argument-ignored": "a number argument ignored (one value used on every case)",
     "bias-dropped": "a bias never added",
     "truncated": "a real number made a whole number",
+    "overflow": "a count that overflowed a fixed-width integer",
     "scaled-input": "an input scaled before use",
     "input-added": "an input added to the result",
     "first-item": "the first item's input used for the whole batch",
+    "input-ones": "an input ignored (as if all ones)",
     "projection-dropped": "a projection (a weight matrix) left out",
 }
 
@@ -247,9 +253,10 @@ def mutant_class(category: str) -> str:
 _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
-                             "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "swapped-outputs", "output-for-output",
+                             "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "overflow", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored",
                              "bias-dropped", "projection-dropped", "scaled-input",
-                             "input-added", "first-item"})
+                             "input-added", "first-item",
+                             "input-ones"})

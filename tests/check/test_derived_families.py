@@ -238,3 +238,24 @@ def test_the_first_items_mask_used_for_the_whole_batch_is_named(capsys):
         return mc.scaled_dot_product_attention(x @ W_q, context @ W_k, context @ W_v, keep[:, None, :])
     ok, out = _said(capsys, check.cross_attention, first_mask)
     assert not ok and "keep[0] used for every item of the batch" in out, out
+
+
+def test_an_input_ignored_as_if_all_ones_is_named(capsys):
+    ok, out = _said(capsys, check.scale_backward, lambda g, d_k: np.ones_like(g) / np.sqrt(d_k))
+    assert not ok and "grad_scaled ignored: these are the expected numbers for grad_scaled of all ones" in out, out
+
+
+def test_a_default_written_in_is_named_even_where_later_arguments_are_left_out(capsys):
+    def eps_written_in(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8):
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + 1e-6), m, v
+    ok, out = _said(capsys, check.adam_step, eps_written_in)
+    assert not ok and "eps ignored: these are the expected numbers for eps = 1e-06" in out, out
+
+
+def test_a_count_that_wrapped_round_a_32_bit_integer_is_named(capsys):
+    def int32_counts(d_model, h):
+        per_head, total = np.int32(4) * np.int32(d_model) * np.int32(d_model // h), np.int32(4) * np.int32(d_model) ** 2
+        return int(per_head), int(total)
+    ok, out = _said(capsys, check.head_params, int32_counts)
+    assert not ok and "wrapped round a 32-bit integer" in out, out
