@@ -328,7 +328,7 @@ def _adam_cases():
 def _adam_variant(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8, *, correct_m=True, correct_v=True, sgd=False,
                   no_sqrt=False, betas_swapped=False, t_shift=0, eps_inside=False, abs_v=False,
                   m_weights_swapped=False, v_weights_swapped=False, ascend=False, return_hats=False, no_eps=False,
-                  defaults=False, stale_moments=False):
+                  defaults=False, stale_moments=False, decay=0.0):
     """One Adam step with the chosen slips (see the catalogue); the defaults are the right step."""
     b1, b2, eps = (0.9, 0.999, 1e-8) if defaults else (b1, b2, eps)
     b1, b2 = (b2, b1) if betas_swapped else (b1, b2)
@@ -343,6 +343,7 @@ def _adam_variant(p, g, m, v, t, lr, b1=0.9, b2=0.999, eps=1e-8, *, correct_m=Tr
     v_hat = v_used / (1 - b2 ** tc) if correct_v else v_used
     denom = np.sqrt(v_hat + eps) if eps_inside else (v_hat if no_sqrt else np.sqrt(v_hat)) + eps
     step = g if sgd else m_hat / denom
+    step = step + decay * p  # a weight decay (in one step, AdamW's decoupled decay gives the same numbers)
     new_p = p + lr * step if ascend else p - lr * step
     return (new_p, m_hat, v_hat) if return_hats else (new_p, m, v)
 
@@ -386,6 +387,9 @@ _ADAM_MISTAKES = (
     _adam_mistake("the step taken with the old m and v, before this step's gradient updates them (at step 1, m = v "
                   "= 0, so p does not move)", "update m and v with g first, then bias-correct them and step",
                   stale_moments=True),
+    _adam_mistake("a weight decay of 0.01 added (AdamW's p -= lr · 0.01 · p, or 0.01 · p in the step: one step, the "
+                  "same numbers): plain Adam has none", "leave the decay out: p - lr * m_hat / (np.sqrt(v_hat) + eps)",
+                  decay=0.01),
     _adam_mistake("the step goes uphill: p + lr * ... instead of p - lr * ...", "subtract the step: p - lr * ...",
                   ascend=True),
     _adam_mistake("the bias-corrected m_hat and v_hat returned as the new state: the next step would correct "

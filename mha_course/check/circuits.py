@@ -238,6 +238,9 @@ PATCHED_HEADS = Exercise("patched_heads", _patched_ref, _patch_cases, (
             lambda corrupt, clean, head: _patched_ref(corrupt, corrupt + clean, head)),
     Mistake("only the patched head's outputs returned (B, T, D): the result is every head's, (B, h, T, D), with "
             "that one taken from the clean run", _PATCH_FIX, lambda corrupt, clean, head: np.array(clean)[:, head]),
+    Mistake("the clean head written into every head (out[:] = clean[:, head]): only head `head` is replaced",
+            _PATCH_FIX, lambda corrupt, clean, head: np.broadcast_to(np.asarray(clean)[:, head:head + 1],
+                                                                     np.shape(corrupt)).astype(float)),
     Mistake("head + 1 patched (the heads counted from 1): heads are numbered 0 .. h-1", _PATCH_FIX,
             lambda corrupt, clean, head: _patched_ref(corrupt, clean, (head + 1) % np.shape(corrupt)[1])),
 ), axes={"result": ("position", "feature")}, rules=(
