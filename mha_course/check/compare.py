@@ -402,6 +402,10 @@ def rounded_form(g, w) -> str:
                    (lambda: say("rounded up (math.ceil)"), np.ceil)):
         if np.array_equal(g, f(w)):
             return say("every value is the expected one {how}: the fraction is lost", how=how())
+    for digits in (1, 2, 3, 4):  # round(x, 2): a printout's rounding kept in the result
+        if w.dtype.kind == "f" and np.allclose(g, np.round(w, digits), rtol=0, atol=1e-12) and not np.allclose(g, w):
+            return say("every value is the expected one rounded to {n} decimals (round(x, {n})): return the full "
+                       "number, and round only what you print", n=digits)
     return ""
 
 

@@ -97,3 +97,9 @@ def test_real_values_made_whole_numbers_are_said_with_the_rounding():
     assert "rounded down" in compare.rounded_form(np.floor(w), w)
     assert "rounded up" in compare.rounded_form(np.ceil(w), w)
     assert compare.rounded_form(w, w) == "" and compare.rounded_form(np.floor(w), np.floor(w)) == ""
+
+
+def test_values_rounded_to_a_few_decimals_are_said_so():
+    w = np.array([1.23456, 2.71828])
+    assert "rounded to 2 decimals" in compare.rounded_form(np.round(w, 2), w)
+    assert compare.rounded_form(w + 1e-3, w) == ""
