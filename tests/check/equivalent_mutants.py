@@ -215,6 +215,13 @@ EQUIVALENT = {
         **_lines("multi_head_attention", (0,), ORDER + " (the argument check returns its inputs unchanged)"),
         **_lines("multi_head_attention>_forward", (11, 15), STAGES),
         **_lines("multi_head_attention>_forward", (0,), ORDER + " (the Q, K and V projections)"),
+        **_lines("multi_head_attention", (19,), UNUSED_BIAS + "; rope_base and rope_scaling are None too, so their "
+                                                "order in the call changes nothing"),
+        **_lines("multi_head_attention>_checked", (0, 2, 7), CHECKS),
+        **_lines("multi_head_attention>_checked", (5,), ROPE_OFF + ": the check of RoPE's arguments has nothing to check"),
+        **_lines("multi_head_attention>_checked", (6,), UNUSED_BIAS),
+        **_lines("multi_head_attention>_forward", (9, 10, 17), ROPE_OFF + ": rope_heads returns the heads unchanged "
+                                                              "when rope_base is None"),
     },
     "flops": {
         **_lines("_flops_ref>projection_flops", (0,), ORDER + " (argument checks: they return their inputs unchanged)"),
@@ -248,8 +255,9 @@ EQUIVALENT = {
         "_qkv_of+3 dropped-call: np.array(t[n]) -> t[n]": "a read-only copy for a copy: the same values",
         **_lines("_qkv_of>_trace", (0, 12, 14, 15, 17), ORDER.split(" (")[0] + "; or rope and bias arguments that "
                                                         "are None here (" + ROPE_OFF + ")"),
-        **_lines("_qkv_of>_trace", (20, 21, 22, 23, 24), "how the trace stores its stages (read-only copies, their "
-                                                         "shapes, its h and mask): the values read back are the same"),
+        **_lines("_qkv_of>_trace", (16, 18, 19, 20, 21, 22, 23, 24), "how the trace stores its stages (read-only "
+                                                                     "copies, their shapes, its h and mask): the values "
+                                                                     "read back are the same"),
     },
     "gather_output_projection": {
         **_lines("gather_output_projection", (0, 11), "the size check (_sizes) raises for bad sizes and returns "

@@ -155,14 +155,7 @@ def fast_checker(monkeypatch):
     monkeypatch.setattr(derive, "CALLS", 0)
 
 
-# Three mutants of mha.py's helpers (check_rope with swapped arguments, rope_heads(..., 0 -> 1), the trace's
-# setflags(write=True)) count as equivalent when mutation_run runs as a script or from another test file, and as
-# survivors only inside this module's run: the cause is open, so these two are expected failures, not passes.
-_OPEN = {"multi_head_attention", "project_qkv"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason="open: see _OPEN above"))
-                                  if n in _OPEN else n for n in sorted(mutation_run.exercises())])
+@pytest.mark.parametrize("name", sorted(mutation_run.exercises()))
 def test_every_mutant_that_changes_the_result_is_refused(fast_checker, name):
     """The reference's mutants, given to the checker as a learner's function: each is refused, or it is
     equal to the reference on every case and on the cases redrawn with other seeds, and listed in
