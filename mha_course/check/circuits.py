@@ -287,6 +287,9 @@ COPYING_SCORE = Exercise("copying_score", _copying, _copying_cases, (
             lambda W: float(np.linalg.eigvalsh(W).sum() / np.abs(np.linalg.eigvalsh(W)).sum())),
     Mistake("the trace over the Frobenius norm", "sum(λ) / sum(|λ|) over the eigenvalues λ",
             lambda W: float(np.trace(W) / np.linalg.norm(W))),
+    Mistake("the size of the sum |sum(λ)| in the numerator: the sign is lost, and a head that writes the opposite "
+            "token (sum(λ) < 0) looks like a copier", "keep the sign: np.linalg.eigvals(W).sum().real / np.abs(lam).sum()",
+            lambda W: float(abs(np.linalg.eigvals(W).sum()) / np.abs(np.linalg.eigvals(W)).sum())),
     Mistake("the Euclidean length of the eigenvalues, sqrt(sum |λ|²), in the denominator instead of the sum of "
             "their sizes sum(|λ|)", "divide by np.abs(lam).sum()",
             lambda W: float(np.linalg.eigvals(W).sum().real / np.sqrt((np.abs(np.linalg.eigvals(W)) ** 2).sum()))),

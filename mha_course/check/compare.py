@@ -400,7 +400,7 @@ def rounded_form(g, w) -> str:
     for how, f in ((lambda: say("rounded down (int(), // or math.isqrt)"), np.floor),
                    (lambda: say("rounded to the nearest (round())"), np.round),
                    (lambda: say("rounded up (math.ceil)"), np.ceil)):
-        if np.array_equal(g, f(w)):
+        if np.array_equal(g, f(w)) and np.any(np.abs(f(w)) > 1):  # 0 and 1 for a ratio: too often a coincidence
             return say("every value is the expected one {how}: the fraction is lost", how=how())
     for digits in (1, 2, 3, 4):  # round(x, 2): a printout's rounding kept in the result
         if w.dtype.kind == "f" and np.allclose(g, np.round(w, digits), rtol=0, atol=1e-12) and not np.allclose(g, w):

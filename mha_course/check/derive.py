@@ -314,7 +314,8 @@ def _number_forms(pairs, raws, all_close) -> list:
             break
     if all(w.dtype.kind == "f" for _, w in raws) and not all(np.array_equal(w, np.round(w)) for _, w in raws):
         for how, f in (("int() or //", np.trunc), ("np.floor", np.floor), ("round()", np.round), ("math.ceil", np.ceil)):
-            if all(np.array_equal(np.asarray(g, float), f(w)) for g, w in raws):  # a fraction the exercise keeps, lost
+            if all(np.array_equal(np.asarray(g, float), f(w)) for g, w in raws) and any(
+                    np.any(np.abs(f(w)) > 1) for _, w in raws):  # a fraction lost (0 and 1 alone: a coincidence)
                 out.append(("truncated", {"how": how}))
                 break
     return out

@@ -107,6 +107,8 @@ def _concat_heads(axis, x):
 
 
 FIX_COMBINE = "x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): (B, h, T, d_k) -> (B, T, h, d_k) -> (B, T, D)"
+_F_ORDER = ("the right transpose, then a reshape in column-major order (order='F'): numpy's reshape reads the last "
+            "axis fastest (order='C')")
 _COMBINE_MISTAKES = (
     Mistake("combine_heads without the transpose back (heads get mixed into positions)",
             FIX_COMBINE, combine_no_transpose),
@@ -128,7 +130,10 @@ _COMBINE_MISTAKES = (
             lambda x: np.concatenate(list(x), axis=1)),
     Mistake("the heads concatenated over the positions (axis 1) instead of the features",
             "np.concatenate([x[:, i] for i in range(h)], axis=-1), or " + FIX_COMBINE, partial(_concat_heads, 1)),
-    *(Mistake(f"a wrong transpose order {p} before the reshape", FIX_COMBINE, partial(_combine_perm, p))
+    Mistake("a reshape in column-major order (order='F') and no transpose: numpy's reshape reads the last axis "
+            "fastest (order='C')", FIX_COMBINE, lambda x: x.reshape(x.shape[0], x.shape[2], -1, order="F")),
+    *(Mistake(f"a wrong transpose order {p} before the reshape", FIX_COMBINE, partial(_combine_perm, p),
+              also=_F_ORDER if p == (0, 2, 3, 1) else "")
       for p in permutations(range(4)) if p not in ((0, 2, 1, 3), (0, 1, 2, 3))),
 )
 
