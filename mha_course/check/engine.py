@@ -316,9 +316,25 @@ def _run_all(spec, fn):
             got.value, want, spec.outputs, spec.strict_types or states_int(spec.reference),
             containers=not any(isinstance(r, Returns) for r in getattr(spec, "rules", ()) or ()))
         runs.append(Run(case, want, got, problem))
-        if is_unfinished(got) or (got.lines and got.error is None) or isinstance(got.error, KeyboardInterrupt):
+        if is_unfinished(got) or (got.lines and got.error is None and got.lines[0] not in _fresh_lines(spec)) \
+                or isinstance(got.error, KeyboardInterrupt):
             break
-    return runs, printed
+    return _values_before_copying(spec, runs), printed
+
+
+def _fresh_lines(spec) -> set:
+    return {NOT_DIAGNOSED + r.message for r in getattr(spec, "rules", ()) or () if isinstance(r, Fresh)}
+
+
+def _values_before_copying(spec, runs) -> list:
+    """A result aliased to an argument (a broken :class:`Fresh` rule) on some case and wrong in its values on
+    another: the values are said first, as the bigger mistake (the copy is said once they are right)."""
+    fresh = _fresh_lines(spec)
+    aliased = [r.got.error is None and r.got.lines and r.got.lines[0] in fresh for r in runs]
+    if not any(aliased) or not any(r.problem and not a for r, a in zip(runs, aliased)):
+        return runs
+    return [r._replace(got=r.got._replace(lines=()), problem=compare(r.got.value, r.want, spec.outputs))
+            if a else r for r, a in zip(runs, aliased)]
 
 
 def _quiet(f, args) -> Outcome:

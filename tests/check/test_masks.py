@@ -437,3 +437,11 @@ def test_a_causal_mask_from_the_first_axis_is_named(capsys):
         keep = np.tril(np.ones((len(x), len(x)), dtype=bool))  # len(x) is B for a batch
         return mc.scaled_dot_product_attention(x, x, x, keep)[0]
     _says(capsys, _check.causal_self_attention, learner, "the causal mask built from x.shape[0]")
+
+
+def test_a_wrong_value_on_another_convention_is_said_before_the_missing_copy(capsys):
+    def aliased_and_int(mask, convention):
+        m = np.asarray(mask, dtype=bool)
+        return {"keep": mask, "block": (~m).astype(int), "additive": np.where(m, 0.0, -np.inf)}[convention]
+    ok, out = run(capsys, cm.mask_as, aliased_and_int)
+    assert ok is False and "masks are boolean" in out and "the caller's own array" not in out, out
