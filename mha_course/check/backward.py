@@ -166,7 +166,9 @@ _SPLIT_BACKWARD_MISTAKES = (
             "into positions)", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): the inverse of split_heads",
             _no_transpose),
     Mistake("transposed to (B, T, d_k, h) before the reshape: head i's gradient lands in every h-th "
-            "feature, not in its own slice", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)", _dk_major),
+            "feature, not in its own slice", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)", _dk_major,
+            also="the right transpose, then a reshape in column-major order (order='F'): numpy's reshape reads the "
+                 "last axis fastest (order='C')"),
     Mistake("summed over the heads (B, T, d_k): each head's gradient belongs to its own d_k features, "
             "side by side, not added up", "g.transpose(0, 2, 1, 3).reshape(B, T, h * d_k): concatenate, don't add",
             lambda g: g.sum(axis=1)),

@@ -52,7 +52,8 @@ _SPLIT_MISTAKES = (
     Mistake("d_model / h is a float (true division): a shape needs whole numbers",
             "d_k = d_model // h (floor division)", _split_true_division),
     Mistake("reshape to (B, T, d_k, h): head i gets every h-th feature, not a contiguous slice",
-            FIX_SPLIT, _split_dk_first),
+            FIX_SPLIT, _split_dk_first, also="a reshape in column-major order (order='F'): numpy's reshape reads the "
+                                             "last axis fastest (order='C')"),
     *(Mistake(f"a wrong transpose order {p} after reshape(B, T, h, d_k)", FIX_SPLIT, partial(_split_perm, p))
       for p in permutations(range(4)) if p != (0, 2, 1, 3)),
     Mistake("the token axis split into h groups (np.split(x, h, axis=1)) instead of the features: a head "
