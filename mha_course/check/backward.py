@@ -70,8 +70,7 @@ _SOFTMAX_MISTAKES = (
             "weight by p: p * (g - (p * g).sum(-1, keepdims=True))", lambda p, g: p * (g - g.mean(-1, keepdims=True))),
     Mistake("the softmax applied to p again: p is already the weights (the softmax's output), not scores",
             "use p as given: p * (g - (p * g).sum(-1, keepdims=True))",
-            lambda p, g: (lambda q: q * (g - (q * g).sum(-1, keepdims=True)))(
-                np.exp(p - p.max(-1, keepdims=True)) / np.exp(p - p.max(-1, keepdims=True)).sum(-1, keepdims=True))),
+            lambda p, g: _softmax_backward(_softmax(p), g)),
     Mistake("the weighted mean instead of the weighted sum", "(p * g).sum(axis=-1, keepdims=True), not .mean",
             lambda p, g: p * (g - (p * g).mean(-1, keepdims=True))),
     Mistake("the leading p is missing: g - (p * g).sum(...), the Jacobian's p_i factor dropped",

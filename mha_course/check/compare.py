@@ -392,18 +392,28 @@ def ratio(g, w) -> float:
     return c if c and np.isfinite(c) and not np.isclose(c, 1) and close(g, c * w) else 0.0
 
 
-def rounded_form(g, w) -> str:
-    """The expected real values made whole numbers (rounded down, to the nearest or up): '' otherwise."""
+_ROUNDINGS = (("rounded down (int(), // or math.isqrt)", np.floor), ("rounded to the nearest (round())", np.round),
+              ("rounded up (math.ceil)", np.ceil))
+
+
+def rounding_of(g, w) -> str:
+    """How the expected real values ``w`` were made the whole numbers ``g`` ('rounded down (int(), ...)', ...), or
+    '' when they were not; a result of only 0 and 1 is not read as a rounding (for a ratio, too often a coincidence)."""
     g, w = np.asarray(g), np.asarray(w)
     if not w.size or w.dtype.kind not in "iuf" or g.shape != w.shape or np.array_equal(w, np.round(w)):
         return ""
-    for how, f in ((lambda: say("rounded down (int(), // or math.isqrt)"), np.floor),
-                   (lambda: say("rounded to the nearest (round())"), np.round),
-                   (lambda: say("rounded up (math.ceil)"), np.ceil)):
-        if np.array_equal(g, f(w)) and np.any(np.abs(f(w)) > 1):  # 0 and 1 for a ratio: too often a coincidence
-            return say("every value is the expected one {how}: the fraction is lost", how=how())
+    return next((how for how, f in _ROUNDINGS if np.array_equal(g, f(w)) and np.any(np.abs(f(w)) > 1)), "")
+
+
+def rounded_form(g, w) -> str:
+    """The expected real values made whole numbers, or rounded to a few decimals, said in a line: '' otherwise."""
+    how = rounding_of(g, w)
+    if how:
+        return say("every value is the expected one {how}: the fraction is lost", how=say(how))
+    g, w = np.asarray(g), np.asarray(w)
     for digits in (1, 2, 3, 4):  # round(x, 2): a printout's rounding kept in the result
-        if w.dtype.kind == "f" and np.allclose(g, np.round(w, digits), rtol=0, atol=1e-12) and not np.allclose(g, w):
+        if w.dtype.kind == "f" and g.shape == w.shape and np.allclose(g, np.round(w, digits), rtol=0, atol=1e-12) \
+                and not np.allclose(g, w):
             return say("every value is the expected one rounded to {n} decimals (round(x, {n})): return the full "
                        "number, and round only what you print", n=digits)
     return ""

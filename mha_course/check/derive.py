@@ -24,7 +24,7 @@ from itertools import combinations, permutations
 from typing import NamedTuple
 
 from . import vocabulary
-from .compare import close, num, same_outcome
+from .compare import close, num, rounding_of, same_outcome
 from .distributions import normaliser_forms, restricted_forms
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
@@ -312,12 +312,11 @@ def _number_forms(pairs, raws, all_close) -> list:
                                        - 2 ** (bits - 1)) for g, w in raws if g.dtype.kind in "iuf"):
             out.append(("overflow", {"bits": str(bits)}))
             break
-    if all(w.dtype.kind == "f" for _, w in raws) and not all(np.array_equal(w, np.round(w)) for _, w in raws):
-        for how, f in (("int() or //", np.trunc), ("np.floor", np.floor), ("round()", np.round), ("math.ceil", np.ceil)):
-            if all(np.array_equal(np.asarray(g, float), f(w)) for g, w in raws) and any(
-                    np.any(np.abs(f(w)) > 1) for _, w in raws):  # a fraction lost (0 and 1 alone: a coincidence)
-                out.append(("truncated", {"how": how}))
-                break
+    if all(w.dtype.kind == "f" for _, w in raws):  # a fraction lost, the same way on every case that has one
+        hows = {rounding_of(np.asarray(g, float), w) for g, w in raws if not np.array_equal(w, np.round(w))}
+        rest_right = all(np.array_equal(np.asarray(g, float), w) for g, w in raws if np.array_equal(w, np.round(w)))
+        if len(hows) == 1 and "" not in hows and rest_right:
+            out.append(("truncated", {"how": hows.pop()}))
     return out
 
 

@@ -308,18 +308,22 @@ class Run(NamedTuple):
 
 def _run_all(spec, fn):
     """One Run per case (stopping after a time-out, an interruption or a stub), and the captured printing."""
-    printed, runs = CappedText(), []
+    printed, runs, fresh = CappedText(), [], _fresh_lines(spec)
     for case, want in spec.expected():
         got = _call_learner(fn, spec.reference, case.args, printed, spec)
         restore()  # what the learner's call replaced in the checker is put back before comparing
-        problem = list(got.lines) if got.lines or got.error else compare(
-            got.value, want, spec.outputs, spec.strict_types or states_int(spec.reference),
-            containers=not any(isinstance(r, Returns) for r in getattr(spec, "rules", ()) or ()))
+        problem = list(got.lines) if got.lines or got.error else _value_problem(spec, got.value, want)
         runs.append(Run(case, want, got, problem))
-        if is_unfinished(got) or (got.lines and got.error is None and got.lines[0] not in _fresh_lines(spec)) \
+        if is_unfinished(got) or (got.lines and got.error is None and got.lines[0] not in fresh) \
                 or isinstance(got.error, KeyboardInterrupt):
             break
     return _values_before_copying(spec, runs), printed
+
+
+def _value_problem(spec, value, want) -> list:
+    """What differs between the learner's value and the expected one, as the exercise compares them."""
+    return compare(value, want, spec.outputs, spec.strict_types or states_int(spec.reference),
+                   containers=not any(isinstance(r, Returns) for r in getattr(spec, "rules", ()) or ()))
 
 
 def _fresh_lines(spec) -> set:
@@ -333,7 +337,7 @@ def _values_before_copying(spec, runs) -> list:
     aliased = [r.got.error is None and r.got.lines and r.got.lines[0] in fresh for r in runs]
     if not any(aliased) or not any(r.problem and not a for r, a in zip(runs, aliased)):
         return runs
-    return [r._replace(got=r.got._replace(lines=()), problem=compare(r.got.value, r.want, spec.outputs))
+    return [r._replace(got=r.got._replace(lines=()), problem=_value_problem(spec, r.got.value, r.want))
             if a else r for r, a in zip(runs, aliased)]
 
 

@@ -34,6 +34,13 @@ def _append_cases():
             for i, (B, h_kv, S, T, d_k) in enumerate(sizes)]  # case 5 is float32: a cache keeps its dtype
 
 
+def _rolling_buffer(K_cache, V_cache, K_new, V_new):
+    """The append cut back to the cache's old length S (a fixed-size buffer); an empty cache keeps the new tokens."""
+    S = K_cache.shape[2] or K_new.shape[2]
+    K_all, V_all = _append_ref(K_cache, V_cache, K_new, V_new)
+    return K_all[:, :, -S:], V_all[:, :, -S:]
+
+
 _FIX_AXIS = "np.concatenate([K_cache, K_new], axis=2): tokens are axis 2 of (B, h_kv, S, d_k)"
 KV_APPEND = Exercise("kv_append", _append_ref, _append_cases, (
     Mistake("the new tokens put before the cached ones", "the cache comes first, then the new tokens",
@@ -54,8 +61,7 @@ KV_APPEND = Exercise("kv_append", _append_ref, _append_cases, (
             "the new ones: np.concatenate([K_cache, K_new], axis=2)", lambda Kc, Vc, K, V: (Kc, Vc)),
     Mistake("the oldest tokens dropped to keep the cache's length (a rolling buffer): the cache grows to S + T",
             "keep every cached token: np.concatenate([K_cache, K_new], axis=2)",
-            lambda Kc, Vc, K, V: tuple(a[:, :, -max(c.shape[2], 1):] if c.shape[2] else a for a, c in
-                                       zip(_append_ref(Kc, Vc, K, V), (Kc, Vc)))),
+            _rolling_buffer),
     Mistake("only the newest token kept: a decode step may bring several new tokens, and every one is appended",
             _FIX_AXIS, lambda Kc, Vc, K, V: (np.concatenate([Kc, K[:, :, -1:]], 2), np.concatenate([Vc, V[:, :, -1:]], 2))),
     Mistake("np.append without an axis: it flattens everything into one long vector", _FIX_AXIS,

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 __all__ = ["SENTENCES", "TWICE_D", "TWICE_D_K", "sentence", "fix"]
 
-# class -> (sentence, fix); the classes of mutants.CATEGORIES and the output-level transformations
 # a second sentence for a scale of 1/d where 1/sqrt(d) belongs: the same numbers come from scaling twice
 TWICE_D_K = ("the scale 1/√d_k applied twice (once by you, once inside a function that already scales, such as "
              "mc.scaled_dot_product_attention): 1/d_k in all")
 TWICE_D = TWICE_D_K.replace("d_k", "d")
 
+# class -> (sentence, fix); the classes of mutants.CATEGORIES and the output-level transformations
 SENTENCES = {
     # what the output shows (a transformation of the expected output)
     "scale": ("every value of {output} is {factor} times the expected one",
@@ -68,7 +68,7 @@ SENTENCES = {
                    "look for a + 1 or - 1 too many, or < where <= belongs"),
     "overflow": ("{output} wrapped round a {bits}-bit integer: these are the expected numbers modulo 2^{bits} (an "
                  "np.int{bits} on the way overflows)", "count with Python ints (or np.int64): no dtype=np.int{bits}"),
-    "truncated": ("{output} is the expected value made a whole number ({how}): the fraction is lost",
+    "truncated": ("{output} is the expected value {how}: the fraction is lost",
                   "keep the real number: no int(), //, round() or ceil on the way"),
     "float-result": ("{output} is a float where a whole number (int) is expected", "{how}, and return an int"),
     "swapped-outputs": ("{a} and {b} swapped (each returned in the other's place)",

@@ -202,7 +202,7 @@ def test_a_scale_of_1_over_d_also_names_the_scale_applied_twice(capsys):
 
 def test_a_real_answer_made_a_whole_number_is_named(capsys):
     ok, out = _said(capsys, check.score_std, lambda d_k: (float(int(math.sqrt(d_k))), 1.0))
-    assert not ok and "unscaled is the expected value made a whole number" in out, out
+    assert not ok and "unscaled is the expected value rounded down (int(), // or math.isqrt)" in out, out
 
 
 def test_an_estimate_by_sampling_is_said_to_be_close_but_not_exact(capsys):
