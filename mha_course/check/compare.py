@@ -409,7 +409,10 @@ def rounded_form(g, w) -> str:
     """The expected real values made whole numbers, or rounded to a few decimals, said in a line: '' otherwise."""
     how = rounding_of(g, w)
     if how:
-        return say("every value is the expected one {how}: the fraction is lost", how=say(how))
+        said = {_ROUNDINGS[0][0]: lambda: say("rounded down (int(), // or math.isqrt)"),  # literal: the catalogue
+                _ROUNDINGS[1][0]: lambda: say("rounded to the nearest (round())"),      # extracts each one
+                _ROUNDINGS[2][0]: lambda: say("rounded up (math.ceil)")}[how]()
+        return say("every value is the expected one {how}: the fraction is lost", how=said)
     g, w = np.asarray(g), np.asarray(w)
     for digits in (1, 2, 3, 4):  # round(x, 2): a printout's rounding kept in the result
         if w.dtype.kind == "f" and g.shape == w.shape and np.allclose(g, np.round(w, digits), rtol=0, atol=1e-12) \
