@@ -24,7 +24,7 @@ from itertools import combinations, permutations
 from typing import NamedTuple
 
 from . import vocabulary
-from .compare import close, num, rounding_of, same_outcome
+from .compare import close, num, rounding_of, same, same_outcome
 from .distributions import normaliser_forms, restricted_forms
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
@@ -484,7 +484,34 @@ def _mutants_of(spec, depth=1) -> list:
 def _mutant_level(spec, runs, budget) -> list:
     """The mutants that give the learner's outcome on every case: the reference and the package
     steps it calls first; where none does, the steps those call (a bias added two calls down)."""
-    return _mutants_fitting(spec, runs, budget, 1) or _mutants_fitting(spec, runs, budget, 2)
+    return (_mutants_fitting(spec, runs, budget, 1) or _mutants_fitting(spec, runs, budget, 2)
+            or _mutants_per_output(spec, runs, budget))
+
+
+def _mutants_per_output(spec, runs, budget) -> list:
+    """Several outputs wrong, each as one mutant makes it while the others stay right (grad_a through
+    pinv(b) and grad_b through pinv(a): two slips at once), said together; [] unless every wrong output has one."""
+    if any(r.got.error is not None or not isinstance(r.want, tuple) or not isinstance(r.got.value, tuple)
+           or len(r.got.value) != len(r.want) for r in runs):
+        return []
+    n = len(runs[0].want)
+    wrong = [j for j in range(n) if any(not same(r.got.value[j], r.want[j]) for r in runs)]
+    ms = _mutants_of(spec, 1)
+    if len(wrong) < 2 or len(ms) * len(runs) > 2 * budget:
+        return []
+
+    def fits(m, j):
+        for i, r in enumerate(runs):
+            o = spec.outcome(i, m)
+            if o.error is not None or not isinstance(o.value, tuple) or len(o.value) != n or not all(
+                    same(o.value[k], r.got.value[k] if k == j else r.want[k]) for k in range(n)):
+                return False
+        return True
+    ordered = sorted(ms, key=lambda m: vocabulary.mutant_class(m.mutation.category) in _SPECULATIVE)
+    chosen = [next((m for m in ordered if fits(m, j)), None) for j in wrong]
+    if any(m is None for m in chosen):
+        return []
+    return [_together([_mutant_words(m.mutation) for m in chosen])]
 
 
 def _mutants_fitting(spec, runs, budget, depth) -> list:

@@ -16,7 +16,7 @@ import ast
 import copy
 import types
 
-from .slips import floor_division_slips, numbers_swapped, open_slices, other_function, regrouped
+from . import slips
 
 __all__ = ["Sites", "apply_change", "parents_of", "code_text", "locate"]
 
@@ -102,6 +102,11 @@ class Sites:
     def __init__(self, root, fn_globals, extended=False):
         self.root, self.globals, self.sites, self.extended = root, fn_globals, [], extended
 
+    def size_names(self) -> set:
+        if not hasattr(self, "sizes"):
+            self.sizes = slips.size_names(self.root)
+        return self.sizes
+
     def add(self, category, slot, new, params=()):
         self.sites.append((category, slot, new, tuple(params)))
 
@@ -149,7 +154,7 @@ class Sites:
             self.add("negation", (s, "value", None), ast.UnaryOp(op=ast.USub(), operand=s.value))
         if self.extended and isinstance(s, (ast.Assign, ast.AugAssign, ast.Return, ast.Expr)):
             self.leading_axis(s, parent, field, i)
-            for new, params in numbers_swapped(s.value) if isinstance(s.value, ast.expr) else ():
+            for new, params in slips.numbers_swapped(s.value) if isinstance(s.value, ast.expr) else ():
                 self.add("numbers-swapped", (s, "value", None), new, params)
         for name, value in ast.iter_fields(s):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
@@ -227,15 +232,19 @@ class Sites:
         elif op in (ast.Sub, ast.MatMult, ast.Pow, ast.Mod, ast.FloorDiv):
             self.add("swapped-arguments", slot, ast.BinOp(node.right, node.op, node.left))
         if self.extended:
-            for new, params in regrouped(node):  # a * b + c read as a * (b + c)
+            for new, params in slips.regrouped(node):  # a * b + c read as a * (b + c)
                 self.add("regrouped", slot, new, params)
             if op in (ast.Div, ast.FloorDiv):  # i // (h // h_kv) written i // h_kv
                 self.add("dropped-term", slot, node.right, (("kept", "right"),))
+            if op is ast.Div:  # -(2 * j // d_k) for -2 * j / d_k: the sign outside, so rounded toward 0
+                self.add("floor-division", slot, _np_call("trunc", node), (("to", "toward zero"),))
             for new in _EXTENDED_OPERATORS.get(op, []):
                 self.add("operator", slot, ast.BinOp(node.left, new(), node.right),
                          (("from", _OPS_TEXT[op]), ("to", _OPS_TEXT[new])))
-            for category, new, params in floor_division_slips(node):  # i // g rounded otherwise, or per term
+            for category, new, params in slips.floor_division_slips(node):  # i // g rounded otherwise, or per term
                 self.add(category, slot, new, params)
+            for new, params in slips.size_shifts(node, self.size_names()):  # two_i / (d_model - 1) for two_i / d_model
+                self.add("size-shifted", slot, new, params)
 
     def on_Compare(self, node, slot):
         for k, op in enumerate(node.ops):
@@ -306,6 +315,8 @@ class Sites:
     def on_Attribute(self, node, slot):
         if node.attr in ("T", "mT") and isinstance(node.ctx, ast.Load):
             self.add("transpose", slot, node.value)
+            for new, params in slips.pseudo_inverse(node) if self.extended else ():  # pinv(b) for b.T
+                self.add("pseudo-inverse", slot, new, params)
         elif node.attr == "inf" and self.extended:  # -1e9 for -np.inf: a row that may see nothing averages instead
             self.add("finite-infinity", slot, ast.Constant(1e9), (("from", "inf"), ("to", "1e9")))
 
@@ -320,7 +331,7 @@ class Sites:
                 for d, op in ((1, ast.Add), (-1, ast.Sub)):
                     self.add("index", (owner, field, index), ast.BinOp(piece, op(), ast.Constant(1)), (("by", d),))
         if self.extended and isinstance(node.ctx, ast.Load):
-            for new, params in open_slices(node):  # x[:, head:] for x[:, head]
+            for new, params in slips.open_slices(node):  # x[:, head:] for x[:, head]
                 self.add("open-slice", slot, new, params)
         if self.extended and owner is not node and isinstance(node.ctx, ast.Load):
             for k in range(len(pieces) - 1):  # keep[:, None, :] written keep[:, :, None]: a new axis elsewhere
@@ -364,6 +375,8 @@ class Sites:
                 self.add("sqrt", slot, first, (("dropped", True),))
             elif name in ("transpose", "swapaxes", "moveaxis"):
                 self.add("transpose", slot, first)
+                for new, params in slips.pseudo_inverse(node) if self.extended else ():  # pinv(b) for b.T
+                    self.add("pseudo-inverse", slot, new, params)
             elif name in ("flip", "reversed", "fliplr", "flipud"):
                 self.add("reversed", slot, first)
             elif name in _ROUNDING:
@@ -378,7 +391,7 @@ class Sites:
         if name in ("flatnonzero", "argwhere"):
             self.occurrences(node, slot)
         if self.extended:
-            for new, params in other_function(node):  # np.maximum for np.logaddexp
+            for new, params in slips.other_function(node):  # np.maximum for np.logaddexp
                 self.add("other-function", slot, new, params)
             self.extended_call(node, slot, name, first)
             self.default_axis(node, name, is_method)

@@ -78,9 +78,12 @@ CATEGORIES = {
     "regrouped": "(diagnosis only) the brackets of two operations moved (a * b + c as a * (b + c))",
     "numbers-swapped": "(diagnosis only) two numbers of one expression in each other's place",
     "open-slice": "(diagnosis only) an open slice where one index belongs (x[i:] for x[i])",
+    "size-shifted": "(diagnosis only) a size one more or one less inside a formula (d_model - 1 for d_model)",
+    "pseudo-inverse": "(diagnosis only) np.linalg.pinv(x) where the transpose of x belongs",
 }
 DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms", "other-function",
-                            "regrouped", "numbers-swapped", "open-slice"})  # made only with ``extended=True``
+                            "regrouped", "numbers-swapped", "open-slice", "size-shifted",
+                            "pseudo-inverse"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

@@ -9,7 +9,9 @@ them), they only name what a learner's result is:
 - :func:`regrouped`: the brackets of two operations moved (``a * b + c`` read as ``a * (b + c)``);
 - :func:`numbers_swapped`: two numbers of one expression in each other's place (the exponents of two terms);
 - :func:`open_slices`: an open slice where one index belongs (``x[:, head:]`` for ``x[:, head]``);
-- :func:`floor_division_slips`: ``i // g`` rounded to the nearest or up, and ``(a + b) // c`` as ``a // c + b // c``.
+- :func:`floor_division_slips`: ``i // g`` rounded to the nearest or up, and ``(a + b) // c`` as ``a // c + b // c``;
+- :func:`size_shifts`: a size off by one inside a formula (``two_i / (d_model - 1)`` for ``two_i / d_model``);
+- :func:`pseudo_inverse`: ``np.linalg.pinv(b)`` where the transpose of ``b`` belongs (a product "undone").
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -21,7 +23,7 @@ import ast
 import copy
 
 __all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices",
-           "floor_division_slips"]
+           "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -130,3 +132,79 @@ def floor_division_slips(node: ast.BinOp) -> list:
         a, b = (ast.BinOp(t, ast.FloorDiv(), node.right) for t in (left.left, left.right))
         out.append(("floored-terms", ast.BinOp(a, left.op, b), ()))
     return out
+
+
+_SIZE_CALLS = frozenset({"len", "int", "positive_int", "nonnegative_int", "divisor"})
+
+
+def size_names(root) -> set:
+    """The names of ``root`` (a function's tree) that hold a size: arguments annotated ``int``, and names
+    assigned from ``x.shape`` (unpacked or one axis), ``len(...)``, ``int(...)`` or an int check."""
+    args = getattr(root, "args", None)
+    names = {a.arg for a in (args.posonlyargs + args.args + args.kwonlyargs if args else [])
+             if isinstance(a.annotation, ast.Name) and a.annotation.id == "int"}
+    for node in ast.walk(root):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Attribute) and value.attr == "shape":
+                names |= {t.id for t in target.elts if isinstance(t, ast.Name)}
+            elif isinstance(target, ast.Name) and _is_size(value, set()):
+                names.add(target.id)
+    return names
+
+
+def _is_size(node, names) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+    if isinstance(node, ast.Call):
+        func = node.func
+        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _SIZE_CALLS
+    return False
+
+
+_SIZED_OPS = (ast.Div, ast.FloorDiv, ast.Pow, ast.Mod, ast.Mult)
+
+
+def size_shifts(node: ast.BinOp, names: set) -> list:
+    """[(new node, (("from", code), ("to", code)))]: each operand of ``node`` (a /, //, **, % or *) that is a
+    size (a name of ``names``, ``x.shape[k]``, ``len(x)``) one more or one less, as a learner who remembers
+    a formula with ``d_model - 1`` or ``n + 1`` in it."""
+    if not isinstance(node.op, _SIZED_OPS):
+        return []
+    out = []
+    for side in ("left", "right"):
+        operand = getattr(node, side)
+        if not _is_size(operand, names):
+            continue
+        for op in (ast.Sub, ast.Add):
+            new = copy.copy(node)
+            moved = ast.BinOp(operand, op(), ast.Constant(1))
+            setattr(new, side, moved)
+            out.append((new, (("from", ast.unparse(operand)), ("to", ast.unparse(moved)))))
+    return out
+
+
+def pseudo_inverse(node) -> list:
+    """[(np.linalg.pinv(x), (("from", code),))] for a matrix transpose of ``x``: ``x.T``, ``x.mT``,
+    ``x.transpose()``, ``np.transpose(x)`` and a swap of the last two axes (``np.swapaxes(x, -1, -2)``)."""
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        x = node.value
+    elif isinstance(node, ast.Call):
+        func, args = node.func, list(node.args)
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        on_module = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("np",
+                                                                                                          "numpy")
+        if isinstance(func, ast.Attribute) and not on_module:
+            args = [func.value] + args
+        axes = [ast.literal_eval(a) if isinstance(a, (ast.Constant, ast.UnaryOp)) else None for a in args[1:]]
+        last_two = name == "swapaxes" and sorted(axes, key=str) in ([-1, -2], [-2, -1])
+        if not args or node.keywords or not (last_two or (name == "transpose" and not axes)):
+            return []
+        x = args[0]
+    else:
+        return []
+    numpy = ast.parse("__import__('numpy')", mode="eval").body  # written np. in the message
+    linalg = ast.Attribute(numpy, "linalg", ast.Load())
+    return [(ast.Call(ast.Attribute(linalg, "pinv", ast.Load()), [x], []), (("from", ast.unparse(node)),))]

@@ -310,3 +310,13 @@ def test_a_finite_mask_where_minus_inf_belongs_is_named_in_both_forms():
 
 def test_mutant_text_shows_the_argument_not_its_check():
     assert derive._short("g / math.sqrt(_validate.positive_int(d_k, 'd_k'))") == "g / math.sqrt(d_k)"
+
+
+def test_two_outputs_each_wrong_by_its_own_slip_are_named_together(capsys):
+    import mha_course.check as check
+    assert check.matmul_backward(lambda a, b, g: (g @ np.linalg.pinv(b), np.linalg.pinv(a) @ g)) is False
+    out = capsys.readouterr().out
+    assert "pinv where np.swapaxes(b, -1, -2) belongs; and" in out and "np.swapaxes(a, -1, -2) belongs" in out, out
+    # one output right, the other wrong by a slip no mutant makes: nothing is claimed for it
+    assert check.matmul_backward(lambda a, b, g: (g @ np.linalg.pinv(b), np.sin(a.T @ g))) is False
+    assert "Found" not in capsys.readouterr().out

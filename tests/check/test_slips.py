@@ -71,3 +71,40 @@ def test_a_floor_division_is_offered_rounded_otherwise_and_per_term():
     assert [c for c, _, _ in changes] == ["rounding", "rounding", "floored-terms"]
     assert ast.unparse(changes[-1][1]) == "i * T // h + t // h"
     assert slips.floor_division_slips(ast.parse("a / b", mode="eval").body) == []
+
+
+def test_a_size_is_offered_one_more_and_one_less_inside_a_formula_but_an_array_is_not():
+    tree = ast.parse("def f(x, d_model: int):\n    B, T, D = x.shape\n    n = len(x)\n    return x / d_model", ).body[0]
+    names = slips.size_names(tree)
+    assert names == {"d_model", "B", "T", "D", "n"}
+    assert _texts(slips.size_shifts(ast.parse("two_i / d_model", mode="eval").body, names)) == [
+        "two_i / (d_model - 1)", "two_i / (d_model + 1)"]
+    assert _texts(slips.size_shifts(ast.parse("x * two_i", mode="eval").body, names)) == []  # no size in it
+    assert _texts(slips.size_shifts(ast.parse("x / x.shape[-1]", mode="eval").body, set())) == [
+        "x / (x.shape[-1] - 1)", "x / (x.shape[-1] + 1)"]
+    assert slips.size_shifts(ast.parse("T + d_model", mode="eval").body, names) == []  # only /, //, **, %, *
+
+
+def test_a_size_off_by_one_in_the_sinusoidal_exponent_is_named(capsys):
+    def table(T, d_model):
+        two_i = np.arange(d_model) // 2 * 2
+        angles = np.arange(T)[:, None] / 10000.0 ** (two_i / (d_model - 1))
+        return np.where(np.arange(d_model) % 2 == 0, np.sin(angles), np.cos(angles))
+    assert check.sinusoidal_positions(table) is False
+    assert "d_model - 1 where d_model belongs" in capsys.readouterr().out
+
+
+def test_a_matrix_transpose_is_offered_as_its_pseudo_inverse_and_a_permutation_is_not():
+    for code in ("b.T", "np.swapaxes(b, -1, -2)", "b.swapaxes(-2, -1)", "np.transpose(b)"):
+        [(new, params)] = slips.pseudo_inverse(ast.parse(code, mode="eval").body)
+        assert ast.unparse(new) == "__import__('numpy').linalg.pinv(b)" and dict(params)["from"] == code
+    for code in ("x.transpose(0, 2, 1, 3)", "np.swapaxes(b, 0, 1)", "b.sum()"):
+        assert slips.pseudo_inverse(ast.parse(code, mode="eval").body) == []
+
+
+def test_an_integer_division_rounded_toward_zero_in_an_exponent_is_named(capsys):
+    def freqs(d_k, base, factor):
+        j = np.arange(d_k // 2)
+        return base ** (-(2 * j // d_k)) / factor  # the minus outside: 2j // d_k is 0 for every pair
+    assert check.interpolated_inv_freq(freqs) is False
+    assert "floor division where true division belongs" in capsys.readouterr().out
