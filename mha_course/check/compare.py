@@ -364,11 +364,24 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
     found = rounded_form(g, w) or _scaled(g, w, labels, factor)
     if found:
         return [found]
-    for test in (_shifted, _swapped, _permuted, _reduced, _unnormalised):
+    for test in (_shifted, _swapped, _permuted, _reduced, _unnormalised, _flat_along):
         found = test(g, w, labels)
         if found:
             return [found]
     return []
+
+
+def _flat_along(g, w, labels) -> str:
+    """The result the same at every index of an axis along which the expected values change (a term of
+    that index missing, or rounded to one value: 2j // d_k is 0 for every pair j)."""
+    for ax, label in enumerate(labels):
+        def first(a):
+            return np.broadcast_to(a.take([0], axis=ax), a.shape)
+        if w.shape[ax] > 1 and not close(w, first(w)) and close(g, first(g)):
+            return say("the values do not change along the {label} axis (axis {ax}), where the expected ones "
+                       "do: is a term of that index missing, or rounded to one value for every index (an integer "
+                       "division?)", label=label, ax=ax)
+    return ""
 
 
 def _two_values_swapped(g, w) -> str:

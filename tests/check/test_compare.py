@@ -103,3 +103,11 @@ def test_values_rounded_to_a_few_decimals_are_said_so():
     w = np.array([1.23456, 2.71828])
     assert "rounded to 2 decimals" in compare.rounded_form(np.round(w, 2), w)
     assert compare.rounded_form(w + 1e-3, w) == ""
+
+
+def test_a_result_flat_along_an_axis_where_the_expected_one_changes_is_said():
+    w = np.array([[1.0, 0.1, 0.01], [2.0, 0.2, 0.02]])
+    g = np.array([[0.3, 0.3, 0.3], [0.7, 0.7, 0.7]])
+    lines = compare.where_and_how(g, w, ["row", "column"])
+    assert any("do not change along the column axis (axis 1)" in ln for ln in lines), lines
+    assert not any("do not change" in ln for ln in compare.where_and_how(w * 1.5 + 0.1, w, ["row", "column"]))
