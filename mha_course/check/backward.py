@@ -82,6 +82,9 @@ _SOFTMAX_MISTAKES = (
     Mistake("the weighted sum over axis=1 (right only for 2-D weights): the keys are the LAST axis, whatever "
             "the batch axes", "(p * g).sum(axis=-1, keepdims=True)",
             lambda p, g: p * (g - (p * g).sum(axis=1, keepdims=True))),
+    Mistake("the backward of log-softmax, g - p * sum(g), where the softmax's p * (g - sum(p * g)) belongs: "
+            "log-softmax's Jacobian is I - 1 p^T, the softmax's diag(p) - p p^T",
+            "p * (g - (p * g).sum(-1, keepdims=True))", lambda p, g: g - p * g.sum(-1, keepdims=True)),
 )
 SOFTMAX_BACKWARD = Exercise("softmax_backward", _softmax_backward, _softmax_cases, _SOFTMAX_MISTAKES)
 

@@ -356,8 +356,8 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
         return [f"{int(bad.sum())} values are nan or inf where finite values were expected "
                 f"(the first at {tuple(int(i) for i in np.argwhere(bad)[0])})"]
     if w.size and bool(np.all(np.abs(g) <= ATOL)):
-        return ["every value is 0 (an all-zero result): is a step multiplied by a zero mask, or a sum "
-                "never added to?"]
+        return ["every value is 0 (an all-zero result): is a step multiplied by a zero mask, a sum never added to, "
+                "or an array left at its np.zeros start (never filled in or copied)?"]
     if w.size and bool(np.any(np.abs(w) > ATOL)) and close(g, -w):
         return ["the sign is flipped: every value is minus the expected one (a subtraction the wrong way "
                 "round?)"]
@@ -432,7 +432,19 @@ def rounded_form(g, w) -> str:
                 and not np.allclose(g, w):
             return say("every value is the expected one rounded to {n} decimals (round(x, {n})): return the full "
                        "number, and round only what you print", n=digits)
-    return ""
+    return say("every value is the expected one at float16 precision (about 3 significant digits): is a step cast to "
+               "np.float16? Compute in the inputs' dtype") if _half_precision(g, w) else ""
+
+
+def _half_precision(g, w) -> bool:
+    """``g`` holds only float16 numbers, within float16's rounding of ``w`` (which does not)."""
+    if g.dtype.kind != "f" or w.dtype.kind != "f" or g.shape != w.shape or not g.size or not np.all(np.isfinite(g)):
+        return False
+    def half(a):
+        return a.astype(np.float16).astype(a.dtype)
+    with np.errstate(all="ignore"):
+        return bool(np.array_equal(half(g), g) and not np.array_equal(half(w), w)
+                    and np.allclose(g, w, rtol=2e-3, atol=1e-4) and not np.allclose(g, w))
 
 
 def _scaled(g, w, labels, factor=None) -> str:
@@ -505,7 +517,7 @@ def _how_shapes_differ(g, w, labels) -> list:
                         axis=labels[split[0]], got=g.shape, want=w.shape)]
         return [f"the right values in the wrong shape: expected {w.shape}, got {g.shape}; reshape "
                 f"(e.g. with .reshape or [:, None] axes)"]
-    reduced = _reduced_over(g, w) if g.ndim == w.ndim - 1 else None
+    reduced = _reduced_over(g, w) if g.ndim == w.ndim - 1 else _reduced_kept(g, w) if g.ndim == w.ndim else None
     if reduced:
         label = labels[reduced[1]]
         return [say("your result is the expected one {how} over {axis}: that axis should stay, not be reduced",
@@ -529,6 +541,16 @@ def _reduced_over(g, w):
             for how, fn in hows:
                 if close(fn(w, axis=axis), g):
                     return how, axis
+    return None
+
+
+def _reduced_kept(g, w):
+    """(how, axis) when g is w reduced over one axis, kept with length 1 (keepdims=True, or a sum over the batch)."""
+    for axis in range(w.ndim):
+        if g.shape[axis] == 1 < w.shape[axis] and g.shape[:axis] + g.shape[axis + 1:] == w.shape[:axis] + w.shape[axis + 1:]:
+            found = _reduced_over(np.squeeze(g, axis), w)
+            if found and found[1] == axis:
+                return found
     return None
 
 

@@ -129,7 +129,11 @@ def candidates(sizes) -> dict:
     """Factors a learner's slip produces, by name: n, sqrt(n), 1/n, 1/sqrt(n), n**2, their negatives, 2 and 1/2."""
     out = {"2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "8 (bits for bytes?)": 8.0, "1/8 (bytes for bits?)": 0.125,
            "10 (a zero too many?)": 10.0, "1/10 (a zero too few?)": 0.1, "sqrt(2)": 2 ** 0.5, "1/sqrt(2)": 2 ** -0.5,
-           "1024 (KiB where bytes are asked?)": 1024.0, "1/1024 (KiB where bytes are asked?)": 1 / 1024}
+           "1024 (KiB where bytes are asked?)": 1024.0, "1/1024 (KiB where bytes are asked?)": 1 / 1024,
+           "1/1048576 (MiB where bytes are asked?)": 2.0 ** -20}
+    for k in (3, 4, 5, 6):  # a count of k equal terms with one left out, or one too many: 3/4 for 3 of 4 matrices
+        out[f"{k - 1}/{k} (one of {k} equal terms left out?)"] = (k - 1) / k
+        out[f"{k + 1}/{k} (one equal term too many, {k + 1} of them where {k} belong?)"] = (k + 1) / k
     for k, v in sizes.items():
         if v > 0:
             for name, value in ((k, v), (f"sqrt({k})", v ** 0.5), (f"1/{k}", 1 / v), (f"1/sqrt({k})", v ** -0.5),
@@ -578,7 +582,7 @@ def _mutant_words(mutation) -> Derived:
     after = params.get("to", _short(mutation.after))
     slots = {**{k: str(v) for k, v in params.items()}, "op": op, "before": before, "after": after}
     if key in ("replaced-name", "subscript", "range-shifted", "parts-order", "regrouped", "shape-axis", "doubled-term",
-               "open-slice", "axes-reordered"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
+               "open-slice", "axes-reordered", "inside-out"):  # said with the changed code: "x @ W_k where context @ W_k belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "from": params.get("from", ""), "to": params.get("to", ""),
                       "how": "only the first item of the first axis" if params.get("leading") == "first"

@@ -393,6 +393,8 @@ class Sites:
         if self.extended:
             for new, params in slips.other_function(node):  # np.maximum for np.logaddexp
                 self.add("other-function", slot, new, params)
+            for new, params in slips.inside_out(node):  # np.abs(x.sum()) for np.abs(x).sum()
+                self.add("inside-out", slot, new, params)
             self.extended_call(node, slot, name, first)
             self.default_axis(node, name, is_method)
             self.element_order(node)

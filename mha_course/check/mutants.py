@@ -80,10 +80,11 @@ CATEGORIES = {
     "open-slice": "(diagnosis only) an open slice where one index belongs (x[i:] for x[i])",
     "size-shifted": "(diagnosis only) a size one more or one less inside a formula (d_model - 1 for d_model)",
     "pseudo-inverse": "(diagnosis only) np.linalg.pinv(x) where the transpose of x belongs",
+    "inside-out": "(diagnosis only) an element-wise function and a reduction in the other order (abs of a sum)",
 }
 DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms", "other-function",
                             "regrouped", "numbers-swapped", "open-slice", "size-shifted",
-                            "pseudo-inverse"})  # made only with ``extended=True``
+                            "pseudo-inverse", "inside-out"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

@@ -11,7 +11,9 @@ them), they only name what a learner's result is:
 - :func:`open_slices`: an open slice where one index belongs (``x[:, head:]`` for ``x[:, head]``);
 - :func:`floor_division_slips`: ``i // g`` rounded to the nearest or up, and ``(a + b) // c`` as ``a // c + b // c``;
 - :func:`size_shifts`: a size off by one inside a formula (``two_i / (d_model - 1)`` for ``two_i / d_model``);
-- :func:`pseudo_inverse`: ``np.linalg.pinv(b)`` where the transpose of ``b`` belongs (a product "undone").
+- :func:`pseudo_inverse`: ``np.linalg.pinv(b)`` where the transpose of ``b`` belongs (a product "undone");
+- :func:`inside_out`: an element-wise function and a reduction in the other order (``np.abs(x.sum())`` for
+  ``np.abs(x).sum()``, ``np.exp(np.sum(x))`` for ``np.sum(np.exp(x))``).
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -23,7 +25,7 @@ import ast
 import copy
 
 __all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices",
-           "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse"]
+           "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse", "inside_out"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -208,3 +210,45 @@ def pseudo_inverse(node) -> list:
     numpy = ast.parse("__import__('numpy')", mode="eval").body  # written np. in the message
     linalg = ast.Attribute(numpy, "linalg", ast.Load())
     return [(ast.Call(ast.Attribute(linalg, "pinv", ast.Load()), [x], []), (("from", ast.unparse(node)),))]
+
+
+_ELEMENTWISE = frozenset({"abs", "absolute", "exp", "log", "sqrt", "square"})
+_REDUCED = frozenset({"sum", "mean", "max", "min"})
+
+
+def _name(call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _reduced_part(call):
+    """(what ``call`` reduces, a function that rebuilds the reduction around another argument), or None:
+    ``x.sum(axis=-1)`` and ``np.sum(x, axis=-1)``."""
+    if not isinstance(call, ast.Call) or _name(call) not in _REDUCED:
+        return None
+    func = call.func
+    if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy")):
+        return func.value, lambda a: ast.Call(ast.Attribute(a, func.attr, ast.Load()), call.args, call.keywords)
+    if call.args:
+        return call.args[0], lambda a: ast.Call(func, [a] + call.args[1:], call.keywords)
+    return None
+
+
+def _elementwise_part(call):
+    """(the argument of ``call``, a function that rebuilds it around another), for np.abs(x), abs(x), np.exp(x) ..."""
+    if isinstance(call, ast.Call) and _name(call) in _ELEMENTWISE and len(call.args) == 1 and not call.keywords:
+        return call.args[0], lambda a: ast.Call(call.func, [a], [])
+    return None
+
+
+def inside_out(call: ast.Call) -> list:
+    """[(new node, (("from", code),))]: a reduction of an element-wise function taken the other way round
+    (``np.abs(lam).sum()`` as ``np.abs(lam.sum())``), and an element-wise function of a reduction too."""
+    outer = _reduced_part(call)
+    if outer is not None and (inner := _elementwise_part(outer[0])) is not None:  # sum(f(x)) -> f(sum(x))
+        new = _elementwise_part(outer[0])[1](outer[1](inner[0]))
+        return [(new, (("from", ast.unparse(call)),))]
+    outer = _elementwise_part(call)
+    if outer is not None and (inner := _reduced_part(outer[0])) is not None:  # f(sum(x)) -> sum(f(x))
+        return [(inner[1](outer[1](inner[0])), (("from", ast.unparse(call)),))]
+    return []

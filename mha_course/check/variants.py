@@ -57,7 +57,8 @@ def variants(reference, args, names, dims_of) -> list:
            + _transposed(reference, args, names) + _fields(reference, args, names) + _negated(reference, args, names)
            + _swapped_ints(reference, args, names)
            + _ints(reference, args, names)
-           + _flags(reference, args, names) + _ignored(reference, args, names) + _scaled_inputs(reference, args, names, dims_of)
+           + _flags(reference, args, names) + _ignored(reference, args, names) + _size_from_array(reference, args, names)
+           + _scaled_inputs(reference, args, names, dims_of)
            + _residual(reference, args, names) + _first_item(reference, args, names, dims_of)
            + _ones(reference, args, names))
     return out[:MOST]
@@ -317,6 +318,26 @@ def _ignored(reference, args, names) -> list:
 
 
 
+def _size_from_array(reference, args, names) -> list:
+    """A whole-number argument replaced by an axis length of an array argument (``d_k`` read as
+    ``grad.shape[-1]``), where the two differ on some case."""
+    n = min(len(a) for a in args)
+    ints = [j for j in range(n) if all(_whole(a[j]) for a in args)]
+    arrays = [i for i in range(n) if all(isinstance(a[i], np.ndarray) and a[i].ndim for a in args)]
+    out = []
+    for j in ints:
+        for i in arrays:
+            for k in range(min(a[i].ndim for a in args)):
+                axis = k if k < min(a[i].ndim for a in args) - 1 else -1
+                if all(a[i].shape[axis] == a[j] for a in args) or not all(a[i].shape[axis] >= 1 for a in args):
+                    continue
+
+                def read(*a, _j=j, _i=i, _ax=axis):
+                    return reference(*_at(a, _j, type(a[_j])(a[_i].shape[_ax])))
+                out.append(Variant(read, "size-from-array", {"arg": names[j], "source": f"{names[i]}.shape[{axis}]"}))
+    return out[:16]
+
+
 _INPUT_FACTORS = (("1/√{n}", lambda n: n ** -0.5), ("√{n}", lambda n: n ** 0.5), ("1/{n}", lambda n: 1.0 / n),
                   ("{n}", lambda n: float(n)), ("2", lambda n: 2.0), ("1/2", lambda n: 0.5))
 
@@ -340,7 +361,24 @@ def _scaled_inputs(reference, args, names, dims_of=None) -> list:
                 return reference(*a)
             out.append(Variant(fn, "scaled-input", {"args": " and ".join(names[k] for k in group),
                                                     "factor": said.format(n=width)}))
-    return out[:24]
+    return out[:24] + _scaled_by_other(reference, args, names, floats, dims_of)[:8]
+
+
+def _scaled_by_other(reference, args, names, floats, dims_of) -> list:
+    """One float array multiplied by 1/sqrt(d) or 1/d with d the last axis of *another* array argument (the
+    scores divided by sqrt(d_v)), where the two widths differ on some case."""
+    out = []
+    for j in floats:
+        for o in floats:
+            if o == j or all(a[o].shape[-1] == a[j].shape[-1] for a in args):
+                continue
+            dims = [d for d in (dims_of or {}).get(names[o], []) if d != "..."]
+            width = dims[-1] if dims else f"{names[o]}.shape[-1]"
+            for said, f in _INPUT_FACTORS[:3:2]:  # 1/sqrt(d) and 1/d
+                def fn(*a, _j=j, _o=o, _f=f):
+                    return reference(*_at(a, _j, a[_j] * _f(a[_o].shape[-1])))
+                out.append(Variant(fn, "scaled-input", {"args": names[j], "factor": said.format(n=width)}))
+    return out
 
 
 

@@ -109,6 +109,8 @@ SENTENCES = {
                     "the block around it"),
     "scaled-input": ("{args} multiplied by {factor} before use: these are the expected numbers for {args} × {factor}",
                      "use {args} as given: the formula scales where it says, once"),
+    "size-from-array": ("{arg} ignored: {source} used in its place (a size read from an array where the argument "
+                        "{arg} is given)", "use the argument {arg} itself: {source} is another size"),
     "argument-ignored": ("{arg} ignored: these are the expected numbers for {arg} = {value} on every case (a value "
                          "written into the code?)", "use the argument {arg}: the result must change with it"),
     "argument-changed": ("{arg} {change} used where {arg} belongs (these are the expected numbers for {arg} {change})",
@@ -170,6 +172,8 @@ SENTENCES = {
     "pseudo-inverse": ("the pseudo-inverse where the transpose belongs: np.linalg.pinv where {from} belongs",
                        "use the transpose {from}: a gradient goes back through a product by the transpose of the "
                        "other factor, it does not undo the product"),
+    "inside-out": ("{after} where {before} belongs (the function and the sum, mean or max in the other order)",
+                   "apply them in the formula's order: {before}"),
     "size-shifted": ("{to} where {from} belongs (a size off by one inside the formula)",
                      "use {from}, as in the formula: the size itself, not one more or one less"),
     "floored-terms": ("{after} where {before} belongs: each term rounded down on its own, not the sum",
@@ -209,9 +213,11 @@ _PLAIN = {
     "open-slice": "a slice where one index belongs",
     "size-shifted": "a size off by one inside a formula",
     "pseudo-inverse": "the pseudo-inverse where the transpose belongs",
+    "inside-out": "a function and a reduction in the other order",
     "flag-inverted": "a flag (a True/False argument) read the other way round",
     "flag-ignored": "a flag (a True/False argument) ignored",
     "argument-ignored": "a number argument ignored (one value used on every case)",
+    "size-from-array": "a size read from an array where an argument gives it",
     "bias-dropped": "a bias never added",
     "truncated": "a real number made a whole number",
     "overflow": "a count that overflowed a fixed-width integer",
@@ -263,7 +269,7 @@ _OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-r
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "overflow", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
-                             "flag-inverted", "flag-ignored", "argument-ignored",
+                             "flag-inverted", "flag-ignored", "argument-ignored", "size-from-array",
                              "bias-dropped", "projection-dropped", "scaled-input",
                              "input-added", "first-item",
                              "input-ones"})

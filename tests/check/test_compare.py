@@ -111,3 +111,13 @@ def test_a_result_flat_along_an_axis_where_the_expected_one_changes_is_said():
     lines = compare.where_and_how(g, w, ["row", "column"])
     assert any("do not change along the column axis (axis 1)" in ln for ln in lines), lines
     assert not any("do not change" in ln for ln in compare.where_and_how(w * 1.5 + 0.1, w, ["row", "column"]))
+
+
+def test_a_result_at_half_precision_and_a_sum_kept_as_an_axis_are_said():
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 4))
+    lines = compare.where_and_how(w.astype(np.float16).astype(np.float64), w, ["row", "column"])
+    assert any("float16 precision" in ln for ln in lines), lines
+    assert not any("float16" in ln for ln in compare.where_and_how(w * 1.001, w, ["row", "column"]))
+    lines = compare.where_and_how(w.sum(axis=0, keepdims=True), w, ["row", "column"])
+    assert any("summed over the row axis" in ln for ln in lines), lines

@@ -11,7 +11,7 @@ def ref(x, mask, k: int):
     i = np.flatnonzero(mask)[0]
     w = w[1:] + x[:, k]
     k = (k + i) // 2 * k
-    return np.floor(w.sum(axis=-1)[::-1][i + 1] * 2) if k < 3 else abs(w)
+    return np.floor(w.sum(axis=-1)[::-1][i + 1] * 2) if k < 3 else abs(w).sum()
 '''
 
 

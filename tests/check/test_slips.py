@@ -108,3 +108,10 @@ def test_an_integer_division_rounded_toward_zero_in_an_exponent_is_named(capsys)
         return base ** (-(2 * j // d_k)) / factor  # the minus outside: 2j // d_k is 0 for every pair
     assert check.interpolated_inv_freq(freqs) is False
     assert "floor division where true division belongs" in capsys.readouterr().out
+
+
+def test_a_function_and_a_reduction_are_offered_the_other_way_round():
+    assert _texts(slips.inside_out(ast.parse("np.abs(lam).sum()", mode="eval").body)) == ["np.abs(lam.sum())"]
+    assert _texts(slips.inside_out(ast.parse("np.exp(np.sum(x, -1))", mode="eval").body)) == ["np.sum(np.exp(x), -1)"]
+    assert slips.inside_out(ast.parse("x.sum()", mode="eval").body) == []
+    assert slips.inside_out(ast.parse("np.abs(x)", mode="eval").body) == []

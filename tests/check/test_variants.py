@@ -40,3 +40,18 @@ def test_a_right_answer_fits_no_variant_and_the_list_is_bounded():
     assert _fits(ref, ref, args, ["W", "x"]) == []
     assert ("transposed-input", {"arg": "W"}) in _fits(ref, lambda W, x: x @ W.T, args, ["W", "x"])
     assert len(variants(ref, args, ["W", "x"], {})) <= MOST
+
+
+def test_a_size_read_from_an_array_where_the_argument_gives_it_is_named(capsys):
+    import mha_course.check as check
+    assert check.scale_backward(lambda grad_scaled, d_k: grad_scaled / np.sqrt(grad_scaled.shape[-1])) is False
+    assert "d_k ignored: grad_scaled.shape[-1] used in its place" in capsys.readouterr().out
+
+
+def test_an_input_scaled_by_another_arrays_width_is_named(capsys):
+    import mha_course as mc
+    import mha_course.check as check
+    def update(state, scores_block, V_block):
+        return mc.online_softmax_update(state, scores_block / np.sqrt(V_block.shape[-1]), V_block)
+    assert check.online_softmax_update(update) is False
+    assert "scores_block multiplied by 1/√d_v before use" in capsys.readouterr().out
