@@ -236,7 +236,8 @@ class Sites:
                 self.add("regrouped", slot, new, params)
             if op in (ast.Div, ast.FloorDiv):  # i // (h // h_kv) written i // h_kv
                 self.add("dropped-term", slot, node.right, (("kept", "right"),))
-            if op is ast.Div:  # -(2 * j // d_k) for -2 * j / d_k: the sign outside, so rounded toward 0
+            if op is ast.Div and isinstance(slot[0], ast.BinOp) and isinstance(slot[0].op, ast.Pow) and \
+                    slot[1] == "right":  # an exponent -(2 * j // d_k) for -2 * j / d_k: rounded toward 0
                 self.add("floor-division", slot, _np_call("trunc", node), (("to", "toward zero"),))
             for new in _EXTENDED_OPERATORS.get(op, []):
                 self.add("operator", slot, ast.BinOp(node.left, new(), node.right),

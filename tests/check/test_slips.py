@@ -115,3 +115,12 @@ def test_a_function_and_a_reduction_are_offered_the_other_way_round():
     assert _texts(slips.inside_out(ast.parse("np.exp(np.sum(x, -1))", mode="eval").body)) == ["np.sum(np.exp(x), -1)"]
     assert slips.inside_out(ast.parse("x.sum()", mode="eval").body) == []
     assert slips.inside_out(ast.parse("np.abs(x)", mode="eval").body) == []
+
+
+def test_a_division_rounded_toward_zero_is_offered_in_an_exponent_only(capsys):
+    def score(W):  # the sign of sum(λ): |sum(λ)| in the denominator
+        lam = np.linalg.eigvals(W)
+        return float(lam.sum().real / np.abs(lam.sum()))
+    assert check.copying_score(score) is False
+    out = capsys.readouterr().out
+    assert "np.abs(lam.sum()) where np.abs(lam).sum() belongs" in out and "floor division" not in out, out
