@@ -145,8 +145,9 @@ MISTAKES = [
     ("param_count", lambda d, h, bias=False: 4 * d * d + (4 * d * d if bias else 0), "a bias counted as d_model²"),
     ("project_qkv", lambda x, p: tuple(project_qkv(x, p)[i] for i in (0, 2, 1)), "the order (Q, V, K)"),
     ("no_projection_weights", lambda x: no_projection_weights(x) @ x, "the output is returned instead"),
-    ("no_projection_weights", lambda x: (lambda e: e / e.sum(axis=-2, keepdims=True))(
-        np.exp(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]))), "softmax over axis -2"),
+    ("no_projection_weights", lambda x: (lambda e: e / e.sum(axis=-2, keepdims=True))(  # stable: the max first
+        (lambda s: np.exp(s - s.max(axis=-2, keepdims=True)))(x @ np.swapaxes(x, -1, -2) / np.sqrt(x.shape[-1]))),
+     "softmax over axis -2"),
     ("head_queries", lambda X, W, h, i: X @ W[:, i * (W.shape[1] / h):(i + 1) * (W.shape[1] / h)],
      "true division"),
     ("bug_source_position", lambda i, t, T, h: (i * T + t) / h, "true division"),

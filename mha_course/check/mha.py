@@ -184,7 +184,8 @@ def _mha_cases():
             Case((x(2, 3, 10), init_params(10, rng=rng), 2, None, x(2, 6, 10)), "cross-attention: K, V from context"),
             Case((x(4, 6, 18), init_params(18, rng=rng, bias=True), 6, _padding_mask(np.array([6, 3, 5, 1]), 6),
                   x(4, 6, 18)), "cross-attention with a padding mask, a context as long as x"),
-            Case((x(1, 7, 20), init_params(20, rng=rng, bias=True), 5), "biases, one sequence")]
+            Case((60 * x(1, 7, 20), init_params(20, rng=rng, bias=True), 5), "biases, one sequence of large entries "
+                 "(scores in the thousands: exp overflows unless each row's max is subtracted first)")]
 
 
 _IN_HEADS = "in each head's attention (exercise 2.4's step)"
@@ -223,7 +224,8 @@ def _causal_cases():
     rng = np.random.default_rng(20240510)
     return [Case((rng.normal(size=(2, 5, 12)), init_params(12, rng=rng), 3)),
             Case((rng.normal(size=(3, 4, 8)), init_params(8, rng=rng, bias=True), 4), "with biases"),
-            Case((rng.normal(size=(1, 7, 10)), init_params(10, rng=rng, bias=True), 2), "with biases")]
+            Case((60 * rng.normal(size=(1, 7, 10)), init_params(10, rng=rng, bias=True), 2), "with biases and large "
+                 "entries (scores in the thousands: exp overflows unless each row's max is subtracted first)")]
 
 
 _FIX_CAUSAL = "mask = np.tril(np.ones((T, T), dtype=bool)); np.where(mask, scores, -np.inf) before the softmax"
