@@ -16,7 +16,7 @@ from ..attention import padding_mask as _padding_mask
 from ..attention import scaled_dot_product_attention as _sdpa
 from ..attention import softmax as _softmax
 from .engine import Case, Exercise, Mistake
-from .vocabulary import TWICE_D_K
+from .vocabulary import RENORMALISED_AFTER, TWICE_D_K
 
 __all__ = ["softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
            "SOFTMAX", "SDPA", "CAUSAL_MASK", "PADDING_MASK", "sdpa_scaled", "sdpa_inverted",
@@ -245,7 +245,7 @@ _SDPA_MISTAKES = (
             partial(_sdpa_fill, -1e9)),
     Mistake("a query whose keys are all masked gets nan (exp(-inf - (-inf)) = nan)",
             "use your softmax of exercise 2.1, which returns zeros for a row that is entirely -inf",
-            _sdpa_textbook_softmax),
+            _sdpa_textbook_softmax, also=RENORMALISED_AFTER),
     Mistake("the outputs in the wrong order", "return out, weights (in this order)",
             lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[::-1]),
     Mistake("softmax over the queries (axis -2) instead of the keys",

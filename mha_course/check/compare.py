@@ -356,8 +356,8 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
         return [f"{int(bad.sum())} values are nan or inf where finite values were expected "
                 f"(the first at {tuple(int(i) for i in np.argwhere(bad)[0])})"]
     if w.size and bool(np.all(np.abs(g) <= ATOL)):
-        return ["every value is 0 (an all-zero result): is a step multiplied by a zero mask, a sum never added to, "
-                "or an array left at its np.zeros start (never filled in or copied)?"]
+        return ["every value is 0 (an all-zero result). Zeros come from a factor that is 0 (a zero mask, or a size "
+                "minus one where the size is 1), a sum never added to, or an array left at its np.zeros start"]
     if w.size and bool(np.any(np.abs(w) > ATOL)) and close(g, -w):
         return ["the sign is flipped: every value is minus the expected one (a subtraction the wrong way "
                 "round?)"]

@@ -577,6 +577,10 @@ def _mutant_words(mutation) -> Derived:
     if key in ("negation", "constant", "index") and all(".shape[" in str(t) for t in (mutation.before, mutation.after)):
         key = "shape-axis"  # Q.shape[1] where Q.shape[-1] belongs: a size read from another axis, not a sign
         params = {}
+    axes = [re.search(r"\b(?:axis|dim)=(-?\d+)", str(t)) for t in (mutation.before, mutation.after)]
+    if key in ("negation", "constant") and all(axes) and axes[0].group(1) != axes[1].group(1) and \
+            str(mutation.before).replace(axes[0].group(0), "") == str(mutation.after).replace(axes[1].group(0), ""):
+        key, params = "axis", {"axis": axes[0].group(1), "to": axes[1].group(1)}  # axis=1 for axis=-1: not a sign
     op = params.get("dropped") or (re.findall(r"(\w+)\s*\(", str(mutation.before)) or [""])[-1] or "step"
     before = params.get("from", params.get("axis", _short(mutation.before)))
     after = params.get("to", _short(mutation.after))

@@ -146,12 +146,42 @@ def _fields(reference, args, names) -> list:
                     return reference(*_at(a, _j, p._replace(**{_f: np.swapaxes(getattr(p, _f), -1, -2)})))
                 out.append(Variant(fn, "transposed-input", {"arg": f"{name}.{f}"}))
         for f, g in permutations(fields, 2):
-            if getattr(first, f).shape == getattr(first, g).shape:
+            if getattr(first, f).shape == getattr(first, g).shape:  # (the biases of a case that has them, below)
                 def fn(*a, _j=j, _f=f, _g=g):
                     p = a[_j]
                     return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g)})))
                 out.append(Variant(fn, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"}))
-    return out[:24]
+                if f < g:  # and the two in each other's place: b_k for b_v and b_v for b_k
+                    def both(*a, _j=j, _f=f, _g=g):
+                        p = a[_j]
+                        return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g), _g: getattr(p, _f)})))
+                    out.append(Variant(both, "swapped-inputs", {"a": f"{name}.{f}", "b": f"{name}.{g}"}))
+    return out[:32] + _bias_pairs(reference, args, names)[:16]
+
+
+def _bias_pairs(reference, args, names) -> list:
+    """The biases of a parameters argument where only some cases have them: one used for another, or two swapped
+    (b_k added to V, or b_k and b_v in each other's place)."""
+    out = []
+    for j, name in enumerate(names):
+        have = [a[j] for a in args if j < len(a) and _array_fields(a[j])]
+        if len(have) != len(args) or all(_array_fields(v) == _array_fields(have[0]) for v in have):
+            continue  # every case has the same fields: _fields has them all
+        full = max(have, key=lambda v: len(_array_fields(v)))
+        extra = [f for f in _array_fields(full) if f not in _array_fields(have[0])]
+        for f, g in permutations(extra, 2):
+            if getattr(full, f).shape != getattr(full, g).shape:
+                continue
+            def used(*a, _j=j, _f=f, _g=g):
+                p = a[_j]
+                return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g)})))
+            out.append(Variant(used, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"}))
+            if f < g:
+                def both(*a, _j=j, _f=f, _g=g):
+                    p = a[_j]
+                    return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g), _g: getattr(p, _f)})))
+                out.append(Variant(both, "swapped-inputs", {"a": f"{name}.{f}", "b": f"{name}.{g}"}))
+    return out
 
 
 def _biases_dropped(reference, args, j, name) -> list:

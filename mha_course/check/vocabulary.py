@@ -15,12 +15,15 @@ reference has, what the learner's numbers need).
 """
 from __future__ import annotations
 
-__all__ = ["SENTENCES", "TWICE_D", "TWICE_D_K", "sentence", "fix"]
+__all__ = ["SENTENCES", "TWICE_D", "TWICE_D_K", "RENORMALISED_AFTER", "sentence", "fix"]
 
 # a second sentence for a scale of 1/d where 1/sqrt(d) belongs: the same numbers come from scaling twice
 TWICE_D_K = ("the scale 1/√d_k applied twice (once by you, once inside a function that already scales, such as "
              "mc.scaled_dot_product_attention): 1/d_k in all")
 TWICE_D = TWICE_D_K.replace("d_k", "d")
+# a second sentence for NaN on a row with no allowed key: masking after the softmax and renormalising gives it too
+RENORMALISED_AFTER = ("the weights masked after the softmax and renormalised (w * mask / sum): the same weights "
+                      "wherever a key is allowed, and 0 / 0 = nan on a row with none")
 
 # class -> (sentence, fix); the classes of mutants.CATEGORIES and the output-level transformations
 SENTENCES = {
