@@ -156,6 +156,8 @@ class Sites:
             self.leading_axis(s, parent, field, i)
             for new, params in slips.numbers_swapped(s.value) if isinstance(s.value, ast.expr) else ():
                 self.add("numbers-swapped", (s, "value", None), new, params)
+            for new, params in slips.unpacked_otherwise(s):  # T, B, D = x.shape for B, T, D = x.shape
+                self.add("unpack-order", (parent, field, i), new, params)
         for name, value in ast.iter_fields(s):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 self.statements(s, name)
@@ -328,6 +330,8 @@ class Sites:
             index = k if owner is not node else None
             if isinstance(piece, ast.Slice):
                 self.slice_bounds(piece)
+                for new, params in slips.negative_stop(piece) if self.extended else ():  # x[:-k] for x[:n - k]
+                    self.add("negative-stop", (owner, field, index), new, params)
             elif not isinstance(piece, ast.Constant) and _int_of(piece) is None:
                 for d, op in ((1, ast.Add), (-1, ast.Sub)):
                     self.add("index", (owner, field, index), ast.BinOp(piece, op(), ast.Constant(1)), (("by", d),))

@@ -81,10 +81,13 @@ CATEGORIES = {
     "size-shifted": "(diagnosis only) a size one more or one less inside a formula (d_model - 1 for d_model)",
     "pseudo-inverse": "(diagnosis only) np.linalg.pinv(x) where the transpose of x belongs",
     "inside-out": "(diagnosis only) an element-wise function and a reduction in the other order (abs of a sum)",
+    "unpack-order": "(diagnosis only) a shape unpacked in another order (T, B, D = x.shape)",
+    "negative-stop": "(diagnosis only) a slice stop n - k written -k (empty for k = 0)",
 }
 DIAGNOSIS_ONLY = frozenset({"subscript", "replaced-name", "finite-infinity", "floored-terms", "other-function",
                             "regrouped", "numbers-swapped", "open-slice", "size-shifted",
-                            "pseudo-inverse", "inside-out"})  # made only with ``extended=True``
+                            "pseudo-inverse", "inside-out",
+                            "unpack-order", "negative-stop"})  # made only with ``extended=True``
 
 
 class Mutation(NamedTuple):

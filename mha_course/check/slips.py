@@ -13,7 +13,9 @@ them), they only name what a learner's result is:
 - :func:`size_shifts`: a size off by one inside a formula (``two_i / (d_model - 1)`` for ``two_i / d_model``);
 - :func:`pseudo_inverse`: ``np.linalg.pinv(b)`` where the transpose of ``b`` belongs (a product "undone");
 - :func:`inside_out`: an element-wise function and a reduction in the other order (``np.abs(x.sum())`` for
-  ``np.abs(x).sum()``, ``np.exp(np.sum(x))`` for ``np.sum(np.exp(x))``).
+  ``np.abs(x).sum()``, ``np.exp(np.sum(x))`` for ``np.sum(np.exp(x))``);
+- :func:`unpacked_otherwise`: a shape unpacked in another order (``T, B, D = x.shape`` for ``B, T, D = x.shape``);
+- :func:`negative_stop`: a slice stop ``n - k`` written ``-k`` (empty when k is 0: ``x[:-0]``).
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -25,7 +27,8 @@ import ast
 import copy
 
 __all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices",
-           "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse", "inside_out"]
+           "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse", "inside_out",
+           "unpacked_otherwise", "negative_stop"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -252,3 +255,31 @@ def inside_out(call: ast.Call) -> list:
     if outer is not None and (inner := _reduced_part(outer[0])) is not None:  # f(sum(x)) -> sum(f(x))
         return [(inner[1](outer[1](inner[0])), (("from", ast.unparse(call)),))]
     return []
+
+
+def unpacked_otherwise(s: ast.Assign) -> list:
+    """[(new statement, (("from", code), ("to", code)))]: ``a, b, c = x.shape`` with two neighbouring names in each
+    other's place (``T, B, D = x.shape``), as a learner who remembers another layout."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
+            and isinstance(s.value, ast.Attribute) and s.value.attr == "shape"):
+        return []
+    names = s.targets[0].elts
+    out = []
+    for i in range(len(names) - 1):
+        if isinstance(names[i], ast.Name) and isinstance(names[i + 1], ast.Name) and names[i].id != "_" != names[i + 1].id:
+            new = copy.deepcopy(s)
+            new.targets[0].elts[i], new.targets[0].elts[i + 1] = new.targets[0].elts[i + 1], new.targets[0].elts[i]
+            out.append((new, (("from", ast.unparse(s.targets[0])), ("to", ast.unparse(new.targets[0])))))
+    return out
+
+
+def negative_stop(piece: ast.Slice) -> list:
+    """[(new slice, (("from", code), ("to", code)))]: a stop ``n - k`` (n a length: a name, ``len(x)`` or
+    ``x.shape[i]``) written ``-k``, the same stop unless k is 0, where ``x[:-0]`` is empty."""
+    stop = piece.upper
+    if not (isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Sub) and not isinstance(stop.right, ast.Constant)
+            and (isinstance(stop.left, ast.Name) or _is_size(stop.left, set()))):
+        return []
+    new = copy.copy(piece)
+    new.upper = ast.UnaryOp(ast.USub(), stop.right)
+    return [(new, (("from", ast.unparse(stop)), ("to", ast.unparse(new.upper))))]

@@ -9,7 +9,8 @@ def ref(x, mask, k: int):
     s = np.where(mask, x, -np.inf) / np.sqrt(k)
     w = np.exp(s - s.max(axis=-1, keepdims=True)).T
     i = np.flatnonzero(mask)[0]
-    w = w[1:] + x[:, k]
+    n, m = x.shape
+    w = w[1:n - i] + x[:, k]
     k = (k + i) // 2 * k
     return np.floor(w.sum(axis=-1)[::-1][i + 1] * 2) if k < 3 else abs(w).sum()
 '''

@@ -124,3 +124,20 @@ def test_a_division_rounded_toward_zero_is_offered_in_an_exponent_only(capsys):
     assert check.copying_score(score) is False
     out = capsys.readouterr().out
     assert "np.abs(lam.sum()) where np.abs(lam).sum() belongs" in out and "floor division" not in out, out
+
+
+def test_a_shape_unpacked_in_another_order_and_a_negative_stop_are_offered():
+    [(new, params)] = slips.unpacked_otherwise(ast.parse("B, T = x.shape").body[0])
+    assert ast.unparse(new) == "T, B = x.shape" and dict(params) == {"from": "(B, T)", "to": "(T, B)"}
+    assert slips.unpacked_otherwise(ast.parse("B, T = sizes").body[0]) == []
+    [(new, _)] = slips.negative_stop(ast.parse("x[:n - k]", mode="eval").body.slice)
+    assert ast.unparse(new) == ":-k"
+    assert slips.negative_stop(ast.parse("x[:n - 1]", mode="eval").body.slice) == []  # -1 is the same stop
+
+
+def test_a_shape_unpacked_as_t_b_is_named(capsys):
+    def split(x, h):
+        T, B, D = x.shape
+        return x.reshape(B, T, h, D // h).transpose(0, 2, 1, 3)
+    assert check.split_heads(split) is False
+    assert "the shape unpacked as (T, B, d_model) where it is (B, T, d_model)" in capsys.readouterr().out
