@@ -361,7 +361,7 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
     if w.size and bool(np.any(np.abs(w) > ATOL)) and close(g, -w):
         return ["the sign is flipped: every value is minus the expected one (a subtraction the wrong way "
                 "round?)"]
-    found = rounded_form(g, w) or _scaled(g, w, labels, factor)
+    found = (rounded_form(g, w) if w.size > 1 else "") or _scaled(g, w, labels, factor)  # one number rounded: chance
     if found:
         return [found]
     for test in (_shifted, _swapped, _permuted, _reduced, _unnormalised, _flat_along):

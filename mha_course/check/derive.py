@@ -59,7 +59,8 @@ def derive(spec, runs, budget=None) -> list:
     return _mutant_level(spec, runs, CALLS if budget is None else budget)
 
 
-_VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarithm", "absolute"})
+_VALUE_FUNCTIONS = frozenset({"squared", "square-root", "exponential", "logarithm", "absolute", "extra-term",
+                              "missing-term"})  # what the value became, and the change in the code that makes it
 
 
 _STRUCTURAL = frozenset({"transpose", "axis-order", "flipped", "shifted", "reversed-input", "swapped-inputs",
@@ -341,6 +342,9 @@ def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
     factor = _factor(spec, runs, pairs)
     if factor:
         out.append(("scale", {"factor": factor[0], "size": factor[1]}))
+    offset = () if factor else _offset(spec, runs, pairs)
+    if offset:
+        out.append(offset)
     out += normaliser_forms(pairs, labels) or restricted_forms(pairs)
     for a, b in combinations(range(-k, 0), 2):
         if all(w.shape[a] == w.shape[b] for _, w in pairs) and all_close(
@@ -446,6 +450,30 @@ def _factor(spec, runs, pairs) -> tuple:
     if best in ("2", "1/2", "-2", "-1/2") or "bits" in best or "zero" in best:
         return best, best.split(" ")[0]
     return f"{best} ({values[0][0]:.4g} in case 1)", best
+
+
+def _offset(spec, runs, pairs) -> tuple:
+    """("extra-term" or "missing-term", slots) when a number differs from the expected one by the same term built
+    from the case's sizes on every case (d_model², 2·h·d_k, T·d_model ...; not ±1, an off-by-one's), else ()."""
+    if not all(w.size == 1 and g.size == 1 for g, w in pairs):
+        return ()
+    diffs = [float(g.ravel()[0]) - float(w.ravel()[0]) for g, w in pairs]
+    if not all(np.isfinite(d) and abs(d) > 1.5 for d in diffs) or len({d > 0 for d in diffs}) != 1:
+        return ()
+    symbols, values = None, []
+    for d, r in zip(diffs, runs):
+        terms = {k: v for k, v in candidates(case_sizes(spec, r.case.args)).items()
+                 if v > 1 and not k.startswith(("-", "1/", "sqrt")) and " " not in k and "/" not in k}
+        terms.update({f"{c}·{k}": c * v for k, v in list(terms.items()) for c in (3, 4) if "·" not in k})
+        fits = {k for k, v in terms.items() if np.isclose(v, abs(d), rtol=1e-9, atol=0)}
+        symbols = fits if symbols is None else symbols & fits
+        values.append(terms)
+    varying = [k for k in symbols or () if len({round(t[k], 9) for t in values}) > 1]
+    if not varying:
+        return ()
+    best = min(varying, key=len)
+    said = ", ".join(f"{abs(d):.6g}" for d in diffs[:3])
+    return ("extra-term" if diffs[0] > 0 else "missing-term", {"term": best, "values": said})
 
 
 def _input_level(spec, runs) -> list:

@@ -30,6 +30,10 @@ SENTENCES = {
     # what the output shows (a transformation of the expected output)
     "scale": ("every value of {output} is {factor} times the expected one",
               "look for a factor {size} too many, or one missing"),
+    "extra-term": ("every value of {output} is {term} more than the expected one ({values}): a term {term} too "
+                   "many", "compare each term of your count with the formula: {term} is not part of it"),
+    "missing-term": ("every value of {output} is {term} less than the expected one ({values}): a term {term} "
+                     "missing", "compare each term of your count with the formula: it has a term {term} too"),
     "negated": ("{output} has the opposite sign", "look for a minus sign too many or missing (a - b for b - a)"),
     "absolute": ("{output} is the absolute value of the expected one (its sign lost where it is negative)",
                  "take abs() only where the formula does (|sum| is not sum, and sum(|x|) is not |sum(x)|)"),
@@ -221,6 +225,8 @@ _PLAIN = {
     "size-shifted": "a size off by one inside a formula",
     "pseudo-inverse": "the pseudo-inverse where the transpose belongs",
     "inside-out": "a function and a reduction in the other order",
+    "extra-term": "a term too many in a count",
+    "missing-term": "a term missing from a count",
     "unpack-order": "a shape unpacked in another order",
     "negative-stop": "a slice stop -k where n - k belongs",
     "flag-inverted": "a flag (a True/False argument) read the other way round",
@@ -272,7 +278,7 @@ def mutant_class(category: str) -> str:
     return key if key in SENTENCES and key not in _OUTPUT_CLASSES else ""
 
 
-_OUTPUT_CLASSES = frozenset({"scale", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
+_OUTPUT_CLASSES = frozenset({"scale", "extra-term", "missing-term", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "overflow", "swapped-outputs", "output-for-output",
