@@ -400,6 +400,8 @@ class Sites:
                 self.add("other-function", slot, new, params)
             for new, params in slips.inside_out(node):  # np.abs(x.sum()) for np.abs(x).sum()
                 self.add("inside-out", slot, new, params)
+            for new, params in slips.split_call(node):  # np.sqrt(var) + eps for np.sqrt(var + eps)
+                self.add("regrouped", slot, new, params)
             self.extended_call(node, slot, name, first)
             self.default_axis(node, name, is_method)
             self.element_order(node)

@@ -15,7 +15,8 @@ them), they only name what a learner's result is:
 - :func:`inside_out`: an element-wise function and a reduction in the other order (``np.abs(x.sum())`` for
   ``np.abs(x).sum()``, ``np.exp(np.sum(x))`` for ``np.sum(np.exp(x))``);
 - :func:`unpacked_otherwise`: a shape unpacked in another order (``T, B, D = x.shape`` for ``B, T, D = x.shape``);
-- :func:`negative_stop`: a slice stop ``n - k`` written ``-k`` (empty when k is 0: ``x[:-0]``).
+- :func:`negative_stop`: a slice stop ``n - k`` written ``-k`` (empty when k is 0: ``x[:-0]``);
+- :func:`split_call`: ``np.sqrt(var) + eps`` for ``np.sqrt(var + eps)`` (a call closed too early).
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -28,7 +29,7 @@ import copy
 
 __all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices",
            "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse", "inside_out",
-           "unpacked_otherwise", "negative_stop"]
+           "unpacked_otherwise", "negative_stop", "split_call"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -67,7 +68,25 @@ def regrouped(node: ast.BinOp) -> list:
         out.append((ast.BinOp(left.left, left.op, ast.BinOp(left.right, node.op, right)), ()))
     if isinstance(right, ast.BinOp) and _levels_differ(right.op, node.op):  # a op1 (b op2 c) -> (a op1 b) op2 c
         out.append((ast.BinOp(ast.BinOp(left, node.op, right.left), right.op, right.right), ()))
+    if isinstance(right, ast.BinOp) and (isinstance(node.op, ast.Div) and isinstance(right.op, ast.Mult) or
+                                         isinstance(node.op, ast.Sub) and isinstance(right.op, (ast.Add, ast.Sub))):
+        out.append((ast.BinOp(ast.BinOp(left, node.op, right.left), right.op, right.right), ()))  # a / b * c
     return out
+
+
+_SPLIT_CALLS = frozenset({"sqrt", "exp", "log", "abs", "absolute", "square", "tanh"})
+
+
+def split_call(call: ast.Call) -> list:
+    """[(new node, (("from", code),))]: ``f(a op b)`` as ``f(a) op b`` for an element-wise f, the call closed
+    too early (``np.sqrt(var) + eps`` for ``np.sqrt(var + eps)``)."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name not in _SPLIT_CALLS or len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.BinOp):
+        return []
+    inner = call.args[0]
+    if not isinstance(inner.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        return []
+    return [(ast.BinOp(ast.Call(call.func, [inner.left], []), inner.op, inner.right), (("from", ast.unparse(call)),))]
 
 
 def _levels_differ(a, b) -> bool:

@@ -141,3 +141,10 @@ def test_a_shape_unpacked_as_t_b_is_named(capsys):
         return x.reshape(B, T, h, D // h).transpose(0, 2, 1, 3)
     assert check.split_heads(split) is False
     assert "the shape unpacked as (T, B, d_model) where it is (B, T, d_model)" in capsys.readouterr().out
+
+
+def test_a_division_by_a_product_and_a_call_closed_too_early_are_regrouped():
+    assert "a / b * c" in _texts(slips.regrouped(ast.parse("a / (b * c)", mode="eval").body))
+    assert "a - b + c" in _texts(slips.regrouped(ast.parse("a - (b + c)", mode="eval").body))
+    assert _texts(slips.split_call(ast.parse("np.sqrt(var + eps)", mode="eval").body)) == ["np.sqrt(var) + eps"]
+    assert slips.split_call(ast.parse("np.sqrt(var)", mode="eval").body) == []
