@@ -498,7 +498,7 @@ def _unnormalised(g, w, labels) -> str:
     if w.ndim == 0 or w.min() < 0 or not np.all(np.isclose(w.sum(-1), 1) | np.isclose(w.sum(-1), 0)):
         return ""
     sums = g.sum(-1)[~np.isclose(g.sum(-1), w.sum(-1))]
-    return (f"the sums over the {labels[-1]} axis are {sums.min():.4g}..{sums.max():.4g} where they "
+    return (f"the sums over the {labels[-1]} axis are {sums.min():.6g}..{sums.max():.6g} where they "
             "should be 1 (a softmax over the wrong axis, or weights changed after it?)") if sums.size else ""
 
 

@@ -228,6 +228,11 @@ def only_where(spec, runs) -> list:
             return ["- " + say("wrong on every case where {condition} and right on the others "
                                "({n} of {m} cases): the mistake shows only there",
                                condition=condition, n=sum(failing), m=len(runs))]
+    notes = [r.case.note for r in runs if r.problem]
+    if all(notes) and sum(failing) <= len(runs) // 2:  # no feature: the cases' own words say what is special
+        return ["- " + say("right on every case but {notes} ({n} of {m} cases): the mistake shows only on such "
+                           "input (an edge case your code handles otherwise, or a branch only it takes)",
+                           notes="; ".join(f"“{n}”" for n in notes[:3]), n=sum(failing), m=len(runs))]
     return []
 
 
