@@ -351,12 +351,30 @@ def _value_forms(spec, runs, pairs, raws, k, labels, all_close) -> list:
                 lambda w, g, r, a=a, b=b: close(g, np.swapaxes(w, a, b))) and not all_close(
                 lambda w, g, r: close(g, w)):
             out.append(("transpose", {"a": labels[a], "b": labels[b]}))
+    out += _reshaped_layouts(pairs, labels, all_close)
     for ax in range(-k, 0):
         if all_close(lambda w, g, r, ax=ax: close(g, np.flip(w, ax))):
             mask = all(w.dtype == np.bool_ for _, w in raws)
             out.append(("flipped-mask" if mask else "flipped", {"axis": labels[ax]}))
         elif all(w.shape[ax] >= 3 for _, w in pairs) and _shifted(pairs, ax):
             out.append(("shifted", {"axis": labels[ax]}))
+    return out
+
+
+def _reshaped_layouts(pairs, labels, all_close) -> list:
+    """The expected array with its axes permuted and then reshaped back to its own shape, on every case: what a
+    reshape gives where a transpose belongs (x.reshape(B, h, T, d_k) for x.reshape(B, T, h, d_k).transpose(0, 2, 1, 3))."""
+    n = pairs[0][1].ndim
+    if not 2 <= n <= 5 or any(w.ndim != n for _, w in pairs):
+        return []
+    out = []
+    for perm in permutations(range(n)):
+        if perm == tuple(range(n)) or all(np.transpose(w, perm).shape == w.shape for _, w in pairs):
+            continue  # the identity, or a plain transpose of equal sizes (the transpose family's)
+        if all_close(lambda w, g, r, p=perm: close(g, np.transpose(w, p).reshape(w.shape))):
+            said = "(" + ", ".join(labels.get(a - n, f"axis {a}") for a in perm) + ")"
+            out.append(("reshaped-layout", {"order": said}))
+            break
     return out
 
 

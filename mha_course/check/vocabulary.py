@@ -48,6 +48,9 @@ SENTENCES = {
                        "compute {output} from {arg} as the formula does"),
     "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
     "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
+    "reshaped-layout": ("{output} holds the right numbers in the wrong places: the expected array read in the axis "
+                        "order {order} and reshaped to its shape (a reshape where a transpose belongs)",
+                        "move axes with a transpose (or np.swapaxes); reshape only merges or splits neighbouring axes"),
     "axis-order": ("{output} holds the right values with its axes in the order {order}",
                    "a transpose or a reshape too many or too few"),
     "flipped": ("{output} is in reverse order along its {axis} axis", "a reversal ([::-1], np.flip) too many or "
@@ -226,6 +229,7 @@ _PLAIN = {
     "pseudo-inverse": "the pseudo-inverse where the transpose belongs",
     "inside-out": "a function and a reduction in the other order",
     "extra-term": "a term too many in a count",
+    "reshaped-layout": "a reshape where a transpose belongs",
     "missing-term": "a term missing from a count",
     "unpack-order": "a shape unpacked in another order",
     "negative-stop": "a slice stop -k where n - k belongs",
@@ -278,7 +282,7 @@ def mutant_class(category: str) -> str:
     return key if key in SENTENCES and key not in _OUTPUT_CLASSES else ""
 
 
-_OUTPUT_CLASSES = frozenset({"scale", "extra-term", "missing-term", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
+_OUTPUT_CLASSES = frozenset({"scale", "extra-term", "missing-term", "reshaped-layout", "negated", "inverse", "absolute", "input-returned", "squared", "square-root", "exponential",
                              "logarithm", "transpose", "axis-order", "flipped", "shifted", "unstacked",
                              "reversed-input", "swapped-inputs", "flipped-mask", "repeated", "non-finite",
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "overflow", "swapped-outputs", "output-for-output",

@@ -320,3 +320,14 @@ def test_two_outputs_each_wrong_by_its_own_slip_are_named_together(capsys):
     # one output right, the other wrong by a slip no mutant makes: nothing is claimed for it
     assert check.matmul_backward(lambda a, b, g: (g @ np.linalg.pinv(b), np.sin(a.T @ g))) is False
     assert "Found" not in capsys.readouterr().out
+
+
+def test_a_reshape_where_a_transpose_belongs_is_named_from_the_layout(capsys):
+    def heads(x):
+        """x (B, T, h, d) -> (B, h, T, d)"""
+        return np.ascontiguousarray(np.swapaxes(x, 1, 2))
+    rng = np.random.default_rng(0)
+    toy = engine.Exercise("toy_heads", heads, lambda: [engine.Case((rng.normal(size=s),)) for s in
+                                                      ((2, 3, 4, 5), (1, 5, 2, 3), (3, 2, 6, 2))], register=False)
+    assert toy.check(lambda x: x.reshape(x.shape[0], x.shape[2], x.shape[1], x.shape[3])) is False
+    assert "read in the axis order" in capsys.readouterr().out
