@@ -640,7 +640,10 @@ def _mutant_words(mutation) -> Derived:
     elif key == "sqrt":  # said with the changed code: "np.sqrt(factor) where factor belongs"
         slots.update({"before": _short(mutation.before, 80), "after": _short(mutation.after, 80),
                       "how": "a square root too many" if params.get("added") else "the square root left out"})
-    return Derived(key, vocabulary.sentence(key, **slots), vocabulary.fix(key, **slots))
+    text = vocabulary.sentence(key, **slots)
+    if "sites" in dict(mutation.params):  # one change made at every place it fits
+        text += f" (at each of the {dict(mutation.params)['sites']} places it appears)"
+    return Derived(key, text, vocabulary.fix(key, **slots))
 
 
 protect(globals())

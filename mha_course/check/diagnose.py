@@ -229,11 +229,17 @@ def only_where(spec, runs) -> list:
                                "({n} of {m} cases): the mistake shows only there",
                                condition=condition, n=sum(failing), m=len(runs))]
     notes = [r.case.note for r in runs if r.problem]
-    if all(notes) and sum(failing) <= len(runs) // 2:  # no feature: the cases' own words say what is special
+    if all(notes) and sum(failing) <= len(runs) // 2 and all(any(w in n.lower() for w in _EDGE_WORDS) for n in notes):
+        # no feature, but each failing case's own words say it is an edge: a row with no key, a size of 1, ...
         return ["- " + say("right on every case but {notes} ({n} of {m} cases): the mistake shows only on such "
                            "input (an edge case your code handles otherwise, or a branch only it takes)",
                            notes="; ".join(f"“{n}”" for n in notes[:3]), n=sum(failing), m=len(runs))]
     return []
+
+
+_EDGE_WORDS = ("no key", "nothing", "masked", "empty", "= 1", "=1", "zero", "large", "huge", "single", "fully",
+               "all ", "only", "edge", "boundary", "shorter", "longer", "overflow", "padding", "0 cached", "first",
+               "last", "exact")
 
 
 def spelled_shapes(spec, runs, run, output, got, want) -> str:

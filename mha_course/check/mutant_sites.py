@@ -528,6 +528,9 @@ class Sites:
             if c != k:
                 new = ast.Constant(None) if c is None else _const(c)
                 self.add("axis", (parent, field, index), new, (("axis", k), ("to", c)))
+        if self.extended and k == -1:  # over the last two axes: a normalisation over too many axes
+            self.add("axis", (parent, field, index), ast.parse("(-2, -1)", mode="eval").body, (("axis", k),
+                                                                                                ("to", "(-2, -1)")))
 
     def permutation(self, holder, field="elts", start=0):
         elts = getattr(holder, field)

@@ -234,12 +234,51 @@ def _mutated(fn, depth, label, seen, exclude=(), extended=False):
             out.append(Mutant(_function(code, fn), mutation))
         finally:
             undo()
+    if extended:  # the same change at every site it fits: a belief applied throughout (axis=(-2, -1) in mean and var)
+        out += _everywhere(node, fn, sites, parents, label, first_line, seen)
     if depth > 0:
         for name, helper in _helpers(node, fn):
             if any(helper is e for e in exclude) or name.lstrip("_").startswith("check_"):
                 continue
             for m in _mutated(helper, depth - 1, f"{label}>{name}", set(), exclude, extended):
                 out.append(Mutant(_rebound(fn, name, m.fn), m.mutation))
+    return out
+
+
+_EVERYWHERE = ("axis", "constant", "replaced-name")
+
+
+def _everywhere(node, fn, sites, parents, label, first_line, seen) -> list:
+    """One mutant per change (of :data:`_EVERYWHERE`) that fits two or more sites of ``node``, made at all of them."""
+    groups = {}
+    for category, slot, new, params in sites:
+        if category in _EVERYWHERE and new is not None and not isinstance(slot[2], tuple):
+            groups.setdefault((category, params, ast.dump(new) if isinstance(new, ast.AST) else repr(new)),
+                              []).append((slot, new))
+    out = []
+    for (category, params, _), changes in groups.items():
+        if len(changes) < 2:
+            continue
+        undos, texts = [], []
+        try:
+            for slot, new in changes:
+                undo, before, after = apply_change(slot, copy.deepcopy(new), parents)
+                undos.append(undo)
+                texts.append((before, after))
+            try:
+                code = _compiled(node, fn)
+            except (SyntaxError, ValueError, TypeError):
+                continue
+            if code in seen:
+                continue
+            seen.add(code)
+            line = getattr(changes[0][0][0], "lineno", first_line)
+            out.append(Mutant(_function(code, fn), Mutation(category, label, fn.__code__.co_filename, line,
+                                                            line - first_line, texts[0][0], texts[0][1],
+                                                            params + (("sites", len(changes)),))))
+        finally:
+            for undo in reversed(undos):
+                undo()
     return out
 
 

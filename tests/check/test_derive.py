@@ -331,3 +331,24 @@ def test_a_reshape_where_a_transpose_belongs_is_named_from_the_layout(capsys):
                                                       ((2, 3, 4, 5), (1, 5, 2, 3), (3, 2, 6, 2))], register=False)
     assert toy.check(lambda x: x.reshape(x.shape[0], x.shape[2], x.shape[1], x.shape[3])) is False
     assert "read in the axis order" in capsys.readouterr().out
+
+
+def test_one_change_made_at_every_place_it_fits_is_derived(capsys):
+    import mha_course.check as check
+
+    def norm(x, eps=1e-5):
+        m = x.mean(axis=(-2, -1), keepdims=True)
+        v = ((x - m) ** 2).mean(axis=(-2, -1), keepdims=True)  # the same wrong axes in both reductions
+        return (x - m) / np.sqrt(v + eps)
+    assert check.layer_norm(norm) is False
+    assert "axis (-2, -1) where axis -1 belongs (at each of the 2 places it appears)" in capsys.readouterr().out
+
+
+def test_a_failing_edge_case_is_said_with_its_note_and_an_ordinary_one_is_not(capsys):
+    import mha_course.check as check
+
+    def attention(Q, K, V, mask=None):
+        out, w = mc.scaled_dot_product_attention(Q, K, V, mask)
+        return (out * 1.001, w) if mask is not None and not mask.any(-1).all() else (out, w)  # only a row with no key
+    assert check.scaled_dot_product_attention(attention) is False
+    assert "right on every case but “" in capsys.readouterr().out
