@@ -396,12 +396,6 @@ class Sites:
         if name in ("flatnonzero", "argwhere"):
             self.occurrences(node, slot)
         if self.extended:
-            for new, params in slips.other_function(node):  # np.maximum for np.logaddexp
-                self.add("other-function", slot, new, params)
-            for new, params in slips.inside_out(node):  # np.abs(x.sum()) for np.abs(x).sum()
-                self.add("inside-out", slot, new, params)
-            for new, params in slips.split_call(node):  # np.sqrt(var) + eps for np.sqrt(var + eps)
-                self.add("regrouped", slot, new, params)
             self.extended_call(node, slot, name, first)
             self.default_axis(node, name, is_method)
             self.element_order(node)
@@ -426,6 +420,12 @@ class Sites:
     def extended_call(self, node, slot, name, first):
         """The diagnosis' slips in a call: another rounding of a whole number (round or ceil for isqrt or int, the float
         itself, a root rounded down), a triangle's diagonal moved by one, a finite mask added where -inf is put."""
+        for new, params in slips.other_function(node):  # np.maximum for np.logaddexp
+            self.add("other-function", slot, new, params)
+        for new, params in slips.inside_out(node):  # np.abs(x.sum()) for np.abs(x).sum()
+            self.add("inside-out", slot, new, params)
+        for new, params in slips.split_call(node):  # np.sqrt(var) + eps for np.sqrt(var + eps)
+            self.add("regrouped", slot, new, params)
         if name in ("isqrt", "int") and len(node.args) == 1 and not node.keywords:
             real = ast.BinOp(first, ast.Pow(), ast.Constant(0.5)) if name == "isqrt" else first
             for other, func in (("round", ast.Name(id="round", ctx=ast.Load())),
