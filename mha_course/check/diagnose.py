@@ -70,6 +70,7 @@ class _InPart(NamedTuple):
     name: str
     fix: str
     fn: object
+    also: str = ""  # the step's mistake's second sentence, made at that step too
 
 
 def part_mistakes(spec) -> tuple:
@@ -79,7 +80,8 @@ def part_mistakes(spec) -> tuple:
         out = []
         for part in spec.parts:
             for m in catalogue()[part.exercise].mistakes:
-                out.append(_InPart(f"{part.where}: {m.name}", m.fix, part.wrap(m.fn)))
+                out.append(_InPart(f"{part.where}: {m.name}", m.fix, part.wrap(m.fn),
+                                   f"{part.where}: {m.also}" if m.also else ""))
         return tuple(out)
     return spec.memoised("part-mistakes", build) if spec.parts else ()
 
