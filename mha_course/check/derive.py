@@ -51,7 +51,7 @@ def derive(spec, runs, budget=None) -> list:
     if found and all(d.key == "scale" for d in found):  # a factor of sizes, and an argument read for another: both
         found += [d for d in _input_level(spec, runs)  # (a size ignored, stuck at 1, is the factor said already)
                   if d.text not in {f.text for f in found} and d.key != "argument-ignored"]
-    if found and all(d.key in _VALUE_FUNCTIONS for d in found):  # what the value became, and the code's change
+    if found and all(d.key in _VALUE_FUNCTIONS or d.key == "scale" for d in found):  # and the code's change
         return found + [d for d in _mutant_level(spec, runs, CALLS if budget is None else budget)
                         if d.text not in {f.text for f in found}]
     if found:

@@ -234,7 +234,7 @@ class Sites:
         elif op in (ast.Sub, ast.MatMult, ast.Pow, ast.Mod, ast.FloorDiv):
             self.add("swapped-arguments", slot, ast.BinOp(node.right, node.op, node.left))
         if self.extended:
-            for new, params in slips.regrouped(node):  # a * b + c read as a * (b + c)
+            for new, params in slips.regrouped(node) + slips.half_power(node):  # a * (b + c); d_k ** -1 / 2
                 self.add("regrouped", slot, new, params)
             if op in (ast.Div, ast.FloorDiv):  # i // (h // h_kv) written i // h_kv
                 self.add("dropped-term", slot, node.right, (("kept", "right"),))
@@ -424,7 +424,7 @@ class Sites:
             self.add("other-function", slot, new, params)
         for new, params in slips.inside_out(node):  # np.abs(x.sum()) for np.abs(x).sum()
             self.add("inside-out", slot, new, params)
-        for new, params in slips.split_call(node):  # np.sqrt(var) + eps for np.sqrt(var + eps)
+        for new, params in slips.split_call(node) + slips.half_power(node):  # np.sqrt(var) + eps; d_k ** 1 / 2
             self.add("regrouped", slot, new, params)
         if name in ("isqrt", "int") and len(node.args) == 1 and not node.keywords:
             real = ast.BinOp(first, ast.Pow(), ast.Constant(0.5)) if name == "isqrt" else first

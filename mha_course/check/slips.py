@@ -16,7 +16,8 @@ them), they only name what a learner's result is:
   ``np.abs(x).sum()``, ``np.exp(np.sum(x))`` for ``np.sum(np.exp(x))``);
 - :func:`unpacked_otherwise`: a shape unpacked in another order (``T, B, D = x.shape`` for ``B, T, D = x.shape``);
 - :func:`negative_stop`: a slice stop ``n - k`` written ``-k`` (empty when k is 0: ``x[:-0]``);
-- :func:`split_call`: ``np.sqrt(var) + eps`` for ``np.sqrt(var + eps)`` (a call closed too early).
+- :func:`split_call`: ``np.sqrt(var) + eps`` for ``np.sqrt(var + eps)`` (a call closed too early);
+- :func:`half_power`: ``d_k ** 1/2`` (read ``(d_k ** 1) / 2``) for ``np.sqrt(d_k)`` or ``d_k ** 0.5``.
 
 >>> import ast
 >>> [ast.unparse(n) for n, _ in regrouped(ast.parse("a * b + c", mode="eval").body)]
@@ -29,7 +30,7 @@ import copy
 
 __all__ = ["OTHER_FUNCTIONS", "other_function", "regrouped", "numbers_swapped", "open_slices",
            "floor_division_slips", "size_names", "size_shifts", "pseudo_inverse", "inside_out",
-           "unpacked_otherwise", "negative_stop", "split_call"]
+           "unpacked_otherwise", "negative_stop", "split_call", "half_power"]
 
 # a numpy function and those a learner writes in its place
 OTHER_FUNCTIONS = {"logaddexp": ("maximum", "add"), "maximum": ("logaddexp", "minimum"), "minimum": ("maximum",),
@@ -75,6 +76,28 @@ def regrouped(node: ast.BinOp) -> list:
 
 
 _SPLIT_CALLS = frozenset({"sqrt", "exp", "log", "abs", "absolute", "square", "tanh"})
+
+
+def half_power(node) -> list:
+    """[(new node, (("from", code),))]: a square root written ``x ** 1/2`` (Python reads ``(x ** 1) / 2``):
+    for ``np.sqrt(x)``, ``math.sqrt(x)``, ``x ** 0.5``; and ``x ** -0.5`` as ``x ** -1/2``."""
+    if isinstance(node, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name != "sqrt" or len(node.args) != 1 or node.keywords:
+            return []
+        x, one = node.args[0], ast.Constant(1)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and isinstance(node.right, (ast.Constant,
+                                                                                                  ast.UnaryOp)):
+        try:
+            e = ast.literal_eval(node.right)
+        except ValueError:
+            return []
+        if e not in (0.5, -0.5):
+            return []
+        x, one = node.left, (ast.Constant(1) if e > 0 else ast.UnaryOp(ast.USub(), ast.Constant(1)))
+    else:
+        return []
+    return [(ast.BinOp(ast.BinOp(x, ast.Pow(), one), ast.Div(), ast.Constant(2)), (("from", ast.unparse(node)),))]
 
 
 def split_call(call: ast.Call) -> list:

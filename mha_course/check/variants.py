@@ -121,6 +121,32 @@ def _transposed(reference, args, names) -> list:
             def fn(*a, _j=j):
                 return reference(*_at(a, _j, np.swapaxes(a[_j], -1, -2)))
             out.append(Variant(fn, "transposed-input", {"arg": name}))
+    square = [j for j, _ in enumerate(names) if all(j < len(a) and _square(a[j]) for a in args)]
+    if len(square) > 1:  # every weight matrix used transposed: a belief, not a slip
+        def every(*a, _js=tuple(square)):
+            for j in _js:
+                a = _at(a, j, np.swapaxes(a[j], -1, -2))
+            return reference(*a)
+        out.append(Variant(every, "transposed-input", {"arg": " and ".join(names[j] for j in square)}))
+    return out + _reshaped(reference, args, names)
+
+
+def _reshaped(reference, args, names) -> list:
+    """A matrix argument "transposed" with a reshape to the transposed shape (B.reshape(M, K) for B.T): the
+    reference on B' with B'.T = B.reshape(M, K); one of them, or every matrix argument at once."""
+    mats = [j for j, _ in enumerate(names) if all(j < len(a) and isinstance(a[j], np.ndarray) and a[j].ndim == 2
+                                                  and a[j].dtype.kind == "f" for a in args)]
+
+    def reread(m):
+        return m.reshape(m.shape[::-1]).T
+    out = []
+    for group in [(j,) for j in mats] + ([tuple(mats)] if len(mats) > 1 else []):
+        def fn(*a, _g=group):
+            for j in _g:
+                a = _at(a, j, reread(a[j]))
+            return reference(*a)
+        out.append(Variant(fn, "reshaped-input", {"arg": " and ".join(names[j] for j in group),
+                                                  "code": ", ".join(f"{names[j]}.reshape(n, m)" for j in group)}))
     return out
 
 

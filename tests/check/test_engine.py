@@ -308,10 +308,10 @@ def toy(capsys, fn, spec=TOY):
 
 
 @pytest.mark.parametrize("fn, words", [
-    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "Found: every value of result is 1/sqrt(d_k) ("),
-    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "Found: every value of result is 1/h ("),
-    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "Found: every value of result is h ("),
-    (lambda Q, h: h * (Q @ Q.T), "Found: every value of result is sqrt(d_k) ("),
+    (lambda Q, h: h * (Q @ Q.T) / Q.shape[-1], "every value of result is 1/sqrt(d_k) ("),
+    (lambda Q, h: (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value of result is 1/h ("),
+    (lambda Q, h: h * h * (Q @ Q.T) / np.sqrt(Q.shape[-1]), "every value of result is h ("),
+    (lambda Q, h: h * (Q @ Q.T), "every value of result is sqrt(d_k) ("),
     (lambda Q, h: 2 * _pooled(Q, h), "every value of result is 2 times the expected one"),
     (lambda Q, h: -_pooled(Q, h) + 0 * Q[:1, :1], "Found: result has the opposite sign"),
 ])
