@@ -319,7 +319,8 @@ def _attention_cases():
         mask[0] = False                                                # query 0 may attend nothing
         mask[-1, 0] = True                                             # the last query may attend a key
         cases += [Case((Q, K, V, None), f"no mask, d_k = {d_k}, d_v = {d_v}" + (", large scores" if B == 3 else "")),
-                  Case((Q, K, V, mask), f"a ({T}, {S}) mask whose row 0 is fully masked")]
+                  Case((Q, K, V, mask), f"a ({T}, {S}) mask whose row 0 is fully masked"
+                       + (", large scores" if B == 3 else ""))]
     return cases
 
 

@@ -305,7 +305,22 @@ def where_and_how(g, w, labels, factor=None) -> list:
     if g.shape != w.shape:
         return _how_shapes_differ(g, w, labels)
     how, where = _how_values_differ(g, w, labels, factor), _where_values_differ(g, w, labels)
+    if not how and where and not where[0].endswith("every axis"):
+        how = _scaled_where(g, w, factor)
     return ([] if how and where and where[0].endswith("every axis") else where) + how
+
+
+def _scaled_where(g, w, factor=None) -> list:
+    """Where only some values differ: those values all one factor times the expected ones (an entry left unscaled)."""
+    if g.dtype.kind not in "biuf" or w.dtype.kind not in "biuf":
+        return []
+    bad = ~isclose(g, w)
+    c = ratio(num(g[bad]), num(w[bad])) if bad.any() and np.all(np.abs(num(w[bad])) > ATOL) else None
+    if not c or f"{c:.4g}" == "1":
+        return []
+    named = factor.name(c) if factor is not None else ""
+    return [say("where they differ, yours are {c} times the expected values (the rest match): a factor applied to "
+                "them, or left off them, that the others have", c=named or f"{c:.4g}")]
 
 
 def differences(got, want, outputs) -> list:

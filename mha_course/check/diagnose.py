@@ -222,6 +222,14 @@ def only_where(spec, runs) -> list:
     failing = [bool(r.problem) for r in runs]
     if all(failing) or not any(failing):
         return []
+    notes = [r.case.note.lower() for r in runs]
+    for word in _EDGE_WORDS:  # the cases' own words first: "large scores" says more than "S < T"
+        if [word in n for n in notes] == failing:
+            hint = say(" Large inputs: does exp overflow (subtract each row's max first)?") if word in (
+                "large", "huge", "overflow") else ""
+            return ["- " + say("wrong on every case described with “{word}” and right on the others ({n} of {m} "
+                               "cases): an edge case your code handles otherwise?", word=word.strip(),
+                               n=sum(failing), m=len(runs)) + hint]
     features = [case_features(spec, r.case.args) for r in runs]
     for f in dict.fromkeys(f for fs in features for f in fs):  # flags, then arguments given, then sizes
         has = [f in fs for fs in features]

@@ -60,8 +60,24 @@ def variants(reference, args, names, dims_of) -> list:
            + _flags(reference, args, names) + _ignored(reference, args, names) + _size_from_array(reference, args, names)
            + _scaled_inputs(reference, args, names, dims_of)
            + _residual(reference, args, names) + _first_item(reference, args, names, dims_of)
-           + _ones(reference, args, names))
+           + _ones(reference, args, names) + _batch_merged(reference, args, names))
     return out[:MOST]
+
+
+def _batch_merged(reference, args, names) -> list:
+    """Every array argument flattened to 2-D (x.reshape(-1, d)): the batch items read as one long sequence, so each
+    query sees every item's keys; where every argument is a float array of the same leading axes."""
+    n = min(len(a) for a in args)
+    if not all(all(isinstance(a[j], np.ndarray) and a[j].dtype.kind == "f" and a[j].ndim >= 2 for j in range(n))
+               and len({a[j].shape[:-2] for j in range(n)}) == 1 for a in args) or \
+            not any(int(np.prod(a[0].shape[:-2])) > 1 for a in args):
+        return []
+
+    def merged(*a):
+        lead = a[0].shape[:-1]
+        out = reference(*(x.reshape(-1, x.shape[-1]) for x in a))
+        return np.asarray(out).reshape(*lead, -1)
+    return [Variant(merged, "batch-merged", {"args": ", ".join(names[:n])})]
 
 
 def _at(a, j, value):

@@ -99,6 +99,9 @@ SENTENCES = {
                         "let each query attend every key the exercise allows, and no fewer"),
     "negated-input": ("the sign of {arg} flipped: these are the expected numbers for its negative (subtracted "
                       "where it is added, or a minus sign too many)", "check the sign of {arg} in the formula"),
+    "batch-merged": ("the batch items merged into one sequence ({args} flattened with .reshape(-1, d)): every query "
+                     "also reads the other items' keys", "keep the batch axes: work on (..., T, d) arrays "
+                     "(np.swapaxes(K, -1, -2), @ on the last two axes), never flatten them together"),
     "reshaped-input": ("{arg} reshaped where it belongs transposed ({code} for an (m, n) matrix): a reshape keeps "
                        "the entries in their order, a transpose moves them", "use .T (or np.swapaxes(x, -1, -2)) to "
                        "transpose; a reshape only regroups the same sequence of numbers"),
@@ -234,6 +237,7 @@ _PLAIN = {
     "extra-term": "a term too many in a count",
     "reshaped-layout": "a reshape where a transpose belongs",
     "reshaped-input": "a matrix reshaped where it belongs transposed",
+    "batch-merged": "the batch items merged into one sequence",
     "missing-term": "a term missing from a count",
     "unpack-order": "a shape unpacked in another order",
     "negative-stop": "a slice stop -k where n - k belongs",
@@ -292,7 +296,7 @@ _OUTPUT_CLASSES = frozenset({"scale", "extra-term", "missing-term", "reshaped-la
                              "additive-mask", "additive-mask-reversed", "off-by-one", "float-result", "truncated", "overflow", "swapped-outputs", "output-for-output",
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
-                             "flag-inverted", "flag-ignored", "argument-ignored", "size-from-array", "reshaped-input",
+                             "flag-inverted", "flag-ignored", "argument-ignored", "size-from-array", "reshaped-input", "batch-merged",
                              "bias-dropped", "projection-dropped", "scaled-input",
                              "input-added", "first-item",
                              "input-ones"})

@@ -121,3 +121,9 @@ def test_a_result_at_half_precision_and_a_sum_kept_as_an_axis_are_said():
     assert not any("float16" in ln for ln in compare.where_and_how(w * 1.001, w, ["row", "column"]))
     lines = compare.where_and_how(w.sum(axis=0, keepdims=True), w, ["row", "column"])
     assert any("summed over the row axis" in ln for ln in lines), lines
+
+
+def test_the_values_that_differ_one_factor_off_are_said():
+    w = np.array([0.25, 0.025, 0.0025, 0.00025])
+    lines = compare.where_and_how(np.array([1.0, 0.025, 0.0025, 0.00025]), w, ["entry"])
+    assert any("where they differ, yours are 4 times the expected values" in ln for ln in lines), lines

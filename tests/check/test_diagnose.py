@@ -1,5 +1,7 @@
 """The diagnosis (check/diagnose.py): a catalogued mistake is named; when another mistake gives
 the same numbers both are named, never one asserted."""
+import numpy as np
+
 from mha_course import check
 
 
@@ -17,3 +19,15 @@ def test_a_transposed_result_that_equals_a_catalogued_mistake_names_both(capsys)
                                                                       / np.sqrt(x.shape[-1])), -1, -2))
     out = capsys.readouterr().out
     assert ok is False and "softmax over axis -2" in out and "Or: " in out and "swapped" in out, out
+
+
+def test_cases_described_as_large_are_said_with_an_overflow_hint(capsys):
+    import mha_course as mc
+    from mha_course import check
+
+    def attention(Q, K, V, mask=None):
+        out, w = mc.scaled_dot_product_attention(Q, K, V, mask)
+        return (np.nan_to_num(out * np.inf), w) if np.abs(Q).max() > 10 else (out, w)  # wrong on large inputs only
+    check.causal_self_attention(lambda x: attention(x, x, x, np.tril(np.ones((x.shape[-2],) * 2, bool)))[0])
+    out = capsys.readouterr().out
+    assert "wrong on every case described with “large”" in out and "does exp overflow" in out, out

@@ -55,3 +55,19 @@ def test_an_input_scaled_by_another_arrays_width_is_named(capsys):
         return mc.online_softmax_update(state, scores_block / np.sqrt(V_block.shape[-1]), V_block)
     assert check.online_softmax_update(update) is False
     assert "scores_block multiplied by 1/√d_v before use" in capsys.readouterr().out
+
+
+def test_batch_items_merged_into_one_sequence_are_named(capsys):
+    import mha_course.check as check
+
+    def merged(Q, K, V):
+        q, k, v = (x.reshape(-1, x.shape[-1]) for x in (Q, K, V))
+        return mc.linear_attention(q, k, v).reshape(*Q.shape[:-1], -1)
+    assert check.linear_attention(merged) is False
+    assert "the batch items merged into one sequence" in capsys.readouterr().out
+
+
+def test_a_matrix_reshaped_where_it_belongs_transposed_is_named(capsys):
+    import mha_course.check as check
+    assert check.matmul_backward(lambda a, b, g: (g @ b.reshape(b.shape[1], b.shape[0]), a.T @ g)) is False
+    assert "b reshaped where it belongs transposed" in capsys.readouterr().out
