@@ -293,7 +293,7 @@ _CAUSAL_MISTAKES = (
     Mistake("the diagonal shifted by one (np.tril(..., k=1)): each query also sees the next token", _FIX_CAUSAL,
             partial(_tril, k=1)),
 )
-CAUSAL_MASK = Exercise("causal_mask", _causal_mask, lambda: [Case((6,)), Case((1,)), Case((9,)), Case((2,))],
+CAUSAL_MASK = Exercise("causal_mask", _causal_mask, lambda: [Case((6,)), Case((1,)), Case((1030,), "T = 1030, longer than a buffer built once for 256 or 1024 positions"), Case((2,))],
                        _CAUSAL_MISTAKES, axes={"result": ("query", "key")})
 
 

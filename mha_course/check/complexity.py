@@ -42,7 +42,7 @@ def _flops_scaled(proj, att):
 
 
 _FIX_PROJ = "four projections: Q, K, V and the output"
-FLOPS = Exercise("flops", _flops_ref, lambda: [Case(c) for c in ((10, 16), (333, 96), (1000, 512), (4096, 768))], (
+FLOPS = Exercise("flops", _flops_ref, lambda: [Case(c) for c in ((10, 16), (333, 90), (1000, 512), (4096, 768))], (
     Mistake("a multiply-add counted as 1 FLOP", "a multiply-add is 2 FLOPs: (T, D) x (D, D) costs 2·T·D²",
             _flops_scaled(0.5, 0.5)),
     Mistake("the K and V projections are forgotten", _FIX_PROJ, _flops_scaled(0.5, 1)),
@@ -82,7 +82,7 @@ def flops(fn) -> bool:
 
 
 CROSSOVER_SEQ_LEN = Exercise("crossover_seq_len", _crossover,
-                             lambda: [Case((d,)) for d in (24, 5, 1, 100, 777)], (
+                             lambda: [Case((d,)) for d in (24, 5, 1, 100, 12289)], (
     Mistake("off by one: the last T where attention is still cheaper", "the first T with "
             "attention FLOPs >= projection FLOPs", lambda d_model: 2 * d_model - 1),
     Mistake("off by one: the loop goes on while attention <= projections, one step past the crossover",

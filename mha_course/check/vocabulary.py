@@ -49,8 +49,10 @@ SENTENCES = {
     "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
     "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
     "reshaped-layout": ("{output} holds the right numbers in the wrong places: the expected array read in the axis "
-                        "order {order} and reshaped to its shape (a reshape where a transpose belongs)",
-                        "move axes with a transpose (or np.swapaxes); reshape only merges or splits neighbouring axes"),
+                        "order {order} and reshaped to its shape (a transpose to another axis order before a "
+                        "reshape, or a reshape where a transpose belongs)",
+                        "before a reshape, transpose to the layout whose neighbouring axes it merges or splits; a "
+                        "reshape never moves an axis"),
     "axis-order": ("{output} holds the right values with its axes in the order {order}",
                    "a transpose or a reshape too many or too few"),
     "flipped": ("{output} is in reverse order along its {axis} axis", "a reversal ([::-1], np.flip) too many or "

@@ -49,13 +49,13 @@ def test_a_shape_exercise_says_an_unknown_stage_in_symbols(capsys):
     out = capsys.readouterr().out
     assert "got (2, 3, 20) = (B, h, T·d_k)" in out and "expected (2, 5, 12) = (B, T, d_model)" in out, out
 
-    def wrong_d_k(B, T, S, d_model, h):  # d_k = d_model * h: on the first case T = h = 3, the next ones choose
+    def wrong_d_k(B, T, S, d_model, h):  # d_k = d_model * S: on the first case T = h = 3, the next ones choose
         z = shape_exercise.Sizes(B, T, S, d_model, h)
-        return {k: v[:-1] + (d_model * h,) if k.endswith("_heads") or k == "head_outputs" else v
+        return {k: v[:-1] + (d_model * S,) if k.endswith("_heads") or k == "head_outputs" else v
                 for k, v in shapes.CROSS_ATTENTION_SHAPES.reference(z).items()}
     assert check.cross_attention_shapes(wrong_d_k) is False
     out = capsys.readouterr().out
-    assert "= (B, h, T, d_model·h)" in out and "expected (2, 3, 3, 4) = (B, h, T, d_k)" in out, out
+    assert "= (B, h, T, S·d_model)" in out and "expected (2, 3, 3, 4) = (B, h, T, d_k)" in out, out
 
 
 def test_an_array_of_the_wrong_shape_is_said_in_symbols(capsys):
