@@ -426,6 +426,8 @@ class Sites:
             self.add("inside-out", slot, new, params)
         for new, params in slips.split_call(node) + slips.half_power(node):  # np.sqrt(var) + eps; d_k ** 1 / 2
             self.add("regrouped", slot, new, params)
+        if name == "sqrt" and len(node.args) == 1:  # math.isqrt(n) for math.sqrt(n): the root rounded down
+            self.add("rounding", slot, _np_call("floor", node), (("from", "sqrt"), ("to", "math.isqrt")))
         if name in ("isqrt", "int") and len(node.args) == 1 and not node.keywords:
             real = ast.BinOp(first, ast.Pow(), ast.Constant(0.5)) if name == "isqrt" else first
             for other, func in (("round", ast.Name(id="round", ctx=ast.Load())),
