@@ -7,6 +7,7 @@ the exercise's sizes: sqrt(d_k), 1/h, ...).
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from .compare import (
@@ -224,7 +225,7 @@ def only_where(spec, runs) -> list:
         return []
     notes = [r.case.note.lower() for r in runs]
     for word in _EDGE_WORDS:  # the cases' own words first: "large scores" says more than "S < T"
-        if [word in n for n in notes] == failing:
+        if [_has(n, word) for n in notes] == failing:
             hint = say(" Large inputs: does exp overflow (subtract each row's max first)?") if word in (
                 "large", "huge", "overflow") else ""
             return ["- " + say("wrong on every case described with “{word}” and right on the others ({n} of {m} "
@@ -239,7 +240,7 @@ def only_where(spec, runs) -> list:
                                "({n} of {m} cases): the mistake shows only there",
                                condition=condition, n=sum(failing), m=len(runs))]
     notes = [r.case.note for r in runs if r.problem]
-    if all(notes) and sum(failing) <= len(runs) // 2 and all(any(w in n.lower() for w in _EDGE_WORDS) for n in notes):
+    if all(notes) and sum(failing) <= len(runs) // 2 and all(any(_has(n.lower(), w) for w in _EDGE_WORDS) for n in notes):
         # no feature, but each failing case's own words say it is an edge: a row with no key, a size of 1, ...
         return ["- " + say("right on every case but {notes} ({n} of {m} cases): the mistake shows only on such "
                            "input (an edge case your code handles otherwise, or a branch only it takes)",
@@ -247,9 +248,14 @@ def only_where(spec, runs) -> list:
     return []
 
 
-_EDGE_WORDS = ("no key", "nothing", "masked", "empty", "= 1", "=1", "zero", "large", "huge", "single", "fully",
+_EDGE_WORDS = ("no key", "nothing", "masked", "empty", "= 1", "zero", "large", "huge", "single", "fully",
                "all ", "only", "edge", "boundary", "shorter", "longer", "overflow", "padding", "0 cached", "first",
                "last", "exact")
+
+
+def _has(note, word) -> bool:
+    """``word`` in a case's note; "= 1" as a size of 1 only (not the start of "= 128")."""
+    return bool(re.search(r"=\s*1(?![\d.])", note)) if word == "= 1" else word in note
 
 
 def spelled_shapes(spec, runs, run, output, got, want) -> str:

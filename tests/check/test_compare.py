@@ -127,3 +127,9 @@ def test_the_values_that_differ_one_factor_off_are_said():
     w = np.array([0.25, 0.025, 0.0025, 0.00025])
     lines = compare.where_and_how(np.array([1.0, 0.025, 0.0025, 0.00025]), w, ["entry"])
     assert any("where they differ, yours are 4 times the expected values" in ln for ln in lines), lines
+
+
+def test_zeros_where_the_expected_values_are_small_but_not_zero_are_said_as_an_overflow():
+    w = np.array([0.37, 0.037, 3.7e-3, 3.7e-5])  # not a rounding of w either
+    lines = compare.where_and_how(np.array([0.37, 0.037, 0.0, 0.0]), w, ["entry"])
+    assert any("yours are 0 and the expected values are not" in ln for ln in lines), lines

@@ -31,3 +31,9 @@ def test_cases_described_as_large_are_said_with_an_overflow_hint(capsys):
     check.causal_self_attention(lambda x: attention(x, x, x, np.tril(np.ones((x.shape[-2],) * 2, bool)))[0])
     out = capsys.readouterr().out
     assert "wrong on every case described with “large”" in out and "does exp overflow" in out, out
+
+
+def test_a_size_of_one_in_a_note_is_not_the_start_of_a_larger_number():
+    from mha_course.check import diagnose
+    assert diagnose._has("x (t=1, d=6)", "= 1") and diagnose._has("h_kv = 1", "= 1")
+    assert not diagnose._has("d_k=128, base=500000", "= 1") and not diagnose._has("d = 1.5", "= 1")
