@@ -315,7 +315,8 @@ def _scaled_where(g, w, factor=None) -> list:
     if g.dtype.kind not in "biuf" or w.dtype.kind not in "biuf":
         return []
     bad = ~isclose(g, w)
-    if bad.any() and np.all(num(g[bad]) == 0) and np.all(np.isfinite(w[bad])) and np.all(w[bad] != 0):
+    if bad.any() and np.all(num(g[bad]) == 0) and np.all(np.isfinite(w[bad])) and np.all(w[bad] != 0) and \
+            np.all(np.abs(w[bad]) <= 1e-2 * np.abs(w).max()):  # only small expected values: where it lands
         return [say("where they differ, yours are 0 and the expected values are not: does an intermediate over- or "
                     "underflow (a power or an exp of a large number, taken before it is divided back down)?")]
     c = ratio(num(g[bad]), num(w[bad])) if bad.any() and np.all(np.abs(num(w[bad])) > ATOL) else None

@@ -76,8 +76,13 @@ def _batch_merged(reference, args, names) -> list:
     def merged(*a):
         lead = a[0].shape[:-1]
         out = reference(*(x.reshape(-1, x.shape[-1]) for x in a))
-        return np.asarray(out).reshape(*lead, -1)
+        if not isinstance(out, np.ndarray) or out.size % max(int(np.prod(lead)), 1):
+            return _NO_RESULT  # a tuple, or a size that does not fold back: this variant gives nothing to compare
+        return out.reshape(*lead, -1)
     return [Variant(merged, "batch-merged", {"args": ", ".join(names[:n])})]
+
+
+_NO_RESULT = object()  # a variant's result that matches no learner's (not an error: an error could match one)
 
 
 def _at(a, j, value):
@@ -151,7 +156,8 @@ def _reshaped(reference, args, names) -> list:
     """A matrix argument "transposed" with a reshape to the transposed shape (B.reshape(M, K) for B.T): the
     reference on B' with B'.T = B.reshape(M, K); one of them, or every matrix argument at once."""
     mats = [j for j, _ in enumerate(names) if all(j < len(a) and isinstance(a[j], np.ndarray) and a[j].ndim == 2
-                                                  and a[j].dtype.kind == "f" for a in args)]
+                                                  and a[j].dtype.kind == "f" for a in args)
+            and not all(_square(a[j]) for a in args)]  # a square matrix reshaped is itself: "transposed-input"
 
     def reread(m):
         return m.reshape(m.shape[::-1]).T

@@ -47,7 +47,8 @@ SENTENCES = {
     "input-returned": ("{output} is the argument {arg}, unchanged (the step that computes {output} is not applied)",
                        "compute {output} from {arg} as the formula does"),
     "inverse": ("{output} is 1 / the expected value", "a division the wrong way round: a / b, not b / a"),
-    "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few"),
+    "transpose": ("{output} has its {a} and {b} axes swapped", "a transpose too many or too few (or an axis "
+                  "chosen by its length, which takes the other one where the two lengths are equal)"),
     "reshaped-layout": ("{output} holds the right numbers in the wrong places: the expected array read in the axis "
                         "order {order} and reshaped to its shape (a transpose to another axis order before a "
                         "reshape, or a reshape where a transpose belongs)",

@@ -130,6 +130,6 @@ def test_the_values_that_differ_one_factor_off_are_said():
 
 
 def test_zeros_where_the_expected_values_are_small_but_not_zero_are_said_as_an_overflow():
-    w = np.array([0.37, 0.037, 3.7e-3, 3.7e-5])  # not a rounding of w either
-    lines = compare.where_and_how(np.array([0.37, 0.037, 0.0, 0.0]), w, ["entry"])
+    w = np.array([0.3712, 0.0371, 3.7e-4, 3.7e-6])  # and no rounding of w gives it
+    lines = compare.where_and_how(np.array([0.3712, 0.0371, 0.0, 0.0]), w, ["entry"])
     assert any("yours are 0 and the expected values are not" in ln for ln in lines), lines
