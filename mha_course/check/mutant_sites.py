@@ -53,7 +53,7 @@ _ROUNDING = ("floor", "ceil", "round")
 _NP = "__import__('numpy')"
 # only for the diagnosis (``extended``): slips a learner makes that the exercises' cases need not be proven against
 _EXTENDED_OPERATORS = {ast.Mult: [ast.Add], ast.Add: [ast.Mult], ast.FloorDiv: [ast.Mod, ast.Mult],
-                       ast.Div: [ast.Sub]}
+                       ast.Div: [ast.Sub], ast.Pow: [ast.BitXor]}  # ^ for ** (a power in another language)
 _CMP_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.In: "in",
              ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
 _OPS_TEXT = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**",
