@@ -544,7 +544,11 @@ def _how_shapes_differ(g, w, labels) -> list:
     if g.ndim == w.ndim and sorted(g.shape) == sorted(w.shape):
         for perm in _axis_orders(w.shape, g.shape):
             if close(np.transpose(w, perm), g):
-                return [f"the right values with the axes in the order {perm}: a transpose too many or too few"]
+                moved = [a for a in range(w.ndim) if perm[a] != a]
+                joined = any(w.shape[a] == 1 or g.shape[a] == 1 for a in moved)  # a length-1 axis moved: or joined
+                return [f"the right values with the axes in the order {perm}: a transpose too many or too few" + (
+                    say(", or the parts joined along another axis (np.concatenate's axis chosen by a length that "
+                        "equals another here)") if joined else "")]
     if g.ndim != w.ndim:
         return [f"{g.ndim} axes where {w.ndim} were expected ({g.shape} instead of {w.shape})"]
     return [f"axis {a} ({labels[a]}) has length {n}, expected {m}" + (f" ({n / m:.3g} times)" if m else "")

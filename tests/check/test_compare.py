@@ -133,3 +133,9 @@ def test_zeros_where_the_expected_values_are_small_but_not_zero_are_said_as_an_o
     w = np.array([0.3712, 0.0371, 3.7e-4, 3.7e-6])  # and no rounding of w gives it
     lines = compare.where_and_how(np.array([0.3712, 0.0371, 0.0, 0.0]), w, ["entry"])
     assert any("yours are 0 and the expected values are not" in ln for ln in lines), lines
+
+
+def test_axes_reordered_through_a_length_one_axis_also_name_a_join_on_another_axis():
+    w = np.arange(6.0).reshape(1, 2, 3)
+    lines = compare.where_and_how(np.transpose(w, (1, 0, 2)), w, ["axis 0", "row", "column"])
+    assert any("joined along another axis" in ln for ln in lines), lines
