@@ -136,6 +136,6 @@ def test_zeros_where_the_expected_values_are_small_but_not_zero_are_said_as_an_o
 
 
 def test_axes_reordered_through_a_length_one_axis_also_name_a_join_on_another_axis():
-    w = np.arange(6.0).reshape(1, 2, 3)
-    lines = compare.where_and_how(np.transpose(w, (1, 0, 2)), w, ["axis 0", "row", "column"])
+    w = np.arange(6.0).reshape(1, 3, 2)  # (B, S, d) with B = 1: joined on axis 0, not 2 (kv_append's cache)
+    lines = compare.where_and_how(np.transpose(w, (2, 1, 0)), w, ["axis 0", "row", "column"])
     assert any("joined along another axis" in ln for ln in lines), lines
