@@ -195,16 +195,21 @@ def _fields(reference, args, names) -> list:
                 out.append(Variant(fn, "transposed-input", {"arg": f"{name}.{f}"}))
         for f, g in permutations(fields, 2):
             if getattr(first, f).shape == getattr(first, g).shape:  # (the biases of a case that has them, below)
-                def fn(*a, _j=j, _f=f, _g=g):
-                    p = a[_j]
-                    return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g)})))
-                out.append(Variant(fn, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"}))
-                if f < g:  # and the two in each other's place: b_k for b_v and b_v for b_k
-                    def both(*a, _j=j, _f=f, _g=g):
-                        p = a[_j]
-                        return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g), _g: getattr(p, _f)})))
-                    out.append(Variant(both, "swapped-inputs", {"a": f"{name}.{f}", "b": f"{name}.{g}"}))
+                out += _field_pair(reference, j, name, f, g)
     return out[:32] + _bias_pairs(reference, args, names)[:16]
+
+
+def _field_pair(reference, j, name, f, g) -> list:
+    """Field ``g`` of argument ``j`` used where ``f`` belongs; and, once per pair, the two in each other's place."""
+    def used(*a):
+        p = a[j]
+        return reference(*_at(a, j, p._replace(**{f: getattr(p, g)})))
+
+    def both(*a):
+        p = a[j]
+        return reference(*_at(a, j, p._replace(**{f: getattr(p, g), g: getattr(p, f)})))
+    return [Variant(used, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"})] + (
+        [Variant(both, "swapped-inputs", {"a": f"{name}.{f}", "b": f"{name}.{g}"})] if f < g else [])
 
 
 def _bias_pairs(reference, args, names) -> list:
@@ -218,17 +223,8 @@ def _bias_pairs(reference, args, names) -> list:
         full = max(have, key=lambda v: len(_array_fields(v)))
         extra = [f for f in _array_fields(full) if f not in _array_fields(have[0])]
         for f, g in permutations(extra, 2):
-            if getattr(full, f).shape != getattr(full, g).shape:
-                continue
-            def used(*a, _j=j, _f=f, _g=g):
-                p = a[_j]
-                return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g)})))
-            out.append(Variant(used, "replaced-input", {"arg": f"{name}.{f}", "used": f"{name}.{g}"}))
-            if f < g:
-                def both(*a, _j=j, _f=f, _g=g):
-                    p = a[_j]
-                    return reference(*_at(a, _j, p._replace(**{_f: getattr(p, _g), _g: getattr(p, _f)})))
-                out.append(Variant(both, "swapped-inputs", {"a": f"{name}.{f}", "b": f"{name}.{g}"}))
+            if getattr(full, f).shape == getattr(full, g).shape:
+                out += _field_pair(reference, j, name, f, g)
     return out
 
 
