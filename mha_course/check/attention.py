@@ -260,7 +260,7 @@ _SDPA_MISTAKES = (
             "np.where(mask, scores, -np.inf) broadcasts the mask over the batch axes", _sdpa_bool_index),
 )
 SDPA = Exercise("scaled_dot_product_attention", _sdpa, _sdpa_cases, _SDPA_MISTAKES, outputs=("out", "weights"),
-                axes={"out": ("query", "feature"), "weights": ("query", "key")})
+                axes={"out": ("query", "feature"), "weights": ("query", "key")}, edges=("T", "S"))
 
 
 def scaled_dot_product_attention(fn) -> bool:

@@ -187,7 +187,7 @@ _SPLIT_BACKWARD_MISTAKES = (
             "h * d_k): head i's gradient in its own features", lambda g: np.tile(g.sum(axis=1), (1, 1, g.shape[1]))),
 )
 SPLIT_HEADS_BACKWARD = Exercise("split_heads_backward", _split_heads_backward, _split_backward_cases,
-                                _SPLIT_BACKWARD_MISTAKES)
+                                _SPLIT_BACKWARD_MISTAKES, edges=('B', 'h', 'T'))
 
 
 def split_heads_backward(fn) -> bool:
@@ -291,7 +291,7 @@ _SHARED_MISTAKES = (
             "the gradient with respect to W would be c.T @ grad", _FIX_SHARED,
             lambda c, W_k, W_v, gK, gV: c * (gK @ W_k.T + gV @ W_v.T)),
 )
-SHARED_INPUT_BACKWARD = Exercise("shared_input_backward", _shared_reference, _shared_cases, _SHARED_MISTAKES)
+SHARED_INPUT_BACKWARD = Exercise("shared_input_backward", _shared_reference, _shared_cases, _SHARED_MISTAKES, edges=('B', 'S'))
 
 
 def shared_input_backward(fn) -> bool:

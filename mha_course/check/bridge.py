@@ -324,7 +324,12 @@ def _attention_cases():
     return cases
 
 
-TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q, K, V, mask)[0],
+def _torch_attention_ref(Q, K, V, mask=None):
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v)."""
+    return _sdpa(Q, K, V, mask)[0]
+
+
+TORCH_ATTENTION = Exercise("torch_attention", _torch_attention_ref,
                            _attention_cases, axes={"result": ("query", "feature")}, strict_types=True,
                            sizes=lambda Q, K, V, mask=None: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
                                                              "d_v": V.shape[-1]}, mistakes=(
@@ -370,7 +375,7 @@ TORCH_ATTENTION = Exercise("torch_attention", lambda Q, K, V, mask=None: _sdpa(Q
     Mistake("F.scaled_dot_product_attention called: this exercise asks you to write what it does",
             "compute it yourself: q @ k.transpose(-2, -1) / d_k ** 0.5, masked_fill, torch.softmax, @ v",
             _raises(ForbiddenCall, "it calls F.scaled_dot_product_attention")),
-))
+), edges=('T', 'S'))
 
 
 def torch_attention(fn) -> bool:

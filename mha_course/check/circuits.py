@@ -142,7 +142,7 @@ PREFIX_MATCHING_SCORE = Exercise("prefix_matching_score", _prefix, _prefix_cases
     Mistake("the first sequence's tokens used for every sequence of the batch",
             "compare each sequence's own tokens: tokens[b, :, None] == tokens[b, None, :] for every b",
             lambda w, t: _shifted(w, np.broadcast_to(t[:1], t.shape).copy(), 1)),
-), axes={"result": ("head",)})
+), axes={"result": ("head",)}, edges=('B',))
 
 
 def prefix_matching_score(fn) -> bool:

@@ -24,7 +24,7 @@ from itertools import combinations, permutations
 from typing import NamedTuple
 
 from . import vocabulary
-from .compare import close, num, rounding_of, same, same_outcome
+from .compare import close, has_nan, nan_free, num, rounding_of, same, same_outcome
 from .distributions import normaliser_forms, restricted_forms
 from .sandbox import arg_names, np, protect
 from .variants import WORDS, variants
@@ -84,7 +84,7 @@ def also_fitting(spec, runs) -> list:
 _SHAPE = re.compile(r"([A-Za-z_]\w*)\s*\(([^()]*)\)")
 
 
-def _shape_line(reference) -> tuple:
+def shape_line(reference) -> tuple:
     """({argument: dims}, [(output, dims)]) of the reference docstring's first line."""
     doc = (inspect.getdoc(reference) or "").split("\n")[0]
     left, _, right = doc.partition("->")
@@ -103,7 +103,7 @@ def case_sizes(spec, args) -> dict:
         except Exception:
             return {}
     out = {}
-    dims_of, _ = _shape_line(spec.reference)
+    dims_of, _ = shape_line(spec.reference)
     for name, v in zip(arg_names(spec.reference, args), args):
         if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 1:  # 1 too: h_kv = 1
             out[name] = float(v)
@@ -155,7 +155,7 @@ def axis_names(spec, output, ndim) -> list:
     ("query (T)"), else "axis i"/"row"/"column"."""
     declared = tuple((spec.axes or {}).get(output, ()))
     if not declared:
-        outs = _shape_line(spec.reference)[1]
+        outs = shape_line(spec.reference)[1]
         dims = dict(outs).get(output) or (outs[0][1] if len(outs) == 1 and output == "result" else [])
         dims = [d for d in dims if d != "..."]
         if dims and all(d.isidentifier() for d in dims):
@@ -501,7 +501,7 @@ def _input_level(spec, runs) -> list:
     def build():
         args = [r.case.args for r in runs]
         return variants(spec.reference, args, arg_names(spec.reference, max(args, key=len)),
-                        _shape_line(spec.reference)[0])
+                        shape_line(spec.reference)[0])
     found = []
     order = sorted(range(len(runs)), key=lambda i: not runs[i].problem)  # failing cases first: they filter most
     for v in spec.memoised("input-variants", build):
@@ -535,7 +535,17 @@ def _mutant_level(spec, runs, budget) -> list:
     """The mutants that give the learner's outcome on every case: the reference and the package
     steps it calls first; where none does, the steps those call (a bias added two calls down)."""
     return (_mutants_fitting(spec, runs, budget, 1) or _mutants_fitting(spec, runs, budget, 2)
-            or _mutants_per_output(spec, runs, budget))
+            or _mutants_per_output(spec, runs, budget) or _unguarded(spec, runs, budget))
+
+
+def _unguarded(spec, runs, budget) -> list:
+    """A mutant that gives the learner's numbers wherever the learner's are not NaN, its NaN where the
+    mutant (and the reference) guard an exp(-inf - (-inf)) or a 0/0: two slips, the second said with the first."""
+    if not any(r.got.error is None and has_nan(r.got.value) for r in runs):
+        return []
+    found = _mutants_fitting(spec, runs, budget, 1, nan_free) or _mutants_fitting(spec, runs, budget, 2, nan_free)
+    return [d._replace(text=f"{d.text}; {vocabulary.UNGUARDED_NAN}", fix=f"{d.fix}; {vocabulary.UNGUARDED_FIX}")
+            for d in found]
 
 
 def _mutants_per_output(spec, runs, budget) -> list:
@@ -564,7 +574,7 @@ def _mutants_per_output(spec, runs, budget) -> list:
     return [_together([_mutant_words(m.mutation) for m in chosen])]
 
 
-def _mutants_fitting(spec, runs, budget, depth) -> list:
+def _mutants_fitting(spec, runs, budget, depth, agree=same_outcome) -> list:
     ms = _mutants_of(spec, depth)
     if not ms:
         return []
@@ -574,7 +584,7 @@ def _mutants_fitting(spec, runs, budget, depth) -> list:
         calls += len(alive)
         if calls > budget:
             return []  # too many runs before every case was tried: name nothing rather than guess
-        alive = [m for m in alive if same_outcome(spec.outcome(i, m), runs[i].got)]
+        alive = [m for m in alive if agree(spec.outcome(i, m), runs[i].got)]
         if not alive:
             return []
     found, seen = [], set()
@@ -618,6 +628,8 @@ def _mutant_words(mutation) -> Derived:
     elif key == "comparison" and {params.get("test"), params.get("test_to")} in ({"==", "!="}, {"in", "not in"},
                                                                                 {"is", "is not"}):
         key = "comparison-negated"
+    if key == "axis" and "fixed" in params:
+        key = "axis-fixed"
     if key == "axis" and "swapped" in params:  # a permutation's neighbours swapped: said with the code
         key, params = "axes-reordered", {}
     if key in ("negation", "constant", "index") and all(".shape[" in str(t) for t in (mutation.before, mutation.after)):

@@ -226,7 +226,7 @@ def only_where(spec, runs) -> list:
     notes = [r.case.note.lower() for r in runs]
     for word in _EDGE_WORDS:  # the cases' own words first: "large scores" says more than "S < T"
         if [_has(n, word) for n in notes] == failing:
-            hint = say(" Large inputs: does exp overflow (subtract each row's max first)?") if word in (
+            hint = say(" Large inputs: does exp overflow (subtract each row's max first), or are large values clipped or capped where the formula keeps them?") if word in (
                 "large", "huge", "overflow") else ""
             return ["- " + say("wrong on every case described with “{word}” and right on the others ({n} of {m} "
                                "cases): an edge case your code handles otherwise?", word=word.strip(),

@@ -127,7 +127,7 @@ _UPDATE_MISTAKES = (
             _update_with(keep_old_m=True)),
 )
 ONLINE_SOFTMAX_UPDATE = Exercise("online_softmax_update", _update, _update_cases, _UPDATE_MISTAKES,
-                                 outputs=("m", "l", "acc"))
+                                 outputs=("m", "l", "acc"), edges=('c',))
 
 
 def _as_state(fn):
@@ -158,6 +158,7 @@ def online_softmax_update(fn) -> bool:
 # ---------------------------------------------------------------------------------------
 
 def _tiled_ref(Q, K, V, block_size):
+    """Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v), in key blocks of block_size."""
     return _tiled_attention(Q, K, V, None, block_size)
 
 
@@ -240,7 +241,7 @@ _TILED_MISTAKES = (
 TILED_ATTENTION = Exercise("tiled_attention", _tiled_ref, _tiled_cases, _TILED_MISTAKES,
                            axes={"result": ("query", "feature")},
                            sizes=lambda Q, K, V, b: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1],
-                                                     "d_v": V.shape[-1], "block_size": b})
+                                                     "d_v": V.shape[-1], "block_size": b}, edges=('T', 'S'))
 
 
 def tiled_attention(fn) -> bool:
@@ -385,7 +386,7 @@ def _with_features(phi, Q, K, V):
 
 
 LINEAR_ATTENTION = Exercise("linear_attention", _linear_attention, _linear_cases, _LINEAR_MISTAKES,
-                            axes={"result": ("query", "feature")})
+                            axes={"result": ("query", "feature")}, edges=('T', 'S'))
 
 _PROBE_T, _PROBE_D = 2000, 4
 

@@ -90,6 +90,7 @@ from typing import Callable, NamedTuple
 from . import sandbox
 from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical, states_int
 from .diagnose import explain
+from .edges import edge_cases
 from .language import say
 from .report import (
                      finish,
@@ -162,6 +163,7 @@ class Exercise:
     rules: tuple = ()  # the exercise's stated rules: Forbid(...), Returns(...)
     register: bool = True
     parts: tuple = ()  # Part(exercise, wrap, where): a step that is another exercise, whose mistakes are named here too
+    edges: tuple = ()  # sizes ("T", "S", ...) that may be 1: a case cut to each is added (edges.edge_cases)
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -207,6 +209,7 @@ class Exercise:
         if "cases" not in self._memo:
             with pristine_numpy():
                 cases = _as_cases(self.cases())
+                cases += edge_cases(self, cases, self.edges)
                 values = [_quiet(self.reference, c.args).value for c in cases]
             self._memo["cases"] = [(_frozen(c), _frozen(v)) for c, v in zip(cases, values)]
         return self._memo["cases"]

@@ -76,7 +76,7 @@ def _split_cases():
 
 
 SPLIT_HEADS = Exercise("split_heads", _split_heads, _split_cases, _SPLIT_MISTAKES,
-                       axes={"result": ("batch", "head", "position", "feature")})
+                       axes={"result": ("batch", "head", "position", "feature")}, edges=('B', 'T'))
 
 
 def split_heads(fn) -> bool:
@@ -145,7 +145,7 @@ def _combine_cases():
 
 
 COMBINE_HEADS = Exercise("combine_heads", _combine_heads, _combine_cases, _COMBINE_MISTAKES,
-                         axes={"result": ("batch", "position", "feature")})
+                         axes={"result": ("batch", "position", "feature")}, edges=('B', 'h', 'T'))
 
 
 def combine_heads(fn) -> bool:
@@ -162,6 +162,7 @@ def combine_heads(fn) -> bool:
 
 
 def _head_queries_ref(X, W_q, h, i):
+    """X (B, T, d_model), W_q (d_model, d_model) -> Q_i (B, T, d_k): head i's queries from its column block."""
     d_k = W_q.shape[1] // h
     return X @ W_q[:, i * d_k:(i + 1) * d_k]  # (B, T, D) x (D, d_k) -> (B, T, d_k): head i's own block
 
@@ -212,7 +213,7 @@ HEAD_QUERIES = Exercise("head_queries", _head_queries_ref, _head_queries_cases, 
     Mistake("X @ W_q reshaped straight to (B, h, T, d_k) with no transpose: head i's rows then mix positions "
             "and heads (notebook 03's bug)", _FIX_HEAD,
             lambda X, W_q, h, i: (X @ W_q).reshape(X.shape[0], h, X.shape[1], -1)[:, i])),
-    axes={"result": ("batch", "position", "feature")}, rules=(_NO_SPLIT,))
+    axes={"result": ("batch", "position", "feature")}, rules=(_NO_SPLIT,), edges=('B', 'T'))
 
 
 class _Watched(np.ndarray):

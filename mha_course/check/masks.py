@@ -232,7 +232,10 @@ def mask_as(fn) -> bool:
 
 def _attend_with(keep_of):
     """x (..., T, d) -> out: self-attention (Q = K = V = x) under the mask keep_of(T)."""
-    return lambda x: _sdpa(x, x, x, keep_of(x.shape[-2]))[0]
+    def attend(x):
+        """x (..., T, d) -> out (..., T, d): self-attention under the mask keep_of(T)."""
+        return _sdpa(x, x, x, keep_of(x.shape[-2]))[0]
+    return attend
 
 
 def _self_attention(scale=None, fill=None, axis=-1, transpose_weights=False, after_softmax=False):
@@ -315,7 +318,7 @@ _SELF_ATTENTION_MISTAKES = (
 )
 CAUSAL_SELF_ATTENTION = Exercise("causal_self_attention", _attend_with(_causal_mask), _self_attention_cases,
                                  _SELF_ATTENTION_MISTAKES, axes={"result": ("query", "feature")},
-                                 sizes=lambda x: {"T": x.shape[-2], "d_k": x.shape[-1]})
+                                 sizes=lambda x: {"T": x.shape[-2], "d_k": x.shape[-1]}, edges=("T",))
 
 
 def _leak_closer_look(fn) -> list:
@@ -550,7 +553,7 @@ def _cross_attending(attend):
 CROSS_ATTENTION = Exercise("cross_attention", _cross_reference, _cross_cases, _CROSS_MISTAKES,
                            outputs=("out", "weights"), axes={"weights": ("query", "source key")},
                            parts=(Part("scaled_dot_product_attention", _cross_attending,
-                                       "in the attention step (exercise 2.4's)"),))
+                                       "in the attention step (exercise 2.4's)"),), edges=('B', 'T'))
 
 
 def _cross_closer_look(fn) -> list:

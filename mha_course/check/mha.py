@@ -191,7 +191,7 @@ def _mha_cases():
 _IN_HEADS = "in each head's attention (exercise 2.4's step)"
 MULTI_HEAD_ATTENTION = Exercise("multi_head_attention", _mha, _mha_cases, _MHA_MISTAKES,
                                 outputs=("out", "weights"), axes=_MHA_AXES,
-                                parts=(Part("scaled_dot_product_attention", lambda k: partial(_mha_attend, k), _IN_HEADS),))
+                                parts=(Part("scaled_dot_product_attention", lambda k: partial(_mha_attend, k), _IN_HEADS),), edges=('B', 'T', 'S'))
 
 
 def multi_head_attention(fn) -> bool:
@@ -268,7 +268,7 @@ CAUSAL_MULTI_HEAD_ATTENTION = Exercise("causal_multi_head_attention", _causal_re
             lambda x, params, h: _mha_from_trace(lambda t, p: np.array(t["concat"]), x, params, h,
                                                  _causal_mask(x.shape[1]))),
 ), outputs=("out", "weights"), axes=_MHA_AXES,
-    parts=(Part("scaled_dot_product_attention", lambda k: _causal_with(k, _causal_mask), _IN_HEADS),))
+    parts=(Part("scaled_dot_product_attention", lambda k: _causal_with(k, _causal_mask), _IN_HEADS),), edges=('B', 'T'))
 
 
 def causal_multi_head_attention(fn) -> bool:

@@ -503,8 +503,8 @@ class Sites:
     def axes(self, node, name, is_method):
         for kw in node.keywords:
             if kw.arg == "axis" and self.extended and isinstance(kw.value, ast.Name):  # axis=axis: another, fixed
-                for c in (0, -1):
-                    self.add("axis", (kw, "value", None), _const(c), (("axis", kw.value.id), ("to", c)))
+                for c in (0, -1, -2):
+                    self.add("axis", (kw, "value", None), _const(c), (("fixed", kw.value.id), ("to", c)))
             if kw.arg == "axis":
                 self.axis_choices(kw, "value", None, kw.value)
             elif kw.arg == "axes" and isinstance(kw.value, (ast.Tuple, ast.List)):

@@ -130,6 +130,7 @@ def sinusoidal_positions(fn) -> bool:
 # ---------------------------------------------------------------------------------------
 
 def _rope_reference(x, positions, base=10000.0):
+    """x (..., T, d_k), positions (T) -> rotated (..., T, d_k), interleaved pairs."""
     return _apply_rope(x, positions, base, "interleaved")
 
 
@@ -217,7 +218,7 @@ _ROPE_MISTAKES = (
             lambda x, positions, base=10000.0: _rope_reference(x, positions, 10000.0)),
 )
 APPLY_ROPE = Exercise("apply_rope", _rope_reference, _rope_cases, _ROPE_MISTAKES,
-                      axes={"result": ("token", "feature")})
+                      axes={"result": ("token", "feature")}, edges=('T',))
 
 
 def _pair_closer_look(fn) -> list:
@@ -264,6 +265,7 @@ def _rope_scores_with(rotate_q=True, rotate_k=True, scale="sqrt", layout="interl
                       q_reversed=False):
     """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) with the chosen parts of RoPE."""
     def scores(Q, K, base=10000.0):
+        """Q (..., T, d_k), K (..., S, d_k) -> scores (..., T, S) with the chosen parts of RoPE."""
         T, S, d_k = Q.shape[-2], K.shape[-2], Q.shape[-1]
         b = (10000.0 if base_ignored else base) ** base_power
         q_pos = np.arange(T)[::-1] if q_reversed else np.arange(T) + q_start
@@ -325,7 +327,7 @@ _ROPE_SCORES_MISTAKES = (
 )
 ROPE_SCORES = Exercise("rope_scores", _rope_scores_with(), _rope_scores_cases, _ROPE_SCORES_MISTAKES,
                        axes={"result": ("query", "key")},
-                       sizes=lambda Q, K, base=10000.0: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1]})
+                       sizes=lambda Q, K, base=10000.0: {"T": Q.shape[-2], "S": K.shape[-2], "d_k": Q.shape[-1]}, edges=('T', 'S'))
 
 
 def _offset_closer_look(fn) -> list:

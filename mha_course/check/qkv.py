@@ -99,7 +99,7 @@ PROJECT_QKV = Exercise("project_qkv", _qkv_of, _project_cases, _project_mistakes
     Mistake("the bias tested with `if b:`: an array's truth value is ambiguous (ValueError)",
             "test for a missing bias with `b is not None`: x @ W + b if b is not None else x @ W",
             _bias_tested_as_bool)),
-    outputs=("Q", "K", "V"), axes={n: ("batch", "position", "feature") for n in "QKV"})
+    outputs=("Q", "K", "V"), axes={n: ("batch", "position", "feature") for n in "QKV"}, edges=('B', 'T'))
 
 
 def project_qkv(fn) -> bool:

@@ -15,7 +15,7 @@ reference has, what the learner's numbers need).
 """
 from __future__ import annotations
 
-__all__ = ["SENTENCES", "TWICE_D", "TWICE_D_K", "RENORMALISED_AFTER", "sentence", "fix"]
+__all__ = ["SENTENCES", "TWICE_D", "TWICE_D_K", "RENORMALISED_AFTER", "UNGUARDED_NAN", "UNGUARDED_FIX", "sentence", "fix"]
 
 # a second sentence for a scale of 1/d where 1/sqrt(d) belongs: the same numbers come from scaling twice
 TWICE_D_K = ("the scale 1/√d_k applied twice (once by you, once inside a function that already scales, such as "
@@ -24,6 +24,10 @@ TWICE_D = TWICE_D_K.replace("d_k", "d")
 # a second sentence for NaN on a row with no allowed key: masking after the softmax and renormalising gives it too
 RENORMALISED_AFTER = ("the weights masked after the softmax and renormalised (w * mask / sum): the same weights "
                       "wherever a key is allowed, and 0 / 0 = nan on a row with none")
+# a second slip said with a derived one: NaN where the reference (and the slip alone) gives a number
+UNGUARDED_NAN = ("and NaN where that change alone gives a number: an exp(-inf - (-inf)) or a 0 / 0 left unguarded "
+                 "(a row or column with every entry -inf)")
+UNGUARDED_FIX = "and guard it as the reference does (a row max of -inf read as 0, a zero total as 1)"
 
 # class -> (sentence, fix); the classes of mutants.CATEGORIES and the output-level transformations
 SENTENCES = {
@@ -146,6 +150,8 @@ SENTENCES = {
                             "check the boundary: which index is the last one included"),
     "constant": ("the number {after} where {before} belongs", "use {before}, as in the formula"),
     "axis": ("the {op} over axis {after} where axis {before} belongs", "take the {op} over axis {before}"),
+    "axis-fixed": ("the {op} over axis {to} where the axis passed in ({fixed}) belongs",
+                   "take the {op} over {fixed}, the axis the function is given"),
     "keepdims": ("keepdims switched in the {op}", "keepdims=True keeps the reduced axis for broadcasting"),
     "slice-bound": ("a slice bound off by one", "check where each slice starts and stops (the stop is excluded)"),
     "index": ("an index off by one", "check each index against the formula (positions count from 0)"),
@@ -213,6 +219,7 @@ _PLAIN = {
     "comparison": "a comparison off at the boundary (< for <=, or the reverse)",
     "constant": "a number changed",
     "axis": "an operation over another axis",
+    "axis-fixed": "an operation over a fixed axis where the axis passed in belongs",
     "swapped-arguments": "two arguments (or operands) swapped",
     "reduction": "another reduction (sum, mean, max or min)",
     "rounding": "another rounding (floor, ceil or round)",

@@ -181,7 +181,7 @@ EQUIVALENT = {
     "kv_bytes_per_token": {**_lines("_bytes_ref", (1,), "the four sizes multiply: their order does not matter")},
     "split_heads": {**_lines("split_heads", (0,), ORDER + " (both are argument checks)")},
     "combine_heads": {**_lines("combine_heads", (0,), ORDER + " (both are argument checks)")},
-    "head_queries": {"_head_queries_ref+1 constant: W_q.shape[1] -> W_q.shape[0]":
+    "head_queries": {"_head_queries_ref+2 constant: W_q.shape[1] -> W_q.shape[0]":
                      "W_q is (d_model, d_model), square, in this exercise"},
     "alibi_slopes": {
         **_lines("alibi_slopes", (14,), ALLOC),
@@ -237,9 +237,9 @@ EQUIVALENT = {
         **_lines("_rope_reference>_apply_rope", (0,), ORDER + " (argument checks and the dtype noted first)"),
     },
     "rope_scores": {
-        **_lines("scores", (0, 2, 3, 4, 5, 6, 7, 10, 11, 12), FACTORY),
-        "scores+8 swapped-arguments: np.swapaxes(k, -1, -2) -> np.swapaxes(k, -2, -1)": SWAPAXES,
-        **_lines("scores", (9,), FACTORY + " (softmax=False: the softmax lines never run)"),
+        **_lines("scores", (0, 3, 4, 5, 6, 7, 8, 11, 12, 13), FACTORY),
+        "scores+9 swapped-arguments: np.swapaxes(k, -1, -2) -> np.swapaxes(k, -2, -1)": SWAPAXES,
+        **_lines("scores", (10,), FACTORY + " (softmax=False: the softmax lines never run)"),
         "scores>_apply_rope+19 dropped-call: np.asarray(x) -> x": ASARRAY,
         "scores>_apply_rope+33 swapped-arguments: a * cos - b * sin -> b * sin - a * cos":
             "both Q and K are rotated the same way: each rotated pair changes sign in both, and the scores "

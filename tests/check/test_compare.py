@@ -139,3 +139,18 @@ def test_axes_reordered_through_a_length_one_axis_also_name_a_join_on_another_ax
     w = np.arange(6.0).reshape(1, 3, 2)  # (B, S, d) with B = 1: joined on axis 0, not 2 (kv_append's cache)
     lines = compare.where_and_how(np.transpose(w, (2, 1, 0)), w, ["axis 0", "row", "column"])
     assert any("joined along another axis" in ln for ln in lines), lines
+
+
+def test_has_nan_reads_arrays_tuples_and_scalars():
+    from mha_course.check.compare import has_nan
+    assert has_nan((np.ones(2), np.array([np.nan])))
+    assert has_nan(float("nan")) and not has_nan(np.arange(3)) and not has_nan("text") and not has_nan((1.0, 2))
+
+
+@pytest.mark.parametrize("where, words", [(0, "the first only"), (-1, "the last only")])
+def test_differences_at_one_end_of_an_axis_alone_point_at_a_range(where, words):
+    from mha_course.check.compare import where_and_how
+    want = np.tril(np.ones((5, 5)))
+    got = want.copy()
+    got[where] = 0
+    assert any(words in line for line in where_and_how(got, want, ["query", "key"]))

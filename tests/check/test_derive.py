@@ -353,3 +353,27 @@ def test_a_failing_edge_case_is_said_with_its_note_and_an_ordinary_one_is_not(ca
     assert check.scaled_dot_product_attention(attention) is False
     out = capsys.readouterr().out
     assert "right on every case but “" in out or "wrong on every case described with “" in out, out
+
+
+def _own_softmax_max_over_queries(Q, K, V, mask=None):
+    """A hand-written softmax whose max runs over the queries (axis -2) with no guard for -inf."""
+    s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    e = np.exp(s - s.max(axis=-2, keepdims=True))
+    w = e / e.sum(-1, keepdims=True)
+    return w @ V, w
+
+
+def test_a_slip_inside_a_helper_with_an_unguarded_nan_is_named_with_both(capsys):
+    from mha_course import check
+    assert not check.scaled_dot_product_attention(_own_softmax_max_over_queries)
+    out = capsys.readouterr().out
+    assert "max over axis -2 where the axis passed in" in out and "NaN" in out and "unguarded" in out
+
+
+def test_the_nan_tolerant_pass_never_runs_without_a_nan():
+    from mha_course.check.compare import Outcome, nan_free
+    a, b = np.array([1.0, 2.0]), np.array([1.0, np.nan])
+    assert nan_free(Outcome(a, None, ()), Outcome(b, None, ()))
+    assert not nan_free(Outcome(np.array([3.0, 2.0]), None, ()), Outcome(b, None, ()))
