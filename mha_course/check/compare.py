@@ -380,8 +380,9 @@ def _where_values_differ(g, w, labels) -> list:
     for ax, label in enumerate(labels):
         hit = np.flatnonzero(bad.any(axis=tuple(a for a in range(w.ndim) if a != ax)))
         if len(hit) < w.shape[ax]:
-            out.append(f"differences only at {label} {index_list(hit)} of {w.shape[ax]} (axis {ax})" + _end_only(
-                hit, w.shape[ax]))
+            at = (f"index {index_list(hit)} of {w.shape[ax]} along {label}" if label == f"axis {ax}" else
+                  f"{label} {index_list(hit)} of {w.shape[ax]} (axis {ax})")
+            out.append(f"differences only at {at}" + _end_only(hit, w.shape[ax]))
     return out or [f"{int(bad.sum())} of {bad.size} values differ, spread over every axis"]
 
 
@@ -408,6 +409,11 @@ def _how_values_differ(g, w, labels, factor=None) -> list:
     if flipped:
         return [flipped]
     g, w = num(g), num(w)
+    stand_in = np.isinf(w) & np.isfinite(g) & (np.abs(g) >= 1e4)
+    if stand_in.any() and bool(np.all(np.isfinite(g) | np.isinf(w))):
+        v = float(g[stand_in][0])
+        return [say("a large finite number ({v}) where {inf} belongs: a stand-in such as -1e9 or np.finfo(float).min "
+                    "is not infinity; use {inf} itself", v=f"{v:.4g}", inf="-np.inf" if v < 0 else "np.inf")]
     bad = ~np.isfinite(g) & np.isfinite(w)
     if bad.any():
         return [f"{int(bad.sum())} values are nan or inf where finite values were expected "
@@ -552,7 +558,8 @@ def _reduced(g, w, labels) -> str:
 
 def _unnormalised(g, w, labels) -> str:
     """Weights whose rows summed to 1 (or 0, all masked) and no longer do."""
-    if w.ndim == 0 or w.min() < 0 or not np.all(np.isclose(w.sum(-1), 1) | np.isclose(w.sum(-1), 0)):
+    if w.ndim == 0 or w.min() < 0 or not np.all(np.isclose(w.sum(-1), 1) | np.isclose(w.sum(-1), 0)) or \
+            np.all(np.isin(w, (0, 1))):  # a 0/1 selection matrix is not a softmax's weights
         return ""
     sums = g.sum(-1)[~np.isclose(g.sum(-1), w.sum(-1))]
     return (f"the sums over the {labels[-1]} axis are {sums.min():.6g}..{sums.max():.6g} where they "

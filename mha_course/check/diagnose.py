@@ -7,6 +7,7 @@ the exercise's sizes: sqrt(d_k), 1/h, ...).
 """
 from __future__ import annotations
 
+import inspect
 import re
 from typing import NamedTuple
 
@@ -72,6 +73,7 @@ class _InPart(NamedTuple):
     fix: str
     fn: object
     also: str = ""  # the step's mistake's second sentence, made at that step too
+    derived: bool = False  # a slip derived from the step (its scale), named only where no catalogued one is
 
 
 def part_mistakes(spec) -> tuple:
@@ -83,8 +85,32 @@ def part_mistakes(spec) -> tuple:
             for m in catalogue()[part.exercise].mistakes:
                 out.append(_InPart(f"{part.where}: {m.name}", m.fix, part.wrap(m.fn),
                                    f"{part.where}: {m.also}" if m.also else ""))
+            out += _scale_slips(spec, part, catalogue()[part.exercise].reference)
         return tuple(out)
     return spec.memoised("part-mistakes", build) if spec.parts else ()
+
+
+def _scale_slips(spec, part, step) -> list:
+    """A step whose docstring scales by sqrt(d_k) (the attention), run with the scores divided by another size
+    of the exercise's cases (√d_model, √T, h, ...) where √d_k belongs: a size read from the wrong place."""
+    if "sqrt(d_k)" not in (inspect.getdoc(step) or ""):
+        return []
+    sized = [case_sizes(spec, c.args) for c, _ in spec.expected()]
+    symbols = [k for k in sized[0] if "." not in k and k != "d_k" and all(k in z for z in sized)]
+    out = []
+    for symbol in symbols:
+        for root in (True, False):
+            def fn(*args, _s=symbol, _r=root):
+                x = case_sizes(spec, args)[_s]
+
+                def scaled(Q, K, V, mask=None):
+                    return step(Q * (np.sqrt(Q.shape[-1]) / (np.sqrt(x) if _r else x)), K, V, mask)
+                return part.wrap(scaled)(*args)
+            by = f"√{symbol}" if root else symbol
+            out.append(_InPart(say("{where}: the scores divided by {by} where √d_k belongs", where=part.where, by=by),
+                               say("divide by √d_k, d_k = Q.shape[-1] (the width of each head's queries)"), fn,
+                               derived=True))
+    return out
 
 
 def part_fitting(spec, runs) -> list:
@@ -92,7 +118,8 @@ def part_fitting(spec, runs) -> list:
     outcome on every case: one vocabulary, so a slip in MHA's attention reads as it does in 2.4."""
     if not spec.parts or not any(r.problem for r in runs) or any(r.got.lines and r.got.error is None for r in runs):
         return []
-    return [m for m in part_mistakes(spec) if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
+    fits = [m for m in part_mistakes(spec) if all(same_outcome(spec.outcome(i, m), r.got) for i, r in enumerate(runs))]
+    return [m for m in fits if not m.derived] or fits
 
 
 def explain(spec, runs, run) -> tuple:
@@ -150,12 +177,55 @@ def localise(spec, runs, run) -> list:
         lines += [f"- {name}: {s}" for s in where_and_how(g, w, labels, Factor(spec, runs, name))]
         if g.shape != w.shape and g.ndim:
             lines.append(f"- {name}: " + spelled_shapes(spec, runs, run, name, g.shape, w.shape))
+            lines += [f"- {name}: {s}" for s in _one_for_many(g, w) + _length_gap(spec, runs, name)]
     lines += only_where(spec, runs) + _near_miss([d for r in runs if r.problem and r.got.error is None and not
                                                   r.got.lines for d in differences(r.got.value, r.want, spec.outputs)])
     advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
               else "Every shape is right: compare each step's values with the formula in the notebook.")
     return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
 
+
+
+def _one_for_many(g, w) -> list:
+    """Several numbers where one is expected: which of them (or their sum) is the expected one."""
+    if w.ndim or not g.size or g.size > 16 or g.dtype.kind not in "biuf":
+        return []
+    flat, want = g.ravel().astype(float), float(w)
+    hit = [k for k, v in enumerate(flat) if np.isclose(v, want, rtol=1e-9, atol=0)]
+    if np.isclose(flat.sum(), want, rtol=1e-9, atol=0):
+        return [say("{n} values where one number is expected, and their sum is it: add them up", n=g.size)]
+    if hit:
+        return [say("{n} values where one number is expected, and item {k} of them is it: return that one alone "
+                    "(two results returned together, as a tuple?)", n=g.size, k=hit[0])]
+    return [say("{n} values where one number is expected: two results returned together (a tuple), or a count "
+                "or sum left unreduced?", n=g.size)]
+
+
+def _length_gap(spec, runs, output) -> list:
+    """An axis shorter (or longer) than expected by a size of the case, the same size on every failing case:
+    "12 expected, 8: one d_k fewer", a loop that stops one block early (or runs one late)."""
+    gaps = []
+    for r in runs:
+        if not r.problem or r.got.lines or r.got.error is not None:
+            continue
+        pair = next(((g, w) for nm, g, w in differences(r.got.value, r.want, spec.outputs) if nm == output), None)
+        if pair is None or pair[0].ndim != pair[1].ndim or pair[0].shape == pair[1].shape:
+            return []
+        diff = [b - a for a, b in zip(pair[0].shape, pair[1].shape) if a != b]
+        if len(diff) != 1:
+            return []
+        gaps.append((diff[0], case_sizes(spec, r.case.args)))
+    if not gaps:
+        return []
+    common = set.intersection(*({k for k, v in sizes.items() if v == abs(d) and "." not in k} for d, sizes in gaps))
+    if not common or len({d > 0 for d, _ in gaps}) != 1:
+        return []
+    symbol = min(common, key=len)
+    if gaps[0][0] > 0:
+        return [say("one {symbol} fewer than expected along that axis: a block (a head, a chunk) left out, a loop "
+                    "that stops one early?", symbol=symbol)]
+    return [say("one {symbol} more than expected along that axis: a block counted twice, a loop that runs one "
+                "too far?", symbol=symbol)]
 
 
 def _near_miss(differing) -> list:

@@ -238,6 +238,13 @@ def _attend_with(keep_of):
     return attend
 
 
+def _attend_with_step(step):
+    """x (..., T, d) -> out (..., T, d): causal self-attention with ``step`` as its attention (Q = K = V = x)."""
+    def attend(x):
+        return step(x, x, x, _causal_mask(x.shape[-2]))[0]
+    return attend
+
+
 def _self_attention(scale=None, fill=None, axis=-1, transpose_weights=False, after_softmax=False):
     """A configurable causal self-attention: the reference and its typical wrong twins.
 
@@ -318,7 +325,9 @@ _SELF_ATTENTION_MISTAKES = (
 )
 CAUSAL_SELF_ATTENTION = Exercise("causal_self_attention", _attend_with(_causal_mask), _self_attention_cases,
                                  _SELF_ATTENTION_MISTAKES, axes={"result": ("query", "feature")},
-                                 sizes=lambda x: {"T": x.shape[-2], "d_k": x.shape[-1]}, edges=("T",))
+                                 sizes=lambda x: {"T": x.shape[-2], "d_k": x.shape[-1]}, edges=("T",),
+                                 parts=(Part("scaled_dot_product_attention", _attend_with_step,
+                                             say("in the attention (exercise 2.4's step)")),))
 
 
 def _leak_closer_look(fn) -> list:

@@ -60,6 +60,7 @@ def variants(reference, args, names, dims_of) -> list:
            + _flags(reference, args, names) + _ignored(reference, args, names) + _size_from_array(reference, args, names)
            + _scaled_inputs(reference, args, names, dims_of)
            + _residual(reference, args, names) + _first_item(reference, args, names, dims_of)
+           + _end_left_out(reference, args, names)
            + _ones(reference, args, names) + _batch_merged(reference, args, names))
     return out[:MOST]
 
@@ -248,11 +249,14 @@ def _projection_dropped(reference, args, j, name) -> list:
     for f in _array_fields(first):
         if f.startswith("W") and _square(getattr(first, f)):
             bias = "b" + f[1:]
-            def fn(*a, _j=j, _f=f, _b=bias):
-                p = a[_j]
-                change = {_f: np.eye(getattr(p, _f).shape[-1])} | ({_b: None} if _b in p._fields else {})
-                return reference(*_at(a, _j, p._replace(**change)))
-            out.append(Variant(fn, "projection-dropped", {"which": f"{name}.{f}", "bias": f"{name}.{bias}"}))
+            for keep in (False, True):  # the bias left out with it, or still added (concat + b_o)
+                def fn(*a, _j=j, _f=f, _b=bias, _keep=keep):
+                    p = a[_j]
+                    change = {_f: np.eye(getattr(p, _f).shape[-1])} | (
+                        {_b: None} if _b in p._fields and not _keep else {})
+                    return reference(*_at(a, _j, p._replace(**change)))
+                said = {"which": f"{name}.{f}", "bias": f"{name}.{bias}"}
+                out.append(Variant(fn, "projection-dropped-bias-kept" if keep else "projection-dropped", said))
     return out
 
 
@@ -487,6 +491,26 @@ def _first_item(reference, args, names, dims_of=None) -> list:
         out.append(Variant(fn, "first-item", {"arg": names[j]}))
     return out[:4]
 
+
+
+def _end_left_out(reference, args, names) -> list:
+    """A float array argument with its last (or first) entry along one axis read as 0: a loop or a sum over that
+    axis that stops one early (or starts one late)."""
+    n = min(len(a) for a in args)
+    out = []
+    for j in range(n):
+        if not all(isinstance(a[j], np.ndarray) and a[j].dtype.kind == "f" and a[j].ndim for a in args):
+            continue
+        for ax in range(-min(a[j].ndim for a in args), 0):
+            if not any(a[j].shape[ax] >= 3 for a in args):
+                continue
+            for end, key in ((-1, "last-left-out"), (0, "first-left-out")):
+                def fn(*a, _j=j, _ax=ax, _end=end):
+                    v = np.array(a[_j], copy=True)
+                    np.moveaxis(v, _ax, 0)[_end] = 0.0
+                    return reference(*_at(a, _j, v))
+                out.append(Variant(fn, key, {"arg": names[j], "axis": str(ax)}))
+    return out[:8]
 
 
 def _ones(reference, args, names) -> list:

@@ -122,6 +122,12 @@ SENTENCES = {
                      "add each bias after its matrix product, when it is given: x @ W_q + b_q"),
     "projection-dropped": ("the projection by {which} left out (with its bias {bias}): these are the expected numbers "
                            "with {which} the identity", "apply it: ... @ {which} (+ {bias} when given)"),
+    "projection-dropped-bias-kept": ("the projection by {which} left out, its bias {bias} still added: these are the "
+                                     "expected numbers with {which} the identity", "apply it: ... @ {which} + {bias}"),
+    "last-left-out": ("the last entry of {arg} along axis {axis} left out (as if it were 0): a loop or sum over that "
+                      "axis that stops one early", "run over every index: range(n), not range(n - 1)"),
+    "first-left-out": ("the first entry of {arg} along axis {axis} left out (as if it were 0): a loop or sum over "
+                       "that axis that starts one late", "start at index 0: range(n), not range(1, n)"),
     "input-ones": ("{arg} ignored: these are the expected numbers for {arg} of all ones (is {arg} multiplied in?)",
                    "use {arg}: every entry of the result depends on it"),
     "first-item": ("{arg}[0] used for every item of the batch: these are the expected numbers when every item "
@@ -262,7 +268,10 @@ _PLAIN = {
     "input-added": "an input added to the result",
     "first-item": "the first item's input used for the whole batch",
     "input-ones": "an input ignored (as if all ones)",
+    "last-left-out": "a loop that stops one early (the last entry left out)",
+    "first-left-out": "a loop that starts one late (the first entry left out)",
     "projection-dropped": "a projection (a weight matrix) left out",
+    "projection-dropped-bias-kept": "a projection (a weight matrix) left out, its bias still added",
 }
 
 
@@ -307,6 +316,6 @@ _OUTPUT_CLASSES = frozenset({"scale", "extra-term", "missing-term", "reshaped-la
                              "replaced-input", "transposed-input", "negated-input", "argument-changed",
                              "max-normaliser", "wrong-normaliser", "restricted-keys",
                              "flag-inverted", "flag-ignored", "argument-ignored", "size-from-array", "reshaped-input", "batch-merged",
-                             "bias-dropped", "projection-dropped", "scaled-input",
-                             "input-added", "first-item",
+                             "bias-dropped", "projection-dropped", "projection-dropped-bias-kept", "scaled-input",
+                             "input-added", "first-item", "last-left-out", "first-left-out",
                              "input-ones"})

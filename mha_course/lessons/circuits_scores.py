@@ -219,7 +219,8 @@ def composition_score(W_A, W_B) -> float:
     sa, sb = np.abs(a).max(initial=0.0), np.abs(b).max(initial=0.0)
     if sa == 0 or sb == 0:
         raise ValueError(f"W_{'A' if sa == 0 else 'B'} is zero, so the composition score is undefined")
-    a, b = a / sa, b / sb  # the score does not change with scale; this keeps every norm finite and nonzero
+    if not 1e-50 < min(sa, sb) <= max(sa, sb) < 1e50:  # the score does not change with scale: extreme matrices
+        a, b = a / sa, b / sb  # are rescaled, which keeps every norm (and the product's) finite and nonzero
     return float(np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 

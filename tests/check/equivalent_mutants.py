@@ -114,8 +114,8 @@ EQUIVALENT = {
             "the exercise's weights are (B, h, T, T), 4-d: the (h, T, T) convenience form is not its input",
     },
     "composition_score": {
-        **_lines("composition_score", (11, 14), SCALE_FREE),
-        "composition_score+15 dropped-call: float(np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b)))"
+        **_lines("composition_score", (11, 14, 15), SCALE_FREE),
+        "composition_score+16 dropped-call: float(np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b)))"
         " -> np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(b))":
             "a numpy float64 for a Python float: the same number (np.float64 is a float)",
         "composition_score>_matrix+2 dropped-call: np.asarray(W, dtype=float) -> W": "W is a float array in every case",

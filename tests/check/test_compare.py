@@ -154,3 +154,11 @@ def test_differences_at_one_end_of_an_axis_alone_point_at_a_range(where, words):
     got = want.copy()
     got[where] = 0
     assert any(words in line for line in where_and_how(got, want, ["query", "key"]))
+
+
+def test_differences_on_an_unnamed_axis_are_said_by_index():
+    from mha_course.check.compare import where_and_how
+    want = np.zeros((2, 4, 3))
+    got = want.copy()
+    got[:, 3] = 1.0
+    assert any("index 3 of 4 along axis 1" in line for line in where_and_how(got, want, ["axis 0", "axis 1", "feature"]))

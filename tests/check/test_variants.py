@@ -71,3 +71,29 @@ def test_a_matrix_reshaped_where_it_belongs_transposed_is_named(capsys):
     import mha_course.check as check
     assert check.matmul_backward(lambda a, b, g: (g @ b.reshape(b.shape[1], b.shape[0]), a.T @ g)) is False
     assert "b reshaped where it belongs transposed" in capsys.readouterr().out
+
+
+def test_a_loop_that_stops_one_early_is_said_as_its_last_entry_left_out(capsys):
+    from mha_course import check
+
+    def backward(A, B, grad_Y):
+        grad_B = np.zeros_like(B)
+        for i in range(A.shape[0] - 1):  # one row short
+            grad_B += np.outer(A[i], grad_Y[i])
+        return grad_Y @ B.T, grad_B
+    assert not check.matmul_backward(backward)
+    assert "last entry of a along axis -2 left out" in capsys.readouterr().out
+
+
+def test_an_output_projection_left_out_with_its_bias_still_added_is_named(capsys):
+    import mha_course as mc
+    from mha_course import check
+
+    def mha(x, params, h, mask=None, context=None):
+        p, c = params, (x if context is None else context)
+        lin = lambda a, W, b: a @ W + (0 if b is None else b)  # noqa: E731
+        Q, K, V = (mc.split_heads(lin(t, W, b), h) for t, W, b in ((x, p.W_q, p.b_q), (c, p.W_k, p.b_k), (c, p.W_v, p.b_v)))
+        out, w = mc.scaled_dot_product_attention(Q, K, V, mask)
+        return lin(mc.combine_heads(out), np.eye(x.shape[-1]), p.b_o), w
+    assert not check.multi_head_attention(mha)
+    assert "left out, its bias params.b_o still added" in capsys.readouterr().out
