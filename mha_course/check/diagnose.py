@@ -178,12 +178,45 @@ def localise(spec, runs, run) -> list:
         if g.shape != w.shape and g.ndim:
             lines.append(f"- {name}: " + spelled_shapes(spec, runs, run, name, g.shape, w.shape))
             lines += [f"- {name}: {s}" for s in _one_for_many(g, w) + _length_gap(spec, runs, name)]
+        past = _past_index(spec, runs, name)
+        if past:  # more specific than "the last only": drop that hint
+            hint = say(": the last only (a loop or range that stops one early, or the last handled on its own?)")
+            lines = [ln.replace(hint, "") for ln in lines] + [f"- {name}: {past}"]
     lines += only_where(spec, runs) + _near_miss([d for r in runs if r.problem and r.got.error is None and not
                                                   r.got.lines for d in differences(r.got.value, r.want, spec.outputs)])
     advice = ("Print the shape of each step and compare it with the formula in the notebook." if shape_wrong
               else "Every shape is right: compare each step's values with the formula in the notebook.")
     return ["This is not one of the mistakes I know; here is where your result differs:"] + lines + [advice]
 
+
+
+def _past_index(spec, runs, output) -> str:
+    """Differences exactly at the indices after a whole-number argument's value along one axis, on every failing
+    case (and none where that value is the axis' last index): a slice from it onward where the single index belongs."""
+    found = None
+    for r in runs:
+        if r.got.lines or r.got.error is not None:
+            return ""
+        pair = next(((g, w) for nm, g, w in differences(r.got.value, r.want, spec.outputs) if nm == output), None)
+        ints = {n: v for n, v in zip(arg_names(spec.reference, r.case.args), r.case.args)
+                if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
+        fits = set()
+        for n, v in ints.items():
+            if pair is None:
+                continue
+            g, w = np.asarray(pair[0]), np.asarray(pair[1])
+            if g.shape != w.shape or not w.ndim:
+                return ""
+            bad = ~np.isclose(num(g), num(w), equal_nan=True)
+            fits |= {(n, ax) for ax in range(w.ndim) if 0 <= v < w.shape[ax] - 1 and list(np.flatnonzero(
+                bad.any(axis=tuple(a for a in range(w.ndim) if a != ax)))) == list(range(v + 1, w.shape[ax]))}
+        if r.problem:
+            found = fits if found is None else found & fits
+    if not found:
+        return ""
+    arg, ax = sorted(found)[0]
+    return say("differences only at the indices after {arg} along axis {ax}: a slice [{arg}:] (from {arg} on) "
+               "where the single index [{arg}] belongs?", arg=arg, ax=ax)
 
 
 def _one_for_many(g, w) -> list:

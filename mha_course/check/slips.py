@@ -57,6 +57,11 @@ def other_function(call: ast.Call) -> list:
         else:
             new.func.id = other
         out.append((new, (("from", name), ("to", other))))
+    if name == "norm" and len(call.args) == 1 and not call.keywords:  # a matrix norm other than Frobenius's
+        for ord_, said in ((2, "the spectral norm, ord=2"), ("nuc", "the nuclear norm, ord='nuc'")):
+            new = copy.copy(call)
+            new.keywords = [ast.keyword(arg="ord", value=ast.Constant(ord_))]
+            out.append((new, (("from", "linalg.norm (the Frobenius norm)"), ("to", f"linalg.norm ({said})"))))
     return out
 
 

@@ -18,8 +18,9 @@ TWO_D = "the exercise's arrays are 2-d (as its text states), so axis 0 is axis -
 NO_KEY = ("the shift used only for rows that saw no key (m = -inf): exp(-inf - c) is 0 for any finite c, so any "
           "finite shift gives the same zeros")
 SYMMETRIC = "a symmetric function: its arguments may come in any order"
-SCALE_FREE = ("the score is scale-invariant (a ratio of norms or of eigenvalue sums): the rescaling only guards "
-              "against overflow at |W| > 1e150, and any positive scale, or none, gives the same score")
+SCALE_FREE = ("the score is scale-invariant (a ratio of norms or of eigenvalue sums): the rescaling (or the "
+              "test for it) only guards extreme matrices against overflow and underflow, and any positive "
+              "scale, or none, gives the same score")
 SWAPAXES = "np.swapaxes(a, -1, -2) and np.swapaxes(a, -2, -1) are the same transpose"
 ASARRAY = "the arguments are numpy arrays already (the exercise passes arrays), so np.asarray changes nothing"
 FLOAT_OK = ("a whole float for an int: this exercise's signature does not say -> int, and 64.0 for 64 is a right "

@@ -75,3 +75,13 @@ def test_a_finite_stand_in_for_infinity_is_said_as_such(capsys):
         return np.where(np.isinf(out), np.finfo(np.float64).min, out) if convention == "additive" else out
     assert not check.mask_as(mask_as)
     assert "a large finite number" in capsys.readouterr().out
+
+
+def test_a_slice_from_an_index_on_where_the_index_belongs_is_said_so(capsys):
+    def patched(corrupt, clean, head):
+        out = corrupt.copy()
+        out[:, head:] = clean[:, head:]  # every head from `head` on, not head `head` alone
+        return out
+    assert not check.patched_heads(patched)
+    out = capsys.readouterr().out
+    assert "a slice [head:]" in out and "the last only" not in out

@@ -148,3 +148,11 @@ def test_a_division_by_a_product_and_a_call_closed_too_early_are_regrouped():
     assert "a - b + c" in _texts(slips.regrouped(ast.parse("a - (b + c)", mode="eval").body))
     assert _texts(slips.split_call(ast.parse("np.sqrt(var + eps)", mode="eval").body)) == ["np.sqrt(var) + eps"]
     assert slips.split_call(ast.parse("np.sqrt(var)", mode="eval").body) == []
+
+
+def test_a_frobenius_norm_has_the_spectral_and_nuclear_norms_as_slips():
+    import ast
+    call = ast.parse("np.linalg.norm(a @ b)", mode="eval").body
+    said = [ast.unparse(new) for new, _ in slips.other_function(call)]
+    assert "np.linalg.norm(a @ b, ord=2)" in said and "np.linalg.norm(a @ b, ord='nuc')" in said
+    assert slips.other_function(ast.parse("np.linalg.norm(x, ord=1)", mode="eval").body) == []
