@@ -128,7 +128,7 @@ _SCALE_MISTAKES = (
     Mistake("the sign flipped: -grad / sqrt(d_k)", "dividing by a positive constant keeps the sign: "
             "grad_scores / np.sqrt(d_k)", lambda g, d_k: -g / math.sqrt(d_k)),
 )
-SCALE_BACKWARD = Exercise("scale_backward", _scale_backward, _scale_cases, _SCALE_MISTAKES)
+SCALE_BACKWARD = Exercise("scale_backward", _scale_backward, _scale_cases, _SCALE_MISTAKES, edges=('d_k',))
 
 
 def scale_backward(fn) -> bool:

@@ -194,7 +194,7 @@ COMPOSITION_SCORE = Exercise("composition_score", _composition, _composition_cas
     Mistake("the elementwise product W_A * W_B instead of the matrix product W_A @ W_B", "compose the maps: "
             "W_A @ W_B (what W_A writes, W_B reads)",
             lambda a, b: float(np.linalg.norm(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))),
-))
+), edges=('n', 'm', 'k'))
 
 
 def composition_score(fn) -> bool:
@@ -295,7 +295,7 @@ COPYING_SCORE = Exercise("copying_score", _copying, _copying_cases, (
             lambda W: float(np.linalg.eigvals(W).sum().real / np.sqrt((np.abs(np.linalg.eigvals(W)) ** 2).sum()))),
     Mistake("the diagonal entries used as the eigenvalues: trace(W) / sum(|W_ii|)", "the eigenvalues of a "
             "matrix are not its diagonal: lam = np.linalg.eigvals(W)", lambda W: float(np.trace(W) / np.abs(np.diag(W)).sum())),
-))
+), edges=('n',))
 
 
 def copying_score(fn) -> bool:

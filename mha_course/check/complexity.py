@@ -66,7 +66,7 @@ FLOPS = Exercise("flops", _flops_ref, lambda: [Case(c) for c in ((10, 16), (333,
     Mistake("the projections as 8·T·d_model: d_model not squared (each weight matrix is d_model x d_model)",
             "projections 8·T·d_model²: four matmuls of 2·T·d_model·d_model",
             lambda T, d_model: (8 * T * d_model, attention_flops(T, d_model)))),
-    outputs=("projections", "attention"))
+    outputs=("projections", "attention"), edges=('T',))
 
 
 def flops(fn) -> bool:

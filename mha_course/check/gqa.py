@@ -161,7 +161,7 @@ KV_BYTES_PER_TOKEN = Exercise("kv_bytes_per_token", _bytes_ref, lambda: [Case(c)
     Mistake("the group size g = h / h_kv instead of h_kv: there are h_kv cached heads, each read by g queries",
             _FIX_BYTES, lambda L, h, kv, d, b: 2 * L * (h // kv) * d * b),
     Mistake("h_kv · d_model: every key/value head counted as d_model = h · d_k wide, not d_k",
-            _FIX_BYTES, lambda L, h, kv, d, b: 2 * L * kv * h * d * b)))
+            _FIX_BYTES, lambda L, h, kv, d, b: 2 * L * kv * h * d * b)), edges=('d_k',))
 
 
 def kv_bytes_per_token(fn) -> bool:

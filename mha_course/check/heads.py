@@ -76,7 +76,7 @@ def _split_cases():
 
 
 SPLIT_HEADS = Exercise("split_heads", _split_heads, _split_cases, _SPLIT_MISTAKES,
-                       axes={"result": ("batch", "head", "position", "feature")}, edges=('B', 'T'))
+                       axes={"result": ("batch", "head", "position", "feature")}, edges=('B', 'T', 'h'))
 
 
 def split_heads(fn) -> bool:
@@ -323,7 +323,7 @@ BUG_SOURCE_POSITION = Exercise("bug_source_position", _bug_position_ref, _bug_ca
             lambda i, t, T, h: (i * T + t + 1) // h),
     Mistake("off by one: (i*T + t - 1) // h (the flat row index counts from 0)", _FIX_BUG,
             lambda i, t, T, h: (i * T + t - 1) // h),
-))
+), edges=('T',))
 
 
 def bug_source_position(fn) -> bool:

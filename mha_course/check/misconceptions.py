@@ -160,7 +160,7 @@ WORK_GROWTH = Exercise("work_growth", lambda T, d_model: _work(2 * T, d_model) /
             lambda T, D: (4 * (2 * T) ** 2 * D + 4 * 2 * T * D * D) / (4 * T * T * D + 4 * T * D * D)),
     Mistake("the attention counted as 2·T²·d_model (Q Kᵀ only, not weights · V)",
             "Q Kᵀ and weights · V are 2·T²·d_model each: 4·T²·d_model",
-            lambda T, D: (2 * (2 * T) ** 2 * D + 16 * T * D * D) / (2 * T * T * D + 8 * T * D * D))))
+            lambda T, D: (2 * (2 * T) ** 2 * D + 16 * T * D * D) / (2 * T * T * D + 8 * T * D * D))), edges=('T',))
 
 
 def work_growth(fn) -> bool:

@@ -78,3 +78,13 @@ def test_every_declared_edge_is_a_case_or_already_one(name):
         cut = any(n.startswith(f"{symbol} = 1:") for n in notes)
         has = any(edges.cut_to_one(ex.reference, a, symbol) is None for a in own)
         assert cut or has, (name, symbol)
+
+
+def test_a_cut_that_leaves_an_empty_result_is_not_a_case():
+    def ref(X, W, h, i):
+        """X (T, d_model), W (d_model, d_model) -> Q_i (T, d_k)."""
+        d_k = W.shape[1] // h
+        return X @ W[:, i * d_k:(i + 1) * d_k]
+    ex = engine.Exercise("toy_index", ref, lambda: [engine.Case((np.ones((3, 4)), np.ones((4, 4)), 2, 1))],
+                         edges=("h",), register=False)
+    assert edges.edge_cases(ex, ex.cases(), ex.edges) == []  # head 1 of one head does not exist
