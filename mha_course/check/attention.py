@@ -268,7 +268,7 @@ def scaled_dot_product_attention(fn) -> bool:
 
     >>> import mha_course as mc
     >>> scaled_dot_product_attention(mc.scaled_dot_product_attention)
-    ✔ scaled_dot_product_attention: all 6 cases match
+    ✔ scaled_dot_product_attention: all 8 cases match
     True
 
     Shapes: Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v) -> out (..., T, d_v),

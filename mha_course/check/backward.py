@@ -136,7 +136,7 @@ def scale_backward(fn) -> bool:
 
     >>> import mha_course.backward as bw
     >>> scale_backward(bw.scale_backward)
-    ✔ scale_backward: all 6 cases match
+    ✔ scale_backward: all 7 cases match
     True
     """
     return check_with_closer_look(SCALE_BACKWARD, fn, _scale_closer_look)
@@ -195,7 +195,7 @@ def split_heads_backward(fn) -> bool:
 
     >>> import mha_course.backward as bw
     >>> split_heads_backward(bw.split_heads_backward)
-    ✔ split_heads_backward: all 6 cases match
+    ✔ split_heads_backward: all 8 cases match
     True
     """
     return check_with_closer_look(SPLIT_HEADS_BACKWARD, fn, _split_closer_look)

@@ -201,7 +201,7 @@ def composition_score(fn) -> bool:
     """Check ``fn(W_A (n, m), W_B (m, k)) -> float``: ||W_A W_B||_F / (||W_A||_F ||W_B||_F).
 
     >>> composition_score(lambda a, b: float(np.linalg.norm(a @ b) / np.linalg.norm(a) / np.linalg.norm(b)))
-    ✔ composition_score: all 4 cases match
+    ✔ composition_score: all 7 cases match
     True
     """
     return COMPOSITION_SCORE.check(fn)
@@ -302,7 +302,7 @@ def copying_score(fn) -> bool:
     """Check ``fn(W (n, n)) -> float``: sum(λ) / sum(|λ|) over W's eigenvalues.
 
     >>> copying_score(lambda W: float(np.linalg.eigvals(W).sum().real / np.abs(np.linalg.eigvals(W)).sum()))
-    ✔ copying_score: all 4 cases match
+    ✔ copying_score: all 5 cases match
     True
     """
     return COPYING_SCORE.check(fn)

@@ -73,7 +73,7 @@ def flops(fn) -> bool:
     """Check ``fn(T, d_model) -> (projections, attention)``: the FLOPs of self-attention.
 
     >>> flops(lambda T, d_model: (8 * T * d_model ** 2, 4 * T * T * d_model))
-    ✔ flops: all 4 cases match
+    ✔ flops: all 5 cases match
     True
 
     One multiply-add counts as 2 FLOPs: projections 8·T·d_model², attention 4·T²·d_model.

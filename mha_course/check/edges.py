@@ -63,10 +63,9 @@ def _has_one(reference, args, symbol) -> bool:
 
 
 def _given(case) -> int:
-    """How much of a case is given: its arguments and their fields (biases, a mask) that are not None."""
+    """How much of a parameters argument a case gives: its fields (the biases) that are not None."""
     args = tuple(getattr(case, "args", case))
-    fields = [getattr(a, f) for a in args if hasattr(a, "_fields") for f in a._fields]
-    return sum(v is not None for v in list(args) + fields)
+    return sum(getattr(a, f) is not None for a in args if hasattr(a, "_fields") for f in a._fields)
 
 
 def edge_cases(spec, cases, edges) -> list:
@@ -76,7 +75,7 @@ def edge_cases(spec, cases, edges) -> list:
     for symbol in edges:
         if any(_has_one(spec.reference, tuple(getattr(c, "args", c)), symbol) for c in cases):
             continue  # the exercise's own cases have it
-        for k, case in sorted(enumerate(cases, 1), key=lambda kc: -_given(kc[1])):  # the fullest case first
+        for k, case in sorted(enumerate(cases, 1), key=lambda kc: -_given(kc[1])):  # the case with the most biases first
             args = cut_to_one(spec.reference, tuple(getattr(case, "args", case)), symbol)
             if args is None:
                 continue

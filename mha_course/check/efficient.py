@@ -147,7 +147,7 @@ def online_softmax_update(fn) -> bool:
 
     >>> import mha_course as mc
     >>> online_softmax_update(mc.online_softmax_update)
-    ✔ online_softmax_update: all 7 cases match
+    ✔ online_softmax_update: all 8 cases match
     True
     """
     return ONLINE_SOFTMAX_UPDATE.check(_as_state(fn))
@@ -250,7 +250,7 @@ def tiled_attention(fn) -> bool:
 
     >>> import mha_course as mc
     >>> tiled_attention(lambda Q, K, V, block_size: mc.tiled_attention(Q, K, V, None, block_size))
-    ✔ tiled_attention: all 5 cases match
+    ✔ tiled_attention: all 7 cases match
     True
     """
     return _checked_at_length(TILED_ATTENTION, fn, lambda Q, K, V: fn(Q, K, V, 140),  # 140: two chunks of rows
@@ -459,7 +459,7 @@ def linear_attention(fn) -> bool:
 
     >>> import mha_course as mc
     >>> linear_attention(mc.linear_attention)
-    ✔ linear_attention: all 4 cases match
+    ✔ linear_attention: all 5 cases match
     True
     """
     return _checked_at_length(LINEAR_ATTENTION, fn)

@@ -168,7 +168,7 @@ def kv_bytes_per_token(fn) -> bool:
     """Check ``fn(layers, h, h_kv, d_k, bytes_per_number) -> int``: the bytes the KV cache grows per token.
 
     >>> kv_bytes_per_token(lambda layers, h, h_kv, d_k, b: 2 * layers * h_kv * d_k * b)
-    ✔ kv_bytes_per_token: all 6 cases match
+    ✔ kv_bytes_per_token: all 7 cases match
     True
     """
     return check_with_closer_look(KV_BYTES_PER_TOKEN, fn, _bytes_closer_look)

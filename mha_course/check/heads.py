@@ -84,7 +84,7 @@ def split_heads(fn) -> bool:
 
     >>> import mha_course as mc
     >>> split_heads(mc.split_heads)
-    ✔ split_heads: all 10 cases match
+    ✔ split_heads: all 11 cases match
     True
 
     Cases: ten seeded sizes; B, T, h and d_k all vary.
@@ -269,7 +269,7 @@ def head_queries(fn) -> bool:
     ``split_heads`` (the result equals ``split_heads(X @ W_q, h)[:, i]``).
 
     >>> head_queries(lambda X, W_q, h, i: X @ W_q[:, i * (len(W_q) // h):(i + 1) * (len(W_q) // h)])
-    ✔ head_queries: all 4 cases match
+    ✔ head_queries: all 6 cases match
     True
     """
     full, right = _full_projection(fn) if callable(fn) else (False, False)
@@ -331,7 +331,7 @@ def bug_source_position(fn) -> bool:
     after the buggy ``x.reshape(B, h, T, d_k)``; every head and row for 5 sizes.
 
     >>> bug_source_position(lambda i, t, T, h: (i * T + t) // h)
-    ✔ bug_source_position: all 122 cases match
+    ✔ bug_source_position: all 123 cases match
     True
     """
     return BUG_SOURCE_POSITION.check(fn)

@@ -592,7 +592,7 @@ def cross_attention(fn) -> bool:
     >>> import mha_course as mc
     >>> cross_attention(lambda x, c, W_q, W_k, W_v, keep: mc.scaled_dot_product_attention(
     ...     x @ W_q, c @ W_k, c @ W_v, keep[:, None, :]))
-    ✔ cross_attention: all 4 cases match
+    ✔ cross_attention: all 5 cases match
     True
     """
     return check_with_closer_look(CROSS_ATTENTION, fn, _cross_closer_look)

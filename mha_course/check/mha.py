@@ -191,7 +191,7 @@ def _mha_cases():
 _IN_HEADS = "in each head's attention (exercise 2.4's step)"
 MULTI_HEAD_ATTENTION = Exercise("multi_head_attention", _mha, _mha_cases, _MHA_MISTAKES,
                                 outputs=("out", "weights"), axes=_MHA_AXES,
-                                parts=(Part("scaled_dot_product_attention", lambda k: partial(_mha_attend, k), _IN_HEADS),), edges=('B', 'T', 'S'))
+                                parts=(Part("scaled_dot_product_attention", lambda k: partial(_mha_attend, k), _IN_HEADS),), edges=('B', 'S'))
 
 
 def multi_head_attention(fn) -> bool:
@@ -199,7 +199,7 @@ def multi_head_attention(fn) -> bool:
 
     >>> import mha_course as mc
     >>> multi_head_attention(mc.multi_head_attention)
-    ✔ multi_head_attention: all 5 cases match
+    ✔ multi_head_attention: all 6 cases match
     True
 
     Shapes: x (B, T, d_model), context (B, S, d_model) -> out (B, T, d_model),
@@ -276,7 +276,7 @@ def causal_multi_head_attention(fn) -> bool:
 
     >>> import mha_course as mc
     >>> causal_multi_head_attention(lambda x, p, h: mc.multi_head_attention(x, p, h, mc.causal_mask(x.shape[1])))
-    ✔ causal_multi_head_attention: all 3 cases match
+    ✔ causal_multi_head_attention: all 4 cases match
     True
 
     Shapes: x (B, T, d_model) -> out (B, T, d_model), weights (B, h, T, T), where query t

@@ -168,7 +168,7 @@ def work_growth(fn) -> bool:
     attention) does at 2·T than at T.
 
     >>> work_growth(lambda T, d: (16 * T * T * d + 16 * T * d * d) / (4 * T * T * d + 8 * T * d * d))
-    ✔ work_growth: all 5 cases match
+    ✔ work_growth: all 6 cases match
     True
     """
     return WORK_GROWTH.check(in_natural_types(fn, float))

@@ -353,7 +353,7 @@ def rope_scores(fn) -> bool:
     >>> import mha_course as mc, numpy as np
     >>> rope_scores(lambda Q, K, base=10000.0: mc.apply_rope(Q, np.arange(Q.shape[-2]), base)
     ...             @ np.swapaxes(mc.apply_rope(K, np.arange(K.shape[-2]), base), -1, -2) / np.sqrt(Q.shape[-1]))
-    ✔ rope_scores: all 5 cases match
+    ✔ rope_scores: all 7 cases match
     True
     """
     return check_with_closer_look(ROPE_SCORES, fn, _offset_closer_look)

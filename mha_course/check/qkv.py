@@ -107,7 +107,7 @@ def project_qkv(fn) -> bool:
 
     >>> import mha_course as mc
     >>> project_qkv(lambda x, p: tuple(mc.trace(x, p, h=1)[n] for n in "QKV"))
-    ✔ project_qkv: all 3 cases match
+    ✔ project_qkv: all 4 cases match
     True
 
     Cases: three sizes of B, T and d_model, without and with biases.
