@@ -1,10 +1,11 @@
 """Edge cases derived from an exercise's declared sizes: each size named in ``edges`` made 1.
 
-An exercise that declares ``edges=("T", "S")`` gets, after its own cases, one more case per size:
-the first of its cases whose inputs can be cut to that size 1 (every array axis that the
-reference's docstring shape line names with the symbol, sliced to its first entry; a whole-number
-argument of that name set to 1) and on which the reference runs. A branch a learner wrote for one
-query, one key, one batch item or one head is then tried, whatever the exercise's own cases are.
+An exercise that declares ``edges=("T", "S")`` gets, after its own cases, one more case per size
+that none of its cases has at 1: a case cut to that size 1 (every array axis that the reference's
+docstring shape line names with the symbol, sliced to its first entry; a whole-number argument of
+that name set to 1), taken from the case that gives the most biases (the first of those), on which
+the reference runs and gives a non-empty result. A branch a learner wrote for one query, one key,
+one batch item or one head is then tried, whatever the exercise's own cases are.
 
 >>> import numpy as np
 >>> from mha_course.check.engine import Case, Exercise
@@ -21,6 +22,7 @@ from .language import say
 from .sandbox import arg_names, np, protect
 
 __all__ = ["edge_cases", "cut_to_one"]
+
 
 def _word(symbol) -> str:
     """What one of ``symbol`` is, in the course's words (the symbol itself for another)."""
@@ -69,7 +71,8 @@ def _given(case) -> int:
 
 
 def edge_cases(spec, cases, edges) -> list:
-    """One Case per symbol of ``edges``: the first case cut to that size 1 on which the reference runs."""
+    """One Case per symbol of ``edges`` that no case has at 1: a case cut to that size 1 (the one with the most
+    biases first) on which the reference runs and gives a non-empty result."""
     from .engine import Case
     out = []
     for symbol in edges:
