@@ -21,7 +21,7 @@ from __future__ import annotations
 from .language import say
 from .sandbox import arg_names, np, protect
 
-__all__ = ["edge_cases", "cut_to_one"]
+__all__ = ["edge_cases", "cut_to_one", "given_fields"]
 
 
 def _word(symbol) -> str:
@@ -64,7 +64,7 @@ def _has_one(reference, args, symbol) -> bool:
                for name, v, axes in _axes_of(reference, args, symbol))
 
 
-def _given(case) -> int:
+def given_fields(case) -> int:
     """How much of a parameters argument a case gives: its fields (the biases) that are not None."""
     args = tuple(getattr(case, "args", case))
     return sum(getattr(a, f) is not None for a in args if hasattr(a, "_fields") for f in a._fields)
@@ -78,7 +78,7 @@ def edge_cases(spec, cases, edges) -> list:
     for symbol in edges:
         if any(_has_one(spec.reference, tuple(getattr(c, "args", c)), symbol) for c in cases):
             continue  # the exercise's own cases have it
-        for k, case in sorted(enumerate(cases, 1), key=lambda kc: -_given(kc[1])):  # the case with the most biases first
+        for k, case in sorted(enumerate(cases, 1), key=lambda kc: -given_fields(kc[1])):  # the case with the most biases first
             args = cut_to_one(spec.reference, tuple(getattr(case, "args", case)), symbol)
             if args is None:
                 continue

@@ -1,0 +1,132 @@
+"""Probes (check/probes.py): inputs derived from an exercise's cases, tried once every case matches. Each
+kind refuses a wrong function that only that kind of input shows, and says which input and what it means;
+a right function passes every probe of every checker, and a probe never changes the count of cases."""
+import numpy as np
+import pytest
+
+import mha_course as mc
+from mha_course import check
+from mha_course.check import engine, probes
+
+
+def _verdict(checker, fn, capsys):
+    ok = checker(fn)
+    return ok, capsys.readouterr().out
+
+
+def test_a_result_made_with_an_integer_inputs_dtype_is_refused_on_integer_inputs(capsys):
+    def softmax(x, axis=-1):
+        out = np.empty_like(x)  # an int x truncates the probabilities
+        out[...] = mc.softmax(x, axis)
+        return out
+    ok, out = _verdict(check.softmax, softmax, capsys)
+    assert not ok and "but not integer x" in out and "np.empty_like" in out
+    assert out.count("\n") <= 6  # a few lines
+
+
+def test_a_float_result_for_integer_inputs_is_right_where_the_reference_keeps_integers(capsys):
+    ok, out = _verdict(check.split_heads, lambda x, h: mc.split_heads(x.astype(float), h), capsys)
+    assert ok, out
+
+
+def test_strides_computed_for_c_order_are_refused_on_a_column_major_copy(capsys):
+    def split_heads(x, h):
+        B, T, D = x.shape
+        k, s = D // h, x.itemsize
+        return np.lib.stride_tricks.as_strided(x, (B, h, T, k), (T * D * s, k * s, D * s, s))
+    ok, out = _verdict(check.split_heads, split_heads, capsys)
+    assert not ok and "column-major" in out and "as_strided" in out
+
+
+def test_a_branch_for_a_size_of_one_is_refused_where_the_cases_never_hold_it(capsys):
+    def scaled_dot_product_attention(Q, K, V, mask=None):
+        out, weights = mc.scaled_dot_product_attention(Q, K, V, mask)
+        if Q.shape[-1] == 1:  # "one feature: one number per query" squeezes the output's axis
+            return out[..., 0], weights
+        return out, weights
+    ok, out = _verdict(check.scaled_dot_product_attention, scaled_dot_product_attention, capsys)
+    assert not ok and "but not d_k = 1" in out and "special case for d_k = 1" in out
+
+
+def test_one_test_for_all_the_biases_is_refused_when_one_is_given_alone(capsys):
+    def project_qkv(x, params):
+        p = params
+        if p.b_q is None:  # one flag for all three
+            return x @ p.W_q, x @ p.W_k, x @ p.W_v
+        return x @ p.W_q + p.b_q, x @ p.W_k + p.b_k, x @ p.W_v + p.b_v
+    ok, out = _verdict(check.project_qkv, project_qkv, capsys)
+    assert not ok and "b_q left out (None)" in out and "on its own" in out
+
+
+def test_zeros_taken_for_missing_are_refused(capsys):
+    def kv_append(K_cache, V_cache, K_new, V_new):
+        if not K_new.any():  # "nothing new"
+            return K_cache, V_cache
+        return np.concatenate([K_cache, K_new], axis=2), np.concatenate([V_cache, V_new], axis=2)
+    ok, out = _verdict(check.kv_append, kv_append, capsys)
+    assert not ok and "K_new all zeros" in out
+
+
+def test_no_max_subtraction_is_refused_on_large_scores(capsys):
+    def scaled_dot_product_attention(Q, K, V, mask=None):
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+        e = np.exp(scores) if mask is None else np.where(mask, np.exp(scores), 0.0)  # the max never subtracted
+        total = e.sum(axis=-1, keepdims=True)
+        weights = e / np.where(total == 0, 1, total)
+        return weights @ V, weights
+    ok, out = _verdict(check.scaled_dot_product_attention, scaled_dot_product_attention, capsys)
+    assert not ok and "Q × 1000" in out and "subtract the max" in out
+
+
+def test_a_narrow_integer_dtype_is_refused_on_shifted_integers(capsys):
+    def document_mask(doc_ids, causal=False):
+        return mc.document_mask(doc_ids.astype(np.int16), causal)
+    ok, out = _verdict(check.document_mask, document_mask, capsys)
+    assert not ok and f"doc_ids + {probes.SHIFT}" in out and "int16" in out
+
+
+def test_a_table_of_fixed_length_is_refused_on_a_long_length(capsys):
+    table = mc.sinusoidal_positions(5000, 64)
+    ok, out = _verdict(check.sinusoidal_positions, lambda T, d_model: table[:T, :d_model] if d_model == 64 and T <= 5000
+                       else mc.sinusoidal_positions(min(T, 5000), d_model), capsys)
+    assert not ok and "T = " in out and "max_len" in out
+
+
+def test_fixed_width_integers_are_refused_on_huge_sizes(capsys):
+    ok, out = _verdict(check.score_bytes, lambda B, h, T, bytes_per_number=4: int(np.prod([B, h, T, T, bytes_per_number])),
+                       capsys)
+    assert not ok and "every size × 10**6" in out and "overflow" in out
+
+
+def test_a_cached_result_returned_itself_is_refused_on_a_second_call(capsys):
+    kept = {}
+
+    def causal_mask(T, offset=0, window=None):
+        key = (T, offset, window)
+        if key not in kept:
+            kept[key] = mc.causal_mask(T, offset, window).copy()
+        return kept[key]
+    ok, out = _verdict(check.causal_mask, causal_mask, capsys)
+    assert not ok and "the same call again" in out and "cache" in out
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in engine.catalogue().items() if isinstance(c, engine.Exercise)))
+def test_every_reference_passes_its_own_probes_and_each_probe_is_a_valid_input(name, capsys):
+    exercise = engine.catalogue()[name]
+    ok, out = _verdict(exercise.check, exercise.reference, capsys)
+    assert ok and "but not" not in out, out
+    for p in probes.probes(exercise):
+        assert p.what and p.hint and not (isinstance(p.want, np.ndarray) and p.want.size == 0)
+
+
+def test_a_probe_never_changes_the_count_of_cases(capsys):
+    ok, out = _verdict(check.softmax, mc.softmax, capsys)
+    assert ok and f"all {len(check.catalogue()['softmax'].expected())} cases match" in out
+
+
+def test_the_probes_are_kept_and_forgotten_with_the_cases():
+    exercise = engine.catalogue()["softmax"]
+    assert probes.probes(exercise) is probes.probes(exercise)
+    kept = probes.probes(exercise)
+    exercise.forget()
+    assert probes.probes(exercise) is not kept
