@@ -112,6 +112,7 @@ __all__ = ["Case", "Mistake", "Exercise", "Part", "matches",
            "Returns", "Fresh", "register", "seal", "learner_outcome"]
 
 TIME_LIMIT = 5.0  # seconds for each checked call of a learner's function
+PROBE_LIMIT = 1.0  # seconds for a probe's call (probes.py): one that runs out ends the probing, refusing nothing
 _CATALOGUE: dict = {}
 _SEALED: set = set()  # the course's own checker names (seal)
 _KEPT = (RTOL, ATOL, PRINT_CHARS, PRINT_LINES, report, safe_repr)  # re-exported for checker authors and tests
@@ -194,7 +195,9 @@ class Exercise:
                 return lines
             status, lines = verdict(self.name, fn, self.reference, runs, explained)
             if status == "done":  # every case matches: the probes derived from them (probes.py) may still refuse
-                failed = first_failure(self, fn, lambda args: _call_learner(fn, self.reference, args, printed, self),
+                failed = first_failure(self, lambda args: _call_learner(fn, self.reference, args, printed, self,
+                                                                         min(TIME_LIMIT, PROBE_LIMIT)),
+                                       lambda value, want: _value_problem(self, value, want),
                                        lambda args: describe_call(fn, self.reference, args))
                 status, lines = ("wrong", failed) if failed else (status, lines)
             return finish(self.name, (status, lines), printed, mistake="; ".join(named) or None)
@@ -363,9 +366,10 @@ _TIME_UP_LINE = ("it did not finish within {:g} s (the checker's limit for one c
                  "never ends?")
 
 
-def _call_learner(fn, reference, args, printed, spec=None) -> Outcome:
+def _call_learner(fn, reference, args, printed, spec=None, limit=None) -> Outcome | None:
     """The learner's outcome on one case: time-limited (the call, converting what it returned and
-    describing what it raised), printing captured, purity checked, the exercise's rules applied."""
+    describing what it raised), printing captured, purity checked, the exercise's rules applied.
+    With a ``limit`` of its own (a probe's), a call that runs out of time gives None."""
     mine = copy.deepcopy(args)
     rules = getattr(spec, "rules", ()) or ()
 
@@ -375,9 +379,9 @@ def _call_learner(fn, reference, args, printed, spec=None) -> Outcome:
         broken = [r.message_for(value) if isinstance(r, Returns) else r.message for r in rules
                   if (r.aliased(value, mine) if isinstance(r, Fresh) else r.broken(value, calls))]
         return sandbox.settle(value), broken
-    result = sandbox.guarded(run, TIME_LIMIT, printed, reference)
+    result = sandbox.guarded(run, TIME_LIMIT if limit is None else limit, printed, reference)
     if result.timed_out:
-        return Outcome(lines=(_TIME_UP_LINE.format(TIME_LIMIT),))
+        return None if limit is not None else Outcome(lines=(_TIME_UP_LINE.format(TIME_LIMIT),))
     if result.error is not None:
         if isinstance(result.error, KeyboardInterrupt):
             return Outcome(error=result.error, lines=("it was interrupted (KeyboardInterrupt); the other cases "

@@ -32,7 +32,6 @@ def crossover_loop(d_model):
     (cc.crossover_seq_len, crossover_loop),
     (cc.crossover_seq_len, lambda d_model: 2 * d_model),
     (cc.score_bytes, lambda B, h, T, bytes_per_number=4: B * h * T ** 2 * bytes_per_number),
-    (cc.score_bytes, lambda B, h, T, bytes_per_number=4: int(np.prod([B, h, T, T, bytes_per_number]))),
     (cc.max_seq_len, lambda budget, B, h, b=4: math.isqrt(budget // (B * h * b))),
     (cc.max_seq_len, lambda budget, B, h, b=4: max(T for T in (int(math.sqrt(budget / (B * h * b))) + d
                                                             for d in (-1, 0, 1)) if B * h * b * T * T <= budget)),

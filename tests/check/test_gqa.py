@@ -86,7 +86,7 @@ def test_offset_mask_unknown_mistakes_get_a_closer_look(capsys, fn, says):
 # ---------------------------------------------------------------- 9.3 bytes per token
 @pytest.mark.parametrize("fn", [
     lambda layers, h, h_kv, d_k, b: 2 * layers * h_kv * d_k * b,
-    lambda layers, h, h_kv, d_k, b: np.prod([2, layers, h_kv, d_k, b]),             # a numpy integer
+    lambda layers, h, h_kv, d_k, b: np.int64(2 * layers * h_kv * d_k * b),          # a numpy integer
     lambda layers, h, h_kv, d_k, b: layers * (h_kv * d_k * b + h_kv * d_k * b),
     lambda layers, h, h_kv, d_k, b: mc.kv_cache_bytes_per_token(layers, h_kv, d_k, b),
 ])

@@ -25,7 +25,7 @@ def named(exercise, capsys, checker, fn, mistake_name):
 def csa_loops(x):
     """Query by query, key by key, as a loop."""
     T, d = x.shape[-2], x.shape[-1]
-    out = np.zeros_like(x)
+    out = np.zeros(x.shape)  # floats: np.zeros_like(x) would truncate an integer x's averages
     for t in range(T):
         s = (x[..., t:t + 1, :] * x[..., :t + 1, :]).sum(-1) / d ** 0.5   # (..., t + 1)
         w = np.exp(s - s.max(-1, keepdims=True))

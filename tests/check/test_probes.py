@@ -6,7 +6,7 @@ import pytest
 
 import mha_course as mc
 from mha_course import check
-from mha_course.check import engine, probes
+from mha_course.check import engine, probe_inputs, probes
 
 
 def _verdict(checker, fn, capsys):
@@ -82,7 +82,7 @@ def test_a_narrow_integer_dtype_is_refused_on_shifted_integers(capsys):
     def document_mask(doc_ids, causal=False):
         return mc.document_mask(doc_ids.astype(np.int16), causal)
     ok, out = _verdict(check.document_mask, document_mask, capsys)
-    assert not ok and f"doc_ids + {probes.SHIFT}" in out and "int16" in out
+    assert not ok and f"doc_ids + {probe_inputs.SHIFT}" in out and "int16" in out
 
 
 def test_a_table_of_fixed_length_is_refused_on_a_long_length(capsys):
@@ -95,7 +95,7 @@ def test_a_table_of_fixed_length_is_refused_on_a_long_length(capsys):
 def test_fixed_width_integers_are_refused_on_huge_sizes(capsys):
     ok, out = _verdict(check.score_bytes, lambda B, h, T, bytes_per_number=4: int(np.prod([B, h, T, T, bytes_per_number])),
                        capsys)
-    assert not ok and "every size × 10**6" in out and "overflow" in out
+    assert not ok and "every size × (10**6 + 1)" in out and "overflow" in out
 
 
 def test_a_cached_result_returned_itself_is_refused_on_a_second_call(capsys):
@@ -130,3 +130,78 @@ def test_the_probes_are_kept_and_forgotten_with_the_cases():
     kept = probes.probes(exercise)
     exercise.forget()
     assert probes.probes(exercise) is not kept
+
+
+def test_a_mask_that_blocks_nothing_still_gives_an_array(capsys):
+    def mask_as(mask, convention):
+        if convention == "additive" and mask.all():
+            return 0.0  # "nothing to add"
+        return check.catalogue()["mask_as"].reference(mask, convention)
+    ok, out = _verdict(check.mask_as, mask_as, capsys)
+    assert not ok and "mask all True" in out and "every pattern" in out
+
+
+def test_a_string_compared_with_is_is_refused_on_a_string_built_at_run_time(capsys):
+    reference, additive = check.catalogue()["mask_as"].reference, "additive"
+
+    def mask_as(mask, convention):
+        if convention is additive:  # the mistake: identity where equality belongs
+            return reference(mask, "additive")
+        if convention in ("additive",):
+            raise ValueError("unknown convention")
+        return reference(mask, convention)
+    ok, out = _verdict(check.mask_as, mask_as, capsys)
+    assert not ok and "convention built at run time" in out and "==" in out
+
+
+def test_a_shortcut_for_one_repeated_value_is_refused(capsys):
+    reference = check.catalogue()["document_mask"].reference
+
+    def document_mask(doc_ids, causal=False):
+        if (doc_ids == doc_ids.flat[0]).all():  # "one document: every key allowed", the causal part left out
+            return np.ones(doc_ids.shape + doc_ids.shape[-1:], dtype=bool)
+        return reference(doc_ids, causal)
+    ok, out = _verdict(check.document_mask, document_mask, capsys)
+    assert not ok and "all one value" in out
+
+
+def test_a_result_kept_in_flattened_leading_axes_is_refused_on_an_extra_leading_axis(capsys):
+    reference = check.catalogue()["layer_norm"].reference
+
+    def layer_norm(x, eps=1e-5, gamma=None, beta=None):
+        out = reference(x.reshape(-1, x.shape[-2], x.shape[-1]), eps, gamma, beta)  # to (-1, T, D) ...
+        return out.reshape(x.shape) if x.ndim <= 3 else out  # ... and back only for the cases' shapes
+    ok, out = _verdict(check.layer_norm, layer_norm, capsys)
+    assert not ok and "a leading axis of 2" in out and "reshape back" in out
+
+
+def test_an_identity_test_between_tied_arguments_is_refused(capsys):
+    reference = check.catalogue()["shared_input_backward"].reference
+
+    def shared_input_backward(c, W_k, W_v, grad_K, grad_V):
+        if W_k is W_v:  # "tied: one path"
+            return grad_K @ W_k.T
+        return reference(c, W_k, W_v, grad_K, grad_V)
+    ok, out = _verdict(check.shared_input_backward, shared_input_backward, capsys)
+    assert not ok and "W_v the same array as W_k" in out and "tied weights" in out
+
+
+def test_a_branch_for_one_head_per_column_is_refused_where_h_equals_d_model(capsys):
+    reference = check.catalogue()["head_queries"].reference
+
+    def head_queries(X, W_q, h, i):
+        if W_q.shape[1] == h:  # d_k = 1: the column taken as a vector drops the feature axis
+            return X @ W_q[:, i]
+        return reference(X, W_q, h, i)
+    ok, out = _verdict(check.head_queries, head_queries, capsys)
+    assert not ok and "h = X.shape[-1]" in out and "d_k = 1" in out
+
+
+def test_a_sign_assumed_is_refused_on_negated_values(capsys):
+    def largest_magnitude(x):
+        """x (n,) -> float: the largest |x_i|."""
+        return float(np.abs(x).max())
+    toy = engine.Exercise("toy_magnitude", largest_magnitude, lambda: [engine.Case((np.array([3.0, -1.0, 2.0]),))],
+                          register=False)
+    ok, out = _verdict(toy.check, lambda x: float(x.max()), capsys)
+    assert not ok and "x negated" in out and "np.abs" in out

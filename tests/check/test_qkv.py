@@ -7,8 +7,9 @@ from mha_course import check
 
 def project(x, p):
     Q, K, V = (x @ W for W in (p.W_q, p.W_k, p.W_v))
-    if p.b_q is not None:
-        Q, K, V = Q + p.b_q, K + p.b_k, V + p.b_v
+    Q = Q if p.b_q is None else Q + p.b_q  # each bias on its own: params may give some and not others
+    K = K if p.b_k is None else K + p.b_k
+    V = V if p.b_v is None else V + p.b_v
     return Q, K, V
 
 
