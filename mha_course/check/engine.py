@@ -91,19 +91,19 @@ from . import sandbox
 from .compare import ATOL, NOT_DIAGNOSED, RTOL, Outcome, compare, identical, states_int
 from .diagnose import explain
 from .edges import edge_cases
-from .probes import first_failure
 from .language import say
+from .probes import first_failure
 from .report import (
-                     describe_call,
-                     finish,
-                     fn_name,
-                     forget_results,
-                     is_unfinished,
-                     report,
-                     report_value,
-                     summary,
-                     unfinished_value,
-                     verdict,
+    describe_call,
+    finish,
+    fn_name,
+    forget_results,
+    is_unfinished,
+    report,
+    report_value,
+    summary,
+    unfinished_value,
+    verdict,
 )
 from .sandbox import PRINT_CHARS, PRINT_LINES, CappedText, np, pristine_numpy, quiet_numpy, restore, safe_repr
 

@@ -2,7 +2,6 @@
 learner's words are accepted, every catalogued mistake is named as itself, a stub is not finished."""
 import math
 
-import numpy as np
 import pytest
 
 from mha_course.check import complexity as cc
