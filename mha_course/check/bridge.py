@@ -239,7 +239,12 @@ def _mask_in_torch(fn):
     return _named_like(fn, numpy_fn)
 
 
-TORCH_ATTN_MASK = Exercise("torch_attn_mask", lambda keep: ~keep, _mask_cases, (
+def _attn_mask_ref(keep):
+    """keep (..., T, S) bool, True = may attend -> attn_mask (..., T, S) bool, True = blocked (PyTorch's reading)."""
+    return ~keep
+
+
+TORCH_ATTN_MASK = Exercise("torch_attn_mask", _attn_mask_ref, _mask_cases, (
     Mistake("the keep-mask passed unchanged: nn.MultiheadAttention reads True as blocked, so every query "
             "would attend exactly where it must not (the future leaks)", "return ~keep", lambda keep: keep.copy()),
     Mistake("a float mask of 0s and 1s ((~keep).float() or keep.float()): nn.MultiheadAttention ADDS a float "

@@ -569,6 +569,14 @@ def _unnormalised(g, w, labels) -> str:
 def _how_shapes_differ(g, w, labels) -> list:
     """Axis by axis, how a result of another shape relates to the expected shape."""
     if g.size == w.size and close(g.reshape(w.shape), w):
+        dropped = [a for a in range(w.ndim) if w.shape[a] == 1 and g.shape == w.shape[:a] + w.shape[a + 1:]]
+        if dropped:
+            return [say("the right values with the {axis} axis of length 1 left out (a squeeze, an index [..., 0], or "
+                        "a branch for a size of 1): keep it, {want}", axis=labels[dropped[0]], want=w.shape)]
+        extra = [a for a in range(g.ndim) if g.shape[a] == 1 and w.shape == g.shape[:a] + g.shape[a + 1:]]
+        if extra:
+            return [say("the right values with an extra axis of length 1 at axis {a} (np.stack of one part, a [None], "
+                        "a reshape with a 1): leave it out, {want}", a=extra[0], want=w.shape)]
         merged = [a for a in range(w.ndim - 1) if g.shape == w.shape[:a] + (w.shape[a] * w.shape[a + 1],) + w.shape[a + 2:]]
         if merged:
             a = merged[0]

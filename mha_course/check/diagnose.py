@@ -24,6 +24,7 @@ from .compare import (
 )
 from .derive import also_fitting, candidates, case_sizes, derive
 from .language import say
+from .probe_inputs import at_one_hint
 from .sandbox import arg_names, np, protect, quiet_numpy
 from .symbols import spell_shape
 
@@ -329,8 +330,9 @@ def only_where(spec, runs) -> list:
     notes = [r.case.note.lower() for r in runs]
     for word in _EDGE_WORDS:  # the cases' own words first: "large scores" says more than "S < T"
         if [_has(n, word) for n in notes] == failing:
+            ones = {n.split(" = 1:")[0].strip() for n, f in zip([r.case.note for r in runs], failing) if f and " = 1:" in n}
             hint = say(" Large inputs: does exp overflow (subtract each row's max first), or are large values clipped or capped where the formula keeps them?") if word in (
-                "large", "huge", "overflow") else ""
+                "large", "huge", "overflow") else (" " + at_one_hint(ones.pop()) if len(ones) == 1 else "")
             return ["- " + say("wrong on every case described with “{word}” and right on the others ({n} of {m} "
                                "cases): an edge case your code handles otherwise?", word=word.strip(),
                                n=sum(failing), m=len(runs)) + hint]
@@ -339,15 +341,18 @@ def only_where(spec, runs) -> list:
         has = [f in fs for fs in features]
         if has == failing or (" = " in f and [not x for x in has] == failing):
             condition = f if has == failing else f.replace(" = 1", " > 1").replace(" = ", " ≠ ")
+            one = condition.split(" = ")[0] if condition.endswith(" = 1") else ""
             return ["- " + say("wrong on every case where {condition} and right on the others "
                                "({n} of {m} cases): the mistake shows only there",
-                               condition=condition, n=sum(failing), m=len(runs))]
+                               condition=condition, n=sum(failing), m=len(runs)) + (" " + at_one_hint(one) if one else "")]
     notes = [r.case.note for r in runs if r.problem]
     if all(notes) and sum(failing) <= len(runs) // 2 and all(any(_has(n.lower(), w) for w in _EDGE_WORDS) for n in notes):
         # no feature, but each failing case's own words say it is an edge: a row with no key, a size of 1, ...
+        ones = {n.split(" = 1:")[0] for n in notes if " = 1:" in n}  # the size-1 edges (edges.py)
         return ["- " + say("right on every case but {notes} ({n} of {m} cases): the mistake shows only on such "
                            "input (an edge case your code handles otherwise, or a branch only it takes)",
-                           notes="; ".join(f"“{n}”" for n in notes[:3]), n=sum(failing), m=len(runs))]
+                           notes="; ".join(f"“{n}”" for n in notes[:3]), n=sum(failing), m=len(runs))
+                + (" " + at_one_hint(ones.pop()) if len(ones) == 1 else "")]
     return []
 
 

@@ -490,7 +490,7 @@ def _cross_values_zeroed(x, context, W_q, W_k, W_v, keep):
 
 
 def _cross_reference(x, context, W_q, W_k, W_v, keep):
-    """x (B, T, d_model), context (B, S, d_model), W_q (d_model, d_k), W_v (d_model, d_v) -> out (B, T, d_v), weights (B, T, S)."""
+    """x (B, T, d_model), context (B, S, d_model), W_q (d_model, d_k), W_v (d_model, d_v), keep (B, S) -> out (B, T, d_v), weights (B, T, S)."""  # noqa: E501 -- the shape line is one line
     out, weights = _sdpa(x @ W_q, context @ W_k, context @ W_v, np.asarray(keep, bool)[:, None, :])
     return out, weights
 

@@ -23,14 +23,16 @@ from .edges import cut_to_one
 from .language import say
 from .sandbox import arg_names, np, pristine_numpy, protect, quiet_numpy
 
-__all__ = ["Given", "BUILDERS", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "MAX_SIZE",
+__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "EXTREME", "MAX_SIZE",
            "each_at_one", "each_quotient_at_one", "each_alone", "zeros", "integer", "other_order", "negated",
-           "large", "masks", "integers", "leading_axis", "twins", "strings", "lengths", "huge"]
+           "large", "masks", "integers", "leading_axis", "twins", "flags", "strings", "each_longer", "lengths",
+           "huge"]
 
 SHIFT = 40000  # added to integer arrays (ids, positions) and to lengths: past int16, a max_len of 5000, float16's 2048
 WRAP = 65536  # integer arrays times this: ids that int8, uint8 or int16 wrap onto one another
 HUGE = (10 ** 6 + 1, 10 ** 17 + 1)  # whole-number sizes times these: products past 2**63 (int64), each past 2**53
-LARGE = 1000.0  # the first float array times this: exp of unshifted scores overflows, -1e4 no longer masks
+LARGE = (1e3, 1e6)  # the first float array times these: exp of unshifted scores overflows, -1e4 and -1e9 no longer mask
+EXTREME = (1e200, 1e-200)  # and these where no case holds a mask: a square by hand overflows, or underflows
 MAX_SIZE = 4_000_000  # a probe's result holds at most this many numbers (a length probe is skipped beyond it)
 INVALID = object()  # what :func:`valid` returns for an input that is not one of the exercise's
 
@@ -118,9 +120,11 @@ def _an_index(g, i) -> bool:
                for j in range(len(g.base)) if j != i)
 
 
-def _smallest_hint(symbol):
-    return say("Right for every other {symbol}: a special case for {symbol} = 1 (an if-branch, a squeeze, an index "
-               "that drops the axis) gives this. Fix: one code path for every {symbol}", symbol=symbol)
+def at_one_hint(symbol) -> str:
+    """The one sentence for a mistake that shows only where a size is 1, in every exercise."""
+    return say("Right for every other {symbol}: is there a special case for {symbol} = 1 (an if-branch, a squeeze, "
+               "an index that drops the axis), or a loop or search that assumes at least 2? Fix: one code path for "
+               "every {symbol}", symbol=symbol)
 
 
 def each_at_one(g):
@@ -134,15 +138,15 @@ def each_at_one(g):
         together = start
         for i, (name, v) in enumerate(zip(arg_names(g.reference, start), start)):
             if whole(v) and v > 0 and start is g.base and _an_index(g, i):  # head i = 0, position t = 0
-                yield _put(start, i, 0), say("{name} = {n}", name=name, n=0), _smallest_hint(name), False
+                yield _put(start, i, 0), say("{name} = {n}", name=name, n=0), at_one_hint(name), False
             if whole(v) and v > _divisor(g, i) and name not in symbols:
                 yield _put(start, i, _divisor(g, i)), say("{name} = {n}", name=name, n=_divisor(g, i)), \
-                    _smallest_hint(name), False
+                    at_one_hint(name), False
                 together = _put(together, i, _divisor(g, i))
         for symbol in symbols:
             args = cut_to_one(g.reference, start, symbol)
             if args is not None:
-                yield args, say("{symbol} = 1", symbol=symbol), _smallest_hint(symbol), False
+                yield args, say("{symbol} = 1", symbol=symbol), at_one_hint(symbol), False
                 together = cut_to_one(g.reference, together, symbol) or together
         yield together, say("every size at its smallest"), say(
             "Right when the sizes are larger: a special case for a size of 1 (an if-branch, a squeeze, a 0-d "
@@ -236,7 +240,12 @@ def zeros(g):
 
 def integer(g):
     """Every float array that is not probabilities as integers (all at once: an output made like one input of
-    mixed dtypes is a choice, not a mistake)."""
+    mixed dtypes is a choice, not a mistake), from the base case or, where it holds ±inf, the first finite case."""
+    finite = (lambda args: all(np.isfinite(v).all() for v in args if isinstance(v, np.ndarray) and v.dtype.kind == "f"))
+    start = next((c for c in [g.base] + list(g.cases) if len(c) == len(g.base) and finite(c)), None)
+    if start is None:
+        return
+    g = g._replace(base=start)
     chosen = [(label, read, write) for label, read, write in _arrays(g, fields=False) if _beyond_unit(read(g.base))]
     args = g.base
     for _, read, write in chosen:
@@ -263,7 +272,7 @@ def other_order(g):
 def negated(g):
     """Each float array that is not probabilities negated."""
     for label, read, write in _arrays(g, fields=False):
-        if _beyond_unit(read(g.base)):
+        if _beyond_unit(read(g.base)) and np.isfinite(read(g.base)).all():  # -(-inf) is an input no case holds
             yield write(g.base, -read(g.base)), say("{name} negated", name=label), say(
                 "Negative numbers are ordinary values here: is a sign assumed (the largest value where the largest "
                 "magnitude belongs, M.max() for np.abs(M).max(); a 1 for one entry whatever its sign)? Fix: use "
@@ -271,14 +280,18 @@ def negated(g):
 
 
 def large(g):
-    """The first float array that is not probabilities, LARGE times larger."""
+    """The first float array that is not probabilities LARGE times larger, then each factor of EXTREME where no
+    case holds a mask (so a finite stand-in for -inf is not what they show)."""
+    hint = say("Values this large or this small: is exp taken of unshifted values (it overflows to inf), a finite "
+               "number standing in for -inf (-1e4, -1e9), a square taken by hand (it overflows or underflows), a "
+               "narrow dtype (float16, float32), or a constant (an eps, a clip, a rounding) that matters at this "
+               "scale? Fix: subtract the max before exp, mask with -inf, np.linalg.norm, stay in the inputs' dtype")
+    masked = any(isinstance(v, np.ndarray) and v.dtype == np.bool_ for c in g.cases for v in c)
     for label, read, write in _arrays(g, fields=False)[:1]:
         if _beyond_unit(read(g.base)):
-            yield write(g.base, read(g.base) * LARGE), say("{name} × {k}", name=label, k=f"{LARGE:g}"), say(
-                "Values this large: is exp taken of unshifted values (it overflows to inf), a finite number standing "
-                "in for -inf (-1e4 no longer masks), a narrow dtype (float16, float32), or a constant (an eps, a "
-                "clip) that matters at this scale? Fix: subtract the max before exp, mask with -inf, stay in "
-                "the inputs' dtype"), False
+            for k in LARGE + (() if masked else EXTREME):
+                said = f"{k:g}" if 1e-3 <= k <= 1e4 else f"1e{round(np.log10(k))}"  # 1000, 1e6, 1e-100
+                yield write(g.base, read(g.base) * k), say("{name} × {k}", name=label, k=said), hint, False
 
 
 def masks(g):
@@ -351,6 +364,38 @@ def twins(g):
                     "is W_v) take a shortcut? Fix: one code path, each argument used as itself"), False
 
 
+def flags(g):
+    """Each flag given as numpy's bool (np.True_, np.False_): a truth value that is not the object True."""
+    for i, (name, v) in enumerate(zip(_names(g), g.base)):
+        if isinstance(v, bool):
+            yield _put(g.base, i, np.bool_(v)), say("{name} as np.{value}_", name=name, value=v), say(
+                "A flag may be numpy's bool (a comparison's result): is it tested with `is True` or `== True` "
+                "against a type? Fix: if {name}:", name=name), False
+
+
+def each_longer(g):
+    """Each size of the shape line made longer (max(64, 4 n), the axis's entries repeated): a window, a table or a
+    buffer of fixed length runs out."""
+    from .derive import shape_line
+    dims_of, _ = shape_line(g.reference)
+    for symbol in dict.fromkeys(d for dims in dims_of.values() for d in dims if d.isidentifier()):
+        args, n = g.base, None
+        for i, (name, v) in enumerate(zip(_names(g), g.base)):
+            dims = [d for d in dims_of.get(name, []) if d != "..."]
+            if isinstance(v, np.ndarray) and 0 < len(dims) <= v.ndim and symbol in dims:
+                for j, d in enumerate(dims):
+                    if d == symbol and v.shape[v.ndim - len(dims) + j]:
+                        axis = v.ndim - len(dims) + j
+                        n = max(64, 4 * v.shape[axis])
+                        v = np.take(v, np.arange(n) % v.shape[axis], axis=axis)
+                args = _put(args, i, v)
+        if n is not None:
+            yield args, say("{symbol} = {n} (the entries repeated)", symbol=symbol, n=n), say(
+                "A longer input gives other numbers: is a window, a table or a buffer of fixed length (a sliding "
+                "window of 512, max_len = 5000, a float16 position) standing where the whole length belongs? Fix: "
+                "compute for the length given"), False
+
+
 def strings(g):
     """Each string argument as an equal string built at run time (another object than the literal)."""
     for i, (name, v) in enumerate(zip(_names(g), g.base)):
@@ -360,7 +405,7 @@ def strings(g):
 
 
 def lengths(g):
-    """Each whole-number length SHIFT longer, where the result stays small (it grows slowly with it)."""
+    """Each whole-number argument SHIFT larger (a length, a step, an offset), where the result stays small."""
     hint = say("Integers this large: does a narrow dtype (int8, int16, float16) wrap or round, or a table of a fixed "
                "length (max_len = 5000) run out? Fix: keep the inputs' integers and compute for the lengths asked")
     for i, (name, v) in enumerate(zip(_names(g), g.base)):
@@ -376,8 +421,10 @@ def _grows_slowly(g, i) -> bool:
             value if isinstance(value, tuple) else (value,)) if isinstance(v, (np.ndarray, np.number, int, float)))
     v = g.base[i]
     n1, n2 = size(_put(g.base, i, v + 1)), size(_put(g.base, i, v + 2))
-    if not n1 or not n2 or n2 <= n1:
-        return False  # the result does not grow with it (a count, an index): the huge probe covers numbers
+    if not n1 or not n2:
+        return False
+    if n2 <= n1:
+        return True  # the result does not grow with it (a step t, a count)
     power = np.log(n2 / n1) / np.log((v + 2) / (v + 1))
     return n1 * ((v + SHIFT) / (v + 1)) ** power <= MAX_SIZE
 
@@ -401,6 +448,6 @@ def huge(g):
 
 
 BUILDERS = (each_at_one, each_quotient_at_one, each_alone, zeros, integer, other_order, negated, large, masks,
-            integers, leading_axis, twins, strings, lengths, huge)
+            integers, leading_axis, twins, flags, strings, each_longer, lengths, huge)
 
 protect(globals())

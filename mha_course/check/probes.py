@@ -20,8 +20,9 @@ cases: "all n cases match" counts the exercise's own cases; a probe only refuses
 ...     e = np.exp(x - x.max(axis=-1, keepdims=True))
 ...     return e / e.sum(axis=-1, keepdims=True)
 >>> ex = Exercise("toy", ref, lambda: [Case((np.linspace(-2, 2, 6).reshape(2, 3),))], register=False)
->>> [p.what for p in probes(ex)]
-['n = 1', 'x all zeros', 'integer x', 'x in column-major memory order', 'x negated', 'x × 1000']
+>>> [p.what for p in probes(ex)]  # doctest: +NORMALIZE_WHITESPACE
+['n = 1', 'x all zeros', 'integer x', 'x in column-major memory order', 'x negated', 'x × 1000', 'x × 1e6',
+ 'x × 1e200', 'x × 1e-200', 'n = 64 (the entries repeated)']
 """
 from __future__ import annotations
 
@@ -51,9 +52,9 @@ def probes(spec) -> list:
 
 
 def _fullest(args) -> tuple:
-    """How full a case is: its biases given, its arrays that are not empty, its flags set."""
+    """How full a case is: its biases given, its arrays that are not empty, its flags set, its axes."""
     return (given_fields(args), sum(isinstance(v, np.ndarray) and v.size > 0 for v in args),
-            sum(v is True for v in args))
+            sum(v is True for v in args), sum(np.ndim(v) for v in args if isinstance(v, np.ndarray)))
 
 
 def _bases(cases) -> list:
@@ -90,7 +91,8 @@ def _same_input(a, b) -> bool:
     same strings interned."""
     import sys
     layout = (lambda args: [(v.flags.c_contiguous, [w is v for w in args]) for v in args if isinstance(v, np.ndarray)]
-              + [sys.intern(v) is v for v in args if isinstance(v, str)])  # a string built at run time is another
+              + [sys.intern(v) is v for v in args if isinstance(v, str)]  # a string built at run time is another
+              + [type(v) for v in args if isinstance(v, (bool, np.bool_))])  # and np.True_ another flag than True
     return identical(a, b) and layout(a) == layout(b)
 
 
@@ -135,8 +137,13 @@ def first_failure(spec, call, problem_of, describe) -> list:
 _RESOURCES = (MemoryError, OverflowError, RecursionError)  # a function that runs out of room is not wrong
 
 
+def _casting(error) -> bool:
+    """numpy refusing to write floats into an integer array in place (x /= 2 on an int x): the mistake itself."""
+    return any(c.__name__ == "UFuncTypeError" for c in type(error).__mro__)
+
+
 def _problem(got: Outcome, p: Probe, problem_of) -> list:
-    if got.error is not None and (p.lenient or isinstance(got.error, _RESOURCES)):
+    if got.error is not None and (isinstance(got.error, _RESOURCES) or (p.lenient and not _casting(got.error))):
         return []  # refusing such an input (or torch not promoting integers) is not the mistake looked for
     if got.lines or got.error is not None:
         return list(got.lines) or [repr(got.error)]

@@ -139,7 +139,12 @@ def _no_projection_cases():
 
 
 _FIX_SQRT = "divide x @ xᵀ by np.sqrt(d_model)"
-NO_PROJECTION_WEIGHTS = Exercise("no_projection_weights", lambda x: _sdpa(x, x, x)[1], _no_projection_cases, (
+def _no_projection_ref(x):
+    """x (..., T, d) -> weights (..., T, T): softmax(x xᵀ / √d), the tokens themselves as queries and keys."""
+    return _sdpa(x, x, x)[1]
+
+
+NO_PROJECTION_WEIGHTS = Exercise("no_projection_weights", _no_projection_ref, _no_projection_cases, (
     Mistake("the scores are not divided by √d", _FIX_SQRT, lambda x: sdpa_scaled(lambda Q, K: 1.0, x, x, x)[1]),
     Mistake("the scores are divided by d instead of √d", _FIX_SQRT,
             lambda x: sdpa_scaled(lambda Q, K: 1 / Q.shape[-1], x, x, x)[1],

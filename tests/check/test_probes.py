@@ -205,3 +205,48 @@ def test_a_sign_assumed_is_refused_on_negated_values(capsys):
                           register=False)
     ok, out = _verdict(toy.check, lambda x: float(x.max()), capsys)
     assert not ok and "x negated" in out and "np.abs" in out
+
+
+def test_an_integer_buffer_changed_in_place_is_refused_not_excused(capsys):
+    def project_qkv(x, params):
+        out = []
+        for W, b in ((params.W_q, params.b_q), (params.W_k, params.b_k), (params.W_v, params.b_v)):
+            y = np.zeros_like(x)  # an integer x: x @ W + b cannot be written back into it
+            y[...] = x @ W
+            if b is not None:
+                y += b
+            out.append(y)
+        return tuple(out)
+    ok, out = _verdict(check.project_qkv, project_qkv, capsys)
+    assert not ok and "integer x" in out
+
+
+def test_a_flag_tested_with_is_true_is_refused_on_numpys_bool(capsys):
+    reference = check.catalogue()["param_count"].reference
+    ok, out = _verdict(check.param_count, lambda d_model, h, bias=False: reference(d_model, h, bias is True), capsys)
+    assert not ok and "bias as np.True_" in out and "if bias:" in out
+
+
+def test_a_window_of_fixed_length_is_refused_on_a_longer_sequence(capsys):
+    def causal_self_attention(x):
+        T, d = x.shape[-2:]
+        scores = x @ np.swapaxes(x, -1, -2) / np.sqrt(d)
+        scores = np.where(mc.causal_mask(T, window=16), scores, -np.inf)  # a local-attention window of 16
+        return mc.softmax(scores) @ x
+    ok, out = _verdict(check.causal_self_attention, causal_self_attention, capsys)
+    assert not ok and "T = 64 (the entries repeated)" in out and "fixed length" in out
+
+
+def test_a_square_taken_by_hand_is_refused_at_extreme_magnitudes(capsys):
+    def composition_score(W_A, W_B):
+        norm = (lambda M: np.sqrt((M ** 2).sum()))  # overflows past about 1e154, underflows below 1e-162
+        return float(norm(W_A @ W_B) / (norm(W_A) * norm(W_B)))
+    ok, out = _verdict(check.composition_score, composition_score, capsys)
+    assert not ok and "× 1e200" in out and "by hand" in out
+
+
+def test_a_case_that_fails_only_at_a_size_of_one_says_the_size_one_sentence(capsys):
+    def split_heads(x, h):
+        return x if h == 1 else mc.split_heads(x, h)  # "one head: nothing to split"
+    ok, out = _verdict(check.split_heads, split_heads, capsys)
+    assert not ok and "special case for h = 1" in out
