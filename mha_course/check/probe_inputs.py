@@ -23,7 +23,7 @@ from .edges import cut_to_one
 from .language import say
 from .sandbox import arg_names, np, pristine_numpy, protect, quiet_numpy
 
-__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "EXTREME", "MAX_SIZE",
+__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "MAX_SIZE",
            "each_at_one", "each_quotient_at_one", "each_alone", "zeros", "integer", "other_order", "negated",
            "large", "masks", "integers", "leading_axis", "twins", "flags", "strings", "each_longer", "lengths",
            "huge"]
@@ -31,8 +31,8 @@ __all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "siz
 SHIFT = 40000  # added to integer arrays (ids, positions) and to lengths: past int16, a max_len of 5000, float16's 2048
 WRAP = 65536  # integer arrays times this: ids that int8, uint8 or int16 wrap onto one another
 HUGE = (10 ** 6 + 1, 10 ** 17 + 1)  # whole-number sizes times these: products past 2**63 (int64), each past 2**53
-LARGE = (1e3, 1e6)  # the first float array times these: exp of unshifted scores overflows, -1e4 and -1e9 no longer mask
-EXTREME = (1e200, 1e-200)  # and these where no case holds a mask: a square by hand overflows, or underflows
+LARGE = (1e3,)  # the first float array times these: exp of unshifted scores overflows, -1e4 no longer masks (1e6 would
+# refuse the textbook linear attention, whose exp(x) features underflow to 0 / 0 for strongly negative queries)
 MAX_SIZE = 4_000_000  # a probe's result holds at most this many numbers (a length probe is skipped beyond it)
 INVALID = object()  # what :func:`valid` returns for an input that is not one of the exercise's
 
@@ -229,7 +229,8 @@ def each_alone(g):
 
 def _zeros_hint():
     return say("Zeros are ordinary numbers here: is an array of zeros taken for \"missing\" or \"padding\" (if not "
-               "x.any(), a zero bias dropped)? Fix: test for None or for the shape, never for the values")
+               "x.any(), a zero bias dropped), or divided by its own max or norm (0 / 0)? Fix: test for None or for the "
+               "shape, never for the values, and divide only by what cannot be 0")
 
 
 def zeros(g):
@@ -280,18 +281,16 @@ def negated(g):
 
 
 def large(g):
-    """The first float array that is not probabilities LARGE times larger, then each factor of EXTREME where no
-    case holds a mask (so a finite stand-in for -inf is not what they show)."""
-    hint = say("Values this large or this small: is exp taken of unshifted values (it overflows to inf), a finite "
-               "number standing in for -inf (-1e4, -1e9), a square taken by hand (it overflows or underflows), a "
-               "narrow dtype (float16, float32), or a constant (an eps, a clip, a rounding) that matters at this "
-               "scale? Fix: subtract the max before exp, mask with -inf, np.linalg.norm, stay in the inputs' dtype")
-    masked = any(isinstance(v, np.ndarray) and v.dtype == np.bool_ for c in g.cases for v in c)
+    """The first float array that is not probabilities LARGE times larger (each factor in turn)."""
+    hint = say("Values this large or this small: is exp taken of unshifted values, or shifted by one max for all "
+               "rows (it overflows, or a row underflows to 0 / 0), a finite number standing in for -inf (-1e4, -1e9), "
+               "a square taken by hand, a narrow dtype (float16, float32), or a constant (an eps, a clip, a rounding) "
+               "that matters at this scale? Fix: subtract each row's own max before exp, mask with -inf, "
+               "np.linalg.norm, stay in the inputs' dtype")
     for label, read, write in _arrays(g, fields=False)[:1]:
         if _beyond_unit(read(g.base)):
-            for k in LARGE + (() if masked else EXTREME):
-                said = f"{k:g}" if 1e-3 <= k <= 1e4 else f"1e{round(np.log10(k))}"  # 1000, 1e6, 1e-100
-                yield write(g.base, read(g.base) * k), say("{name} × {k}", name=label, k=said), hint, False
+            for k in LARGE:
+                yield write(g.base, read(g.base) * k), say("{name} × {k}", name=label, k=f"{k:g}"), hint, False
 
 
 def masks(g):
@@ -347,9 +346,10 @@ def leading_axis(g):
             args, changed = _put(args, i, np.stack([v, v[..., ::-1]])), changed + [name]
     if changed:
         yield args, say("a leading axis of 2 on {names}", names=", ".join(changed)), say(
-            "The shape line's \"...\" is any number of leading axes: is the input reshaped to fixed axes "
-            "(reshape(-1, T, d)) and the result not reshaped back? Fix: keep x.shape[:-2] and reshape back to it (or "
-            "index only the last axes)"), False
+            "The shape line's \"...\" is any number of leading axes: is an axis counted from the front (axis=1, "
+            "x.shape[2]) where it is counted from the end (axis=-1, x.shape[-1]), or the input reshaped to fixed axes "
+            "(reshape(-1, T, d)) and the result not reshaped back? Fix: count the axes from the end, or reshape back "
+            "to x.shape[:-2]"), False
 
 
 def twins(g):
