@@ -234,7 +234,12 @@ _MATMUL_MISTAKES = (
     Mistake("both gradients negated: the minus sign belongs to the update step, not to the gradient",
             "grad_a = grad_out @ b.T, grad_b = a.T @ grad_out (no minus)", lambda a, b, g: (-(g @ b.T), -(a.T @ g))),
 )
-MATMUL_BACKWARD = Exercise("matmul_backward", lambda a, b, g: _matmul_backward(a, b, g), _matmul_cases,
+def _matmul_ref(a, b, g):
+    """a (N, K), b (K, M), g (N, M) -> grad_a (N, K), grad_b (K, M): the backward of a @ b."""
+    return _matmul_backward(a, b, g)
+
+
+MATMUL_BACKWARD = Exercise("matmul_backward", _matmul_ref, _matmul_cases,
                            _MATMUL_MISTAKES, outputs=("grad_a", "grad_b"))
 
 

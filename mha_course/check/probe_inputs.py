@@ -1,7 +1,7 @@
 """The inputs the probes try (check/probes.py), each a change of one of the exercise's cases.
 
 Each builder takes a :class:`Given` (the exercise, the case changed, all cases) and yields
-``(args, what, hint, lenient)``: the changed arguments, what was changed in the exercise's names,
+``(args, what, hint, lenient)`` (and a fifth, True, where the values are compared relative to their size): the changed arguments, what was changed in the exercise's names,
 what such a difference means and how to fix it (one sentence per kind of input, the same in every
 exercise), and whether only wrong values refuse (integer inputs: a float result of the same values is
 right, and an error is the function refusing that input, not a wrong result).
@@ -23,7 +23,7 @@ from .edges import cut_to_one
 from .language import say
 from .sandbox import arg_names, np, pristine_numpy, protect, quiet_numpy
 
-__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "MAX_SIZE",
+__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "SMALL", "MAX_SIZE",
            "each_at_one", "each_quotient_at_one", "each_alone", "zeros", "integer", "other_order", "negated",
            "large", "masks", "integers", "leading_axis", "twins", "flags", "strings", "each_longer", "lengths",
            "huge"]
@@ -33,6 +33,7 @@ WRAP = 65536  # integer arrays times this: ids that int8, uint8 or int16 wrap on
 HUGE = (10 ** 6 + 1, 10 ** 17 + 1)  # whole-number sizes times these: products past 2**63 (int64), each past 2**53
 LARGE = (1e3,)  # the first float array times these: exp of unshifted scores overflows, -1e4 no longer masks (1e6 would
 # refuse the textbook linear attention, whose exp(x) features underflow to 0 / 0 for strongly negative queries)
+SMALL = (1e-6,)  # and these: a rounding to fixed decimals, an eps or a clip that the formula has not, shows
 MAX_SIZE = 4_000_000  # a probe's result holds at most this many numbers (a length probe is skipped beyond it)
 INVALID = object()  # what :func:`valid` returns for an input that is not one of the exercise's
 
@@ -281,7 +282,7 @@ def negated(g):
 
 
 def large(g):
-    """The first float array that is not probabilities LARGE times larger (each factor in turn)."""
+    """The first float array that is not probabilities LARGE times larger, then SMALL times (each factor in turn)."""
     hint = say("Values this large or this small: is exp taken of unshifted values, or shifted by one max for all "
                "rows (it overflows, or a row underflows to 0 / 0), a finite number standing in for -inf (-1e4, -1e9), "
                "a square taken by hand, a narrow dtype (float16, float32), or a constant (an eps, a clip, a rounding) "
@@ -289,8 +290,9 @@ def large(g):
                "np.linalg.norm, stay in the inputs' dtype")
     for label, read, write in _arrays(g, fields=False)[:1]:
         if _beyond_unit(read(g.base)):
-            for k in LARGE:
-                yield write(g.base, read(g.base) * k), say("{name} × {k}", name=label, k=f"{k:g}"), hint, False
+            for k in LARGE + SMALL:
+                said = f"{k:g}".replace("e-0", "e-")
+                yield write(g.base, read(g.base) * k), say("{name} × {k}", name=label, k=said), hint, False, k < 1
 
 
 def masks(g):

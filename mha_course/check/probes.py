@@ -22,7 +22,7 @@ cases: "all n cases match" counts the exercise's own cases; a probe only refuses
 >>> ex = Exercise("toy", ref, lambda: [Case((np.linspace(-2, 2, 6).reshape(2, 3),))], register=False)
 >>> [p.what for p in probes(ex)]  # doctest: +NORMALIZE_WHITESPACE
 ['n = 1', 'x all zeros', 'integer x', 'x in column-major memory order', 'x negated', 'x × 1000',
- 'n = 64 (the entries repeated)']
+ 'x × 1e-6', 'n = 64 (the entries repeated)']
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Probe(NamedTuple):
     what: str
     hint: str
     lenient: bool = False  # only wrong values refuse: a float result of the same values and an error are accepted
+    relative: bool = False  # compared relative to the expected values' size (tiny results: the tolerance is absolute)
 
 
 def probes(spec) -> list:
@@ -71,13 +72,13 @@ def _build(spec) -> list:
     keeps, out = relations(cases), []
     finite = not any(_has_inf(want) for _, want in spec.expected())
     for build, given in ((b, Given(spec.reference, base, cases)) for base in _bases(cases) for b in BUILDERS):
-        for args, what, hint, lenient in build(given):
+        for args, what, hint, lenient, *relative in build(given):
             if any(_same_input(args, c) for c in cases) or any(_same_input(args, p.args) for p in out) \
                     or not keeps(args):
                 continue
             want = valid(spec.reference, args, finite)
             if want is not INVALID:
-                out.append(Probe(args, want, what, hint, lenient))
+                out.append(Probe(args, want, what, hint, lenient, bool(relative and relative[0])))
     return out
 
 
@@ -148,10 +149,27 @@ def _problem(got: Outcome, p: Probe, problem_of) -> list:
     if got.lines or got.error is not None:
         return list(got.lines) or [repr(got.error)]
     value, want = got.value, p.want
+    if p.relative:
+        value, want = _rescaled(value, want)
     if p.lenient and isinstance(want, np.ndarray) and want.dtype.kind in "iu":
         want = want.astype(float)
         value = np.asarray(value, dtype=float) if isinstance(value, np.ndarray) and value.dtype.kind in "iuf" else value
     return problem_of(value, want)
+
+
+def _rescaled(value, want):
+    """``value`` and ``want`` divided by the largest magnitude in ``want`` (each output of a tuple by its own)."""
+    if isinstance(want, tuple) and isinstance(value, tuple) and len(value) == len(want):
+        return tuple(zip(*(_rescaled(v, w) for v, w in zip(value, want)))) or (value, want)
+    w = np.asarray(want) if isinstance(want, (np.ndarray, float, np.floating)) else None
+    if w is None or w.dtype.kind != "f" or not np.isfinite(w).all() or not np.abs(w).max() > 0:
+        return value, want
+    s = float(np.abs(w).max())
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        return value / s, want / s
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return float(value) / s, want / s
+    return value, want  # another kind of value: compared as it is, and said as such
 
 
 def _said(spec, what, hint, call_text, problem) -> list:

@@ -255,3 +255,9 @@ def test_a_case_that_fails_only_at_a_size_of_one_says_the_size_one_sentence(caps
         return x if h == 1 else mc.split_heads(x, h)  # "one head: nothing to split"
     ok, out = _verdict(check.split_heads, split_heads, capsys)
     assert not ok and "special case for h = 1" in out
+
+
+def test_a_result_rounded_to_fixed_decimals_is_refused_on_small_values(capsys):
+    reference = check.catalogue()["scale_backward"].reference
+    ok, out = _verdict(check.scale_backward, lambda grad_scaled, d_k: np.round(reference(grad_scaled, d_k), 8), capsys)
+    assert not ok and "× 1e-6" in out and "rounding" in out
