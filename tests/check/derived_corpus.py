@@ -111,7 +111,7 @@ CORPUS = [
     ("shared_input_backward", lambda c, W_k, W_v, gK, gV: gK @ W_k.T, ["left out", "only the k path"]),
     ("softmax_backward", lambda weights, grad_weights: np.array(grad_weights), ["argument grad_weights, unchanged"]),
     ("shared_input_backward", lambda c, W_k, W_v, gK, gV: np.abs(gK @ W_k.T + gV @ W_v.T), ["absolute"]),
-    ("matmul_backward", lambda a, b, g: (g @ b.T, a.T @ g / a.shape[0]), ["shape[0]"]),
+    ("matmul_backward", lambda a, b, g: (g @ b.T, a.T @ g / a.shape[0]), ["shape[0]", "1/n "]),
     # 09
     ("offset_causal_mask", lambda T, o: np.arange(o + T)[None, :] <= o + 1 + np.arange(T)[:, None],
      ["offset + 1", "boundary"]),
