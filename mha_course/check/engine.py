@@ -9,11 +9,16 @@ Every checker of ``mha_course.check`` is an :class:`Exercise` (a function to che
   ``Looks like: <mistake>. Fix: <fix>`` when the learner's results equal a catalogued mistake's
   on **every** case, and otherwise where the difference lies (which output, axis, heads, rows or
   columns) and how (scaled, shifted, permuted, averaged, transposed).
+- ``✘ name: all N cases match, but not <input>``: right on every case, wrong on a probe, an input
+  derived from the cases that a right function treats like any other (a size of 1, one bias alone,
+  integer or column-major copies, a longer sequence, huge sizes, a second call; see probes.py),
+  with what that kind of difference means.
 - ``⋯ name: not finished yet — <what to do>``: the function raised ``NotImplementedError`` or the
   value is ``...``/``NotImplemented`` (a stub). Never raises, so a student copy runs top to bottom.
 
-Each learner call runs under a time limit of ``TIME_LIMIT`` seconds (``signal.setitimer`` in the
-main thread, as in a Jupyter kernel; a waiting thread elsewhere), its printing is captured and at
+Each learner call runs under a time limit of ``TIME_LIMIT`` seconds (a probe's under ``PROBE_LIMIT``:
+one that runs out ends the probing and refuses nothing; ``signal.setitimer`` in the main thread, as in
+a Jupyter kernel; a waiting thread elsewhere), its printing is captured and at
 most ``PRINT_LINES`` lines are shown, its exceptions are reported (even one whose ``__str__``
 raises), and each checker's latest result is kept for :func:`summary`.
 
@@ -200,6 +205,7 @@ class Exercise:
                                        lambda value, want: _value_problem(self, value, want),
                                        lambda args: describe_call(fn, self.reference, args))
                 status, lines = ("wrong", failed) if failed else (status, lines)
+                named += [failed[0].strip()] if failed else []  # the hub's progress says which input
             return finish(self.name, (status, lines), printed, mistake="; ".join(named) or None)
 
     def recognise(self, fn) -> list:

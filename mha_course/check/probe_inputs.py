@@ -130,7 +130,8 @@ def at_one_hint(symbol) -> str:
 
 def each_at_one(g):
     """Each size of the shape line cut to 1, each index at 0 and each whole-number argument at its smallest (1,
-    or the divisor every case keeps), from the base case and, for a function of numbers only, from every case; then all at once."""
+    or the divisor every case keeps), from the base case and, for a function of numbers only, from its first
+    cases too; then all of them at once."""
     from .derive import shape_line
     dims_of, _ = shape_line(g.reference)
     symbols = list(dict.fromkeys([d for dims in dims_of.values() for d in dims if d.isidentifier()]))
@@ -150,8 +151,8 @@ def each_at_one(g):
                 yield args, say("{symbol} = 1", symbol=symbol), at_one_hint(symbol), False
                 together = cut_to_one(g.reference, together, symbol) or together
         yield together, say("every size at its smallest"), say(
-            "Right when the sizes are larger: a special case for a size of 1 (an if-branch, a squeeze, a 0-d "
-            "result) gives this. Fix: one code path for every size"), False
+            "Right when the sizes are larger: is there a special case for a size of 1 (an if-branch, a squeeze, a "
+            "0-d result)? Fix: one code path for every size"), False
 
 
 def sizes_of(args) -> dict:
@@ -166,9 +167,9 @@ def sizes_of(args) -> dict:
 
 
 def relations(cases):
-    """What every case keeps, as a test of a probe's arguments: each whole-number argument a multiple of its common
-    divisor over the cases (d_model even), each whole-number argument a divisor of another size where every case has it so (h of
-    d_model, h_kv of h), and arrays of one shape in every case of one shape still."""
+    """What every case keeps, as a test of a probe's arguments: each whole-number argument a multiple of its
+    common divisor over the cases (d_model even), each whole-number argument a divisor of another size where every
+    case has it so (h of d_model, h_kv of h), and arrays of one shape in every case of one shape still."""
     import math
     sizes = [sizes_of(a) for a in cases]
     keys = set.intersection(*(set(s) for s in sizes))
