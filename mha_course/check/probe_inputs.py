@@ -121,11 +121,11 @@ def _an_index(g, i) -> bool:
                for j in range(len(g.base)) if j != i)
 
 
-def at_one_hint(symbol) -> str:
-    """The one sentence for a mistake that shows only where a size is 1, in every exercise."""
-    return say("Right for every other {symbol}: is there a special case for {symbol} = 1 (an if-branch, a squeeze, "
-               "an index that drops the axis), or a loop or search that assumes at least 2? Fix: one code path for "
-               "every {symbol}", symbol=symbol)
+def at_one_hint(symbol, n=1) -> str:
+    """The one sentence for a mistake that shows only where a size is at its smallest (1), in every exercise."""
+    return say("Right for every other {symbol}: is there a special case for {symbol} = {n} (an if-branch, a squeeze, "
+               "an index that drops the axis), or a loop or search that assumes more? Fix: one code path for "
+               "every {symbol}", symbol=symbol, n=n)
 
 
 def each_at_one(g):
@@ -140,10 +140,10 @@ def each_at_one(g):
         together = start
         for i, (name, v) in enumerate(zip(arg_names(g.reference, start), start)):
             if whole(v) and v > 0 and start is g.base and _an_index(g, i):  # head i = 0, position t = 0
-                yield _put(start, i, 0), say("{name} = {n}", name=name, n=0), at_one_hint(name), False
+                yield _put(start, i, 0), say("{name} = {n}", name=name, n=0), at_one_hint(name, 0), False
             if whole(v) and v > _divisor(g, i) and name not in symbols:
                 yield _put(start, i, _divisor(g, i)), say("{name} = {n}", name=name, n=_divisor(g, i)), \
-                    at_one_hint(name), False
+                    at_one_hint(name, _divisor(g, i)), False
                 together = _put(together, i, _divisor(g, i))
         for symbol in symbols:
             args = cut_to_one(g.reference, start, symbol)
