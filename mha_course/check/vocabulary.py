@@ -72,9 +72,11 @@ SENTENCES = {
                      "build it from the start of the axis: np.arange(S) < length keeps the first length entries"),
     "repeated": ("{output} has {how} along its {axis} axis (twice the expected length)",
                  "one entry per pair: step by 2 (np.arange(0, d, 2)) or take half the length"),
-    "non-finite": ("{output} has nan or inf where the expected values are finite: a 0 / 0 (a row that sees no key) "
-                   "or an overflow (exp of a large number)",
-                   "subtract the row's maximum before exp, and give a row with no key (a sum of 0) the value 0"),
+    "non-finite": ("{output} has nan or inf where the expected values are finite: a 0 / 0 or a division by 0 (a "
+                   "sum or a count that is 0, a row that sees no key, an int() of a fraction) or an overflow (exp of "
+                   "a large number, a fixed-width integer)",
+                   "find the step that divides by 0 or overflows: in a softmax, subtract the row's maximum before "
+                   "exp and give a row with no key (a sum of 0) the value 0; elsewhere keep the divisor as given"),
     "additive-mask": ("an additive mask (0 where the expected mask is True, -inf where it is False) where a "
                       "boolean mask is expected",
                       "return the boolean mask (True = may attend); the additive form is np.where(mask, 0.0, -np.inf)"),
