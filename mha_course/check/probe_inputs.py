@@ -23,9 +23,9 @@ from .edges import cut_to_one
 from .language import say
 from .sandbox import arg_names, np, pristine_numpy, protect, quiet_numpy
 
-__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "SMALL", "MAX_SIZE",
+__all__ = ["Given", "BUILDERS", "at_one_hint", "INVALID", "valid", "whole", "sizes_of", "relations", "SHIFT", "WRAP", "HUGE", "LARGE", "SMALL", "MAX_SIZE", "LONGER",
            "each_at_one", "each_quotient_at_one", "each_alone", "zeros", "integer", "other_order", "negated",
-           "large", "masks", "integers", "leading_axis", "twins", "flags", "strings", "each_longer", "lengths",
+           "large", "masks", "integers", "leading_axis", "twins", "rectangular", "flags", "strings", "each_longer", "lengths",
            "huge"]
 
 SHIFT = 40000  # added to integer arrays (ids, positions) and to lengths: past int16, a max_len of 5000, float16's 2048
@@ -34,7 +34,8 @@ HUGE = (10 ** 6 + 1, 10 ** 17 + 1)  # whole-number sizes times these: products p
 LARGE = (1e3,)  # the first float array times these: exp of unshifted scores overflows, -1e4 no longer masks (1e6 would
 # refuse the textbook linear attention, whose exp(x) features underflow to 0 / 0 for strongly negative queries)
 SMALL = (1e-6,)  # and these: a rounding to fixed decimals, an eps or a clip that the formula has not, shows
-MAX_SIZE = 4_000_000  # a probe's result holds at most this many numbers (a length probe is skipped beyond it)
+MAX_SIZE = 5_000_000  # a probe's result holds at most this many numbers (a length probe is skipped beyond it)
+LONGER = (600, 2100)  # whole-number lengths tried: past a table of 512, int8's 127 and float16's 2048
 INVALID = object()  # what :func:`valid` returns for an input that is not one of the exercise's
 
 
@@ -367,6 +368,24 @@ def twins(g):
                     "is W_v) take a shortcut? Fix: one code path, each argument used as itself"), False
 
 
+def rectangular(g):
+    """Each square float matrix argument (a weight, n × n in every case, not square by its shape line) made n × 2n,
+    its columns repeated reversed: a width read from the input where the matrix's own output width belongs shows."""
+    from .derive import shape_line
+    dims_of, _ = shape_line(g.reference)
+    for i, (name, v) in enumerate(zip(_names(g), g.base)):
+        dims = dims_of.get(name, [])
+        if len(dims) == 2 and dims[0] == dims[1]:
+            continue  # square by its shape line: W_q (d_model, d_model)
+        if isinstance(v, np.ndarray) and v.ndim == 2 and v.dtype.kind == "f" and v.shape[0] == v.shape[1] > 1 and all(
+                np.ndim(c[i]) == 2 and np.shape(c[i])[0] == np.shape(c[i])[1] for c in g.cases if len(c) == len(g.base)):
+            yield _put(g.base, i, np.concatenate([v, v[:, ::-1]], axis=1)), say(
+                "{name} not square ({n} × {m})", name=name, n=v.shape[0], m=2 * v.shape[0]), say(
+                "A matrix that is not square gives other numbers: is a width read from the input (X.shape[-1]) where "
+                "the matrix's own (W.shape[1]) belongs, or the matrix transposed somewhere? Fix: take each size "
+                "from the array it belongs to"), False
+
+
 def flags(g):
     """Each flag given as numpy's bool (np.True_, np.False_): a truth value that is not the object True."""
     for i, (name, v) in enumerate(zip(_names(g), g.base)):
@@ -408,16 +427,19 @@ def strings(g):
 
 
 def lengths(g):
-    """Each whole-number argument SHIFT larger (a length, a step, an offset), where the result stays small."""
+    """Each whole-number argument made LONGER (past a table of 512, int8's 127, float16's 2048) and SHIFT larger (a
+    length, a step, an offset), each where the result stays small."""
     hint = say("Integers this large: does a narrow dtype (int8, int16, float16) wrap or round, or a table of a fixed "
                "length (max_len = 5000) run out? Fix: keep the inputs' integers and compute for the lengths asked")
     for i, (name, v) in enumerate(zip(_names(g), g.base)):
-        if whole(v) and v >= 0 and _grows_slowly(g, i):
-            yield _put(g.base, i, v + SHIFT), say("{name} = {n}", name=name, n=v + SHIFT), hint, False
+        if whole(v) and v >= 0:
+            for n in [n for n in LONGER if n > v] + [v + SHIFT]:
+                if _grows_slowly(g, i, n):
+                    yield _put(g.base, i, n), say("{name} = {n}", name=name, n=n), hint, False
 
 
-def _grows_slowly(g, i) -> bool:
-    """The result at base[i] + SHIFT holds at most MAX_SIZE numbers, judged from its growth from base[i] + 1 to + 2."""
+def _grows_slowly(g, i, target) -> bool:
+    """The result at base[i] = target holds at most MAX_SIZE numbers, judged from its growth from base[i] + 1 to + 2."""
     def size(args):
         value = valid(g.reference, args)
         return None if value is INVALID else sum(np.asarray(v).size for v in (
@@ -429,7 +451,7 @@ def _grows_slowly(g, i) -> bool:
     if n2 <= n1:
         return True  # the result does not grow with it (a step t, a count)
     power = np.log(n2 / n1) / np.log((v + 2) / (v + 1))
-    return n1 * ((v + SHIFT) / (v + 1)) ** power <= MAX_SIZE
+    return n1 * ((target + 1) / (v + 1)) ** power <= MAX_SIZE
 
 
 def huge(g):
@@ -451,6 +473,6 @@ def huge(g):
 
 
 BUILDERS = (each_at_one, each_quotient_at_one, each_alone, zeros, integer, other_order, negated, large, masks,
-            integers, leading_axis, twins, flags, strings, each_longer, lengths, huge)
+            integers, leading_axis, twins, rectangular, flags, strings, each_longer, lengths, huge)
 
 protect(globals())

@@ -261,3 +261,24 @@ def test_a_result_rounded_to_fixed_decimals_is_refused_on_small_values(capsys):
     reference = check.catalogue()["scale_backward"].reference
     ok, out = _verdict(check.scale_backward, lambda grad_scaled, d_k: np.round(reference(grad_scaled, d_k), 8), capsys)
     assert not ok and "× 1e-6" in out and "rounding" in out
+
+
+def test_a_width_read_from_the_input_is_refused_on_a_matrix_that_is_not_square(capsys):
+    def ref(X, W):
+        """X (T, d_in), W (d_in, d_out) -> Y (T, d_out)."""
+        return X @ W
+    square = engine.Exercise("toy_square", ref, lambda: [engine.Case((np.ones((3, 4)), np.eye(4)))], register=False)
+    wrong = (lambda X, W: X @ W[:, :X.shape[-1]] if X.shape[-1] > 1 else X @ W)  # the input's width for W's own
+    ok, out = _verdict(square.check, wrong, capsys)
+    assert not ok and "W not square (4 × 8)" in out and "W.shape[1]" in out
+    assert check.head_queries(lambda X, W_q, h, i: X @ W_q[:, i * (len(W_q) // h):(i + 1) * (len(W_q) // h)])
+    assert "✔" in capsys.readouterr().out  # W_q (d_model, d_model): square by its shape line, so never probed
+
+
+def test_a_table_of_fixed_length_is_refused_on_a_longer_mask(capsys):
+    table = mc.causal_mask(1100)  # longer than every case (1030), shorter than float16's 2048
+
+    def causal_mask(T, offset=0, window=None):
+        return table[:T, :T].copy() if offset == 0 and window is None else mc.causal_mask(T, offset, window)
+    ok, out = _verdict(check.causal_mask, causal_mask, capsys)
+    assert not ok and "T = 2100" in out
