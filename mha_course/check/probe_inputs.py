@@ -321,21 +321,20 @@ def integers(g):
     if not chosen:
         return
     names = ", ".join(c[0] for c in chosen)
-    wide = say("Integers this large: does a narrow dtype (int8, int16, float16) wrap or round, or a table of a fixed "
-               "length (max_len = 5000) run out? Fix: keep the inputs' integers and compute for the lengths asked")
-    for what, change, hint in (
+    wide = _wide_hint()
+    for what, change, hint, lenient in (
             (say("{names} all one value", names=names), lambda v: np.full_like(v, v.flat[0]), say(
                 "One value repeated is a valid input (one document, one token): does a shortcut for it leave out "
-                "part of the rule (the causal part)? Fix: one code path for every input")),
-            (say("{names} + {k}", names=names, k=SHIFT), lambda v: v + SHIFT, wide),
-            (say("{names} × {k}", names=names, k=WRAP), lambda v: v * WRAP, wide),
-            (say("{names} negated", names=names), lambda v: -v, say(
+                "part of the rule (the causal part)? Fix: one code path for every input"), False),
+            (say("{names} + {k}", names=names, k=SHIFT), lambda v: v + SHIFT, wide, False),
+            (say("{names} × {k}", names=names, k=WRAP), lambda v: v * WRAP, wide, False),
+            (say("{names} negated", names=names), lambda v: -v, say(  # lenient: a function may refuse negative ids
                 "Negative integers where the reference takes them (a position before 0): does an index into a table "
-                "(table[positions]) count them from the end? Fix: compute from the values themselves"))):
+                "(table[positions]) count them from the end? Fix: compute from the values themselves"), True)):
         args = g.base
         for _, read, write in chosen:
             args = write(args, change(read(g.base)))
-        yield args, what, hint, what == say("{names} negated", names=names)  # a function may refuse them
+        yield args, what, hint, lenient
 
 
 def leading_axis(g):
@@ -426,20 +425,24 @@ def strings(g):
                 "An equal string that is another object: is it compared with `is`? Fix: compare strings with =="), False
 
 
+def _wide_hint() -> str:
+    return say("Integers this large: does a narrow dtype (int8, int16, float16) wrap or round, or a table of a fixed "
+               "length (max_len = 5000) run out? Fix: keep the inputs' integers and compute for the lengths asked")
+
+
 def lengths(g):
     """Each whole-number argument made LONGER (past a table of 512, int8's 127, float16's 2048) and SHIFT larger (a
     length, a step, an offset), each where the result stays small."""
-    hint = say("Integers this large: does a narrow dtype (int8, int16, float16) wrap or round, or a table of a fixed "
-               "length (max_len = 5000) run out? Fix: keep the inputs' integers and compute for the lengths asked")
     for i, (name, v) in enumerate(zip(_names(g), g.base)):
-        if whole(v) and v >= 0:
-            for n in [n for n in LONGER if n > v] + [v + SHIFT]:
-                if _grows_slowly(g, i, n):
-                    yield _put(g.base, i, n), say("{name} = {n}", name=name, n=n), hint, False
+        fits = _fits(g, i) if whole(v) and v >= 0 else None
+        for n in [n for n in LONGER if n > v] + [v + SHIFT] if fits else []:
+            if fits(n):
+                yield _put(g.base, i, n), say("{name} = {n}", name=name, n=n), _wide_hint(), False
 
 
-def _grows_slowly(g, i, target) -> bool:
-    """The result at base[i] = target holds at most MAX_SIZE numbers, judged from its growth from base[i] + 1 to + 2."""
+def _fits(g, i):
+    """A test of a value for argument i: the result there holds at most MAX_SIZE numbers, judged from its growth
+    from base[i] + 1 to base[i] + 2 (None where the reference refuses those)."""
     def size(args):
         value = valid(g.reference, args)
         return None if value is INVALID else sum(np.asarray(v).size for v in (
@@ -447,11 +450,11 @@ def _grows_slowly(g, i, target) -> bool:
     v = g.base[i]
     n1, n2 = size(_put(g.base, i, v + 1)), size(_put(g.base, i, v + 2))
     if not n1 or not n2:
-        return False
+        return None
     if n2 <= n1:
-        return True  # the result does not grow with it (a step t, a count)
+        return lambda target: True  # the result does not grow with it (a step t, a count)
     power = np.log(n2 / n1) / np.log((v + 2) / (v + 1))
-    return n1 * ((target + 1) / (v + 1)) ** power <= MAX_SIZE
+    return lambda target: n1 * ((target + 1) / (v + 1)) ** power <= MAX_SIZE
 
 
 def huge(g):

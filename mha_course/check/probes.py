@@ -160,7 +160,7 @@ def _problem(got: Outcome, p: Probe, problem_of) -> list:
 def _rescaled(value, want):
     """``value`` and ``want`` divided by the largest magnitude in ``want`` (each output of a tuple by its own)."""
     if isinstance(want, tuple) and isinstance(value, tuple) and len(value) == len(want):
-        return tuple(zip(*(_rescaled(v, w) for v, w in zip(value, want)))) or (value, want)
+        return tuple(zip(*(_rescaled(v, w) for v, w in zip(value, want))))
     w = np.asarray(want) if isinstance(want, (np.ndarray, float, np.floating)) else None
     if w is None or w.dtype.kind != "f" or not np.isfinite(w).all() or not np.abs(w).max() > 0:
         return value, want
